@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod diff;
+pub mod graph;
+pub mod plan;
+pub mod schema;
+pub mod validate;

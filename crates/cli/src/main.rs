@@ -1,0 +1,63 @@
+//! The `glassbox` command.
+//!
+//! Each subcommand lives in its own module under `cmd/` and returns an
+//! [`ExitCode`]; `main` only parses arguments and reports errors, so that
+//! destructors (trace flushes, temp files) always run.
+//!
+//! Exit codes: 0 ok, 1 run failed, 2 usage, 69 a service or download was
+//! unavailable, 78 invalid config or input.
+
+mod cmd;
+mod exit;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Glassbox: run AI request pipelines as declarative topologies, see every
+/// request's path, cost and reasoning, and plan the compute they need.
+#[derive(Debug, Parser)]
+#[command(name = "glassbox", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check topology files and report every problem with its location.
+    Validate(cmd::validate::Args),
+    /// Draw a topology as a Mermaid or Graphviz (DOT) graph.
+    Graph(cmd::graph::Args),
+    /// Print the JSON Schema of the topology format.
+    Schema(cmd::schema::Args),
+    /// Compare two versions of a topology: nodes, edges, configs and prices.
+    Diff(cmd::diff::Args),
+    /// Plan the compute for LLM inference: memory, speed, GPUs and cost.
+    Plan(cmd::plan::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Validate(args) => cmd::validate::run(args),
+        Command::Graph(args) => cmd::graph::run(args),
+        Command::Schema(args) => cmd::schema::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Plan(args) => cmd::plan::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::code_for(&err))
+        }
+    }
+}

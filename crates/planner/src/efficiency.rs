@@ -1,0 +1,326 @@
+//! Efficiency factors: how far below the roofline real engines run.
+//!
+//! A roofline says a decode step cannot beat `bytes / bandwidth` and a prefill
+//! cannot beat `FLOPs / peak`; real engines reach a fraction of that plus a
+//! fixed cost per step (kernel launches, sampling, scheduling). Those two
+//! numbers, an efficiency `η` and an overhead `c`, depend on the hardware
+//! class, the engine and the phase, so they are kept per
+//! (class, engine, phase) and fitted from measurements
+//! ([`crate::calibrate`]). The shipped defaults (`data/efficiency.toml`) are
+//! that fit on `data/measurements.csv`; anything without data falls back to
+//! a coarser level and finally to the documented priors below.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PlannerError, did_you_mean};
+use crate::hardware::HardwareClass;
+
+const DEFAULTS: &str = include_str!("../data/efficiency.toml");
+
+/// An inference engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Engine {
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "sglang")]
+    Sglang,
+    #[serde(rename = "trt-llm")]
+    TrtLlm,
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    #[serde(rename = "mlc")]
+    Mlc,
+    #[serde(rename = "transformers")]
+    Transformers,
+}
+
+impl Engine {
+    pub const ALL: [Self; 6] =
+        [Self::Vllm, Self::Sglang, Self::TrtLlm, Self::LlamaCpp, Self::Mlc, Self::Transformers];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vllm => "vllm",
+            Self::Sglang => "sglang",
+            Self::TrtLlm => "trt-llm",
+            Self::LlamaCpp => "llama.cpp",
+            Self::Mlc => "mlc",
+            Self::Transformers => "transformers",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, PlannerError> {
+        let key = s.trim().to_ascii_lowercase();
+        let key = match key.as_str() {
+            "tensorrt-llm" | "trtllm" | "tensorrt" => "trt-llm",
+            "llamacpp" | "llama-cpp" | "ollama" | "gguf" => "llama.cpp",
+            "mlc-llm" => "mlc",
+            "hf" | "huggingface" => "transformers",
+            other => other,
+        };
+        Self::ALL.into_iter().find(|e| e.as_str() == key).ok_or_else(|| {
+            PlannerError::UnknownValue {
+                what: "engine",
+                value: s.to_string(),
+                suggestion: did_you_mean(key, Self::ALL.iter().map(|e| e.as_str())),
+            }
+        })
+    }
+
+    /// Prior adjustment for an engine with no data at the level used: eager
+    /// PyTorch (`transformers`) launches many more kernels per token and does
+    /// not fuse attention, so it is assumed to reach 60% of the class's
+    /// efficiency at 3× its overhead. Only a prior: calibrate to replace it.
+    fn prior_adjust(self) -> (f64, f64) {
+        match self {
+            Self::Transformers => (0.6, 3.0),
+            _ => (1.0, 1.0),
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Prefill (prompt processing, compute-bound) or decode (one token per
+/// sequence per step, bandwidth-bound at small batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Prefill,
+    Decode,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prefill => "prefill",
+            Self::Decode => "decode",
+        }
+    }
+}
+
+/// One fitted or prior pair: `time = roofline / efficiency + overhead`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Factor {
+    /// Fraction of the roofline reached (bandwidth for decode, compute for prefill).
+    pub efficiency: f64,
+    /// Fixed cost per step (decode) or per prefill pass, milliseconds.
+    pub overhead_ms: f64,
+}
+
+/// A table entry; `*` in `class` or `engine` is a pooled (coarser) level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub class: String,
+    pub engine: String,
+    pub phase: Phase,
+    pub efficiency: f64,
+    pub overhead_ms: f64,
+    /// Measurements behind the fit (0 for a hand-set value).
+    #[serde(default)]
+    pub rows: usize,
+    /// Whether `overhead_ms` was fitted (true) or inherited from the parent level.
+    #[serde(default)]
+    pub overhead_fitted: bool,
+}
+
+/// A factor together with the level it came from, for explanations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    pub factor: Factor,
+    pub level: String,
+}
+
+/// Documented priors by class and phase (used only when no table level has
+/// data). Decode: consumer/datacenter GPUs reach 80-90% of bandwidth in good
+/// kernels, Apple ~75%, CPUs and NPUs less; prefill: tensor-core GEMMs reach
+/// 50-70% of dense peak end to end.
+fn prior(class: HardwareClass, phase: Phase) -> Factor {
+    let (efficiency, overhead_ms) = match (class, phase) {
+        (HardwareClass::Datacenter, Phase::Decode) => (0.80, 4.0),
+        (HardwareClass::Consumer, Phase::Decode) => (0.85, 3.0),
+        (HardwareClass::Apple, Phase::Decode) => (0.75, 5.0),
+        (HardwareClass::Cpu, Phase::Decode) => (0.60, 5.0),
+        (HardwareClass::Npu, Phase::Decode) => (0.60, 6.0),
+        (HardwareClass::Datacenter, Phase::Prefill) => (0.55, 5.0),
+        (HardwareClass::Consumer, Phase::Prefill) => (0.70, 2.0),
+        (HardwareClass::Apple, Phase::Prefill) => (0.60, 5.0),
+        (HardwareClass::Cpu, Phase::Prefill) => (0.40, 10.0),
+        (HardwareClass::Npu, Phase::Prefill) => (0.40, 10.0),
+    };
+    Factor { efficiency, overhead_ms }
+}
+
+/// Efficiency factors with hierarchical fallback.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EfficiencyTable {
+    #[serde(default, rename = "factor")]
+    pub entries: Vec<Entry>,
+    /// Set for the fixed-constant baseline: every lookup returns these.
+    #[serde(skip)]
+    constant: Option<(Factor, Factor)>,
+}
+
+impl EfficiencyTable {
+    /// The shipped defaults: the fit on `data/measurements.csv`.
+    pub fn defaults() -> Result<Self, PlannerError> {
+        Self::from_toml(DEFAULTS, "builtin efficiency.toml")
+    }
+
+    /// A table with no entries: priors only.
+    pub fn priors_only() -> Self {
+        Self::default()
+    }
+
+    /// The plain baseline of issue 7: 70% of bandwidth with 3 ms per decode
+    /// step, 50% of peak compute, for every class and engine.
+    pub fn baseline() -> Self {
+        Self {
+            entries: vec![],
+            constant: Some((
+                Factor { efficiency: 0.5, overhead_ms: 0.0 },
+                Factor { efficiency: 0.7, overhead_ms: 3.0 },
+            )),
+        }
+    }
+
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, PlannerError> {
+        let t: Self = toml::from_str(text)
+            .map_err(|e| PlannerError::Toml { origin: origin.to_string(), message: e.to_string() })?;
+        for e in &t.entries {
+            if !(e.efficiency.is_finite() && e.efficiency > 0.0 && e.efficiency <= 2.0)
+                || !(e.overhead_ms.is_finite() && e.overhead_ms >= 0.0)
+            {
+                return Err(PlannerError::invalid(
+                    format!("{origin}: factor {}/{}/{}", e.class, e.engine, e.phase.as_str()),
+                    format!(
+                        "efficiency must be in (0, 2] and overhead_ms >= 0, got {} and {}",
+                        e.efficiency, e.overhead_ms
+                    ),
+                ));
+            }
+        }
+        Ok(t)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, PlannerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PlannerError::Io { path: path.to_path_buf(), source })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    pub fn to_toml(&self) -> Result<String, PlannerError> {
+        toml::to_string(self)
+            .map_err(|e| PlannerError::Toml { origin: "efficiency table".into(), message: e.to_string() })
+    }
+
+    /// Entries from `other` replace or extend this table's.
+    pub fn overlay(&mut self, other: &Self) {
+        for e in &other.entries {
+            match self.entries.iter_mut().find(|x| {
+                x.class == e.class && x.engine == e.engine && x.phase == e.phase
+            }) {
+                Some(slot) => *slot = e.clone(),
+                None => self.entries.push(e.clone()),
+            }
+        }
+    }
+
+    fn find(&self, class: &str, engine: &str, phase: Phase) -> Option<Factor> {
+        self.entries
+            .iter()
+            .find(|e| e.class == class && e.engine == engine && e.phase == phase)
+            .map(|e| Factor { efficiency: e.efficiency, overhead_ms: e.overhead_ms })
+    }
+
+    /// The factor for (class, engine, phase): exact entry, else the class
+    /// pooled over engines, else the engine pooled over classes, else all
+    /// data for the phase, else the prior. Pooled and prior levels get the
+    /// engine's prior adjustment.
+    pub fn lookup(&self, class: HardwareClass, engine: Engine, phase: Phase) -> Resolved {
+        if let Some((prefill, decode)) = self.constant {
+            let factor = if phase == Phase::Prefill { prefill } else { decode };
+            return Resolved { factor, level: "baseline constant".into() };
+        }
+        let (c, e) = (class.as_str(), engine.as_str());
+        if let Some(f) = self.find(c, e, phase) {
+            return Resolved { factor: f, level: format!("fit {c}/{e}") };
+        }
+        if let Some(f) = self.find("*", e, phase) {
+            return Resolved { factor: f, level: format!("fit */{e} (no {c} data)") };
+        }
+        let (k_eff, k_over) = engine.prior_adjust();
+        let adjust = |f: Factor| Factor {
+            efficiency: f.efficiency * k_eff,
+            overhead_ms: f.overhead_ms * k_over,
+        };
+        if let Some(f) = self.find(c, "*", phase) {
+            return Resolved { factor: adjust(f), level: format!("fit {c}/* (no {e} data)") };
+        }
+        Resolved { factor: adjust(prior(class, phase)), level: format!("prior {c}") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_and_aliases() {
+        assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
+        assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
+        let e = Engine::parse("vlm").unwrap_err();
+        assert!(e.to_string().contains("did you mean `vllm`"), "{e}");
+    }
+
+    #[test]
+    fn fallback_order() {
+        let mut t = EfficiencyTable::priors_only();
+        let p = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
+        assert_eq!(p.factor, prior(HardwareClass::Apple, Phase::Decode));
+        t.entries.push(Entry {
+            class: "apple".into(),
+            engine: "*".into(),
+            phase: Phase::Decode,
+            efficiency: 0.5,
+            overhead_ms: 1.0,
+            rows: 3,
+            overhead_fitted: true,
+        });
+        let r = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
+        assert_eq!(r.factor.efficiency, 0.5);
+        assert!(r.level.contains("apple/*"));
+        let hf = t.lookup(HardwareClass::Apple, Engine::Transformers, Phase::Decode);
+        assert!((hf.factor.efficiency - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn baseline_is_constant() {
+        let b = EfficiencyTable::baseline();
+        let d = b.lookup(HardwareClass::Apple, Engine::LlamaCpp, Phase::Decode).factor;
+        assert_eq!((d.efficiency, d.overhead_ms), (0.7, 3.0));
+        let p = b.lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill).factor;
+        assert_eq!(p.efficiency, 0.5);
+    }
+
+    #[test]
+    fn shipped_defaults_parse() {
+        let t = EfficiencyTable::defaults().unwrap();
+        let text = t.to_toml().unwrap();
+        let back = EfficiencyTable::from_toml(&text, "roundtrip").unwrap();
+        assert_eq!(back.entries, t.entries);
+    }
+
+    #[test]
+    fn out_of_range_factor_is_rejected() {
+        let bad = "[[factor]]\nclass='apple'\nengine='*'\nphase='decode'\nefficiency=-1\noverhead_ms=0\n";
+        assert_eq!(EfficiencyTable::from_toml(bad, "x").unwrap_err().code(), "planner.invalid");
+    }
+}

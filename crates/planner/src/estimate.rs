@@ -1,0 +1,480 @@
+//! The estimator: memory, prefill, decode, TTFT/TPOT, tensor parallelism.
+//!
+//! Every time is a roofline term divided by a fitted efficiency plus a fixed
+//! overhead ([`crate::efficiency`]):
+//!
+//! - decode step  = max(bytes / (BW·η_d), FLOPs / (peak·η_p)) + c_d + allreduce
+//! - prefill pass = max(FLOPs / (peak·η_p), bytes / (BW·η_d)) + c_p + allreduce
+//!
+//! where bytes are the weights one step reads (MoE: the experts the batch
+//! touches) plus the KV cache it reads, and FLOPs are `2·P_active` per token
+//! plus attention. Tensor parallelism splits bytes and FLOPs over `tp`
+//! devices and adds two ring all-reduces per layer.
+
+use serde::Serialize;
+
+use crate::efficiency::{EfficiencyTable, Engine, Factor, Phase, Resolved};
+use crate::error::PlannerError;
+use crate::explain::{Line, num};
+use crate::hardware::Hardware;
+use crate::model::ModelSpec;
+use crate::quant::Quant;
+
+/// Latency of one all-reduce call (launch + synchronisation), seconds. NCCL
+/// small-message all-reduce over NVLink takes roughly 5-15 µs.
+pub const ALLREDUCE_LATENCY_S: f64 = 10e-6;
+
+/// What to estimate: one model on one kind of device.
+#[derive(Debug, Clone)]
+pub struct Scenario<'a> {
+    pub model: &'a ModelSpec,
+    pub hw: &'a Hardware,
+    pub quant: Quant,
+    /// KV-cache bytes per element (2 = FP16, 1 = FP8/INT8).
+    pub kv_bytes: f64,
+    pub engine: Engine,
+    /// Tensor-parallel degree (devices per replica).
+    pub tp: u32,
+    /// Concurrent sequences decoded together.
+    pub batch: u32,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    /// Context length each sequence may reach, for KV capacity.
+    pub context: u64,
+    /// Fraction of device memory left free (seed 001: at least 20%).
+    pub memory_headroom: f64,
+}
+
+impl Scenario<'_> {
+    pub fn validate(&self) -> Result<(), PlannerError> {
+        if self.tp == 0 || self.tp > 64 {
+            return Err(PlannerError::invalid("tp", format!("must be 1-64, got {}", self.tp)));
+        }
+        if self.batch == 0 || self.batch > 1 << 20 {
+            return Err(PlannerError::invalid("batch", format!("must be >= 1, got {}", self.batch)));
+        }
+        if !(0.0..0.95).contains(&self.memory_headroom) {
+            return Err(PlannerError::invalid(
+                "memory headroom",
+                format!("must be in [0, 0.95), got {}", self.memory_headroom),
+            ));
+        }
+        if self.context == 0 || self.prompt_tokens == 0 {
+            return Err(PlannerError::invalid("tokens", "prompt and context must be >= 1"));
+        }
+        Ok(())
+    }
+
+    fn tp(&self) -> f64 {
+        f64::from(self.tp)
+    }
+
+    /// Weights of one replica, bytes.
+    pub fn weight_bytes(&self) -> f64 {
+        self.model.total_params() * self.quant.bytes_per_weight()
+    }
+
+    pub fn kv_bytes_per_token(&self) -> f64 {
+        self.model.kv_bytes_per_token(self.kv_bytes)
+    }
+
+    fn peak_flops(&self) -> f64 {
+        self.hw.peak_tflops(self.quant.compute) * 1e12
+    }
+
+    fn bandwidth(&self) -> f64 {
+        self.hw.bandwidth_gbps * 1e9
+    }
+
+    /// Two ring all-reduces per layer of `tokens × hidden` FP16 activations:
+    /// each moves `2(N−1)/N` of the message over the link, plus a latency.
+    pub fn allreduce_s(&self, tokens: f64) -> f64 {
+        if self.tp <= 1 {
+            return 0.0;
+        }
+        let n = self.tp();
+        let msg = tokens * self.model.hidden as f64 * 2.0;
+        let link = (self.hw.interconnect.gbps * 1e9).max(1e6);
+        let per_call = 2.0 * (n - 1.0) / n * msg / link + ALLREDUCE_LATENCY_S;
+        2.0 * self.model.layers as f64 * per_call
+    }
+}
+
+/// Roofline times of one step at 100% efficiency, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Terms {
+    pub bytes: f64,
+    pub flops: f64,
+    pub memory_s: f64,
+    pub compute_s: f64,
+    pub comm_s: f64,
+}
+
+/// One decode step for `batch` sequences at context `ctx`.
+pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
+    let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
+    let kv = batch * ctx * s.kv_bytes_per_token();
+    let bytes = (weights + kv) / s.tp();
+    let flops = batch * s.model.forward_flops(1.0, ctx) / s.tp();
+    Terms {
+        bytes,
+        flops,
+        memory_s: bytes / s.bandwidth(),
+        compute_s: flops / s.peak_flops(),
+        comm_s: s.allreduce_s(batch),
+    }
+}
+
+/// One prefill pass over `tokens` prompt tokens (all sequences together).
+pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
+    let per_seq = (tokens / seqs.max(1.0)).max(1.0);
+    let weights = s.model.decode_read_params(tokens) * s.quant.bytes_per_weight();
+    let bytes = weights / s.tp();
+    let flops = seqs.max(1.0) * s.model.forward_flops(per_seq, 0.0) / s.tp();
+    Terms {
+        bytes,
+        flops,
+        memory_s: bytes / s.bandwidth(),
+        compute_s: flops / s.peak_flops(),
+        comm_s: s.allreduce_s(tokens),
+    }
+}
+
+/// Decode step time with factors applied.
+pub fn decode_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
+    (t.memory_s / decode.efficiency).max(t.compute_s / prefill.efficiency)
+        + decode.overhead_ms / 1e3
+        + t.comm_s
+}
+
+/// Prefill pass time with factors applied.
+pub fn prefill_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
+    (t.compute_s / prefill.efficiency).max(t.memory_s / decode.efficiency)
+        + prefill.overhead_ms / 1e3
+        + t.comm_s
+}
+
+/// The factors used, with their provenance.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsedFactors {
+    pub prefill_efficiency: f64,
+    pub prefill_overhead_ms: f64,
+    pub prefill_level: String,
+    pub decode_efficiency: f64,
+    pub decode_overhead_ms: f64,
+    pub decode_level: String,
+}
+
+/// Weight memory of the model in one format.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightRow {
+    pub quant: String,
+    pub bits_per_weight: f64,
+    pub gb: f64,
+}
+
+/// The estimate for one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub model: String,
+    pub gpu: String,
+    pub quant: String,
+    pub engine: String,
+    pub tp: u32,
+    pub batch: u32,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    pub context: u64,
+    pub total_params_b: f64,
+    pub active_params_b: f64,
+    pub weights_gb: f64,
+    pub weights_gb_per_gpu: f64,
+    pub kv_bytes_per_token: f64,
+    pub kv_capacity_gb: f64,
+    pub max_concurrent_seqs: u64,
+    pub fits: bool,
+    pub prefill_tok_s: f64,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    /// Aggregate decode throughput at `batch` (tokens/s over all sequences).
+    pub decode_tok_s: f64,
+    pub decode_tok_s_per_seq: f64,
+    pub e2e_ms: f64,
+    /// Decode regime at `batch`: `memory` (does not fit), `bandwidth` or `compute`.
+    pub binding_constraint: String,
+    pub factors: UsedFactors,
+    pub weights_by_format: Vec<WeightRow>,
+    pub explain: Vec<Line>,
+}
+
+/// Computes estimates with one efficiency table.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    pub factors: EfficiencyTable,
+}
+
+impl Estimator {
+    pub fn new(factors: EfficiencyTable) -> Self {
+        Self { factors }
+    }
+
+    /// (prefill, decode) factors for a scenario.
+    pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
+        (
+            self.factors.lookup(s.hw.class, s.engine, Phase::Prefill),
+            self.factors.lookup(s.hw.class, s.engine, Phase::Decode),
+        )
+    }
+
+    /// TTFT of one request of `prompt` tokens, seconds.
+    pub fn ttft_s(&self, s: &Scenario, prompt: f64) -> f64 {
+        let (p, d) = self.factors_for(s);
+        prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
+    }
+
+    /// One decode step at `batch` and context `ctx`, seconds.
+    pub fn tpot_s(&self, s: &Scenario, batch: f64, ctx: f64) -> f64 {
+        let (p, d) = self.factors_for(s);
+        decode_time(&decode_terms(s, batch, ctx), p.factor, d.factor)
+    }
+
+    /// KV-cache memory per replica after weights and headroom, bytes.
+    pub fn kv_capacity_bytes(&self, s: &Scenario) -> f64 {
+        let usable = s.hw.memory_gb * 1e9 * (1.0 - s.memory_headroom) * s.tp();
+        usable - s.weight_bytes()
+    }
+
+    /// Sequences of `context` tokens that fit in the KV capacity.
+    pub fn max_concurrent(&self, s: &Scenario) -> u64 {
+        let cap = self.kv_capacity_bytes(s);
+        let per_seq = s.kv_bytes_per_token() * s.context as f64;
+        if cap <= 0.0 || per_seq <= 0.0 { 0 } else { (cap / per_seq).floor() as u64 }
+    }
+
+    pub fn estimate(&self, s: &Scenario) -> Result<Estimate, PlannerError> {
+        s.validate()?;
+        let (pf, df) = self.factors_for(s);
+        let (p, d) = (pf.factor, df.factor);
+        let mut explain = Vec::new();
+        let bpw = s.quant.bits_per_weight;
+        let params = s.model.total_params();
+        let weights = s.weight_bytes();
+        explain.push(Line::new(
+            "weights",
+            weights / 1e9,
+            "GB",
+            "total_params × bits_per_weight / 8",
+            format!("{} × {} / 8 ({})", num(params), num(bpw), s.quant.name),
+        ));
+        let kvt = s.kv_bytes_per_token();
+        explain.push(Line::new(
+            "kv_bytes_per_token",
+            kvt,
+            "B",
+            s.model.kv_formula(),
+            format!("b = {} B/element", num(s.kv_bytes)),
+        ));
+        let cap = self.kv_capacity_bytes(s);
+        explain.push(Line::new(
+            "kv_capacity",
+            cap.max(0.0) / 1e9,
+            "GB",
+            "tp × memory × (1 − headroom) − weights",
+            format!(
+                "{} × {} GB × (1 − {}) − {} GB",
+                s.tp,
+                num(s.hw.memory_gb),
+                num(s.memory_headroom),
+                num(weights / 1e9)
+            ),
+        ));
+        let max_seqs = self.max_concurrent(s);
+        explain.push(Line::new(
+            "max_concurrent_seqs",
+            max_seqs as f64,
+            "seqs",
+            "floor(kv_capacity / (kv_bytes_per_token × context))",
+            format!("{} GB / ({} B × {})", num(cap.max(0.0) / 1e9), num(kvt), s.context),
+        ));
+
+        let prompt = s.prompt_tokens as f64;
+        let pt = prefill_terms(s, prompt, 1.0);
+        let ttft = prefill_time(&pt, p, d);
+        explain.push(Line::new(
+            "ttft",
+            ttft * 1e3,
+            "ms",
+            "max(FLOPs/(peak·η_p), bytes/(BW·η_d)) + c_p + allreduce",
+            format!(
+                "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} ms + {} ms",
+                num(pt.flops),
+                num(s.hw.peak_tflops(s.quant.compute)),
+                num(p.efficiency),
+                num(pt.bytes / 1e9),
+                num(s.hw.bandwidth_gbps),
+                num(d.efficiency),
+                num(p.overhead_ms),
+                num(pt.comm_s * 1e3)
+            ),
+        ));
+        let prefill_tok_s = prompt / ttft;
+        explain.push(Line::new(
+            "prefill_tok_s",
+            prefill_tok_s,
+            "tok/s",
+            "prompt_tokens / ttft",
+            format!("{} / {} ms", s.prompt_tokens, num(ttft * 1e3)),
+        ));
+        let b = f64::from(s.batch);
+        let ctx = prompt + s.gen_tokens as f64 / 2.0;
+        let dt = decode_terms(s, b, ctx);
+        let tpot = decode_time(&dt, p, d);
+        explain.push(Line::new(
+            "tpot",
+            tpot * 1e3,
+            "ms",
+            "max((weights_read + b·ctx·kv)/(BW·η_d), FLOPs/(peak·η_p)) + c_d + allreduce",
+            format!(
+                "max({} GB / ({} GB/s·{}), {} / ({} T·{})) + {} ms + {} ms; b = {}, ctx = {}",
+                num(dt.bytes / 1e9),
+                num(s.hw.bandwidth_gbps),
+                num(d.efficiency),
+                num(dt.flops),
+                num(s.hw.peak_tflops(s.quant.compute)),
+                num(p.efficiency),
+                num(d.overhead_ms),
+                num(dt.comm_s * 1e3),
+                s.batch,
+                num(ctx)
+            ),
+        ));
+        let decode_tok_s = b / tpot;
+        explain.push(Line::new(
+            "decode_tok_s",
+            decode_tok_s,
+            "tok/s",
+            "batch / tpot",
+            format!("{} / {} ms", s.batch, num(tpot * 1e3)),
+        ));
+        let e2e = ttft + s.gen_tokens as f64 * tpot;
+        explain.push(Line::new(
+            "e2e",
+            e2e * 1e3,
+            "ms",
+            "ttft + gen_tokens × tpot",
+            format!("{} + {} × {} ms", num(ttft * 1e3), s.gen_tokens, num(tpot * 1e3)),
+        ));
+        let fits = cap > 0.0 && max_seqs >= 1;
+        let binding = if !fits || u64::from(s.batch) > max_seqs {
+            "memory"
+        } else if dt.compute_s / p.efficiency > dt.memory_s / d.efficiency {
+            "compute"
+        } else {
+            "bandwidth"
+        };
+        let weights_by_format = ["fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1", "q4_0"]
+            .iter()
+            .filter_map(|n| Quant::parse(n).ok())
+            .map(|q| WeightRow {
+                gb: params * q.bytes_per_weight() / 1e9,
+                bits_per_weight: q.bits_per_weight,
+                quant: q.name,
+            })
+            .collect();
+        Ok(Estimate {
+            model: s.model.id.clone(),
+            gpu: s.hw.id.clone(),
+            quant: s.quant.name.clone(),
+            engine: s.engine.to_string(),
+            tp: s.tp,
+            batch: s.batch,
+            prompt_tokens: s.prompt_tokens,
+            gen_tokens: s.gen_tokens,
+            context: s.context,
+            total_params_b: params / 1e9,
+            active_params_b: s.model.active_params_b(),
+            weights_gb: weights / 1e9,
+            weights_gb_per_gpu: weights / 1e9 / s.tp(),
+            kv_bytes_per_token: kvt,
+            kv_capacity_gb: cap.max(0.0) / 1e9,
+            max_concurrent_seqs: max_seqs,
+            fits,
+            prefill_tok_s,
+            ttft_ms: ttft * 1e3,
+            tpot_ms: tpot * 1e3,
+            decode_tok_s,
+            decode_tok_s_per_seq: 1.0 / tpot,
+            e2e_ms: e2e * 1e3,
+            binding_constraint: binding.to_string(),
+            factors: UsedFactors {
+                prefill_efficiency: p.efficiency,
+                prefill_overhead_ms: p.overhead_ms,
+                prefill_level: pf.level,
+                decode_efficiency: d.efficiency,
+                decode_overhead_ms: d.overhead_ms,
+                decode_level: df.level,
+            },
+            weights_by_format,
+            explain,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::HardwareCatalogue;
+    use crate::model::ModelCatalogue;
+
+    #[test]
+    fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let mut hw = HardwareCatalogue::builtin().unwrap().get("rtx-3090").unwrap().clone();
+        hw.bandwidth_gbps = 1000.0;
+        let s = Scenario {
+            model: models.get("llama-2-7b").unwrap(),
+            hw: &hw,
+            quant: Quant::parse("fp16").unwrap(),
+            kv_bytes: 2.0,
+            engine: Engine::LlamaCpp,
+            tp: 1,
+            batch: 1,
+            prompt_tokens: 1,
+            gen_tokens: 1,
+            context: 2048,
+            memory_headroom: 0.2,
+        };
+        // Roofline at 100% efficiency and no overhead: 13.5 GB / 1 TB/s.
+        let t = decode_terms(&s, 1.0, 1.0);
+        let ceiling = 1.0 / t.memory_s;
+        assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
+        // The seed's round number: 7e9 params × 2 B = 14 GB → 71 tok/s.
+        assert!((1e12 / (7e9 * 2.0) - 71.4).abs() < 0.1);
+    }
+
+    #[test]
+    fn tensor_parallel_adds_comm_and_splits_bytes() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = HardwareCatalogue::builtin().unwrap().get("h100-sxm").unwrap().clone();
+        let mut s = Scenario {
+            model: models.get("llama-3.1-70b").unwrap(),
+            hw: &hw,
+            quant: Quant::parse("fp16").unwrap(),
+            kv_bytes: 2.0,
+            engine: Engine::Vllm,
+            tp: 1,
+            batch: 1,
+            prompt_tokens: 512,
+            gen_tokens: 128,
+            context: 4096,
+            memory_headroom: 0.2,
+        };
+        let one = decode_terms(&s, 1.0, 512.0);
+        s.tp = 4;
+        let four = decode_terms(&s, 1.0, 512.0);
+        assert!((one.memory_s / four.memory_s - 4.0).abs() < 1e-9);
+        assert!(four.comm_s > 0.0 && one.comm_s == 0.0);
+        let e = Estimator::new(EfficiencyTable::priors_only()).estimate(&s).unwrap();
+        assert!(e.fits && e.max_concurrent_seqs > 0);
+    }
+}

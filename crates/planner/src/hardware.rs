@@ -1,0 +1,267 @@
+//! The hardware catalogue: accelerators as data, with a source for every figure.
+//!
+//! The built-in list lives in `data/hardware.toml` (embedded at compile time) so
+//! that figures are reviewed as data, not code; users add or replace entries
+//! with their own TOML file of the same shape.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PlannerError, did_you_mean};
+use crate::quant::ComputeDtype;
+
+const BUILTIN: &str = include_str!("../data/hardware.toml");
+
+/// The kind of device, which selects default efficiency factors: the same
+/// roofline is reached very differently by a datacenter GPU and a laptop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HardwareClass {
+    Datacenter,
+    Consumer,
+    Apple,
+    Cpu,
+    Npu,
+}
+
+impl HardwareClass {
+    pub const ALL: [Self; 5] = [Self::Datacenter, Self::Consumer, Self::Apple, Self::Cpu, Self::Npu];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Datacenter => "datacenter",
+            Self::Consumer => "consumer",
+            Self::Apple => "apple",
+            Self::Cpu => "cpu",
+            Self::Npu => "npu",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, PlannerError> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s.trim().to_ascii_lowercase()).ok_or_else(
+            || PlannerError::UnknownValue {
+                what: "hardware class",
+                value: s.to_string(),
+                suggestion: did_you_mean(s, Self::ALL.iter().map(|c| c.as_str())),
+            },
+        )
+    }
+}
+
+impl fmt::Display for HardwareClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The link between devices used for tensor parallelism.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interconnect {
+    pub name: String,
+    /// Per-direction bandwidth per device, GB/s.
+    pub gbps: f64,
+}
+
+/// One accelerator. All rates are dense peaks per device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    pub id: String,
+    pub name: String,
+    pub class: HardwareClass,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub memory_gb: f64,
+    pub bandwidth_gbps: f64,
+    pub fp16_tflops: f64,
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
+    #[serde(default)]
+    pub int8_tops: Option<f64>,
+    pub tdp_w: f64,
+    pub interconnect: Interconnect,
+    #[serde(default)]
+    pub hourly_usd: Option<f64>,
+    #[serde(default)]
+    pub purchase_usd: Option<f64>,
+    pub source: String,
+}
+
+impl Hardware {
+    /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
+    /// FP16 where the device has no faster path (an FP8 model on an A100 runs
+    /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).
+    pub fn peak_tflops(&self, dtype: ComputeDtype) -> f64 {
+        match dtype {
+            ComputeDtype::Fp32 => self.fp16_tflops / 2.0,
+            ComputeDtype::Fp16 => self.fp16_tflops,
+            ComputeDtype::Fp8 => self.fp8_tflops.unwrap_or(self.fp16_tflops),
+            ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops).unwrap_or(self.fp16_tflops),
+        }
+    }
+
+    /// The highest 8-bit-or-better rate, used by seed 000's "effective TOPS".
+    pub fn best_tops(&self) -> f64 {
+        self.int8_tops.or(self.fp8_tflops).unwrap_or(self.fp16_tflops)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), PlannerError> {
+        let checks = [
+            ("memory_gb", self.memory_gb),
+            ("bandwidth_gbps", self.bandwidth_gbps),
+            ("fp16_tflops", self.fp16_tflops),
+        ];
+        for (field, v) in checks {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(PlannerError::invalid(
+                    format!("{origin}: gpu `{}`.{field}", self.id),
+                    format!("must be a positive number, got {v}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogueFile {
+    #[serde(default)]
+    gpu: Vec<Hardware>,
+}
+
+/// The accelerators the planner knows about.
+#[derive(Debug, Clone)]
+pub struct HardwareCatalogue {
+    gpus: Vec<Hardware>,
+}
+
+impl HardwareCatalogue {
+    /// The catalogue shipped in `data/hardware.toml`.
+    pub fn builtin() -> Result<Self, PlannerError> {
+        let gpus = parse(BUILTIN, "builtin hardware.toml")?;
+        Ok(Self { gpus })
+    }
+
+    /// Adds or replaces (by `id`) entries from a user TOML file.
+    pub fn merge_file(&mut self, path: &Path) -> Result<(), PlannerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PlannerError::Io { path: path.to_path_buf(), source })?;
+        self.merge_str(&text, &path.display().to_string())
+    }
+
+    /// Adds or replaces entries from TOML text.
+    pub fn merge_str(&mut self, text: &str, origin: &str) -> Result<(), PlannerError> {
+        for gpu in parse(text, origin)? {
+            match self.gpus.iter_mut().find(|g| g.id == gpu.id) {
+                Some(slot) => *slot = gpu,
+                None => self.gpus.push(gpu),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn all(&self) -> &[Hardware] {
+        &self.gpus
+    }
+
+    /// Finds a device by id or alias, case-insensitively.
+    pub fn get(&self, name: &str) -> Result<&Hardware, PlannerError> {
+        let key = name.trim().to_ascii_lowercase();
+        self.gpus
+            .iter()
+            .find(|g| g.id == key || g.aliases.iter().any(|a| a.to_ascii_lowercase() == key))
+            .ok_or_else(|| PlannerError::UnknownGpu {
+                name: name.to_string(),
+                suggestion: did_you_mean(
+                    &key,
+                    self.gpus.iter().flat_map(|g| {
+                        std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
+                    }),
+                ),
+            })
+    }
+}
+
+fn parse(text: &str, origin: &str) -> Result<Vec<Hardware>, PlannerError> {
+    let file: CatalogueFile = toml::from_str(text)
+        .map_err(|e| PlannerError::Toml { origin: origin.to_string(), message: e.to_string() })?;
+    for g in &file.gpu {
+        g.validate(origin)?;
+    }
+    Ok(file.gpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_has_required_devices() {
+        let c = HardwareCatalogue::builtin().unwrap();
+        assert!(c.all().len() >= 20);
+        for id in ["rtx-3090", "rtx-4090", "rtx-5090", "a10", "l4", "l40s", "a100-pcie-40gb"] {
+            c.get(id).unwrap();
+        }
+        for id in ["a100-sxm-80gb", "h100-pcie", "h100-sxm", "h200", "h20", "b200", "mi300x"] {
+            c.get(id).unwrap();
+        }
+        for id in ["apple-m2-ultra", "ascend-910b", "cpu-generic"] {
+            c.get(id).unwrap();
+        }
+        assert!(c.all().iter().all(|g| !g.source.is_empty()));
+    }
+
+    #[test]
+    fn alias_and_fallback_rates() {
+        let c = HardwareCatalogue::builtin().unwrap();
+        let a100 = c.get("A100").unwrap();
+        assert_eq!(a100.id, "a100-sxm-80gb");
+        // No FP8 on Ampere: FP8 models compute at the FP16 rate.
+        assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), 312.0);
+        // Dense, not sparse: 1979 with sparsity halved to 989.
+        assert_eq!(c.get("h100-sxm").unwrap().fp16_tflops, 989.0);
+    }
+
+    #[test]
+    fn override_replaces_by_id() {
+        let mut c = HardwareCatalogue::builtin().unwrap();
+        let n = c.all().len();
+        let extra = r#"
+[[gpu]]
+id = "rtx-3090"
+name = "My 3090"
+class = "consumer"
+memory_gb = 24
+bandwidth_gbps = 900
+fp16_tflops = 70
+tdp_w = 350
+interconnect = { name = "PCIe", gbps = 32 }
+source = "mine"
+
+[[gpu]]
+id = "my-npu"
+name = "My NPU"
+class = "npu"
+memory_gb = 32
+bandwidth_gbps = 400
+fp16_tflops = 100
+tdp_w = 75
+interconnect = { name = "PCIe", gbps = 16 }
+source = "vendor sheet"
+"#;
+        c.merge_str(extra, "test").unwrap();
+        assert_eq!(c.all().len(), n + 1);
+        assert_eq!(c.get("rtx-3090").unwrap().bandwidth_gbps, 900.0);
+        assert_eq!(c.get("my-npu").unwrap().class, HardwareClass::Npu);
+    }
+
+    #[test]
+    fn bad_override_is_an_error() {
+        let mut c = HardwareCatalogue::builtin().unwrap();
+        let e = c.merge_str("[[gpu]]\nid = 3", "x.toml").unwrap_err();
+        assert_eq!(e.code(), "planner.toml");
+    }
+}

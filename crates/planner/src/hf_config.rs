@@ -1,0 +1,146 @@
+//! Model specs from a Hugging Face `config.json`.
+//!
+//! Reads the keys the llama, mistral, qwen2/qwen3(-moe), mixtral, gemma and
+//! deepseek_v2/v3 configs use. Multimodal configs that nest the language model
+//! under `text_config` are unwrapped.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::PlannerError;
+use crate::model::{Mla, ModelSpec, Moe, validate_spec};
+
+/// Refuse configs larger than this: real ones are a few KiB.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Reads and converts a `config.json` file.
+pub fn read_file(path: &Path) -> Result<ModelSpec, PlannerError> {
+    let io = |source| PlannerError::Io { path: path.to_path_buf(), source };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    let origin = path.display().to_string();
+    if len > MAX_CONFIG_BYTES {
+        return Err(PlannerError::HfConfig {
+            origin,
+            message: format!("file is {len} bytes, more than the {MAX_CONFIG_BYTES} allowed"),
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let id = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "config".to_string());
+    from_str(&text, &id, &origin)
+}
+
+/// Converts `config.json` text; `id` names the model in output.
+pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, PlannerError> {
+    let err = |message: String| PlannerError::HfConfig { origin: origin.to_string(), message };
+    let root: Value = serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
+    let cfg = match root.get("text_config") {
+        Some(t) if root.get("hidden_size").is_none() => t,
+        _ => &root,
+    };
+    let get = |k: &str| cfg.get(k).and_then(Value::as_u64);
+    let need = |k: &str| get(k).ok_or_else(|| err(format!("missing integer key `{k}`")));
+
+    let hidden = need("hidden_size")?;
+    let layers = need("num_hidden_layers")?;
+    let heads = need("num_attention_heads")?;
+    let kv_heads = get("num_key_value_heads").unwrap_or(heads);
+    let vocab = need("vocab_size")?;
+    let ffn = need("intermediate_size")?;
+    let head_dim = get("head_dim").unwrap_or(hidden / heads.max(1));
+    let tied = cfg.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false);
+
+    let experts = get("num_local_experts").or(get("num_experts")).or(get("n_routed_experts"));
+    let moe = match experts {
+        Some(e) if e > 1 => {
+            let active = need("num_experts_per_tok")?;
+            Some(Moe {
+                experts: u32::try_from(e).map_err(|_| err(format!("`num_experts` {e} too big")))?,
+                active: u32::try_from(active)
+                    .map_err(|_| err(format!("`num_experts_per_tok` {active} too big")))?,
+                shared: get("n_shared_experts").unwrap_or(0).min(1024) as u32,
+                expert_ffn: get("moe_intermediate_size").unwrap_or(ffn),
+                dense_layers: get("first_k_dense_replace").unwrap_or(0).min(layers) as u32,
+            })
+        }
+        _ => None,
+    };
+    let mla = match get("kv_lora_rank") {
+        Some(rank) => Some(Mla {
+            kv_lora_rank: rank,
+            qk_rope_head_dim: need("qk_rope_head_dim")?,
+            qk_nope_head_dim: need("qk_nope_head_dim")?,
+            v_head_dim: need("v_head_dim")?,
+            q_lora_rank: get("q_lora_rank"),
+        }),
+        None => None,
+    };
+    let (kv_heads, head_dim) = match &mla {
+        Some(m) => (heads, m.qk_nope_head_dim + m.qk_rope_head_dim),
+        None => (kv_heads, head_dim),
+    };
+    let spec = ModelSpec {
+        id: id.to_string(),
+        name: cfg
+            .get("_name_or_path")
+            .and_then(Value::as_str)
+            .unwrap_or(id)
+            .to_string(),
+        aliases: vec![],
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        ffn,
+        vocab,
+        tied_embeddings: tied,
+        context: get("max_position_embeddings"),
+        params_b: None,
+        moe,
+        mla,
+        source: origin.to_string(),
+        measured_params: None,
+    };
+    validate_spec(&spec, origin)?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_config() {
+        let text = r#"{"architectures":["LlamaForCausalLM"],"hidden_size":4096,
+            "intermediate_size":14336,"num_attention_heads":32,"num_hidden_layers":32,
+            "num_key_value_heads":8,"vocab_size":128256,"tie_word_embeddings":false,
+            "max_position_embeddings":131072}"#;
+        let s = from_str(text, "llama", "t").unwrap();
+        assert!((s.total_params() / 1e9 - 8.03).abs() < 0.01);
+        assert_eq!(s.kv_bytes_per_token(2.0), 131072.0);
+    }
+
+    #[test]
+    fn deepseek_v2_lite_config_is_mla_and_moe() {
+        let text = r#"{"hidden_size":2048,"intermediate_size":10944,"moe_intermediate_size":1408,
+            "num_attention_heads":16,"num_hidden_layers":27,"num_key_value_heads":16,
+            "vocab_size":102400,"n_routed_experts":64,"num_experts_per_tok":6,
+            "n_shared_experts":2,"first_k_dense_replace":1,"kv_lora_rank":512,
+            "qk_rope_head_dim":64,"qk_nope_head_dim":128,"v_head_dim":128,"q_lora_rank":null}"#;
+        let s = from_str(text, "dsv2l", "t").unwrap();
+        assert!((s.total_params() / 1e9 - 15.7).abs() < 0.2, "{}", s.total_params());
+        assert_eq!(s.kv_bytes_per_token(2.0), 27.0 * 576.0 * 2.0);
+    }
+
+    #[test]
+    fn missing_key_is_named() {
+        let e = from_str(r#"{"hidden_size":8}"#, "x", "c.json").unwrap_err();
+        assert!(e.to_string().contains("num_hidden_layers"), "{e}");
+        assert!(from_str("not json", "x", "c.json").is_err());
+    }
+}

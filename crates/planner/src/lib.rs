@@ -1,0 +1,1 @@
+//! glassbox-planner

@@ -1,0 +1,116 @@
+//! Weight formats and their real bits per weight.
+//!
+//! GGUF block formats carry scales inside each block, so Q4_0 is 4.5 bits per
+//! weight, not 4 (18 bytes per 32 weights). K-quant mixes (`Q4_K_M`) use
+//! different types for different tensors; their figures are the averages
+//! llama.cpp reports for Llama-class models. A GGUF file read from disk uses its
+//! own measured bits per weight instead (see [`crate::gguf`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PlannerError, did_you_mean};
+
+/// Which peak rate of the hardware a format computes at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeDtype {
+    Fp32,
+    Fp16,
+    Fp8,
+    Int8,
+}
+
+/// A weight format: a name, bits per weight and the compute rate it uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quant {
+    pub name: String,
+    pub bits_per_weight: f64,
+    pub compute: ComputeDtype,
+}
+
+/// (name, bits per weight, compute dtype, note). Weight-only formats (int4,
+/// GGUF) dequantise to FP16 for the matmul, so they compute at the FP16 rate.
+const TABLE: &[(&str, f64, ComputeDtype)] = &[
+    ("fp32", 32.0, ComputeDtype::Fp32),
+    ("fp16", 16.0, ComputeDtype::Fp16),
+    ("bf16", 16.0, ComputeDtype::Fp16),
+    ("fp8", 8.0, ComputeDtype::Fp8),
+    ("int8", 8.0, ComputeDtype::Int8),
+    // AWQ/GPTQ 4-bit, group size 128, FP16 scale + zero per group: 4 + 32/128.
+    ("int4", 4.25, ComputeDtype::Fp16),
+    ("q2_k", 2.63, ComputeDtype::Fp16),
+    ("q3_k_m", 3.91, ComputeDtype::Fp16),
+    ("q4_0", 4.5, ComputeDtype::Fp16),
+    ("q4_1", 5.0, ComputeDtype::Fp16),
+    ("iq4_xs", 4.25, ComputeDtype::Fp16),
+    ("q4_k_s", 4.58, ComputeDtype::Fp16),
+    ("q4_k_m", 4.85, ComputeDtype::Fp16),
+    ("q5_0", 5.5, ComputeDtype::Fp16),
+    ("q5_1", 6.0, ComputeDtype::Fp16),
+    ("q5_k_s", 5.54, ComputeDtype::Fp16),
+    ("q5_k_m", 5.69, ComputeDtype::Fp16),
+    ("q6_k", 6.56, ComputeDtype::Fp16),
+    ("q8_0", 8.5, ComputeDtype::Fp16),
+];
+
+impl Quant {
+    /// Parses a format name, case-insensitively (`F16`, `Q4_K_M`, `awq` → int4).
+    pub fn parse(name: &str) -> Result<Self, PlannerError> {
+        let lower = name.trim().to_ascii_lowercase().replace('-', "_");
+        let canonical = match lower.as_str() {
+            "f32" | "float32" => "fp32",
+            "f16" | "float16" | "half" => "fp16",
+            "bfloat16" => "bf16",
+            "f8" | "float8" | "fp8_e4m3" => "fp8",
+            "w8a8" | "i8" => "int8",
+            "awq" | "gptq" | "w4a16" | "i4" => "int4",
+            other => other,
+        };
+        TABLE
+            .iter()
+            .find(|(n, _, _)| *n == canonical)
+            .map(|(n, bpw, c)| Self { name: (*n).to_string(), bits_per_weight: *bpw, compute: *c })
+            .ok_or_else(|| PlannerError::UnknownValue {
+                what: "quantisation",
+                value: name.to_string(),
+                suggestion: did_you_mean(&lower, TABLE.iter().map(|(n, _, _)| *n)),
+            })
+    }
+
+    /// A format measured from a file (GGUF), computing at FP16 unless it is F32.
+    pub fn measured(name: &str, bits_per_weight: f64) -> Self {
+        let compute =
+            if bits_per_weight > 24.0 { ComputeDtype::Fp32 } else { ComputeDtype::Fp16 };
+        Self { name: name.to_string(), bits_per_weight, compute }
+    }
+
+    /// Bytes per weight.
+    pub fn bytes_per_weight(&self) -> f64 {
+        self.bits_per_weight / 8.0
+    }
+
+    /// Every known format name, for help text.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        TABLE.iter().map(|(n, _, _)| *n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gguf_block_formats_include_their_scales() {
+        assert_eq!(Quant::parse("Q4_0").unwrap().bits_per_weight, 4.5);
+        assert_eq!(Quant::parse("q4_1").unwrap().bits_per_weight, 5.0);
+        assert_eq!(Quant::parse("Q8_0").unwrap().bits_per_weight, 8.5);
+        assert_eq!(Quant::parse("F16").unwrap().name, "fp16");
+        assert_eq!(Quant::parse("awq").unwrap().name, "int4");
+    }
+
+    #[test]
+    fn unknown_quant_suggests() {
+        let e = Quant::parse("q4_k_n").unwrap_err();
+        assert!(e.to_string().contains("did you mean `q4_k_m`"), "{e}");
+    }
+}

@@ -1,0 +1,203 @@
+//! Edge conditions: a bare label, or a CEL expression.
+//!
+//! A bare identifier (`need_retrieval`) names a label the source node emits;
+//! anything else is a [CEL](https://cel.dev) expression over `input` (the
+//! request input), `outputs` (finished nodes' outputs by node id) and `labels`
+//! (the label each finished node emitted). CEL was chosen over a home-made
+//! language because it is standard (Kubernetes, Envoy), side-effect free and
+//! always terminates, which is what a routing condition should be.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value as Json};
+
+/// Variables a condition expression may read.
+pub const VARIABLES: [&str; 3] = ["input", "outputs", "labels"];
+
+/// A parsed edge condition.
+#[derive(Clone)]
+pub enum Condition {
+    /// Taken when the source node emitted this label.
+    Label(String),
+    /// Taken when the expression evaluates to `true`.
+    Expr(Expr),
+}
+
+impl fmt::Debug for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Label(l) => write!(f, "Label({l:?})"),
+            Condition::Expr(e) => write!(f, "Expr({:?})", e.source),
+        }
+    }
+}
+
+impl Condition {
+    /// The text as written in the topology.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Condition::Label(l) => l,
+            Condition::Expr(e) => &e.source,
+        }
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A compiled CEL expression.
+#[derive(Clone)]
+pub struct Expr {
+    pub source: String,
+    program: Arc<cel::Program>,
+    variables: Vec<String>,
+}
+
+/// Why a condition could not be parsed: message and 1-based line/column
+/// within the condition text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConditionSyntaxError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Why a condition could not be evaluated at run time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    #[error("condition `{source_text}` failed: {message}")]
+    Failed { source_text: String, message: String },
+    #[error("condition `{source_text}` returned {found}, not a boolean")]
+    NotBool { source_text: String, found: String },
+}
+
+impl EvalError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            EvalError::Failed { .. } => "condition_failed",
+            EvalError::NotBool { .. } => "condition_not_bool",
+        }
+    }
+}
+
+fn is_label(text: &str) -> bool {
+    let mut chars = text.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !matches!(text, "true" | "false" | "null")
+}
+
+impl Condition {
+    /// Parses condition text: a bare identifier is a label, the rest is CEL.
+    pub fn parse(text: &str) -> Result<Condition, ConditionSyntaxError> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(ConditionSyntaxError {
+                message: "condition is empty".into(),
+                line: 1,
+                column: 1,
+            });
+        }
+        if is_label(trimmed) {
+            return Ok(Condition::Label(trimmed.to_string()));
+        }
+        // CEL's parser is generated code; never let a bug in it take the
+        // process down on user input.
+        let compiled = std::panic::catch_unwind(|| cel::Program::compile(trimmed));
+        match compiled {
+            Ok(Ok(program)) => {
+                let variables =
+                    program.references().variables().into_iter().map(str::to_string).collect();
+                Ok(Condition::Expr(Expr {
+                    source: trimmed.to_string(),
+                    program: Arc::new(program),
+                    variables,
+                }))
+            }
+            Ok(Err(errors)) => {
+                let first = errors.errors.first();
+                Err(ConditionSyntaxError {
+                    message: first.map_or_else(|| "does not parse".into(), |e| e.msg.clone()),
+                    line: first.map_or(1, |e| e.pos.0.max(1) as usize),
+                    column: first.map_or(1, |e| e.pos.1.max(0) as usize + 1),
+                })
+            }
+            Err(_) => Err(ConditionSyntaxError {
+                message: "expression could not be parsed".into(),
+                line: 1,
+                column: 1,
+            }),
+        }
+    }
+}
+
+impl Expr {
+    /// Top-level variables the expression reads.
+    pub fn variables(&self) -> &[String] {
+        &self.variables
+    }
+
+    /// Evaluates to a boolean over the request input, node outputs and labels.
+    pub fn evaluate(
+        &self,
+        input: &Json,
+        outputs: &Map<String, Json>,
+        labels: &Map<String, Json>,
+    ) -> Result<bool, EvalError> {
+        let mut cx = cel::Context::default();
+        let fail = |message: String| EvalError::Failed { source_text: self.source.clone(), message };
+        cx.add_variable("input", input).map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("outputs", outputs).map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("labels", labels).map_err(|e| fail(e.to_string()))?;
+        match self.program.execute(&cx) {
+            Ok(cel::Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(EvalError::NotBool {
+                source_text: self.source.clone(),
+                found: format!("{other:?}"),
+            }),
+            Err(e) => Err(fail(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bare_identifiers_are_labels() {
+        assert!(matches!(Condition::parse("need_retrieval"), Ok(Condition::Label(l)) if l == "need_retrieval"));
+        assert!(matches!(Condition::parse("true"), Ok(Condition::Expr(_))));
+        assert!(matches!(Condition::parse("size(outputs.retrieve.hits) > 5"), Ok(Condition::Expr(_))));
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let err = Condition::parse("size(outputs.x.hits) >").unwrap_err();
+        assert!(err.column >= 1, "{err:?}");
+        assert!(!err.message.is_empty());
+        assert!(Condition::parse("  ").is_err());
+    }
+
+    #[test]
+    fn evaluates_over_input_and_outputs() {
+        let Ok(Condition::Expr(e)) =
+            Condition::parse(r#"size(outputs.retrieve.hits) > 1 && input.question.contains("price")"#)
+        else {
+            panic!("expected expression")
+        };
+        assert_eq!(e.variables().len(), 2);
+        let outputs = json!({"retrieve": {"hits": [1, 2, 3]}});
+        let out = outputs.as_object().unwrap();
+        let labels = Map::new();
+        assert_eq!(e.evaluate(&json!({"question": "the price?"}), out, &labels), Ok(true));
+        assert_eq!(e.evaluate(&json!({"question": "hi"}), out, &labels), Ok(false));
+        let Ok(Condition::Expr(n)) = Condition::parse("1 + 1") else { panic!() };
+        assert!(matches!(n.evaluate(&json!({}), out, &labels), Err(EvalError::NotBool { .. })));
+    }
+}

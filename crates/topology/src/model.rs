@@ -1,0 +1,201 @@
+//! The resolved, immutable topology that the engine runs.
+//!
+//! Produced only by [`crate::validate`], so everything here is known to be
+//! consistent: node ids are unique, edges point at nodes, the graph is
+//! acyclic, conditions are compiled, defaults are applied and prices are exact
+//! decimals. Adjacency and a topological order are precomputed once, because
+//! every request walks them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::condition::Condition;
+use crate::spec::TopologySpec;
+
+/// Index of a node in [`Topology::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct NodeId(pub usize);
+
+/// Index of an edge in [`Topology::edges`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct EdgeId(pub usize);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceKind {
+    Cpu,
+    Gpu,
+}
+
+impl ResourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Cpu => "cpu",
+            ResourceKind::Gpu => "gpu",
+        }
+    }
+}
+
+/// Exact prices for one node, after merging the resource tag with the
+/// topology's price table (the tag wins).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Prices {
+    pub cost_per_call: Option<Decimal>,
+    pub cost_per_1k_input_tokens: Option<Decimal>,
+    pub cost_per_1k_output_tokens: Option<Decimal>,
+    pub cost_per_cpu_ms: Option<Decimal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Resource {
+    pub kind: ResourceKind,
+    pub model: Option<String>,
+    pub prices: Prices,
+}
+
+/// A node, ready to be built by its kind.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: String,
+    pub kind: String,
+    pub description: Option<String>,
+    pub resource: Resource,
+    /// The kind's config as plain JSON (`{}` when absent).
+    pub config: serde_json::Value,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub backoff: Duration,
+    pub fallback: Option<NodeId>,
+    pub affinity: Option<String>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// True when the node only runs as another node's fallback.
+    pub is_fallback: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Edge {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub condition: Option<Condition>,
+    pub description: Option<String>,
+}
+
+/// A validated topology. Share it with `Arc`; it never changes.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub id: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub currency: String,
+    /// Request deadline, if the topology sets one.
+    pub deadline: Option<Duration>,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The spec it was resolved from (for rendering, diffing, the API).
+    pub spec: TopologySpec,
+    index: HashMap<String, NodeId>,
+    incoming: Vec<Vec<EdgeId>>,
+    outgoing: Vec<Vec<EdgeId>>,
+    order: Vec<NodeId>,
+    entries: Vec<NodeId>,
+}
+
+/// Defaults when neither node nor topology sets them.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
+pub const DEFAULT_CURRENCY: &str = "USD";
+
+/// The pieces [`Topology::new`] needs; built by the validator.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub id: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub currency: String,
+    pub deadline: Option<Duration>,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub spec: TopologySpec,
+    /// A topological order of all nodes (the validator has checked acyclicity).
+    pub order: Vec<NodeId>,
+}
+
+impl Topology {
+    pub(crate) fn new(parts: Parts) -> Topology {
+        let n = parts.nodes.len();
+        let mut incoming = vec![Vec::new(); n];
+        let mut outgoing = vec![Vec::new(); n];
+        for (i, e) in parts.edges.iter().enumerate() {
+            outgoing[e.from.0].push(EdgeId(i));
+            incoming[e.to.0].push(EdgeId(i));
+        }
+        let index = parts.nodes.iter().enumerate().map(|(i, node)| (node.id.clone(), NodeId(i))).collect();
+        let entries = (0..n)
+            .filter(|&i| incoming[i].is_empty() && !parts.nodes[i].is_fallback)
+            .map(NodeId)
+            .collect();
+        Topology {
+            id: parts.id,
+            version: parts.version,
+            description: parts.description,
+            currency: parts.currency,
+            deadline: parts.deadline,
+            nodes: parts.nodes,
+            edges: parts.edges,
+            metadata: parts.metadata,
+            spec: parts.spec,
+            index,
+            incoming,
+            outgoing,
+            order: parts.order,
+            entries,
+        }
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    pub fn edge(&self, id: EdgeId) -> &Edge {
+        &self.edges[id.0]
+    }
+
+    /// Looks a node up by its string id.
+    pub fn node_id(&self, id: &str) -> Option<NodeId> {
+        self.index.get(id).copied()
+    }
+
+    pub fn incoming(&self, id: NodeId) -> &[EdgeId] {
+        &self.incoming[id.0]
+    }
+
+    pub fn outgoing(&self, id: NodeId) -> &[EdgeId] {
+        &self.outgoing[id.0]
+    }
+
+    /// Nodes with no incoming edge (fallback-only nodes excluded).
+    pub fn entries(&self) -> &[NodeId] {
+        &self.entries
+    }
+
+    /// All nodes in a topological order (every edge goes forward).
+    pub fn topological_order(&self) -> &[NodeId] {
+        &self.order
+    }
+
+    /// Nodes without outgoing edges that are not fallbacks: where a path ends.
+    pub fn exits(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..self.nodes.len())
+            .filter(|&i| self.outgoing[i].is_empty() && !self.nodes[i].is_fallback)
+            .map(NodeId)
+    }
+
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.nodes.len()).map(NodeId)
+    }
+}
