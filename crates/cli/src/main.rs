@@ -41,7 +41,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if err.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = err.print();
             return ExitCode::from(code);
         }

@@ -38,8 +38,14 @@ pub enum Engine {
 }
 
 impl Engine {
-    pub const ALL: [Self; 6] =
-        [Self::Vllm, Self::Sglang, Self::TrtLlm, Self::LlamaCpp, Self::Mlc, Self::Transformers];
+    pub const ALL: [Self; 6] = [
+        Self::Vllm,
+        Self::Sglang,
+        Self::TrtLlm,
+        Self::LlamaCpp,
+        Self::Mlc,
+        Self::Transformers,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,13 +67,14 @@ impl Engine {
             "hf" | "huggingface" => "transformers",
             other => other,
         };
-        Self::ALL.into_iter().find(|e| e.as_str() == key).ok_or_else(|| {
-            PlannerError::UnknownValue {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str() == key)
+            .ok_or_else(|| PlannerError::UnknownValue {
                 what: "engine",
                 value: s.to_string(),
                 suggestion: did_you_mean(key, Self::ALL.iter().map(|e| e.as_str())),
-            }
-        })
+            })
     }
 
     /// Prior adjustment for an engine with no data at the level used: eager
@@ -155,7 +162,10 @@ fn prior(class: HardwareClass, phase: Phase) -> Factor {
         (HardwareClass::Cpu, Phase::Prefill) => (0.40, 10.0),
         (HardwareClass::Npu, Phase::Prefill) => (0.40, 10.0),
     };
-    Factor { efficiency, overhead_ms }
+    Factor {
+        efficiency,
+        overhead_ms,
+    }
 }
 
 /// Efficiency factors with hierarchical fallback.
@@ -185,21 +195,37 @@ impl EfficiencyTable {
         Self {
             entries: vec![],
             constant: Some((
-                Factor { efficiency: 0.5, overhead_ms: 0.0 },
-                Factor { efficiency: 0.7, overhead_ms: 3.0 },
+                Factor {
+                    efficiency: 0.5,
+                    overhead_ms: 0.0,
+                },
+                Factor {
+                    efficiency: 0.7,
+                    overhead_ms: 3.0,
+                },
             )),
         }
     }
 
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, PlannerError> {
-        let t: Self = toml::from_str(text)
-            .map_err(|e| PlannerError::Toml { origin: origin.to_string(), message: e.to_string() })?;
+        let t: Self = toml::from_str(text).map_err(|e| PlannerError::Toml {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
         for e in &t.entries {
-            if !(e.efficiency.is_finite() && e.efficiency > 0.0 && e.efficiency <= 2.0)
-                || !(e.overhead_ms.is_finite() && e.overhead_ms >= 0.0)
-            {
+            let ok = e.efficiency.is_finite()
+                && e.efficiency > 0.0
+                && e.efficiency <= 2.0
+                && e.overhead_ms.is_finite()
+                && e.overhead_ms >= 0.0;
+            if !ok {
                 return Err(PlannerError::invalid(
-                    format!("{origin}: factor {}/{}/{}", e.class, e.engine, e.phase.as_str()),
+                    format!(
+                        "{origin}: factor {}/{}/{}",
+                        e.class,
+                        e.engine,
+                        e.phase.as_str()
+                    ),
                     format!(
                         "efficiency must be in (0, 2] and overhead_ms >= 0, got {} and {}",
                         e.efficiency, e.overhead_ms
@@ -211,22 +237,28 @@ impl EfficiencyTable {
     }
 
     pub fn load(path: &Path) -> Result<Self, PlannerError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PlannerError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PlannerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::from_toml(&text, &path.display().to_string())
     }
 
     pub fn to_toml(&self) -> Result<String, PlannerError> {
-        toml::to_string(self)
-            .map_err(|e| PlannerError::Toml { origin: "efficiency table".into(), message: e.to_string() })
+        toml::to_string(self).map_err(|e| PlannerError::Toml {
+            origin: "efficiency table".into(),
+            message: e.to_string(),
+        })
     }
 
     /// Entries from `other` replace or extend this table's.
     pub fn overlay(&mut self, other: &Self) {
         for e in &other.entries {
-            match self.entries.iter_mut().find(|x| {
-                x.class == e.class && x.engine == e.engine && x.phase == e.phase
-            }) {
+            match self
+                .entries
+                .iter_mut()
+                .find(|x| x.class == e.class && x.engine == e.engine && x.phase == e.phase)
+            {
                 Some(slot) => *slot = e.clone(),
                 None => self.entries.push(e.clone()),
             }
@@ -237,7 +269,10 @@ impl EfficiencyTable {
         self.entries
             .iter()
             .find(|e| e.class == class && e.engine == engine && e.phase == phase)
-            .map(|e| Factor { efficiency: e.efficiency, overhead_ms: e.overhead_ms })
+            .map(|e| Factor {
+                efficiency: e.efficiency,
+                overhead_ms: e.overhead_ms,
+            })
     }
 
     /// The factor for (class, engine, phase): exact entry, else the class
@@ -246,15 +281,28 @@ impl EfficiencyTable {
     /// engine's prior adjustment.
     pub fn lookup(&self, class: HardwareClass, engine: Engine, phase: Phase) -> Resolved {
         if let Some((prefill, decode)) = self.constant {
-            let factor = if phase == Phase::Prefill { prefill } else { decode };
-            return Resolved { factor, level: "baseline constant".into() };
+            let factor = if phase == Phase::Prefill {
+                prefill
+            } else {
+                decode
+            };
+            return Resolved {
+                factor,
+                level: "baseline constant".into(),
+            };
         }
         let (c, e) = (class.as_str(), engine.as_str());
         if let Some(f) = self.find(c, e, phase) {
-            return Resolved { factor: f, level: format!("fit {c}/{e}") };
+            return Resolved {
+                factor: f,
+                level: format!("fit {c}/{e}"),
+            };
         }
         if let Some(f) = self.find("*", e, phase) {
-            return Resolved { factor: f, level: format!("fit */{e} (no {c} data)") };
+            return Resolved {
+                factor: f,
+                level: format!("fit */{e} (no {c} data)"),
+            };
         }
         let (k_eff, k_over) = engine.prior_adjust();
         let adjust = |f: Factor| Factor {
@@ -262,9 +310,15 @@ impl EfficiencyTable {
             overhead_ms: f.overhead_ms * k_over,
         };
         if let Some(f) = self.find(c, "*", phase) {
-            return Resolved { factor: adjust(f), level: format!("fit {c}/* (no {e} data)") };
+            return Resolved {
+                factor: adjust(f),
+                level: format!("fit {c}/* (no {e} data)"),
+            };
         }
-        Resolved { factor: adjust(prior(class, phase)), level: format!("prior {c}") }
+        Resolved {
+            factor: adjust(prior(class, phase)),
+            level: format!("prior {c}"),
+        }
     }
 }
 
@@ -304,9 +358,13 @@ mod tests {
     #[test]
     fn baseline_is_constant() {
         let b = EfficiencyTable::baseline();
-        let d = b.lookup(HardwareClass::Apple, Engine::LlamaCpp, Phase::Decode).factor;
+        let d = b
+            .lookup(HardwareClass::Apple, Engine::LlamaCpp, Phase::Decode)
+            .factor;
         assert_eq!((d.efficiency, d.overhead_ms), (0.7, 3.0));
-        let p = b.lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill).factor;
+        let p = b
+            .lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill)
+            .factor;
         assert_eq!(p.efficiency, 0.5);
     }
 
@@ -320,7 +378,11 @@ mod tests {
 
     #[test]
     fn out_of_range_factor_is_rejected() {
-        let bad = "[[factor]]\nclass='apple'\nengine='*'\nphase='decode'\nefficiency=-1\noverhead_ms=0\n";
-        assert_eq!(EfficiencyTable::from_toml(bad, "x").unwrap_err().code(), "planner.invalid");
+        let bad =
+            "[[factor]]\nclass='apple'\nengine='*'\nphase='decode'\nefficiency=-1\noverhead_ms=0\n";
+        assert_eq!(
+            EfficiencyTable::from_toml(bad, "x").unwrap_err().code(),
+            "planner.invalid"
+        );
     }
 }

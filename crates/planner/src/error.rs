@@ -9,13 +9,23 @@ use std::path::PathBuf;
 pub enum PlannerError {
     /// A GPU id that is not in the catalogue.
     #[error("unknown gpu `{name}`{}", hint(.suggestion))]
-    UnknownGpu { name: String, suggestion: Option<String> },
+    UnknownGpu {
+        name: String,
+        suggestion: Option<String>,
+    },
     /// A model id that is not in the catalogue and not a file.
     #[error("unknown model `{name}`{}", hint(.suggestion))]
-    UnknownModel { name: String, suggestion: Option<String> },
+    UnknownModel {
+        name: String,
+        suggestion: Option<String>,
+    },
     /// An unknown quantisation, engine or other enumerated value.
     #[error("unknown {what} `{value}`{}", hint(.suggestion))]
-    UnknownValue { what: &'static str, value: String, suggestion: Option<String> },
+    UnknownValue {
+        what: &'static str,
+        value: String,
+        suggestion: Option<String>,
+    },
     /// A value outside its allowed range.
     #[error("invalid {field}: {message}")]
     Invalid { field: String, message: String },
@@ -34,10 +44,18 @@ pub enum PlannerError {
     HfConfig { origin: String, message: String },
     /// A GGUF file is malformed, truncated or hostile.
     #[error("bad gguf file `{origin}` at byte {offset}: {message}")]
-    Gguf { origin: String, offset: u64, message: String },
+    Gguf {
+        origin: String,
+        offset: u64,
+        message: String,
+    },
     /// A measurements CSV row is malformed.
     #[error("{origin}:{line}: {message}")]
-    Csv { origin: String, line: usize, message: String },
+    Csv {
+        origin: String,
+        line: usize,
+        message: String,
+    },
     /// The model does not fit in the memory given.
     #[error("model does not fit: {message}")]
     DoesNotFit { message: String },
@@ -68,13 +86,19 @@ impl PlannerError {
     }
 
     pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid { field: field.into(), message: message.into() }
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
 /// The closest candidate by Jaro-Winkler similarity, if it is close enough to be
 /// a plausible typo (0.8 keeps `h10` → `h100-sxm` but drops unrelated names).
-pub fn did_you_mean<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     let input = input.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -97,7 +121,10 @@ mod tests {
 
     #[test]
     fn message_carries_hint_and_code() {
-        let e = PlannerError::UnknownGpu { name: "h10".into(), suggestion: Some("h100".into()) };
+        let e = PlannerError::UnknownGpu {
+            name: "h10".into(),
+            suggestion: Some("h100".into()),
+        };
         assert_eq!(e.to_string(), "unknown gpu `h10` (did you mean `h100`?)");
         assert_eq!(e.code(), "planner.unknown_gpu");
     }

@@ -48,10 +48,16 @@ pub struct Scenario<'a> {
 impl Scenario<'_> {
     pub fn validate(&self) -> Result<(), PlannerError> {
         if self.tp == 0 || self.tp > 64 {
-            return Err(PlannerError::invalid("tp", format!("must be 1-64, got {}", self.tp)));
+            return Err(PlannerError::invalid(
+                "tp",
+                format!("must be 1-64, got {}", self.tp),
+            ));
         }
         if self.batch == 0 || self.batch > 1 << 20 {
-            return Err(PlannerError::invalid("batch", format!("must be >= 1, got {}", self.batch)));
+            return Err(PlannerError::invalid(
+                "batch",
+                format!("must be >= 1, got {}", self.batch),
+            ));
         }
         if !(0.0..0.95).contains(&self.memory_headroom) {
             return Err(PlannerError::invalid(
@@ -60,7 +66,10 @@ impl Scenario<'_> {
             ));
         }
         if self.context == 0 || self.prompt_tokens == 0 {
-            return Err(PlannerError::invalid("tokens", "prompt and context must be >= 1"));
+            return Err(PlannerError::invalid(
+                "tokens",
+                "prompt and context must be >= 1",
+            ));
         }
         Ok(())
     }
@@ -248,7 +257,11 @@ impl Estimator {
     pub fn max_concurrent(&self, s: &Scenario) -> u64 {
         let cap = self.kv_capacity_bytes(s);
         let per_seq = s.kv_bytes_per_token() * s.context as f64;
-        if cap <= 0.0 || per_seq <= 0.0 { 0 } else { (cap / per_seq).floor() as u64 }
+        if cap <= 0.0 || per_seq <= 0.0 {
+            0
+        } else {
+            (cap / per_seq).floor() as u64
+        }
     }
 
     pub fn estimate(&self, s: &Scenario) -> Result<Estimate, PlannerError> {
@@ -294,7 +307,12 @@ impl Estimator {
             max_seqs as f64,
             "seqs",
             "floor(kv_capacity / (kv_bytes_per_token × context))",
-            format!("{} GB / ({} B × {})", num(cap.max(0.0) / 1e9), num(kvt), s.context),
+            format!(
+                "{} GB / ({} B × {})",
+                num(cap.max(0.0) / 1e9),
+                num(kvt),
+                s.context
+            ),
         ));
 
         let prompt = s.prompt_tokens as f64;
@@ -362,7 +380,12 @@ impl Estimator {
             e2e * 1e3,
             "ms",
             "ttft + gen_tokens × tpot",
-            format!("{} + {} × {} ms", num(ttft * 1e3), s.gen_tokens, num(tpot * 1e3)),
+            format!(
+                "{} + {} × {} ms",
+                num(ttft * 1e3),
+                s.gen_tokens,
+                num(tpot * 1e3)
+            ),
         ));
         let fits = cap > 0.0 && max_seqs >= 1;
         let binding = if !fits || u64::from(s.batch) > max_seqs {
@@ -372,15 +395,18 @@ impl Estimator {
         } else {
             "bandwidth"
         };
-        let weights_by_format = ["fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1", "q4_0"]
-            .iter()
-            .filter_map(|n| Quant::parse(n).ok())
-            .map(|q| WeightRow {
-                gb: params * q.bytes_per_weight() / 1e9,
-                bits_per_weight: q.bits_per_weight,
-                quant: q.name,
-            })
-            .collect();
+        let weights_by_format = [
+            "fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1",
+            "q4_0",
+        ]
+        .iter()
+        .filter_map(|n| Quant::parse(n).ok())
+        .map(|q| WeightRow {
+            gb: params * q.bytes_per_weight() / 1e9,
+            bits_per_weight: q.bits_per_weight,
+            quant: q.name,
+        })
+        .collect();
         Ok(Estimate {
             model: s.model.id.clone(),
             gpu: s.hw.id.clone(),
@@ -429,7 +455,11 @@ mod tests {
     #[test]
     fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
         let models = ModelCatalogue::builtin().unwrap();
-        let mut hw = HardwareCatalogue::builtin().unwrap().get("rtx-3090").unwrap().clone();
+        let mut hw = HardwareCatalogue::builtin()
+            .unwrap()
+            .get("rtx-3090")
+            .unwrap()
+            .clone();
         hw.bandwidth_gbps = 1000.0;
         let s = Scenario {
             model: models.get("llama-2-7b").unwrap(),
@@ -449,13 +479,17 @@ mod tests {
         let ceiling = 1.0 / t.memory_s;
         assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
         // The seed's round number: 7e9 params × 2 B = 14 GB → 71 tok/s.
-        assert!((1e12 / (7e9 * 2.0) - 71.4).abs() < 0.1);
+        assert!((1e12_f64 / (7e9 * 2.0) - 71.4).abs() < 0.1);
     }
 
     #[test]
     fn tensor_parallel_adds_comm_and_splits_bytes() {
         let models = ModelCatalogue::builtin().unwrap();
-        let hw = HardwareCatalogue::builtin().unwrap().get("h100-sxm").unwrap().clone();
+        let hw = HardwareCatalogue::builtin()
+            .unwrap()
+            .get("h100-sxm")
+            .unwrap()
+            .clone();
         let mut s = Scenario {
             model: models.get("llama-3.1-70b").unwrap(),
             hw: &hw,
@@ -474,7 +508,9 @@ mod tests {
         let four = decode_terms(&s, 1.0, 512.0);
         assert!((one.memory_s / four.memory_s - 4.0).abs() < 1e-9);
         assert!(four.comm_s > 0.0 && one.comm_s == 0.0);
-        let e = Estimator::new(EfficiencyTable::priors_only()).estimate(&s).unwrap();
+        let e = Estimator::new(EfficiencyTable::priors_only())
+            .estimate(&s)
+            .unwrap();
         assert!(e.fits && e.max_concurrent_seqs > 0);
     }
 }

@@ -40,7 +40,10 @@ pub enum MetaValue {
     Str(String),
     /// A string too long to keep, by length.
     LongStr(u64),
-    Array { elem_type: u32, len: u64 },
+    Array {
+        elem_type: u32,
+        len: u64,
+    },
 }
 
 impl MetaValue {
@@ -160,13 +163,21 @@ impl GgufInfo {
 
     /// Bytes of tensor data, from each tensor's type.
     pub fn tensor_bytes(&self) -> f64 {
-        self.tensors.iter().filter_map(|t| t.bytes()).map(|b| b as f64).sum()
+        self.tensors
+            .iter()
+            .filter_map(|t| t.bytes())
+            .map(|b| b as f64)
+            .sum()
     }
 
     /// The file's real bits per weight (scales and mixed types included).
     pub fn bits_per_weight(&self) -> f64 {
         let p = self.params();
-        if p > 0.0 { self.tensor_bytes() * 8.0 / p } else { 0.0 }
+        if p > 0.0 {
+            self.tensor_bytes() * 8.0 / p
+        } else {
+            0.0
+        }
     }
 
     /// The file's weight format, with its measured bits per weight.
@@ -182,7 +193,9 @@ impl GgufInfo {
 
     fn arch_u64(&self, key: &str) -> Option<u64> {
         let arch = self.architecture()?;
-        self.metadata.get(&format!("{arch}.{key}")).and_then(MetaValue::as_u64)
+        self.metadata
+            .get(&format!("{arch}.{key}"))
+            .and_then(MetaValue::as_u64)
     }
 
     /// The model spec, from `{arch}.*` keys plus the tensor table.
@@ -192,14 +205,20 @@ impl GgufInfo {
             offset: 0,
             message,
         };
-        let arch = self.architecture().ok_or_else(|| err("no `general.architecture` key".into()))?;
-        let need =
-            |k: &str| self.arch_u64(k).ok_or_else(|| err(format!("missing key `{arch}.{k}`")));
+        let arch = self
+            .architecture()
+            .ok_or_else(|| err("no `general.architecture` key".into()))?;
+        let need = |k: &str| {
+            self.arch_u64(k)
+                .ok_or_else(|| err(format!("missing key `{arch}.{k}`")))
+        };
         let layers = need("block_count")?;
         let hidden = need("embedding_length")?;
         let heads = need("attention.head_count")?;
         let kv_heads = self.arch_u64("attention.head_count_kv").unwrap_or(heads);
-        let head_dim = self.arch_u64("attention.key_length").unwrap_or(hidden / heads.max(1));
+        let head_dim = self
+            .arch_u64("attention.key_length")
+            .unwrap_or(hidden / heads.max(1));
         let ffn = self.arch_u64("feed_forward_length").unwrap_or(4 * hidden);
         let vocab = self
             .arch_u64("vocab_size")
@@ -208,9 +227,10 @@ impl GgufInfo {
                 _ => None,
             })
             .or_else(|| {
-                self.tensors.iter().find(|t| t.name == "token_embd.weight").and_then(|t| {
-                    t.dims.get(1).copied()
-                })
+                self.tensors
+                    .iter()
+                    .find(|t| t.name == "token_embd.weight")
+                    .and_then(|t| t.dims.get(1).copied())
             })
             .ok_or_else(|| err("cannot tell the vocabulary size".into()))?;
         let moe = match self.arch_u64("expert_count") {
@@ -220,8 +240,10 @@ impl GgufInfo {
                     .unwrap_or(2),
                 shared: self.arch_u64("expert_shared_count").unwrap_or(0).min(1024) as u32,
                 expert_ffn: self.arch_u64("expert_feed_forward_length").unwrap_or(ffn),
-                dense_layers: self.arch_u64("leading_dense_block_count").unwrap_or(0).min(layers)
-                    as u32,
+                dense_layers: self
+                    .arch_u64("leading_dense_block_count")
+                    .unwrap_or(0)
+                    .min(layers) as u32,
             }),
             _ => None,
         };
@@ -271,7 +293,10 @@ impl GgufInfo {
 
 /// Reads the header of a GGUF file.
 pub fn read_file(path: &Path) -> Result<GgufInfo, PlannerError> {
-    let io = |source| PlannerError::Io { path: path.to_path_buf(), source };
+    let io = |source| PlannerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     read(BufReader::new(file), len, &path.display().to_string())
@@ -279,7 +304,12 @@ pub fn read_file(path: &Path) -> Result<GgufInfo, PlannerError> {
 
 /// Reads a GGUF header from any reader of a stream of `len` bytes.
 pub fn read<R: Read>(reader: R, len: u64, origin: &str) -> Result<GgufInfo, PlannerError> {
-    let mut c = Cursor { r: reader, pos: 0, len, origin };
+    let mut c = Cursor {
+        r: reader,
+        pos: 0,
+        len,
+        origin,
+    };
     let mut magic = [0u8; 4];
     c.fill(&mut magic)?;
     if &magic != MAGIC {
@@ -287,7 +317,9 @@ pub fn read<R: Read>(reader: R, len: u64, origin: &str) -> Result<GgufInfo, Plan
     }
     let version = c.u32()?;
     if !(2..=3).contains(&version) {
-        return Err(c.err(format!("unsupported gguf version {version} (2 or 3 supported)")));
+        return Err(c.err(format!(
+            "unsupported gguf version {version} (2 or 3 supported)"
+        )));
     }
     let n_tensors = c.u64()?;
     let n_kv = c.u64()?;
@@ -304,12 +336,15 @@ pub fn read<R: Read>(reader: R, len: u64, origin: &str) -> Result<GgufInfo, Plan
         metadata.insert(key, value);
     }
     // Each tensor info is at least 24 bytes: never reserve beyond the file.
-    let mut tensors = Vec::with_capacity(usize::try_from(n_tensors.min(c.remaining() / 24)).unwrap_or(0));
+    let mut tensors =
+        Vec::with_capacity(usize::try_from(n_tensors.min(c.remaining() / 24)).unwrap_or(0));
     for _ in 0..n_tensors {
         let name = c.string()?;
         let n_dims = c.u32()?;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(c.err(format!("tensor `{name}` has {n_dims} dimensions (1 to {MAX_DIMS})")));
+            return Err(c.err(format!(
+                "tensor `{name}` has {n_dims} dimensions (1 to {MAX_DIMS})"
+            )));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         let mut elems: u128 = 1;
@@ -326,9 +361,18 @@ pub fn read<R: Read>(reader: R, len: u64, origin: &str) -> Result<GgufInfo, Plan
             return Err(c.err(format!("tensor `{name}` has unknown ggml type {ggml_type}")));
         }
         let _offset = c.u64()?;
-        tensors.push(TensorInfo { name, dims, ggml_type });
+        tensors.push(TensorInfo {
+            name,
+            dims,
+            ggml_type,
+        });
     }
-    Ok(GgufInfo { origin: origin.to_string(), version, metadata, tensors })
+    Ok(GgufInfo {
+        origin: origin.to_string(),
+        version,
+        metadata,
+        tensors,
+    })
 }
 
 struct Cursor<'a, R> {
@@ -340,7 +384,11 @@ struct Cursor<'a, R> {
 
 impl<R: Read> Cursor<'_, R> {
     fn err(&self, message: String) -> PlannerError {
-        PlannerError::Gguf { origin: self.origin.to_string(), offset: self.pos, message }
+        PlannerError::Gguf {
+            origin: self.origin.to_string(),
+            offset: self.pos,
+            message,
+        }
     }
 
     fn remaining(&self) -> u64 {
@@ -349,16 +397,25 @@ impl<R: Read> Cursor<'_, R> {
 
     fn fill(&mut self, buf: &mut [u8]) -> Result<(), PlannerError> {
         if buf.len() as u64 > self.remaining() {
-            return Err(self.err(format!("truncated: need {} bytes, {} left", buf.len(), self.remaining())));
+            return Err(self.err(format!(
+                "truncated: need {} bytes, {} left",
+                buf.len(),
+                self.remaining()
+            )));
         }
-        self.r.read_exact(buf).map_err(|e| self.err(format!("read failed: {e}")))?;
+        self.r
+            .read_exact(buf)
+            .map_err(|e| self.err(format!("read failed: {e}")))?;
         self.pos += buf.len() as u64;
         Ok(())
     }
 
     fn skip(&mut self, n: u64) -> Result<(), PlannerError> {
         if n > self.remaining() {
-            return Err(self.err(format!("truncated: need {n} bytes, {} left", self.remaining())));
+            return Err(self.err(format!(
+                "truncated: need {n} bytes, {} left",
+                self.remaining()
+            )));
         }
         let copied = std::io::copy(&mut (&mut self.r).take(n), &mut std::io::sink())
             .map_err(|e| self.err(format!("read failed: {e}")))?;
@@ -532,7 +589,10 @@ mod tests {
         // 6400 Q4_0 weights = 200 blocks × 18 B, plus 6400 F32 weights × 4 B.
         assert_eq!(info.tensor_bytes(), 3600.0 + 25600.0);
         let spec = info.to_spec().unwrap();
-        assert_eq!((spec.layers, spec.hidden, spec.vocab, spec.head_dim), (2, 64, 100, 16));
+        assert_eq!(
+            (spec.layers, spec.hidden, spec.vocab, spec.head_dim),
+            (2, 64, 100, 16)
+        );
         assert!(spec.tied_embeddings);
         assert!(info.quant().name.contains("Q4_0"));
     }
@@ -558,9 +618,19 @@ mod tests {
         b.extend(3u32.to_le_bytes());
         b.extend(u64::MAX.to_le_bytes());
         b.extend(0u64.to_le_bytes());
-        assert!(read(&b[..], b.len() as u64, "h").unwrap_err().to_string().contains("allowed"));
+        assert!(
+            read(&b[..], b.len() as u64, "h")
+                .unwrap_err()
+                .to_string()
+                .contains("allowed")
+        );
         let mut b = b"GGUF".to_vec();
         b.extend(1u32.to_le_bytes());
-        assert!(read(&b[..], b.len() as u64, "h").unwrap_err().to_string().contains("version"));
+        assert!(
+            read(&b[..], b.len() as u64, "h")
+                .unwrap_err()
+                .to_string()
+                .contains("version")
+        );
     }
 }

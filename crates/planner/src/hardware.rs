@@ -27,7 +27,13 @@ pub enum HardwareClass {
 }
 
 impl HardwareClass {
-    pub const ALL: [Self; 5] = [Self::Datacenter, Self::Consumer, Self::Apple, Self::Cpu, Self::Npu];
+    pub const ALL: [Self; 5] = [
+        Self::Datacenter,
+        Self::Consumer,
+        Self::Apple,
+        Self::Cpu,
+        Self::Npu,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,13 +46,14 @@ impl HardwareClass {
     }
 
     pub fn parse(s: &str) -> Result<Self, PlannerError> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s.trim().to_ascii_lowercase()).ok_or_else(
-            || PlannerError::UnknownValue {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| PlannerError::UnknownValue {
                 what: "hardware class",
                 value: s.to_string(),
                 suggestion: did_you_mean(s, Self::ALL.iter().map(|c| c.as_str())),
-            },
-        )
+            })
     }
 }
 
@@ -98,13 +105,18 @@ impl Hardware {
             ComputeDtype::Fp32 => self.fp16_tflops / 2.0,
             ComputeDtype::Fp16 => self.fp16_tflops,
             ComputeDtype::Fp8 => self.fp8_tflops.unwrap_or(self.fp16_tflops),
-            ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops).unwrap_or(self.fp16_tflops),
+            ComputeDtype::Int8 => self
+                .int8_tops
+                .or(self.fp8_tflops)
+                .unwrap_or(self.fp16_tflops),
         }
     }
 
     /// The highest 8-bit-or-better rate, used by seed 000's "effective TOPS".
     pub fn best_tops(&self) -> f64 {
-        self.int8_tops.or(self.fp8_tflops).unwrap_or(self.fp16_tflops)
+        self.int8_tops
+            .or(self.fp8_tflops)
+            .unwrap_or(self.fp16_tflops)
     }
 
     fn validate(&self, origin: &str) -> Result<(), PlannerError> {
@@ -147,8 +159,10 @@ impl HardwareCatalogue {
 
     /// Adds or replaces (by `id`) entries from a user TOML file.
     pub fn merge_file(&mut self, path: &Path) -> Result<(), PlannerError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PlannerError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PlannerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         self.merge_str(&text, &path.display().to_string())
     }
 
@@ -186,8 +200,10 @@ impl HardwareCatalogue {
 }
 
 fn parse(text: &str, origin: &str) -> Result<Vec<Hardware>, PlannerError> {
-    let file: CatalogueFile = toml::from_str(text)
-        .map_err(|e| PlannerError::Toml { origin: origin.to_string(), message: e.to_string() })?;
+    let file: CatalogueFile = toml::from_str(text).map_err(|e| PlannerError::Toml {
+        origin: origin.to_string(),
+        message: e.to_string(),
+    })?;
     for g in &file.gpu {
         g.validate(origin)?;
     }
@@ -202,10 +218,26 @@ mod tests {
     fn builtin_has_required_devices() {
         let c = HardwareCatalogue::builtin().unwrap();
         assert!(c.all().len() >= 20);
-        for id in ["rtx-3090", "rtx-4090", "rtx-5090", "a10", "l4", "l40s", "a100-pcie-40gb"] {
+        for id in [
+            "rtx-3090",
+            "rtx-4090",
+            "rtx-5090",
+            "a10",
+            "l4",
+            "l40s",
+            "a100-pcie-40gb",
+        ] {
             c.get(id).unwrap();
         }
-        for id in ["a100-sxm-80gb", "h100-pcie", "h100-sxm", "h200", "h20", "b200", "mi300x"] {
+        for id in [
+            "a100-sxm-80gb",
+            "h100-pcie",
+            "h100-sxm",
+            "h200",
+            "h20",
+            "b200",
+            "mi300x",
+        ] {
             c.get(id).unwrap();
         }
         for id in ["apple-m2-ultra", "ascend-910b", "cpu-generic"] {

@@ -16,7 +16,10 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// Reads and converts a `config.json` file.
 pub fn read_file(path: &Path) -> Result<ModelSpec, PlannerError> {
-    let io = |source| PlannerError::Io { path: path.to_path_buf(), source };
+    let io = |source| PlannerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let len = std::fs::metadata(path).map_err(io)?.len();
     let origin = path.display().to_string();
     if len > MAX_CONFIG_BYTES {
@@ -36,7 +39,10 @@ pub fn read_file(path: &Path) -> Result<ModelSpec, PlannerError> {
 
 /// Converts `config.json` text; `id` names the model in output.
 pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, PlannerError> {
-    let err = |message: String| PlannerError::HfConfig { origin: origin.to_string(), message };
+    let err = |message: String| PlannerError::HfConfig {
+        origin: origin.to_string(),
+        message,
+    };
     let root: Value = serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
     let cfg = match root.get("text_config") {
         Some(t) if root.get("hidden_size").is_none() => t,
@@ -52,9 +58,14 @@ pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, Planner
     let vocab = need("vocab_size")?;
     let ffn = need("intermediate_size")?;
     let head_dim = get("head_dim").unwrap_or(hidden / heads.max(1));
-    let tied = cfg.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false);
+    let tied = cfg
+        .get("tie_word_embeddings")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
 
-    let experts = get("num_local_experts").or(get("num_experts")).or(get("n_routed_experts"));
+    let experts = get("num_local_experts")
+        .or(get("num_experts"))
+        .or(get("n_routed_experts"));
     let moe = match experts {
         Some(e) if e > 1 => {
             let active = need("num_experts_per_tok")?;
@@ -133,7 +144,11 @@ mod tests {
             "n_shared_experts":2,"first_k_dense_replace":1,"kv_lora_rank":512,
             "qk_rope_head_dim":64,"qk_nope_head_dim":128,"v_head_dim":128,"q_lora_rank":null}"#;
         let s = from_str(text, "dsv2l", "t").unwrap();
-        assert!((s.total_params() / 1e9 - 15.7).abs() < 0.2, "{}", s.total_params());
+        assert!(
+            (s.total_params() / 1e9 - 15.7).abs() < 0.2,
+            "{}",
+            s.total_params()
+        );
         assert_eq!(s.kv_bytes_per_token(2.0), 27.0 * 576.0 * 2.0);
     }
 

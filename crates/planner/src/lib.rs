@@ -1,1 +1,46 @@
-//! glassbox-planner
+//! glassbox-planner: capacity planning for LLM inference without a GPU.
+//!
+//! From a model, a device and a workload it estimates memory, prefill and
+//! decode speed, TTFT/TPOT, the number of devices an SLA needs and the cost
+//! per million tokens, and it explains every figure with its formula and
+//! inputs ([`explain::Line`]).
+//!
+//! Main types, in the order data flows:
+//! - [`HardwareCatalogue`] / [`Hardware`]: accelerators as data
+//!   (`data/hardware.toml`), user-extendable.
+//! - [`ModelCatalogue`] / [`ModelSpec`]: shapes from the catalogue, a
+//!   Hugging Face `config.json` ([`hf_config`]) or a GGUF header ([`gguf`]).
+//! - [`Quant`]: weight formats at their real bits per weight.
+//! - [`EfficiencyTable`]: how far below the roofline engines run, per
+//!   (hardware class, engine, phase), fitted by [`calibrate::fit`] from
+//!   [`measurements`].
+//! - [`Estimator`] + [`Scenario`] → [`Estimate`]; [`workload::size`] turns
+//!   an estimate plus traffic and an SLA into devices and cost.
+//!
+//! Why a roofline with fitted factors: pure rooflines (100% of peak) are
+//! 1.4-2× optimistic, and simulators need profiling on the GPU itself. Two
+//! numbers per (class, engine, phase), fitted by least squares on published
+//! measurements and checked on held-out rows (`examples/accuracy.rs`), keep
+//! the model explainable while matching measured numbers closely.
+//! The crate does no I/O beyond reading the files it is given.
+
+pub mod calibrate;
+pub mod efficiency;
+pub mod error;
+pub mod estimate;
+pub mod explain;
+pub mod gguf;
+pub mod hardware;
+pub mod hf_config;
+pub mod measurements;
+pub mod model;
+pub mod quant;
+pub mod validate;
+pub mod workload;
+
+pub use efficiency::{EfficiencyTable, Engine, Phase};
+pub use error::PlannerError;
+pub use estimate::{Estimate, Estimator, Scenario};
+pub use hardware::{Hardware, HardwareCatalogue, HardwareClass};
+pub use model::{ModelCatalogue, ModelSpec};
+pub use quant::Quant;

@@ -151,7 +151,11 @@ impl ModelSpec {
             return p;
         }
         let experts = self.moe.as_ref().map_or(0.0, |m| m.experts as f64);
-        let lm_head = if self.tied_embeddings { 0.0 } else { self.embedding_params() };
+        let lm_head = if self.tied_embeddings {
+            0.0
+        } else {
+            self.embedding_params()
+        };
         self.layers as f64 * self.attention_params_per_layer()
             + self.ffn_params(experts)
             + self.embedding_params()
@@ -191,7 +195,11 @@ impl ModelSpec {
     /// Active parameters in billions, the `params(B)` of seeds 000/001.
     pub fn active_params_b(&self) -> f64 {
         if self.moe.is_some() {
-            let lm_head = if self.tied_embeddings { 0.0 } else { self.embedding_params() };
+            let lm_head = if self.tied_embeddings {
+                0.0
+            } else {
+                self.embedding_params()
+            };
             (self.active_matmul_params() + self.embedding_params() - lm_head) / 1e9
         } else {
             self.total_params() / 1e9
@@ -229,7 +237,10 @@ impl ModelSpec {
     /// keys: `2·ctx·heads·(d_qk + d_v)` (QKᵀ plus AV).
     pub fn attention_flops_per_token_layer(&self, context: f64) -> f64 {
         let (qk, v) = match &self.mla {
-            Some(m) => ((m.qk_nope_head_dim + m.qk_rope_head_dim) as f64, m.v_head_dim as f64),
+            Some(m) => (
+                (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64,
+                m.v_head_dim as f64,
+            ),
             None => (self.head_dim as f64, self.head_dim as f64),
         };
         2.0 * context * self.heads as f64 * (qk + v)
@@ -267,7 +278,10 @@ impl ModelSpec {
         {
             return Err(PlannerError::invalid(
                 format!("{origin}: model `{}`.moe.active", self.id),
-                format!("must be between 1 and experts ({}), got {}", m.experts, m.active),
+                format!(
+                    "must be between 1 and experts ({}), got {}",
+                    m.experts, m.active
+                ),
             ));
         }
         Ok(())
@@ -337,14 +351,26 @@ pub fn resolve(arg: &str, catalogue: &ModelCatalogue) -> Result<ResolvedModel, P
         let info = crate::gguf::read_file(path)?;
         let quant = info.quant();
         let spec = info.to_spec()?;
-        return Ok(ResolvedModel { spec, file_quant: Some(quant), origin: "gguf" });
+        return Ok(ResolvedModel {
+            spec,
+            file_quant: Some(quant),
+            origin: "gguf",
+        });
     }
     if lower.ends_with(".json") {
         let spec = crate::hf_config::read_file(path)?;
-        return Ok(ResolvedModel { spec, file_quant: None, origin: "config.json" });
+        return Ok(ResolvedModel {
+            spec,
+            file_quant: None,
+            origin: "config.json",
+        });
     }
     let spec = catalogue.get(arg)?.clone();
-    Ok(ResolvedModel { spec, file_quant: None, origin: "catalogue" })
+    Ok(ResolvedModel {
+        spec,
+        file_quant: None,
+        origin: "catalogue",
+    })
 }
 
 pub(crate) fn validate_spec(spec: &ModelSpec, origin: &str) -> Result<(), PlannerError> {
@@ -365,7 +391,11 @@ mod tests {
             let published = m.params_b.unwrap() * 1e9;
             let derived = m.total_params();
             let err = (derived - published).abs() / published;
-            assert!(err < 0.04, "{}: derived {derived:.3e} vs published {published:.3e}", m.id);
+            assert!(
+                err < 0.04,
+                "{}: derived {derived:.3e} vs published {published:.3e}",
+                m.id
+            );
         }
     }
 
@@ -373,9 +403,17 @@ mod tests {
     fn moe_active_is_smaller_than_total() {
         let c = cat();
         let mixtral = c.get("mixtral-8x7b").unwrap();
-        assert!((mixtral.active_params_b() - 12.9).abs() < 0.3, "{}", mixtral.active_params_b());
+        assert!(
+            (mixtral.active_params_b() - 12.9).abs() < 0.3,
+            "{}",
+            mixtral.active_params_b()
+        );
         let q3 = c.get("qwen3-30b-a3b").unwrap();
-        assert!((q3.active_params_b() - 3.3).abs() < 0.3, "{}", q3.active_params_b());
+        assert!(
+            (q3.active_params_b() - 3.3).abs() < 0.3,
+            "{}",
+            q3.active_params_b()
+        );
         // A batch of 64 touches nearly every Mixtral expert.
         assert!(mixtral.distinct_experts(1.0) == 2.0);
         assert!(mixtral.distinct_experts(64.0) > 7.9);
@@ -385,11 +423,20 @@ mod tests {
     fn kv_cache_is_gqa_and_mla_aware() {
         let c = cat();
         // Llama-3.1-8B: 2 × 32 × 8 × 128 × 2 B = 128 KiB per token.
-        assert_eq!(c.get("llama-3.1-8b").unwrap().kv_bytes_per_token(2.0), 131072.0);
+        assert_eq!(
+            c.get("llama-3.1-8b").unwrap().kv_bytes_per_token(2.0),
+            131072.0
+        );
         // Llama-2-7B (MHA): 512 KiB per token.
-        assert_eq!(c.get("llama-2-7b").unwrap().kv_bytes_per_token(2.0), 524288.0);
+        assert_eq!(
+            c.get("llama-2-7b").unwrap().kv_bytes_per_token(2.0),
+            524288.0
+        );
         // DeepSeek-V3 (MLA): 61 × (512 + 64) × 2 B = 70,272 B, not 61 × 2 × 128 × 128 × 2.
-        assert_eq!(c.get("deepseek-v3").unwrap().kv_bytes_per_token(2.0), 70272.0);
+        assert_eq!(
+            c.get("deepseek-v3").unwrap().kv_bytes_per_token(2.0),
+            70272.0
+        );
     }
 
     #[test]

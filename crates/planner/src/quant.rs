@@ -69,7 +69,11 @@ impl Quant {
         TABLE
             .iter()
             .find(|(n, _, _)| *n == canonical)
-            .map(|(n, bpw, c)| Self { name: (*n).to_string(), bits_per_weight: *bpw, compute: *c })
+            .map(|(n, bpw, c)| Self {
+                name: (*n).to_string(),
+                bits_per_weight: *bpw,
+                compute: *c,
+            })
             .ok_or_else(|| PlannerError::UnknownValue {
                 what: "quantisation",
                 value: name.to_string(),
@@ -79,9 +83,16 @@ impl Quant {
 
     /// A format measured from a file (GGUF), computing at FP16 unless it is F32.
     pub fn measured(name: &str, bits_per_weight: f64) -> Self {
-        let compute =
-            if bits_per_weight > 24.0 { ComputeDtype::Fp32 } else { ComputeDtype::Fp16 };
-        Self { name: name.to_string(), bits_per_weight, compute }
+        let compute = if bits_per_weight > 24.0 {
+            ComputeDtype::Fp32
+        } else {
+            ComputeDtype::Fp16
+        };
+        Self {
+            name: name.to_string(),
+            bits_per_weight,
+            compute,
+        }
     }
 
     /// Bytes per weight.

@@ -105,6 +105,14 @@ impl Condition {
         if is_label(trimmed) {
             return Ok(Condition::Label(trimmed.to_string()));
         }
+        Expr::compile(trimmed).map(Condition::Expr)
+    }
+}
+
+impl Expr {
+    /// Compiles CEL text (always an expression, even a bare identifier).
+    pub fn compile(text: &str) -> Result<Expr, ConditionSyntaxError> {
+        let trimmed = text.trim();
         // CEL's parser is generated code; never let a bug in it take the
         // process down on user input.
         let compiled = std::panic::catch_unwind(|| cel::Program::compile(trimmed));
@@ -112,11 +120,7 @@ impl Condition {
             Ok(Ok(program)) => {
                 let variables =
                     program.references().variables().into_iter().map(str::to_string).collect();
-                Ok(Condition::Expr(Expr {
-                    source: trimmed.to_string(),
-                    program: Arc::new(program),
-                    variables,
-                }))
+                Ok(Expr { source: trimmed.to_string(), program: Arc::new(program), variables })
             }
             Ok(Err(errors)) => {
                 let first = errors.errors.first();
@@ -133,9 +137,7 @@ impl Condition {
             }),
         }
     }
-}
 
-impl Expr {
     /// Top-level variables the expression reads.
     pub fn variables(&self) -> &[String] {
         &self.variables

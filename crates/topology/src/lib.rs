@@ -31,7 +31,7 @@ pub mod spec;
 pub mod validate;
 pub mod value;
 
-pub use condition::{Condition, EvalError, Expr};
+pub use condition::{Condition, ConditionSyntaxError, EvalError, Expr};
 pub use decode::{Cx, Obj, Spanned};
 pub use diagnostic::{Code, Diagnostic, Report, Severity};
 pub use kind::{KindSchema, KindSet, Labels};

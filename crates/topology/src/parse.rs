@@ -106,6 +106,13 @@ fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
     } else if err.is_eof() {
         Diagnostic::error(Code::SyntaxError, Span::new(offset, offset), format!("invalid JSON: {message}"))
             .hint("the file ends early: look for an unclosed `{`, `[` or string")
+    } else if trailing_comma(source.text(), offset) {
+        Diagnostic::error(
+            Code::SyntaxError,
+            Span::new(offset, offset + 1),
+            "invalid JSON: trailing comma before the closing bracket",
+        )
+        .hint("JSON does not allow a comma before `}` or `]`; remove it")
     } else {
         let hint = if message.contains("trailing comma") {
             "JSON does not allow a comma before `}` or `]`"
@@ -118,6 +125,13 @@ fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
             .hint(hint)
     };
     Err(vec![diagnostic])
+}
+
+/// Whether the JSON error at `offset` is a closing bracket right after a comma.
+fn trailing_comma(text: &str, offset: usize) -> bool {
+    let closes = matches!(text.as_bytes().get(offset), Some(b']' | b'}'));
+    let before = text.get(..offset).map(|t| t.trim_end().ends_with(','));
+    closes && before == Some(true)
 }
 
 enum Frame {

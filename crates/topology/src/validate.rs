@@ -210,6 +210,11 @@ impl Checker<'_> {
                 out.push(Labels::Dynamic);
                 continue;
             };
+            // A `config` that is not a map was already reported by the decoder.
+            if node.config_value.as_ref().is_some_and(|v| v.as_map().is_none() && !matches!(v.kind, crate::value::Kind::Null)) {
+                out.push(Labels::Dynamic);
+                continue;
+            }
             let before = self.diags.len();
             let mut cx = Cx::new(self.diags);
             let mut cx = cx.field(&node_path(node, "config"));
@@ -549,7 +554,7 @@ impl Checker<'_> {
                     .at("nodes")
                     .hint("a request starts at the nodes without incoming edges; remove the edge into the first node"),
             );
-        } else if acyclic {
+        } else {
             let mut reached = vec![false; n];
             let mut queue: VecDeque<usize> = entries.iter().copied().collect();
             for &e in &entries {

@@ -1,8 +1,39 @@
+//! `glassbox diff`: what changed between two versions of a topology.
+
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use super::common::{OutputFormat, load};
+use crate::exit;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 compared (or no changes with --exit-code), 1 changes found with --exit-code, 78 invalid input, 2 usage."
+)]
+pub struct Args {
+    /// The old version.
+    pub old: String,
+    /// The new version.
+    pub new: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+    /// Exit with 1 when the topologies differ (like `git diff --exit-code`).
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let old = load(&args.old)?;
+    let new = load(&args.new)?;
+    let diff = glassbox_topology::diff::diff(&old.spec, &new.spec);
+    match args.format {
+        OutputFormat::Table => print!("{}", diff.render()),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&diff)?),
+    }
+    let code = if args.exit_code && !diff.is_empty() {
+        exit::FAILED
+    } else {
+        exit::OK
+    };
+    Ok(ExitCode::from(code))
 }

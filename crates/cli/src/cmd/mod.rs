@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod common;
 pub mod diff;
 pub mod graph;
 pub mod plan;

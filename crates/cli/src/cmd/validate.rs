@@ -1,8 +1,92 @@
+//! `glassbox validate`: check topology files and report every problem.
+
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use glassbox_topology::{Report, TopologyError};
+use serde_json::json;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+use super::common::{OutputFormat, color, kinds};
+use crate::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 all files valid, 78 a file is invalid or unreadable, 2 usage."
+)]
+pub struct Args {
+    /// Topology files (JSON or YAML; `-` reads standard input and sniffs the format).
+    #[arg(required_unless_present = "list_kinds")]
+    pub files: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+    /// List the node kinds this build knows, with what they do.
+    #[arg(long)]
+    pub list_kinds: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let kinds = kinds();
+    if args.list_kinds {
+        for k in kinds.iter() {
+            println!("{:<14} {}", k.name(), k.summary());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut ok = true;
+    let mut results = Vec::new();
+    for file in &args.files {
+        let outcome = glassbox_topology::load_path(file, &kinds);
+        let (report, summary): (Option<Report>, Option<String>) = match outcome {
+            Ok(v) => {
+                let t = &v.topology;
+                let line = format!(
+                    "{}: {} v{}, {} nodes, {} edges ({} warnings)",
+                    file,
+                    t.id,
+                    t.version,
+                    t.nodes.len(),
+                    t.edges.len(),
+                    v.report.warning_count()
+                );
+                (Some(v.report), Some(line))
+            }
+            Err(TopologyError::Invalid(report)) => {
+                ok = false;
+                (Some(*report), None)
+            }
+            Err(TopologyError::Io { path, source }) => {
+                ok = false;
+                match args.format {
+                    OutputFormat::Json => results.push(json!({
+                        "file": path, "valid": false,
+                        "diagnostics": [{"file": path, "code": "io", "severity": "error",
+                            "message": format!("cannot read `{path}`: {source}"), "hint": "check the path"}]
+                    })),
+                    OutputFormat::Table => eprintln!("error: cannot read `{path}`: {source}\n  hint: check the path"),
+                }
+                continue;
+            }
+        };
+        let Some(report) = report else { continue };
+        match args.format {
+            OutputFormat::Json => results.push(json!({
+                "file": file,
+                "valid": !report.has_errors(),
+                "errors": report.error_count(),
+                "warnings": report.warning_count(),
+                "diagnostics": report.to_json(),
+            })),
+            OutputFormat::Table => {
+                print!("{}", report.render(color(true)));
+                match summary {
+                    Some(line) => println!("ok  {line}"),
+                    None => println!("invalid  {}: {}", file, report.summary()),
+                }
+            }
+        }
+    }
+    if args.format == OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    }
+    Ok(ExitCode::from(if ok { exit::OK } else { exit::INVALID }))
 }

@@ -1,0 +1,62 @@
+//! Pieces shared by subcommands: loading topologies, output formats.
+
+use std::io::IsTerminal;
+
+use glassbox_topology::{KindSet, Topology, TopologyError};
+
+use crate::exit::Coded;
+
+/// `--format` for commands that print either tables or JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    #[default]
+    Table,
+    /// Machine-readable JSON.
+    Json,
+}
+
+/// Whether to colour output written to stderr or stdout.
+pub fn color(stdout: bool) -> bool {
+    std::env::var_os("NO_COLOR").is_none()
+        && if stdout {
+            std::io::stdout().is_terminal()
+        } else {
+            std::io::stderr().is_terminal()
+        }
+}
+
+/// The node kinds this binary knows.
+pub fn kinds() -> KindSet {
+    glassbox_nodes::builtin_kinds()
+}
+
+/// Loads a topology or fails with its rendered diagnostics (exit 78).
+pub fn load(path: &str) -> anyhow::Result<Topology> {
+    match glassbox_topology::load_path(path, &kinds()) {
+        Ok(v) => {
+            if !v.report.diagnostics.is_empty() {
+                eprint!("{}", v.report.render(color(false)));
+            }
+            Ok(v.topology)
+        }
+        Err(err) => Err(topology_error(err)),
+    }
+}
+
+/// Turns a load error into an exit-coded error, printing diagnostics.
+pub fn topology_error(err: TopologyError) -> anyhow::Error {
+    match err {
+        TopologyError::Invalid(report) => {
+            eprint!("{}", report.render(color(false)));
+            Coded::invalid(format!(
+                "`{}` is not a valid topology ({})",
+                report.source.name(),
+                report.summary()
+            ))
+        }
+        TopologyError::Io { path, source } => {
+            Coded::invalid(format!("cannot read `{path}`: {source} (check the path)"))
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! One attempt of one node: call it, run its work where it belongs, time it,
+//! price it and record its span.
+//!
+//! The span is owned by a guard from the moment the attempt starts, so an
+//! attempt dropped mid-flight (request cancelled, deadline passed, another
+//! node failed) still records a span saying so.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use glassbox_topology::NodeId;
+use glassbox_trace::{ErrorRecord, SpanRecord, SpanRole, SpanStatus, Tags, Usage};
+
+use crate::cost;
+use crate::cpu::{self, CpuTimed};
+use crate::error::NodeError;
+use crate::node::{Call, NodeCx, NodeResult};
+use crate::pipeline::Inner;
+use crate::request::{Ending, RequestShared, Slot, summarize};
+
+/// Which attempt to make.
+pub(crate) struct AttemptSpec {
+    pub node: NodeId,
+    pub attempt: u32,
+    pub role: SpanRole,
+    pub reruns: u32,
+    pub sources: Arc<[NodeId]>,
+}
+
+/// Why an attempt did not produce an output.
+#[derive(Debug)]
+pub(crate) enum AttemptError {
+    Node(NodeError),
+    Timeout(Duration),
+}
+
+impl AttemptError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            AttemptError::Node(e) => e.retryable(),
+            AttemptError::Timeout(_) => true,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            AttemptError::Node(e) => e.to_string(),
+            AttemptError::Timeout(d) => format!("timed out after {} ms", d.as_millis()),
+        }
+    }
+}
+
+/// Records the attempt's span exactly once: on finish, or on drop.
+struct SpanGuard {
+    req: Arc<RequestShared>,
+    node: NodeId,
+    attempt: u32,
+    role: Option<SpanRole>,
+    started_at_us: u64,
+    start_us: u64,
+    input_summary: Arc<str>,
+}
+
+impl SpanGuard {
+    fn finish(mut self, end: Finish) {
+        self.record(end);
+    }
+
+    fn record(&mut self, end: Finish) {
+        let Some(role) = self.role.take() else { return };
+        let req = &self.req;
+        let node = req.topology.node(self.node);
+        let end_us = req.offset_us();
+        let mut usage = end.usage;
+        usage.wall_us = end_us.saturating_sub(self.start_us);
+        let cost = cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage);
+        req.record_span(SpanRecord {
+            request_id: req.request_id,
+            node: req.ids[self.node.0].clone(),
+            kind: req.kinds[self.node.0].clone(),
+            attempt: self.attempt,
+            role,
+            started_at_us: self.started_at_us,
+            start_us: self.start_us,
+            end_us,
+            status: end.status,
+            error: end.error,
+            tags: end.tags,
+            usage,
+            cost,
+            worker: req.worker.clone(),
+            input_summary: std::mem::replace(&mut self.input_summary, Arc::from("")),
+            output_summary: end.output_summary,
+        });
+    }
+}
+
+impl Drop for SpanGuard {
+    fn drop(&mut self) {
+        if self.role.is_none() {
+            return;
+        }
+        let (status, code, message) = match self.req.ending() {
+            Ending::Deadline => {
+                (SpanStatus::Timeout, "deadline_exceeded", "request deadline exceeded")
+            }
+            Ending::Failed => (SpanStatus::Cancelled, "cancelled", "request failed elsewhere"),
+            Ending::Cancelled => (SpanStatus::Cancelled, "cancelled", "request cancelled"),
+        };
+        let error = ErrorRecord {
+            code: code.into(),
+            message: message.into(),
+            node: Some(self.req.ids[self.node.0].clone()),
+            attempt: Some(self.attempt),
+        };
+        self.record(Finish {
+            status,
+            error: Some(error),
+            usage: Usage::default(),
+            tags: Tags::new(),
+            output_summary: Arc::from(""),
+        });
+    }
+}
+
+struct Finish {
+    status: SpanStatus,
+    error: Option<ErrorRecord>,
+    usage: Usage,
+    tags: Tags,
+    output_summary: Arc<str>,
+}
+
+fn micros(d: Option<Duration>) -> Option<u64> {
+    d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// Runs one attempt and records its span.
+pub(crate) async fn attempt(
+    inner: &Inner,
+    req: &Arc<RequestShared>,
+    spec: AttemptSpec,
+) -> Result<Slot, AttemptError> {
+    let input_summary = match spec.sources.first().and_then(|&s| req.slot(s)) {
+        Some(slot) => slot.summary,
+        None => req.input_summary.clone(),
+    };
+    let guard = SpanGuard {
+        req: req.clone(),
+        node: spec.node,
+        attempt: spec.attempt,
+        role: Some(spec.role),
+        started_at_us: glassbox_trace::unix_micros_now(),
+        start_us: req.offset_us(),
+        input_summary,
+    };
+    let topo_node = req.topology.node(spec.node);
+    let cx = NodeCx {
+        req: req.clone(),
+        node: spec.node,
+        attempt: spec.attempt,
+        reruns: spec.reruns,
+        sources: spec.sources,
+    };
+    let built = &inner.nodes[spec.node.0];
+    let (call, setup_cpu) = cpu::measure(|| catch_unwind(AssertUnwindSafe(|| built.call(cx))));
+    let call = call.unwrap_or_else(|p| Call::Ready(Err(NodeError::Panicked(panic_message(&*p)))));
+    let limit = topo_node.timeout;
+    let (result, work_cpu): (Result<NodeResult, AttemptError>, Option<Duration>) = match call {
+        Call::Ready(r) => (Ok(r), Some(Duration::ZERO)),
+        Call::Blocking(f) => {
+            let task = tokio::task::spawn_blocking(move || cpu::measure(f));
+            match tokio::time::timeout(limit, task).await {
+                Ok(Ok((r, used))) => (Ok(r), used),
+                Ok(Err(join)) => (Ok(Err(NodeError::Panicked(join.to_string()))), None),
+                Err(_) => (Err(AttemptError::Timeout(limit)), None),
+            }
+        }
+        Call::Future(f) => match tokio::time::timeout(limit, CpuTimed::new(f)).await {
+            Ok((r, used)) => (Ok(r), used),
+            Err(_) => (Err(AttemptError::Timeout(limit)), None),
+        },
+    };
+    let cpu_us = match (setup_cpu, work_cpu) {
+        (Some(a), Some(b)) => micros(Some(a + b)),
+        _ => None,
+    };
+    let result = result.and_then(|r| r.map_err(AttemptError::Node));
+    match result {
+        Ok(output) => {
+            let summary: Arc<str> = summarize(&output.value, req.summary_chars).into();
+            let usage = Usage {
+                wall_us: 0,
+                cpu_us,
+                input_tokens: output.tokens.input,
+                output_tokens: output.tokens.output,
+            };
+            let output = Arc::new(output);
+            guard.finish(Finish {
+                status: SpanStatus::Ok,
+                error: None,
+                usage,
+                tags: output.tags.clone(),
+                output_summary: summary.clone(),
+            });
+            Ok(Slot { output, summary })
+        }
+        Err(err) => {
+            let (status, code) = match &err {
+                AttemptError::Timeout(_) => (SpanStatus::Timeout, "timeout"),
+                AttemptError::Node(e) => (SpanStatus::Error, e.code()),
+            };
+            guard.finish(Finish {
+                status,
+                error: Some(ErrorRecord {
+                    code: code.into(),
+                    message: err.describe(),
+                    node: Some(req.ids[spec.node.0].clone()),
+                    attempt: Some(spec.attempt),
+                }),
+                usage: Usage { wall_us: 0, cpu_us, input_tokens: None, output_tokens: None },
+                tags: Tags::new(),
+                output_summary: Arc::from(""),
+            });
+            Err(err)
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Pricing: from usage and a node's resolved prices to receipt lines.
+//!
+//! One function prices one attempt (for the span's `cost`); the receipt
+//! prices each node's summed usage with the same rules. Both are exact
+//! decimal products, so the spans' costs add up to the receipt's total.
+
+use std::sync::Arc;
+
+use glassbox_topology::{Prices, ResourceKind};
+use glassbox_trace::{Receipt, Unit, Usage};
+use rust_decimal::Decimal;
+
+/// Usage summed over attempts, in receipt units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quantities {
+    pub calls: u64,
+    pub cpu_us: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Quantities {
+    pub fn add(&mut self, usage: &Usage) {
+        self.calls += 1;
+        self.cpu_us += usage.cpu_us.unwrap_or(0);
+        self.input_tokens += usage.input_tokens.unwrap_or(0);
+        self.output_tokens += usage.output_tokens.unwrap_or(0);
+    }
+
+    pub fn of(usage: &Usage) -> Quantities {
+        let mut q = Quantities::default();
+        q.add(usage);
+        q
+    }
+}
+
+/// The priced lines for some quantities: `(unit, quantity, unit_price)`.
+/// CPU milliseconds are billed only for CPU nodes (a GPU node's host thread
+/// mostly waits on the device); tokens wherever a price is set.
+pub fn lines(prices: &Prices, kind: ResourceKind, q: &Quantities) -> Vec<(Unit, Decimal, Decimal)> {
+    let mut out = Vec::new();
+    if let Some(p) = prices.cost_per_call {
+        out.push((Unit::Call, Decimal::from(q.calls), p));
+    }
+    if let (Some(p), ResourceKind::Cpu) = (prices.cost_per_cpu_ms, kind) {
+        out.push((Unit::CpuMs, Decimal::new(i64::try_from(q.cpu_us).unwrap_or(i64::MAX), 3), p));
+    }
+    if let Some(p) = prices.cost_per_1k_input_tokens {
+        if q.input_tokens > 0 {
+            let n = i64::try_from(q.input_tokens).unwrap_or(i64::MAX);
+            out.push((Unit::InputTokens1k, Decimal::new(n, 3), p));
+        }
+    }
+    if let Some(p) = prices.cost_per_1k_output_tokens {
+        if q.output_tokens > 0 {
+            let n = i64::try_from(q.output_tokens).unwrap_or(i64::MAX);
+            out.push((Unit::OutputTokens1k, Decimal::new(n, 3), p));
+        }
+    }
+    out
+}
+
+/// What one attempt cost.
+pub fn attempt_cost(prices: &Prices, kind: ResourceKind, usage: &Usage) -> Decimal {
+    lines(prices, kind, &Quantities::of(usage))
+        .into_iter()
+        .fold(Decimal::ZERO, |acc, (_, q, p)| acc.saturating_add(q.saturating_mul(p)))
+}
+
+/// Adds one node's lines to a receipt; returns the node's total.
+pub fn bill(receipt: &mut Receipt, node: &Arc<str>, prices: &Prices, kind: ResourceKind, q: &Quantities) -> Decimal {
+    lines(prices, kind, q)
+        .into_iter()
+        .fold(Decimal::ZERO, |acc, (unit, quantity, price)| {
+            acc.saturating_add(receipt.push(node.clone(), unit, quantity, price))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn attempts_and_receipt_agree() {
+        let prices = Prices {
+            cost_per_call: Some(d("0.0002")),
+            cost_per_cpu_ms: Some(d("0.00001")),
+            cost_per_1k_input_tokens: Some(d("0.001")),
+            cost_per_1k_output_tokens: Some(d("0.004")),
+        };
+        let usages = [
+            Usage { wall_us: 10, cpu_us: Some(1234), input_tokens: Some(512), output_tokens: Some(256) },
+            Usage { wall_us: 10, cpu_us: Some(77), input_tokens: Some(3), output_tokens: None },
+        ];
+        let mut q = Quantities::default();
+        let mut per_attempt = Decimal::ZERO;
+        for u in &usages {
+            q.add(u);
+            per_attempt += attempt_cost(&prices, ResourceKind::Cpu, u);
+        }
+        let mut r = Receipt::new("USD".into());
+        let node: Arc<str> = "llm".into();
+        let total = bill(&mut r, &node, &prices, ResourceKind::Cpu, &q);
+        assert_eq!(total, per_attempt);
+        assert_eq!(r.total, r.sum_of_lines());
+        assert_eq!(r.lines.len(), 4);
+        // GPU nodes are not billed CPU time.
+        let gpu = lines(&prices, ResourceKind::Gpu, &q);
+        assert!(gpu.iter().all(|(u, _, _)| *u != Unit::CpuMs));
+    }
+}

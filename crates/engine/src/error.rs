@@ -1,0 +1,187 @@
+//! Errors at the engine's three boundaries: building a node
+//! ([`BuildError`]), one node call ([`NodeError`]) and one request
+//! ([`ExecError`]). Each has a stable `code()` for APIs and metrics.
+
+use std::time::Duration;
+
+/// Why a node kind could not build a runnable node.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("no node kind `{kind}` is registered")]
+    UnknownKind { kind: String },
+    #[error("bad config: {message}")]
+    Config { message: String },
+    #[error("node kind `{kind}` cannot run yet: {hint}")]
+    NotWired { kind: String, hint: String },
+    #[error("{message}")]
+    Unavailable {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl BuildError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            BuildError::UnknownKind { .. } => "unknown_kind",
+            BuildError::Config { .. } => "bad_config",
+            BuildError::NotWired { .. } => "not_wired",
+            BuildError::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    pub fn config(message: impl Into<String>) -> BuildError {
+        BuildError::Config { message: message.into() }
+    }
+}
+
+/// One node that failed to build.
+#[derive(Debug, thiserror::Error)]
+#[error("node `{node}` (type `{kind}`): {error}")]
+pub struct NodeBuildError {
+    pub node: String,
+    pub kind: String,
+    #[source]
+    pub error: BuildError,
+}
+
+/// Every node that failed to build, so all problems are reported at once.
+#[derive(Debug, thiserror::Error)]
+#[error("{} node(s) could not be built: {}", .errors.len(), list(.errors))]
+pub struct PipelineError {
+    pub errors: Vec<NodeBuildError>,
+}
+
+impl PipelineError {
+    pub fn code(&self) -> &'static str {
+        "build_failed"
+    }
+}
+
+fn list(errors: &[NodeBuildError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Why one call of a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The node's input cannot work; retrying will not help.
+    #[error("bad input: {0}")]
+    BadInput(String),
+    /// A dependency (server, file) did not answer; worth retrying.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// The node's own check failed (e.g. a guard rule); not retried.
+    #[error("{0}")]
+    Rejected(String),
+    /// An output guard asks the engine to re-run `upstream` and call it again.
+    #[error("output of `{upstream}` rejected ({reason}); re-run requested")]
+    RerunUpstream { upstream: String, reason: String },
+    /// Any other failure.
+    #[error("{message}")]
+    Failed {
+        message: String,
+        retryable: bool,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    #[error("node panicked: {0}")]
+    Panicked(String),
+}
+
+impl NodeError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            NodeError::BadInput(_) => "bad_input",
+            NodeError::Unavailable(_) => "unavailable",
+            NodeError::Rejected(_) => "rejected",
+            NodeError::RerunUpstream { .. } => "rerun_upstream",
+            NodeError::Failed { .. } => "node_error",
+            NodeError::Panicked(_) => "panicked",
+        }
+    }
+
+    /// Whether another attempt may succeed.
+    pub fn retryable(&self) -> bool {
+        match self {
+            NodeError::Unavailable(_) | NodeError::Panicked(_) => true,
+            NodeError::Failed { retryable, .. } => *retryable,
+            NodeError::BadInput(_) | NodeError::Rejected(_) | NodeError::RerunUpstream { .. } => {
+                false
+            }
+        }
+    }
+
+    /// A retryable failure with a message.
+    pub fn failed(message: impl Into<String>) -> NodeError {
+        NodeError::Failed { message: message.into(), retryable: true, source: None }
+    }
+}
+
+/// Why a request failed. Names the node and the attempt where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("node `{node}` failed on attempt {attempt}: {source}")]
+    NodeFailed {
+        node: String,
+        attempt: u32,
+        #[source]
+        source: NodeError,
+    },
+    #[error("node `{node}` timed out on attempt {attempt} after {} ms", .after.as_millis())]
+    NodeTimeout { node: String, attempt: u32, after: Duration },
+    #[error("node `{node}` failed and so did its fallback: {cause}")]
+    FallbackFailed {
+        node: String,
+        fallback: String,
+        #[source]
+        cause: Box<ExecError>,
+    },
+    #[error("request deadline of {} ms exceeded while {} ran", .deadline.as_millis(), running(.node, *.attempt))]
+    DeadlineExceeded { deadline: Duration, node: Option<String>, attempt: Option<u32> },
+    #[error("request cancelled by the caller")]
+    Cancelled,
+}
+
+fn running(node: &Option<String>, attempt: Option<u32>) -> String {
+    match (node, attempt) {
+        (Some(n), Some(a)) => format!("`{n}` (attempt {a})"),
+        (Some(n), None) => format!("`{n}`"),
+        _ => "nothing".to_string(),
+    }
+}
+
+impl ExecError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecError::NodeFailed { .. } => "node_failed",
+            ExecError::NodeTimeout { .. } => "node_timeout",
+            ExecError::FallbackFailed { .. } => "fallback_failed",
+            ExecError::DeadlineExceeded { .. } => "deadline_exceeded",
+            ExecError::Cancelled => "cancelled",
+        }
+    }
+
+    /// The node the error is about (for a failed fallback: the fallback).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            ExecError::NodeFailed { node, .. } | ExecError::NodeTimeout { node, .. } => Some(node),
+            ExecError::FallbackFailed { cause, .. } => cause.node(),
+            ExecError::DeadlineExceeded { node, .. } => node.as_deref(),
+            ExecError::Cancelled => None,
+        }
+    }
+
+    /// The attempt that failed, where one did.
+    pub fn attempt(&self) -> Option<u32> {
+        match self {
+            ExecError::NodeFailed { attempt, .. } | ExecError::NodeTimeout { attempt, .. } => {
+                Some(*attempt)
+            }
+            ExecError::FallbackFailed { cause, .. } => cause.attempt(),
+            ExecError::DeadlineExceeded { attempt, .. } => *attempt,
+            ExecError::Cancelled => None,
+        }
+    }
+}

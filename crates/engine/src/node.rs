@@ -1,0 +1,209 @@
+//! The [`Node`] trait: what a built node does for one request.
+//!
+//! A call returns a [`Call`] saying *how* its work runs, so the engine can
+//! keep the async reactor free:
+//! - [`Call::Ready`]: the work was cheap and is already done (a label
+//!   comparison, a short template). No task hop, no timer.
+//! - [`Call::Blocking`]: CPU-heavy work, run on the blocking thread pool so a
+//!   slow node never stalls other requests (the seeds' GIL lesson).
+//! - [`Call::Future`]: I/O (HTTP, a model server), awaited with a timeout.
+//!
+//! The engine measures thread CPU time in all three (inside the closure on the
+//! pool thread; per poll for futures), and wall time for all.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use glassbox_trace::{Fact, Tags};
+use serde_json::{Map, Value};
+
+use crate::error::NodeError;
+use crate::request::RequestShared;
+use glassbox_topology::NodeId;
+
+/// What a node call returns.
+pub type NodeResult = Result<NodeOutput, NodeError>;
+
+/// An I/O-bound node call in progress.
+pub type NodeFuture = Pin<Box<dyn Future<Output = NodeResult> + Send + 'static>>;
+
+/// How a node call's work runs; see the module docs.
+pub enum Call {
+    Ready(NodeResult),
+    Blocking(Box<dyn FnOnce() -> NodeResult + Send + 'static>),
+    Future(NodeFuture),
+}
+
+impl Call {
+    /// CPU work for the blocking pool.
+    pub fn blocking(f: impl FnOnce() -> NodeResult + Send + 'static) -> Call {
+        Call::Blocking(Box::new(f))
+    }
+
+    /// I/O work.
+    pub fn future(f: impl Future<Output = NodeResult> + Send + 'static) -> Call {
+        Call::Future(Box::pin(f))
+    }
+}
+
+impl From<NodeResult> for Call {
+    fn from(r: NodeResult) -> Call {
+        Call::Ready(r)
+    }
+}
+
+/// A node built from its topology entry, shared by every request.
+pub trait Node: Send + Sync + 'static {
+    /// Does the node's work for one attempt. Must not block: cheap work may
+    /// return [`Call::Ready`]; anything heavier returns [`Call::Blocking`] or
+    /// [`Call::Future`].
+    fn call(&self, cx: NodeCx) -> Call;
+}
+
+/// Tokens a model node used (the engine prices them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+}
+
+/// What a node produced.
+#[derive(Debug, Clone, Default)]
+pub struct NodeOutput {
+    /// The value downstream nodes and conditions read as `outputs.<id>`.
+    pub value: Value,
+    /// The label this node emitted (routers), read by bare-label conditions.
+    pub label: Option<String>,
+    /// Structured statements for the explanation.
+    pub facts: Vec<Fact>,
+    /// Short tags for the span (template id, model version, rules hit...).
+    pub tags: Tags,
+    pub tokens: Tokens,
+}
+
+impl NodeOutput {
+    pub fn new(value: Value) -> NodeOutput {
+        NodeOutput { value, ..NodeOutput::default() }
+    }
+
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn fact(mut self, fact: Fact) -> Self {
+        self.facts.push(fact);
+        self
+    }
+
+    pub fn tag(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn tokens(mut self, input: u64, output: u64) -> Self {
+        self.tokens = Tokens { input: Some(input), output: Some(output) };
+        self
+    }
+
+    /// The rule behind this node's label, from its `Routed` fact.
+    pub fn rule(&self) -> Option<&str> {
+        self.facts.iter().find_map(|f| match f {
+            Fact::Routed { rule, .. } => rule.as_deref(),
+            _ => None,
+        })
+    }
+}
+
+/// The text in a value: a string, or an object's `text` field.
+pub fn text_of(value: &Value) -> Option<&str> {
+    match value {
+        Value::String(s) => Some(s),
+        Value::Object(m) => m.get("text").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// What a node sees of the request: the input, finished nodes' outputs and
+/// labels. Cheap to clone and `'static`, so blocking and async work can keep it.
+#[derive(Clone)]
+pub struct NodeCx {
+    pub(crate) req: Arc<RequestShared>,
+    /// The node being run (a fallback runs as itself).
+    pub(crate) node: NodeId,
+    pub(crate) attempt: u32,
+    /// How many times this node had its upstream re-run so far.
+    pub(crate) reruns: u32,
+    /// Sources of this node's active incoming edges (for a fallback: those
+    /// of the node it replaces).
+    pub(crate) sources: Arc<[NodeId]>,
+}
+
+impl NodeCx {
+    /// The topology entry of the node being run.
+    pub fn node(&self) -> &glassbox_topology::Node {
+        self.req.topology.node(self.node)
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// 1 for the first attempt.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Upstream re-runs this node has asked for so far in this request.
+    pub fn reruns(&self) -> u32 {
+        self.reruns
+    }
+
+    pub fn topology(&self) -> &glassbox_topology::Topology {
+        &self.req.topology
+    }
+
+    pub fn request_id(&self) -> glassbox_trace::RequestId {
+        self.req.request_id
+    }
+
+    /// The request input.
+    pub fn input(&self) -> &Value {
+        &self.req.input
+    }
+
+    /// A finished node's output, by string id.
+    pub fn output(&self, id: &str) -> Option<Arc<NodeOutput>> {
+        self.req.topology.node_id(id).and_then(|n| self.req.output(n))
+    }
+
+    /// Outputs of the nodes whose edges into this node are active, in edge
+    /// order, with their ids.
+    pub fn upstream(&self) -> Vec<(&str, Arc<NodeOutput>)> {
+        self.sources
+            .iter()
+            .filter_map(|&n| {
+                self.req.output(n).map(|o| (self.req.topology.node(n).id.as_str(), o))
+            })
+            .collect()
+    }
+
+    /// The first active upstream node's id and output.
+    pub fn primary_upstream(&self) -> Option<(&str, Arc<NodeOutput>)> {
+        self.sources.iter().find_map(|&n| {
+            self.req.output(n).map(|o| (self.req.topology.node(n).id.as_str(), o))
+        })
+    }
+
+    /// Every finished node's output value by id, as CEL and templates read
+    /// them (`outputs.<id>`). Copies values: call once per attempt.
+    pub fn outputs_json(&self) -> Map<String, Value> {
+        self.req.outputs_json()
+    }
+
+    /// Every finished node's label by id (`labels.<id>`).
+    pub fn labels_json(&self) -> Map<String, Value> {
+        self.req.labels_json()
+    }
+}

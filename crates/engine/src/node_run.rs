@@ -1,0 +1,164 @@
+//! One node's whole run: attempts with retries and backoff, upstream
+//! re-runs requested by output guards, and the fallback that replaces the
+//! node when it still fails (the degraded path).
+
+use std::sync::Arc;
+
+use glassbox_topology::NodeId;
+use glassbox_trace::{Fact, SpanRole};
+
+use crate::attempt::{AttemptError, AttemptSpec, attempt};
+use crate::error::{ExecError, NodeError};
+use crate::pipeline::Inner;
+use crate::request::{RequestShared, Slot};
+
+/// Most upstream re-runs one node may trigger in one request, whatever the
+/// node asks for (guards declare their own lower `max_reruns`).
+pub const MAX_RERUNS: u32 = 10;
+
+/// How one node's run ended.
+pub(crate) struct NodeDone {
+    pub node: NodeId,
+    pub result: Result<Slot, ExecError>,
+    /// The fallback that stood in, if one did.
+    pub fallback: Option<NodeId>,
+    /// Facts the engine adds to the explanation (retries, fallback, re-runs).
+    pub facts: Vec<Fact>,
+}
+
+struct Attempts {
+    result: Result<Slot, ExecError>,
+    facts: Vec<Fact>,
+}
+
+/// Runs `node` (and its fallback if it fails) with the given active sources.
+pub(crate) async fn run_node(
+    inner: &Inner,
+    req: Arc<RequestShared>,
+    node: NodeId,
+    sources: Arc<[NodeId]>,
+) -> NodeDone {
+    let primary = run_attempts(inner, &req, node, SpanRole::Primary, sources.clone()).await;
+    let mut facts = primary.facts;
+    let err = match primary.result {
+        Ok(slot) => return NodeDone { node, result: Ok(slot), fallback: None, facts },
+        Err(err) => err,
+    };
+    let Some(fallback) = req.topology.node(node).fallback else {
+        return NodeDone { node, result: Err(err), fallback: None, facts };
+    };
+    let role = SpanRole::Fallback { replaces: req.ids[node.0].clone() };
+    let fb = run_attempts(inner, &req, fallback, role, sources).await;
+    match fb.result {
+        Ok(slot) => {
+            // The fallback's output stands in for the failed node's.
+            req.set_slot(node, slot.clone());
+            facts.push(Fact::FellBack {
+                fallback: req.ids[fallback.0].to_string(),
+                cause: err.to_string(),
+            });
+            facts.extend(fb.facts);
+            NodeDone { node, result: Ok(slot), fallback: Some(fallback), facts }
+        }
+        Err(cause) => NodeDone {
+            node,
+            result: Err(ExecError::FallbackFailed {
+                node: req.ids[node.0].to_string(),
+                fallback: req.ids[fallback.0].to_string(),
+                cause: Box::new(cause),
+            }),
+            fallback: Some(fallback),
+            facts,
+        },
+    }
+}
+
+/// The sources an upstream node ran with: its incoming sources that finished.
+fn finished_sources(req: &RequestShared, node: NodeId) -> Arc<[NodeId]> {
+    req.topology
+        .incoming(node)
+        .iter()
+        .map(|&e| req.topology.edge(e).from)
+        .filter(|&src| req.output(src).is_some())
+        .collect()
+}
+
+async fn run_attempts(
+    inner: &Inner,
+    req: &Arc<RequestShared>,
+    node: NodeId,
+    role: SpanRole,
+    sources: Arc<[NodeId]>,
+) -> Attempts {
+    let policy = inner.retry[node.0];
+    let mut facts = Vec::new();
+    let mut attempt_no = 0u32;
+    let mut retries_used = 0u32;
+    let mut reruns = 0u32;
+    let mut last_cause = String::new();
+    loop {
+        attempt_no += 1;
+        let spec = AttemptSpec {
+            node,
+            attempt: attempt_no,
+            role: role.clone(),
+            reruns,
+            sources: sources.clone(),
+        };
+        let err = match attempt(inner, req, spec).await {
+            Ok(slot) => {
+                req.set_slot(node, slot.clone());
+                if retries_used > 0 {
+                    facts.insert(0, Fact::Retried { attempts: attempt_no, cause: last_cause });
+                }
+                return Attempts { result: Ok(slot), facts };
+            }
+            Err(err) => err,
+        };
+        if let AttemptError::Node(NodeError::RerunUpstream { upstream, reason }) = &err {
+            if let Some(up) = req.topology.node_id(upstream).filter(|_| reruns < MAX_RERUNS) {
+                reruns += 1;
+                let up_sources = finished_sources(req, up);
+                let by = SpanRole::Rerun { by: req.ids[node.0].clone() };
+                let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources)).await;
+                if let Err(e) = rerun.result {
+                    return Attempts { result: Err(e), facts };
+                }
+                record_rerun(&mut facts, upstream, reason);
+                continue;
+            }
+        }
+        if err.retryable() && policy.allows_another(retries_used + 1) {
+            last_cause = err.describe();
+            retries_used += 1;
+            tokio::time::sleep(policy.backoff(retries_used)).await;
+            continue;
+        }
+        let id = req.ids[node.0].to_string();
+        let error = match err {
+            AttemptError::Timeout(after) => {
+                ExecError::NodeTimeout { node: id, attempt: attempt_no, after }
+            }
+            AttemptError::Node(source) => {
+                ExecError::NodeFailed { node: id, attempt: attempt_no, source }
+            }
+        };
+        if retries_used > 0 {
+            facts.insert(0, Fact::Retried { attempts: attempt_no, cause: error.to_string() });
+        }
+        return Attempts { result: Err(error), facts };
+    }
+}
+
+fn record_rerun(facts: &mut Vec<Fact>, upstream: &str, reason: &str) {
+    for f in facts.iter_mut() {
+        if let Fact::Reran { node, times, reason: r } = f {
+            if node == upstream {
+                *times += 1;
+                *r = reason.to_string();
+                return;
+            }
+        }
+    }
+    facts.push(Fact::Reran { node: upstream.to_string(), times: 1, reason: reason.to_string() });
+}

@@ -1,0 +1,163 @@
+//! State one request shares between the executor and its running nodes.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use glassbox_topology::{NodeId, Topology};
+use glassbox_trace::{RequestId, SpanRecord, TraceSink};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::node::NodeOutput;
+
+/// Why in-flight attempts are being dropped (read by their span guards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Ending {
+    /// The caller went away or cancelled.
+    Cancelled = 0,
+    /// The request deadline passed.
+    Deadline = 1,
+    /// Another node failed the request.
+    Failed = 2,
+}
+
+/// A finished node's output and its summary (computed once, reused as the
+/// input summary of the nodes downstream).
+#[derive(Clone)]
+pub(crate) struct Slot {
+    pub output: Arc<NodeOutput>,
+    pub summary: Arc<str>,
+}
+
+pub(crate) struct RequestShared {
+    pub topology: Arc<Topology>,
+    pub request_id: RequestId,
+    pub input: Value,
+    pub input_summary: Arc<str>,
+    pub slots: Box<[Mutex<Option<Slot>>]>,
+    pub spans: Mutex<Vec<Arc<SpanRecord>>>,
+    pub sink: Arc<dyn TraceSink>,
+    pub worker: Arc<str>,
+    /// Node ids and kinds as shared strings (from the pipeline).
+    pub ids: Arc<[Arc<str>]>,
+    pub kinds: Arc<[Arc<str>]>,
+    pub start: Instant,
+    pub started_at_us: u64,
+    pub summary_chars: usize,
+    ending: AtomicU8,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain data behind the lock stays valid if a holder panicked.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The pieces [`RequestShared::new`] needs.
+pub(crate) struct SharedParts {
+    pub topology: Arc<Topology>,
+    pub request_id: RequestId,
+    pub input: Value,
+    pub sink: Arc<dyn TraceSink>,
+    pub worker: Arc<str>,
+    pub ids: Arc<[Arc<str>]>,
+    pub kinds: Arc<[Arc<str>]>,
+    pub summary_chars: usize,
+}
+
+impl RequestShared {
+    pub fn new(p: SharedParts) -> RequestShared {
+        let n = p.topology.nodes.len();
+        let input_summary: Arc<str> = summarize(&p.input, p.summary_chars).into();
+        RequestShared {
+            topology: p.topology,
+            request_id: p.request_id,
+            input: p.input,
+            input_summary,
+            slots: (0..n).map(|_| Mutex::new(None)).collect(),
+            spans: Mutex::new(Vec::with_capacity(n)),
+            sink: p.sink,
+            worker: p.worker,
+            ids: p.ids,
+            kinds: p.kinds,
+            start: Instant::now(),
+            started_at_us: glassbox_trace::unix_micros_now(),
+            summary_chars: p.summary_chars,
+            ending: AtomicU8::new(Ending::Cancelled as u8),
+        }
+    }
+
+    pub fn output(&self, n: NodeId) -> Option<Arc<NodeOutput>> {
+        self.slots.get(n.0).and_then(|s| lock(s).as_ref().map(|s| s.output.clone()))
+    }
+
+    pub fn slot(&self, n: NodeId) -> Option<Slot> {
+        self.slots.get(n.0).and_then(|s| lock(s).clone())
+    }
+
+    pub fn set_slot(&self, n: NodeId, slot: Slot) {
+        if let Some(s) = self.slots.get(n.0) {
+            *lock(s) = Some(slot);
+        }
+    }
+
+    pub fn outputs_json(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(slot) = lock(s).as_ref() {
+                map.insert(self.ids[i].to_string(), slot.output.value.clone());
+            }
+        }
+        map
+    }
+
+    pub fn labels_json(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(label) = lock(s).as_ref().and_then(|s| s.output.label.clone()) {
+                map.insert(self.ids[i].to_string(), Value::String(label));
+            }
+        }
+        map
+    }
+
+    /// Microseconds since the request started (engine clock, so paused-clock
+    /// tests see virtual time).
+    pub fn offset_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    pub fn record_span(&self, span: SpanRecord) {
+        let span = Arc::new(span);
+        lock(&self.spans).push(span.clone());
+        self.sink.span(span);
+    }
+
+    pub fn take_spans(&self) -> Vec<Arc<SpanRecord>> {
+        std::mem::take(&mut *lock(&self.spans))
+    }
+
+    pub fn set_ending(&self, ending: Ending) {
+        self.ending.store(ending as u8, Ordering::Relaxed);
+    }
+
+    pub fn ending(&self) -> Ending {
+        match self.ending.load(Ordering::Relaxed) {
+            1 => Ending::Deadline,
+            2 => Ending::Failed,
+            _ => Ending::Cancelled,
+        }
+    }
+}
+
+/// A JSON value as a short string for traces (strings unquoted).
+pub(crate) fn summarize(value: &Value, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    match value {
+        Value::String(s) => glassbox_trace::truncate(s, max_chars),
+        Value::Null => String::new(),
+        other => glassbox_trace::truncate(&other.to_string(), max_chars),
+    }
+}

@@ -1,0 +1,83 @@
+//! Sentence embeddings from a local BERT-family model (all-MiniLM-L6-v2).
+//!
+//! candle runs the encoder; `tokenizers` reads the model's `tokenizer.json`.
+//! The shipped tokenizer pads every input to 128 tokens, which wastes most of
+//! the compute on short chunks, so padding is switched off and each batch is
+//! padded to its longest input instead; inputs are truncated at the model's
+//! 256 tokens. Like sentence-transformers, inputs are sorted by length before
+//! batching (less padding) and results come back in input order.
+
+mod embedder;
+
+use std::path::PathBuf;
+
+pub use embedder::Embedder;
+
+use crate::paths::FETCH_HINT;
+
+/// How to run the embedder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedderOptions {
+    /// Texts per forward pass.
+    pub batch_size: usize,
+    /// Longer inputs are truncated to this many tokens (special tokens included).
+    pub max_tokens: usize,
+}
+
+impl Default for EmbedderOptions {
+    fn default() -> Self {
+        Self { batch_size: 32, max_tokens: 256 }
+    }
+}
+
+/// Errors of the embedder. `code()` is stable for APIs and metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedding model file `{}` not found; hint: {FETCH_HINT}", path.display())]
+    ModelMissing { path: PathBuf },
+    #[error("reading `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid model config `{}`: {detail}", path.display())]
+    Config { path: PathBuf, detail: String },
+    #[error("tokenizer: {detail}")]
+    Tokenizer { detail: String },
+    #[error("loading weights from `{}`: {detail}", path.display())]
+    Weights { path: PathBuf, detail: String },
+    #[error("invalid embedder option `{field}`: {message}")]
+    InvalidOption { field: &'static str, message: String },
+    #[error("running the model: {0}")]
+    Inference(String),
+}
+
+impl EmbedError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ModelMissing { .. } => "embed_model_missing",
+            Self::Io { .. } => "embed_io",
+            Self::Config { .. } => "embed_config",
+            Self::Tokenizer { .. } => "embed_tokenizer",
+            Self::Weights { .. } => "embed_weights",
+            Self::InvalidOption { .. } => "embed_invalid_option",
+            Self::Inference(_) => "embed_inference",
+        }
+    }
+}
+
+impl From<candle_core::Error> for EmbedError {
+    fn from(e: candle_core::Error) -> Self {
+        Self::Inference(e.to_string())
+    }
+}
+
+/// Cosine similarity of two vectors (a dot product for normalised ones).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
+}

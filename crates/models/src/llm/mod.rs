@@ -1,0 +1,306 @@
+//! A local GGUF chat model over llama.cpp.
+//!
+//! One model and one context live on a dedicated worker thread
+//! ([`LlmHandle`]); requests wait in a bounded queue and run one at a time.
+//! llama.cpp contexts are not thread-safe and a CPU decode already uses every
+//! core, so a queue costs nothing in throughput and keeps the FFI surface in one
+//! place (continuous batching can replace the queue later without changing this
+//! API). The prompt is rendered with the chat template stored in the GGUF
+//! metadata, and usage counts are the exact token counts the model saw.
+
+mod session;
+mod stop;
+mod worker;
+
+use std::path::PathBuf;
+
+pub use worker::{CompletionStream, LlmHandle, ModelInfo};
+
+use crate::paths::FETCH_HINT;
+
+/// Who said a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// The role name chat templates expect.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of a chat.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self { role: Role::System, content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self { role: Role::User, content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// A chat completion request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct GenerateRequest {
+    pub messages: Vec<ChatMessage>,
+    /// The most tokens to generate (at least 1). Generation also ends at the
+    /// end of the context window.
+    pub max_tokens: u32,
+    /// 0 picks the most likely token every time (greedy, deterministic).
+    pub temperature: f32,
+    /// Nucleus sampling: keep the smallest set of tokens whose probabilities
+    /// add up to `top_p` (0 < top_p <= 1). Ignored at temperature 0.
+    pub top_p: f32,
+    /// Seed of the sampler; the same seed, request and model give the same
+    /// text. `None` picks one (reported in [`Completion::seed`]).
+    pub seed: Option<u32>,
+    /// Generation stops before the first occurrence of any of these; the stop
+    /// sequence itself is not part of the text.
+    pub stop: Vec<String>,
+}
+
+impl Default for GenerateRequest {
+    fn default() -> Self {
+        Self {
+            messages: Vec::new(),
+            max_tokens: 256,
+            temperature: 0.7,
+            top_p: 0.95,
+            seed: None,
+            stop: Vec::new(),
+        }
+    }
+}
+
+impl GenerateRequest {
+    /// A request with these messages and default parameters.
+    pub fn chat(messages: Vec<ChatMessage>) -> Self {
+        Self { messages, ..Self::default() }
+    }
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model emitted an end-of-generation token, or a stop sequence matched.
+    Stop,
+    /// `max_tokens` or the end of the context window was reached.
+    Length,
+    /// The caller dropped the stream or the reply before the end.
+    Cancelled,
+}
+
+impl FinishReason {
+    /// The OpenAI-style name (`stop`, `length`, `cancelled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Exact token counts of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// Tokens of the rendered prompt, special tokens included.
+    pub prompt_tokens: u32,
+    /// Tokens sampled, excluding a final end-of-generation token (it produces
+    /// no text) and including the tokens of a matched stop sequence.
+    pub completion_tokens: u32,
+}
+
+impl Usage {
+    pub fn total_tokens(&self) -> u32 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// The result of one request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Completion {
+    pub text: String,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    /// The model's version tag: file name and the first 12 hex digits of its SHA-256.
+    pub model: String,
+    /// The sampler seed used (0 for greedy decoding).
+    pub seed: u32,
+    /// Time spent reading the prompt (prefill).
+    pub prompt_ms: f64,
+    /// Time spent generating, from the first sampled token to the last.
+    pub generate_ms: f64,
+}
+
+/// How to load a local model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmOptions {
+    /// The GGUF file.
+    pub model_path: PathBuf,
+    /// CPU threads for decoding and prompt processing; `None` = all cores.
+    pub threads: Option<usize>,
+    /// Context window in tokens (prompt + completion).
+    pub n_ctx: u32,
+    /// The most prompt tokens evaluated in one batch.
+    pub n_batch: u32,
+    /// Requests that may wait in the queue; more are refused with
+    /// [`LlmError::QueueFull`].
+    pub queue_capacity: usize,
+}
+
+impl LlmOptions {
+    /// Default options for the model at `model_path`.
+    pub fn new(model_path: impl Into<PathBuf>) -> Self {
+        Self {
+            model_path: model_path.into(),
+            threads: None,
+            n_ctx: 4096,
+            n_batch: 512,
+            queue_capacity: 64,
+        }
+    }
+
+    pub(crate) fn thread_count(&self) -> usize {
+        self.threads
+            .filter(|&n| n > 0)
+            .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+            .unwrap_or(1)
+    }
+}
+
+/// Errors of the local LLM. `code()` is stable for APIs and metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("model file `{}` not found; hint: {FETCH_HINT}", path.display())]
+    ModelMissing { path: PathBuf },
+    #[error("`{}` is not a GGUF model file ({detail})", path.display())]
+    NotGguf { path: PathBuf, detail: String },
+    #[error("llama.cpp could not load `{}` (a corrupted or unsupported GGUF file?)", path.display())]
+    ModelLoad { path: PathBuf },
+    #[error("reading `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("llama.cpp backend: {0}")]
+    Backend(String),
+    #[error("creating the llama.cpp context (n_ctx {n_ctx}): {detail}")]
+    Context { n_ctx: u32, detail: String },
+    #[error("the request has no messages")]
+    EmptyInput,
+    #[error("invalid `{field}`: {message}")]
+    InvalidRequest { field: &'static str, message: String },
+    #[error("the prompt has {prompt_tokens} tokens, the context window {n_ctx}")]
+    PromptTooLong { prompt_tokens: u32, n_ctx: u32 },
+    #[error("applying the chat template: {0}")]
+    Template(String),
+    #[error("llama.cpp decode failed: {0}")]
+    Decode(String),
+    #[error("the model queue is full ({capacity} requests waiting); retry later")]
+    QueueFull { capacity: usize },
+    #[error("the model worker stopped")]
+    WorkerGone,
+}
+
+impl LlmError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ModelMissing { .. } => "llm_model_missing",
+            Self::NotGguf { .. } => "llm_not_gguf",
+            Self::ModelLoad { .. } => "llm_model_load",
+            Self::Io { .. } => "llm_io",
+            Self::Backend(_) => "llm_backend",
+            Self::Context { .. } => "llm_context",
+            Self::EmptyInput => "llm_empty_input",
+            Self::InvalidRequest { .. } => "llm_invalid_request",
+            Self::PromptTooLong { .. } => "llm_prompt_too_long",
+            Self::Template(_) => "llm_template",
+            Self::Decode(_) => "llm_decode",
+            Self::QueueFull { .. } => "llm_queue_full",
+            Self::WorkerGone => "llm_worker_gone",
+        }
+    }
+
+    /// Whether the request itself was at fault (so retrying it is pointless).
+    pub fn is_invalid_request(&self) -> bool {
+        matches!(
+            self,
+            Self::EmptyInput | Self::InvalidRequest { .. } | Self::PromptTooLong { .. }
+        )
+    }
+}
+
+/// Checks the parameters of a request, before it waits in the queue.
+pub(crate) fn validate(request: &GenerateRequest) -> Result<(), LlmError> {
+    if request.messages.is_empty() {
+        return Err(LlmError::EmptyInput);
+    }
+    let invalid = |field, message: String| Err(LlmError::InvalidRequest { field, message });
+    if request.max_tokens == 0 {
+        return invalid("max_tokens", "must be at least 1, got 0".to_owned());
+    }
+    if !(request.temperature.is_finite() && request.temperature >= 0.0) {
+        return invalid("temperature", format!("must be >= 0, got {}", request.temperature));
+    }
+    if !(request.top_p > 0.0 && request.top_p <= 1.0) {
+        return invalid("top_p", format!("must be in (0, 1], got {}", request.top_p));
+    }
+    if let Some(i) = request.stop.iter().position(String::is_empty) {
+        return invalid("stop", format!("stop sequence {i} is empty"));
+    }
+    if let Some(i) = request.messages.iter().position(|m| m.content.contains('\0')) {
+        return invalid("messages", format!("message {i} contains a NUL character"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_field() {
+        let ok = GenerateRequest::chat(vec![ChatMessage::user("hi")]);
+        assert!(validate(&ok).is_ok());
+        let err = validate(&GenerateRequest::default()).unwrap_err();
+        assert_eq!(err.code(), "llm_empty_input");
+        let err = validate(&GenerateRequest { top_p: 0.0, ..ok.clone() }).unwrap_err();
+        assert_eq!(err.to_string(), "invalid `top_p`: must be in (0, 1], got 0");
+        let err = validate(&GenerateRequest { temperature: -1.0, ..ok.clone() }).unwrap_err();
+        assert!(err.is_invalid_request());
+        let err = validate(&GenerateRequest { stop: vec![String::new()], ..ok }).unwrap_err();
+        assert!(err.to_string().contains("stop sequence 0 is empty"));
+    }
+
+    #[test]
+    fn missing_model_error_has_a_hint() {
+        let err = LlmError::ModelMissing { path: "/m/x.gguf".into() };
+        assert_eq!(
+            err.to_string(),
+            "model file `/m/x.gguf` not found; hint: run `glassbox models fetch` to download the local models"
+        );
+    }
+}

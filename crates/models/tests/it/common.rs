@@ -1,0 +1,105 @@
+//! Shared fixtures: the real models, loaded once per test binary.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions};
+
+/// The models directory, checked: a missing model is a test failure with the
+/// fix in the message.
+pub fn models() -> PathBuf {
+    let dir = glassbox_models::models_dir();
+    let gguf = glassbox_models::smollm2_path(&dir);
+    let minilm = glassbox_models::minilm_dir(&dir).join("model.safetensors");
+    for f in [&gguf, &minilm] {
+        assert!(
+            f.is_file(),
+            "model file {} is missing: run `glassbox models fetch` (or scripts/fetch-models.sh) \
+             or set GLASSBOX_MODELS",
+            f.display()
+        );
+    }
+    dir
+}
+
+/// The SmolLM2 model on its worker, shared by every test (requests queue).
+pub fn llm() -> &'static LlmHandle {
+    static LLM: OnceLock<LlmHandle> = OnceLock::new();
+    LLM.get_or_init(|| {
+        let options = LlmOptions {
+            threads: Some(2),
+            n_ctx: 1024,
+            ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+        };
+        match LlmHandle::load(options) {
+            Ok(handle) => handle,
+            Err(e) => panic!("loading SmolLM2: {e}"),
+        }
+    })
+}
+
+/// The MiniLM embedder, shared by every test.
+pub fn embedder() -> &'static Embedder {
+    static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
+    EMBEDDER.get_or_init(|| {
+        match Embedder::load(&glassbox_models::minilm_dir(&models()), EmbedderOptions::default()) {
+            Ok(e) => e,
+            Err(e) => panic!("loading MiniLM: {e}"),
+        }
+    })
+}
+
+/// A small deterministic PRNG (xorshift64*), so tests need no `rand`.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f32 {
+        let u1 = self.uniform().max(1e-7);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+    }
+}
+
+/// `n` vectors of `dim` dimensions around `clusters` random centres: shaped
+/// like sentence embeddings (topics), unlike uniform noise.
+pub fn clustered(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = Rng::new(seed);
+    let centres: Vec<Vec<f32>> =
+        (0..clusters).map(|_| (0..dim).map(|_| rng.normal()).collect()).collect();
+    (0..n)
+        .map(|_| {
+            let c = &centres[(rng.next_u64() % clusters as u64) as usize];
+            c.iter().map(|x| x + 0.6 * rng.normal()).collect()
+        })
+        .collect()
+}
+
+/// Exact top-k by cosine, computed naively: the reference for recall.
+pub fn brute_force(vectors: &[Vec<f32>], query: &[f32], k: usize) -> Vec<usize> {
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let qn = norm(query);
+    let mut scored: Vec<(usize, f32)> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i, v.iter().zip(query).map(|(a, b)| a * b).sum::<f32>() / (norm(v) * qn)))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.into_iter().take(k).map(|(i, _)| i).collect()
+}

@@ -1,0 +1,170 @@
+//! The local LLM (SmolLM2-135M-Instruct Q4_1 over llama.cpp).
+
+use glassbox_models::{
+    ChatMessage, FinishReason, GenerateRequest, LlmError, LlmHandle, LlmOptions,
+};
+
+use crate::common::{llm, models};
+
+fn question() -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system("You are a concise assistant."),
+        ChatMessage::user("Name three colours of the rainbow."),
+    ]
+}
+
+fn request(max_tokens: u32, temperature: f32, seed: Option<u32>) -> GenerateRequest {
+    GenerateRequest { max_tokens, temperature, seed, ..GenerateRequest::chat(question()) }
+}
+
+#[test]
+fn tokenizer_round_trip() {
+    let text = "Glassbox explains every request: path, cost and reasoning. Ünïcödé ☃ too!";
+    let tokens = llm().tokenize_blocking(text, false).unwrap();
+    assert!(tokens.len() > 5);
+    assert_eq!(llm().detokenize_blocking(&tokens).unwrap(), text);
+    // Special tokens of the chat template are single tokens.
+    assert_eq!(llm().tokenize_blocking("<|im_start|>", false).unwrap().len(), 1);
+}
+
+#[test]
+fn chat_template_comes_from_the_gguf() {
+    let info = llm().info();
+    assert!(info.chat_template.as_deref().unwrap_or("").contains("im_start"), "{info:?}");
+    let prompt = llm().render_prompt_blocking(question()).unwrap();
+    assert!(prompt.contains("<|im_start|>user\nName three colours"), "{prompt}");
+    assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
+}
+
+#[test]
+fn version_tag_is_file_name_and_hash() {
+    let version = llm().version();
+    let (name, hash) = version.split_once('@').unwrap();
+    assert_eq!(name, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_eq!(hash.len(), 12);
+    assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+#[test]
+fn same_seed_gives_the_same_text() {
+    let a = llm().generate_blocking(request(16, 0.9, Some(1234))).unwrap();
+    let b = llm().generate_blocking(request(16, 0.9, Some(1234))).unwrap();
+    assert_eq!(a.text, b.text);
+    assert_eq!(a.seed, 1234);
+    assert!(!a.text.is_empty());
+}
+
+#[test]
+fn temperature_zero_is_deterministic() {
+    let a = llm().generate_blocking(request(16, 0.0, None)).unwrap();
+    let b = llm().generate_blocking(request(16, 0.0, Some(99))).unwrap();
+    assert_eq!(a.text, b.text);
+}
+
+#[test]
+fn usage_counts_are_exact() {
+    let prompt = llm().render_prompt_blocking(question()).unwrap();
+    let prompt_tokens = llm().tokenize_blocking(&prompt, true).unwrap().len() as u32;
+    let c = llm().generate_blocking(request(8, 0.0, None)).unwrap();
+    assert_eq!(c.usage.prompt_tokens, prompt_tokens);
+    assert!(c.usage.completion_tokens <= 8);
+    if c.finish_reason == FinishReason::Length {
+        assert_eq!(c.usage.completion_tokens, 8);
+    }
+    assert_eq!(c.usage.total_tokens(), prompt_tokens + c.usage.completion_tokens);
+    assert!(c.model.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"));
+}
+
+#[test]
+fn stop_sequence_cuts_the_text() {
+    let full = llm().generate_blocking(request(24, 0.0, None)).unwrap();
+    // Stop at the second word of what the model says anyway (greedy, so the
+    // same text comes out again up to the stop).
+    let word = full
+        .text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("too short to test stops: {:?}", full.text));
+    let at = full.text.find(word).unwrap();
+    let stopped = llm()
+        .generate_blocking(GenerateRequest { stop: vec![word.to_owned()], ..request(24, 0.0, None) })
+        .unwrap();
+    assert_eq!(stopped.text, full.text[..at]);
+    assert_eq!(stopped.finish_reason, FinishReason::Stop);
+    assert!(stopped.usage.completion_tokens <= full.usage.completion_tokens);
+}
+
+#[test]
+fn streaming_yields_the_completion_in_pieces() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        let mut stream = llm().stream(request(12, 0.0, None)).unwrap();
+        let mut pieces = Vec::new();
+        while let Some(piece) = stream.next().await {
+            pieces.push(piece);
+        }
+        let done = stream.finish().await.unwrap();
+        assert!(pieces.len() > 1, "{pieces:?}");
+        assert_eq!(pieces.concat(), done.text);
+        let again = llm().generate(request(12, 0.0, None)).await.unwrap();
+        assert_eq!(again.text, done.text);
+    });
+}
+
+#[test]
+fn empty_request_is_refused_before_queueing() {
+    let err = llm().generate_blocking(GenerateRequest::default()).unwrap_err();
+    assert!(matches!(err, LlmError::EmptyInput), "{err}");
+    assert_eq!(err.code(), "llm_empty_input");
+    let err = llm()
+        .generate_blocking(GenerateRequest { max_tokens: 0, ..request(1, 0.0, None) })
+        .unwrap_err();
+    assert_eq!(err.code(), "llm_invalid_request");
+}
+
+#[test]
+fn prompt_longer_than_the_context_is_an_error() {
+    let long = "word ".repeat(2000);
+    let err = llm()
+        .generate_blocking(GenerateRequest {
+            max_tokens: 4,
+            ..GenerateRequest::chat(vec![ChatMessage::user(long)])
+        })
+        .unwrap_err();
+    assert_eq!(err.code(), "llm_prompt_too_long", "{err}");
+}
+
+#[test]
+fn missing_model_names_the_path_and_the_fix() {
+    let path = models().join("nope/missing.gguf");
+    let err = LlmHandle::load(LlmOptions::new(&path)).unwrap_err();
+    assert_eq!(err.code(), "llm_model_missing");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("glassbox models fetch"), "{msg}");
+}
+
+#[test]
+fn corrupted_gguf_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_gguf = dir.path().join("text.gguf");
+    std::fs::write(&not_gguf, b"this is not a model").unwrap();
+    let err = LlmHandle::load(LlmOptions::new(&not_gguf)).unwrap_err();
+    assert_eq!(err.code(), "llm_not_gguf", "{err}");
+
+    // A real header cut short: the tensor data is missing.
+    let real = std::fs::read(glassbox_models::smollm2_path(&models())).unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    std::fs::write(&truncated, &real[..real.len() / 3]).unwrap();
+    let err = LlmHandle::load(LlmOptions::new(&truncated)).unwrap_err();
+    assert_eq!(err.code(), "llm_model_load", "{err}");
+    assert!(err.to_string().contains("truncated.gguf"));
+
+    // Magic only, garbage after it.
+    let garbage = dir.path().join("garbage.gguf");
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend((0..4096u32).map(|i| (i * 7919 % 251) as u8));
+    std::fs::write(&garbage, bytes).unwrap();
+    let err = LlmHandle::load(LlmOptions::new(&garbage)).unwrap_err();
+    assert_eq!(err.code(), "llm_model_load", "{err}");
+}

@@ -1,0 +1,9 @@
+//! Integration tests of glassbox-models against the real models in
+//! `models_dir()`. They fail (never skip) when the models are missing: run
+//! `glassbox models fetch` or `scripts/fetch-models.sh` first.
+
+mod common;
+mod embed;
+mod fetch;
+mod index;
+mod llm;

@@ -1,0 +1,329 @@
+//! Fitting efficiency factors to measurements.
+//!
+//! Method (docs/planner.md, "Calibration"): rows are grouped by
+//! (hardware class, engine, phase). For each group, the model
+//! `t = max(X·a, Y) + c + comm` is fitted, where `X` is the row's primary
+//! roofline time (bytes/BW for decode, FLOPs/peak for prefill), `Y` the other
+//! roofline term at the other phase's current factor, `a = 1/η`, and `c` the
+//! fixed overhead. `a` is found by a 1-D search over a log grid, and for each
+//! `a` the overhead is the closed-form weighted least-squares solution on
+//! relative error (weights `1/t²`, clamped at 0). The loss is the sum of
+//! squared relative errors, so a 10 ms row and a 500 ms row count the same.
+//!
+//! The overhead is fitted only when a group has at least
+//! [`MIN_ROWS_FOR_OVERHEAD`] rows whose roofline times span at least
+//! [`MIN_SPREAD_FOR_OVERHEAD`]×; otherwise slope and intercept are not
+//! separable and the group inherits the overhead of its parent level
+//! (class pooled over engines, then everything for the phase). Pooled levels
+//! are fitted the same way, so a new engine or class with no rows falls back
+//! to data rather than to a guess, but only where the pooled level really
+//! pools two or more engines (classes): one engine's fit is not borrowed for
+//! another; the documented prior is used instead. Decode and prefill depend on each other
+//! only through the rarely-binding `Y` term; two alternating passes settle it.
+//!
+//! Serving-throughput rows mix both phases and are never fitted: they stay
+//! out-of-sample for validation.
+
+use std::collections::BTreeSet;
+
+use crate::efficiency::{EfficiencyTable, Entry, Factor, Phase};
+use crate::error::PlannerError;
+use crate::estimate::{Estimator, decode_terms, prefill_terms};
+use crate::measurements::{Catalogues, Measurement};
+
+pub const MIN_ROWS_FOR_OVERHEAD: usize = 4;
+pub const MIN_SPREAD_FOR_OVERHEAD: f64 = 1.5;
+/// Efficiency search range: 3% to 150% of the roofline (above 100% absorbs
+/// peak figures that understate what a kernel reaches, e.g. FP16 accumulate).
+const ETA_MIN: f64 = 0.03;
+const ETA_MAX: f64 = 1.5;
+const GRID: usize = 600;
+
+/// One row reduced to what the fit needs.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    /// Primary roofline time at 100% efficiency, seconds.
+    x: f64,
+    /// The other term, already divided by the other phase's efficiency.
+    y: f64,
+    comm: f64,
+    /// Measured time, seconds.
+    t: f64,
+}
+
+/// The result of fitting one group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupFit {
+    pub factor: Factor,
+    pub overhead_fitted: bool,
+    pub loss: f64,
+}
+
+fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
+    if points.is_empty() {
+        return None;
+    }
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.x), hi.max(p.x)));
+    let fit_c =
+        points.len() >= MIN_ROWS_FOR_OVERHEAD && hi / lo.max(1e-12) >= MIN_SPREAD_FOR_OVERHEAD;
+    let mut best: Option<(f64, f64, f64)> = None;
+    for i in 0..=GRID {
+        let eta = ETA_MIN * (ETA_MAX / ETA_MIN).powf(i as f64 / GRID as f64);
+        let a = 1.0 / eta;
+        let g: Vec<f64> = points.iter().map(|p| (p.x * a).max(p.y) + p.comm).collect();
+        let c = if fit_c {
+            let (num, den) = points.iter().zip(&g).fold((0.0, 0.0), |(n, d), (p, gi)| {
+                let w = 1.0 / (p.t * p.t);
+                (n + w * (p.t - gi), d + w)
+            });
+            (num / den).max(0.0)
+        } else {
+            inherited_overhead_s
+        };
+        let loss: f64 = points
+            .iter()
+            .zip(&g)
+            .map(|(p, gi)| ((gi + c - p.t) / p.t).powi(2))
+            .sum();
+        if best.is_none_or(|(_, _, l)| loss < l) {
+            best = Some((eta, c, loss));
+        }
+    }
+    best.map(|(eta, c, loss)| GroupFit {
+        factor: Factor {
+            efficiency: eta,
+            overhead_ms: c * 1e3,
+        },
+        overhead_fitted: fit_c,
+        loss,
+    })
+}
+
+fn upsert(table: &mut EfficiencyTable, e: Entry) {
+    match table
+        .entries
+        .iter_mut()
+        .find(|x| x.class == e.class && x.engine == e.engine && x.phase == e.phase)
+    {
+        Some(slot) => *slot = e,
+        None => table.entries.push(e),
+    }
+}
+
+/// Fits an efficiency table to `rows` (serving rows are ignored).
+pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, PlannerError> {
+    let usable: Vec<&Measurement> = rows.iter().filter(|r| r.metric.phase().is_some()).collect();
+    // Resolve classes once; unknown names are errors, not silently dropped.
+    let mut keyed = Vec::with_capacity(usable.len());
+    for r in &usable {
+        let s = r.scenario(cat)?;
+        keyed.push((
+            s.hw.class.as_str().to_string(),
+            r.engine.as_str().to_string(),
+            *r,
+        ));
+    }
+    let mut groups: BTreeSet<(String, String)> = BTreeSet::new();
+    for (c, e, _) in &keyed {
+        groups.insert((c.clone(), e.clone()));
+    }
+    // Coarse to fine, so children can inherit a fitted overhead.
+    let mut levels: Vec<(String, String)> = vec![("*".into(), "*".into())];
+    levels.extend(
+        groups
+            .iter()
+            .map(|(c, _)| (c.clone(), "*".to_string()))
+            .collect::<BTreeSet<_>>(),
+    );
+    levels.extend(
+        groups
+            .iter()
+            .map(|(_, e)| ("*".to_string(), e.clone()))
+            .collect::<BTreeSet<_>>(),
+    );
+    levels.extend(groups.iter().cloned());
+
+    let mut table = EfficiencyTable::priors_only();
+    for _pass in 0..2 {
+        for phase in [Phase::Decode, Phase::Prefill] {
+            for (lc, le) in &levels {
+                let members: Vec<&Measurement> = keyed
+                    .iter()
+                    .filter(|(c, e, r)| {
+                        r.metric.phase() == Some(phase)
+                            && (lc == "*" || lc == c)
+                            && (le == "*" || le == e)
+                    })
+                    .map(|(_, _, r)| *r)
+                    .collect();
+                if members.is_empty() || !pools_enough(lc, le, &keyed, phase) {
+                    continue;
+                }
+                let est = Estimator::new(table.clone());
+                let mut points = Vec::with_capacity(members.len());
+                for r in &members {
+                    points.push(point(r, phase, &est, cat)?);
+                }
+                let inherited = parent_overhead(&table, lc, le, phase, &members, cat)?;
+                if let Some(g) = fit_group(&points, inherited) {
+                    upsert(
+                        &mut table,
+                        Entry {
+                            class: lc.clone(),
+                            engine: le.clone(),
+                            phase,
+                            efficiency: round(g.factor.efficiency, 4),
+                            overhead_ms: round(g.factor.overhead_ms, 3),
+                            rows: members.len(),
+                            overhead_fitted: g.overhead_fitted,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// A pooled level stands for "this class, any engine" (or "this engine, any
+/// class") only if it pools at least two engines (classes) in this phase;
+/// otherwise it is one engine's fit under another name, and a different
+/// engine is better served by the documented prior than by borrowing it.
+fn pools_enough(
+    class: &str,
+    engine: &str,
+    keyed: &[(String, String, &Measurement)],
+    phase: Phase,
+) -> bool {
+    let in_phase = keyed
+        .iter()
+        .filter(|(_, _, r)| r.metric.phase() == Some(phase));
+    match (class, engine) {
+        ("*", "*") => true,
+        (c, "*") => {
+            let engines: BTreeSet<&str> = in_phase
+                .filter(|(k, _, _)| k == c)
+                .map(|(_, e, _)| e.as_str())
+                .collect();
+            engines.len() >= 2
+        }
+        ("*", e) => {
+            let classes: BTreeSet<&str> = in_phase
+                .filter(|(_, k, _)| k == e)
+                .map(|(c, _, _)| c.as_str())
+                .collect();
+            classes.len() >= 2
+        }
+        _ => true,
+    }
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let k = 10f64.powi(digits);
+    (v * k).round() / k
+}
+
+/// Overhead (seconds) a group inherits when it cannot fit its own.
+fn parent_overhead(
+    table: &EfficiencyTable,
+    class: &str,
+    engine: &str,
+    phase: Phase,
+    members: &[&Measurement],
+    cat: Catalogues,
+) -> Result<f64, PlannerError> {
+    let find = |c: &str, e: &str| {
+        table
+            .entries
+            .iter()
+            .find(|x| x.class == c && x.engine == e && x.phase == phase)
+            .map(|x| x.overhead_ms / 1e3)
+    };
+    let parent = match (class, engine) {
+        ("*", "*") => None,
+        (c, e) if c != "*" && e != "*" => find(c, "*").or_else(|| find("*", "*")),
+        _ => find("*", "*"),
+    };
+    if let Some(p) = parent {
+        return Ok(p);
+    }
+    // Top level with too little data: the documented prior of the first row's class.
+    let first = members.first().map(|r| r.scenario(cat)).transpose()?;
+    Ok(first.map_or(0.003, |s| {
+        EfficiencyTable::priors_only()
+            .lookup(s.hw.class, s.engine, phase)
+            .factor
+            .overhead_ms
+            / 1e3
+    }))
+}
+
+fn point(
+    r: &Measurement,
+    phase: Phase,
+    est: &Estimator,
+    cat: Catalogues,
+) -> Result<Point, PlannerError> {
+    let s = r.scenario(cat)?;
+    let (pf, df) = est.factors_for(&s);
+    let prompt = r.prompt_tokens as f64;
+    Ok(match phase {
+        Phase::Decode => {
+            let t = decode_terms(&s, f64::from(r.batch), r.decode_ctx());
+            Point {
+                x: t.memory_s,
+                y: t.compute_s / pf.factor.efficiency,
+                comm: t.comm_s,
+                t: 1.0 / r.value,
+            }
+        }
+        Phase::Prefill => {
+            let t = prefill_terms(&s, prompt.max(1.0), 1.0);
+            Point {
+                x: t.compute_s,
+                y: t.memory_s / df.factor.efficiency,
+                comm: t.comm_s,
+                t: r.measured_time_s(),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_known_slope_and_overhead() {
+        // t = x / 0.8 + 3 ms, exactly.
+        let pts: Vec<Point> = [0.004, 0.006, 0.01, 0.02, 0.03]
+            .iter()
+            .map(|&x| Point {
+                x,
+                y: 0.0,
+                comm: 0.0,
+                t: x / 0.8 + 0.003,
+            })
+            .collect();
+        let g = fit_group(&pts, 0.0).unwrap();
+        assert!(g.overhead_fitted);
+        assert!((g.factor.efficiency - 0.8).abs() < 0.01, "{g:?}");
+        assert!((g.factor.overhead_ms - 3.0).abs() < 0.2, "{g:?}");
+    }
+
+    #[test]
+    fn too_few_rows_inherit_overhead() {
+        let pts = [Point {
+            x: 0.01,
+            y: 0.0,
+            comm: 0.0,
+            t: 0.01 / 0.5 + 0.002,
+        }];
+        let g = fit_group(&pts, 0.002).unwrap();
+        assert!(!g.overhead_fitted);
+        assert!((g.factor.efficiency - 0.5).abs() < 0.01, "{g:?}");
+        assert!(fit_group(&[], 0.0).is_none());
+    }
+}

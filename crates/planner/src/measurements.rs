@@ -1,0 +1,334 @@
+//! Measured results: the CSV format, and the planner's prediction for a row.
+//!
+//! The same format serves the shipped validation set
+//! (`data/measurements.csv`) and a user's own runs for
+//! `glassbox plan calibrate`. Columns:
+//!
+//! `id,metric,value,gpu,tp,engine,model,quant,kv_dtype,batch,prompt_tokens,gen_tokens,source,notes`
+//!
+//! Metrics: `decode_tok_s` (decode tokens/s per sequence at `batch`),
+//! `prefill_tok_s` (prompt tokens/s of one prompt), `ttft_ms` (one prompt),
+//! `serving_tok_s` (output tokens/s per GPU for a static batch of `batch`
+//! requests of `prompt_tokens` in, `gen_tokens` out).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::efficiency::{Engine, Phase};
+use crate::error::PlannerError;
+use crate::estimate::{
+    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
+};
+use crate::hardware::HardwareCatalogue;
+use crate::model::ModelCatalogue;
+use crate::quant::Quant;
+
+/// What a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    DecodeTokS,
+    PrefillTokS,
+    TtftMs,
+    ServingTokS,
+}
+
+impl Metric {
+    pub const ALL: [Self; 4] = [
+        Self::DecodeTokS,
+        Self::PrefillTokS,
+        Self::TtftMs,
+        Self::ServingTokS,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DecodeTokS => "decode_tok_s",
+            Self::PrefillTokS => "prefill_tok_s",
+            Self::TtftMs => "ttft_ms",
+            Self::ServingTokS => "serving_tok_s",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// The phase a metric calibrates; serving throughput mixes both and is
+    /// kept for validation only.
+    pub fn phase(self) -> Option<Phase> {
+        match self {
+            Self::DecodeTokS => Some(Phase::Decode),
+            Self::PrefillTokS | Self::TtftMs => Some(Phase::Prefill),
+            Self::ServingTokS => None,
+        }
+    }
+}
+
+/// One measured result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub line: usize,
+    pub id: String,
+    pub metric: Metric,
+    pub value: f64,
+    pub gpu: String,
+    pub tp: u32,
+    pub engine: Engine,
+    pub model: String,
+    pub quant: String,
+    pub kv_bytes: f64,
+    pub batch: u32,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    pub source: String,
+}
+
+const COLUMNS: [&str; 14] = [
+    "id",
+    "metric",
+    "value",
+    "gpu",
+    "tp",
+    "engine",
+    "model",
+    "quant",
+    "kv_dtype",
+    "batch",
+    "prompt_tokens",
+    "gen_tokens",
+    "source",
+    "notes",
+];
+
+/// Splits one CSV record (RFC 4180 quoting, no embedded newlines).
+fn split_record(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(ch) = chars.next() {
+        match (ch, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if cur.is_empty() => quoted = true,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err("unterminated quoted field".into());
+    }
+    out.push(cur);
+    Ok(out)
+}
+
+/// Parses measurements CSV text, collecting every bad row before failing.
+pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, PlannerError> {
+    let csv_err = |line: usize, message: String| PlannerError::Csv {
+        origin: origin.to_string(),
+        line,
+        message,
+    };
+    let mut lines = text.lines().enumerate().filter(|(_, l)| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#')
+    });
+    let (hline, header) = lines
+        .next()
+        .ok_or_else(|| csv_err(1, "empty file".into()))?;
+    let header = split_record(header).map_err(|m| csv_err(hline + 1, m))?;
+    let mut idx = [0usize; 14];
+    for (i, col) in COLUMNS.iter().enumerate() {
+        idx[i] = header
+            .iter()
+            .position(|h| h.trim() == *col)
+            .ok_or_else(|| csv_err(hline + 1, format!("missing column `{col}`")))?;
+    }
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    for (n, line) in lines {
+        match parse_row(line, n + 1, &idx) {
+            Ok(m) => rows.push(m),
+            Err(msg) => problems.push(format!("line {}: {msg}", n + 1)),
+        }
+    }
+    if !problems.is_empty() {
+        let first_line = problems.len();
+        return Err(csv_err(
+            0,
+            format!("{first_line} bad row(s): {}", problems.join("; ")),
+        ));
+    }
+    Ok(rows)
+}
+
+fn parse_row(line: &str, n: usize, idx: &[usize; 14]) -> Result<Measurement, String> {
+    let f = split_record(line)?;
+    let get = |i: usize| f.get(idx[i]).map(|s| s.trim()).unwrap_or("");
+    let num = |i: usize| -> Result<f64, String> {
+        get(i)
+            .parse::<f64>()
+            .map_err(|_| format!("`{}` is not a number: `{}`", COLUMNS[i], get(i)))
+    };
+    let int = |i: usize| -> Result<u64, String> {
+        get(i)
+            .parse::<u64>()
+            .map_err(|_| format!("`{}` is not an integer: `{}`", COLUMNS[i], get(i)))
+    };
+    let metric = Metric::parse(get(1)).ok_or_else(|| format!("unknown metric `{}`", get(1)))?;
+    let value = num(2)?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("value must be positive, got {value}"));
+    }
+    let kv_bytes = match get(8).to_ascii_lowercase().as_str() {
+        "" | "fp16" | "f16" | "bf16" => 2.0,
+        "fp8" | "int8" | "q8_0" => 1.0,
+        "fp32" | "f32" => 4.0,
+        other => return Err(format!("unknown kv_dtype `{other}`")),
+    };
+    let tp = u32::try_from(int(4)?).map_err(|_| "tp too big".to_string())?;
+    let batch = u32::try_from(int(9)?).map_err(|_| "batch too big".to_string())?;
+    if tp == 0 || batch == 0 {
+        return Err("tp and batch must be >= 1".into());
+    }
+    Ok(Measurement {
+        line: n,
+        id: get(0).to_string(),
+        metric,
+        value,
+        gpu: get(3).to_string(),
+        tp,
+        engine: Engine::parse(get(5)).map_err(|e| e.to_string())?,
+        model: get(6).to_string(),
+        quant: get(7).to_string(),
+        kv_bytes,
+        batch,
+        prompt_tokens: int(10)?,
+        gen_tokens: int(11)?,
+        source: get(12).to_string(),
+    })
+}
+
+/// Reads a measurements CSV file.
+pub fn read_csv(path: &Path) -> Result<Vec<Measurement>, PlannerError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlannerError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_csv(&text, &path.display().to_string())
+}
+
+/// The shipped validation set.
+pub fn builtin() -> Result<Vec<Measurement>, PlannerError> {
+    parse_csv(
+        include_str!("../data/measurements.csv"),
+        "data/measurements.csv",
+    )
+}
+
+/// Catalogues a row is resolved against.
+#[derive(Debug, Clone, Copy)]
+pub struct Catalogues<'a> {
+    pub hardware: &'a HardwareCatalogue,
+    pub models: &'a ModelCatalogue,
+}
+
+impl Measurement {
+    /// The scenario the row describes.
+    pub fn scenario<'a>(&self, cat: Catalogues<'a>) -> Result<Scenario<'a>, PlannerError> {
+        let hw = cat.hardware.get(&self.gpu)?;
+        let model = cat.models.get(&self.model)?;
+        Ok(Scenario {
+            model,
+            hw,
+            quant: Quant::parse(&self.quant)?,
+            kv_bytes: self.kv_bytes,
+            engine: self.engine,
+            tp: self.tp,
+            batch: self.batch,
+            prompt_tokens: self.prompt_tokens.max(1),
+            gen_tokens: self.gen_tokens,
+            context: (self.prompt_tokens + self.gen_tokens).max(1),
+            memory_headroom: 0.0,
+        })
+    }
+
+    /// Decode context: llama-bench `tg N` starts empty and grows to N.
+    pub fn decode_ctx(&self) -> f64 {
+        self.prompt_tokens as f64 + self.gen_tokens as f64 / 2.0
+    }
+
+    /// The measured time the row implies for its phase, seconds.
+    pub fn measured_time_s(&self) -> f64 {
+        match self.metric {
+            Metric::DecodeTokS => 1.0 / self.value,
+            Metric::PrefillTokS => self.prompt_tokens as f64 / self.value,
+            Metric::TtftMs => self.value / 1e3,
+            Metric::ServingTokS => f64::from(self.batch) * self.gen_tokens as f64 / self.value,
+        }
+    }
+
+    /// The planner's prediction of `value` with the given estimator.
+    pub fn predict(&self, est: &Estimator, cat: Catalogues) -> Result<f64, PlannerError> {
+        let s = self.scenario(cat)?;
+        let (pf, df) = est.factors_for(&s);
+        let (p, d) = (pf.factor, df.factor);
+        let prompt = self.prompt_tokens as f64;
+        let b = f64::from(self.batch);
+        Ok(match self.metric {
+            Metric::DecodeTokS => 1.0 / decode_time(&decode_terms(&s, b, self.decode_ctx()), p, d),
+            Metric::PrefillTokS => prompt / prefill_time(&prefill_terms(&s, prompt, 1.0), p, d),
+            Metric::TtftMs => prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) * 1e3,
+            Metric::ServingTokS => {
+                let prefill = prefill_time(&prefill_terms(&s, b * prompt, b), p, d);
+                let step = decode_time(&decode_terms(&s, b, self.decode_ctx()), p, d);
+                let total = prefill + self.gen_tokens as f64 * step;
+                b * self.gen_tokens as f64 / total / f64::from(self.tp)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_fields_and_errors() {
+        assert_eq!(
+            split_record(r#"a,"b,c","d""e""#).unwrap(),
+            vec!["a", "b,c", "d\"e"]
+        );
+        assert!(split_record(r#"a,"b"#).is_err());
+        let text = "id,metric,value,gpu,tp,engine,model,quant,kv_dtype,batch,prompt_tokens,gen_tokens,source,notes\n\
+                    r1,decode_tok_s,100,rtx-4090,1,llama.cpp,llama-2-7b,q4_0,,1,0,128,x,\n\
+                    r2,bogus,1,rtx-4090,1,llama.cpp,llama-2-7b,q4_0,,1,0,128,x,\n\
+                    r3,decode_tok_s,-1,rtx-4090,1,llama.cpp,llama-2-7b,q4_0,,1,0,128,x,\n";
+        let e = parse_csv(text, "m.csv").unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("line 4"), "{e}");
+    }
+
+    #[test]
+    fn builtin_set_has_forty_sourced_rows() {
+        let rows = builtin().unwrap();
+        assert!(rows.len() >= 40, "{}", rows.len());
+        assert!(
+            rows.iter().all(|r| r.source.len() > 10),
+            "every row needs a source"
+        );
+        let hw = HardwareCatalogue::builtin().unwrap();
+        let models = ModelCatalogue::builtin().unwrap();
+        let cat = Catalogues {
+            hardware: &hw,
+            models: &models,
+        };
+        for r in &rows {
+            r.scenario(cat).unwrap();
+        }
+    }
+}

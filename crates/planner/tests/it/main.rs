@@ -1,0 +1,6 @@
+//! Integration tests for glassbox-planner (one binary, see STYLE.md).
+
+mod accuracy;
+mod gguf_real;
+mod seeds;
+mod sources;

@@ -1,0 +1,3 @@
+//! Integration tests for glassbox-trace.
+
+mod sink;

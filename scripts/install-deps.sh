@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install the system packages the local model runtime needs to build llama.cpp
+# (through the `llama-cpp-2` crate): cmake, a C/C++ compiler and libclang for
+# bindgen. Idempotent: installs only what is missing, and runs `apt-get update`
+# at most once, only when something has to be installed.
+set -euo pipefail
+
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+# bindgen loads libclang.so at build time; look for it where Debian puts it.
+if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
+    && ! compgen -G "/usr/lib/*/libclang.so*" >/dev/null \
+    && ! compgen -G "/usr/lib/*/libclang-*.so*" >/dev/null; then
+  missing+=(libclang-dev)
+fi
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "build dependencies present (cmake, clang, libclang)"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "error: missing ${missing[*]} and apt-get is not available" >&2
+  echo "hint: install cmake, clang and libclang with your system's package manager" >&2
+  exit 69
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  sudo="sudo"
+fi
+
+echo "installing ${missing[*]} ..."
+export DEBIAN_FRONTEND=noninteractive
+# Update the package lists only when they have never been fetched.
+if ! compgen -G "/var/lib/apt/lists/*_Packages" >/dev/null; then
+  $sudo apt-get update
+fi
+if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}"; then
+  # Stale lists: refresh once and retry.
+  $sudo apt-get update
+  $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+echo "build dependencies installed"
