@@ -35,6 +35,8 @@ enum Command {
     Diff(cmd::diff::Args),
     /// Plan the compute for LLM inference: memory, speed, GPUs and cost.
     Plan(cmd::plan::Args),
+    /// Run one request through a topology: answer, path, receipt, explanation.
+    Run(cmd::run::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::schema::run(args),
         Command::Diff(args) => cmd::diff::run(args),
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     match result {
         Ok(code) => code,

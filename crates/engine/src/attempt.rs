@@ -102,10 +102,16 @@ impl Drop for SpanGuard {
             return;
         }
         let (status, code, message) = match self.req.ending() {
-            Ending::Deadline => {
-                (SpanStatus::Timeout, "deadline_exceeded", "request deadline exceeded")
-            }
-            Ending::Failed => (SpanStatus::Cancelled, "cancelled", "request failed elsewhere"),
+            Ending::Deadline => (
+                SpanStatus::Timeout,
+                "deadline_exceeded",
+                "request deadline exceeded",
+            ),
+            Ending::Failed => (
+                SpanStatus::Cancelled,
+                "cancelled",
+                "request failed elsewhere",
+            ),
             Ending::Cancelled => (SpanStatus::Cancelled, "cancelled", "request cancelled"),
         };
         let error = ErrorRecord {
@@ -226,7 +232,12 @@ pub(crate) async fn attempt(
                     node: Some(req.ids[spec.node.0].clone()),
                     attempt: Some(spec.attempt),
                 }),
-                usage: Usage { wall_us: 0, cpu_us, input_tokens: None, output_tokens: None },
+                usage: Usage {
+                    wall_us: 0,
+                    cpu_us,
+                    input_tokens: None,
+                    output_tokens: None,
+                },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),
             });

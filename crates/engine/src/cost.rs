@@ -43,19 +43,23 @@ pub fn lines(prices: &Prices, kind: ResourceKind, q: &Quantities) -> Vec<(Unit, 
         out.push((Unit::Call, Decimal::from(q.calls), p));
     }
     if let (Some(p), ResourceKind::Cpu) = (prices.cost_per_cpu_ms, kind) {
-        out.push((Unit::CpuMs, Decimal::new(i64::try_from(q.cpu_us).unwrap_or(i64::MAX), 3), p));
+        out.push((
+            Unit::CpuMs,
+            Decimal::new(i64::try_from(q.cpu_us).unwrap_or(i64::MAX), 3),
+            p,
+        ));
     }
-    if let Some(p) = prices.cost_per_1k_input_tokens {
-        if q.input_tokens > 0 {
-            let n = i64::try_from(q.input_tokens).unwrap_or(i64::MAX);
-            out.push((Unit::InputTokens1k, Decimal::new(n, 3), p));
-        }
+    if let Some(p) = prices.cost_per_1k_input_tokens
+        && q.input_tokens > 0
+    {
+        let n = i64::try_from(q.input_tokens).unwrap_or(i64::MAX);
+        out.push((Unit::InputTokens1k, Decimal::new(n, 3), p));
     }
-    if let Some(p) = prices.cost_per_1k_output_tokens {
-        if q.output_tokens > 0 {
-            let n = i64::try_from(q.output_tokens).unwrap_or(i64::MAX);
-            out.push((Unit::OutputTokens1k, Decimal::new(n, 3), p));
-        }
+    if let Some(p) = prices.cost_per_1k_output_tokens
+        && q.output_tokens > 0
+    {
+        let n = i64::try_from(q.output_tokens).unwrap_or(i64::MAX);
+        out.push((Unit::OutputTokens1k, Decimal::new(n, 3), p));
     }
     out
 }
@@ -64,11 +68,19 @@ pub fn lines(prices: &Prices, kind: ResourceKind, q: &Quantities) -> Vec<(Unit, 
 pub fn attempt_cost(prices: &Prices, kind: ResourceKind, usage: &Usage) -> Decimal {
     lines(prices, kind, &Quantities::of(usage))
         .into_iter()
-        .fold(Decimal::ZERO, |acc, (_, q, p)| acc.saturating_add(q.saturating_mul(p)))
+        .fold(Decimal::ZERO, |acc, (_, q, p)| {
+            acc.saturating_add(q.saturating_mul(p))
+        })
 }
 
 /// Adds one node's lines to a receipt; returns the node's total.
-pub fn bill(receipt: &mut Receipt, node: &Arc<str>, prices: &Prices, kind: ResourceKind, q: &Quantities) -> Decimal {
+pub fn bill(
+    receipt: &mut Receipt,
+    node: &Arc<str>,
+    prices: &Prices,
+    kind: ResourceKind,
+    q: &Quantities,
+) -> Decimal {
     lines(prices, kind, q)
         .into_iter()
         .fold(Decimal::ZERO, |acc, (unit, quantity, price)| {
@@ -94,8 +106,18 @@ mod tests {
             cost_per_1k_output_tokens: Some(d("0.004")),
         };
         let usages = [
-            Usage { wall_us: 10, cpu_us: Some(1234), input_tokens: Some(512), output_tokens: Some(256) },
-            Usage { wall_us: 10, cpu_us: Some(77), input_tokens: Some(3), output_tokens: None },
+            Usage {
+                wall_us: 10,
+                cpu_us: Some(1234),
+                input_tokens: Some(512),
+                output_tokens: Some(256),
+            },
+            Usage {
+                wall_us: 10,
+                cpu_us: Some(77),
+                input_tokens: Some(3),
+                output_tokens: None,
+            },
         ];
         let mut q = Quantities::default();
         let mut per_attempt = Decimal::ZERO;

@@ -13,7 +13,10 @@ use std::time::Duration;
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub fn thread_cpu_time() -> Option<Duration> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, exclusively borrowed timespec for the duration
     // of the call, and CLOCK_THREAD_CPUTIME_ID is a clock every supported
     // Unix provides; the call only writes into `ts`.
@@ -51,7 +54,10 @@ pub struct CpuTimed<F> {
 
 impl<F: Future> CpuTimed<F> {
     pub fn new(inner: F) -> Self {
-        CpuTimed { inner: Box::pin(inner), used: Some(Duration::ZERO) }
+        CpuTimed {
+            inner: Box::pin(inner),
+            used: Some(Duration::ZERO),
+        }
     }
 }
 

@@ -32,7 +32,9 @@ impl BuildError {
     }
 
     pub fn config(message: impl Into<String>) -> BuildError {
-        BuildError::Config { message: message.into() }
+        BuildError::Config {
+            message: message.into(),
+        }
     }
 }
 
@@ -60,7 +62,11 @@ impl PipelineError {
 }
 
 fn list(errors: &[NodeBuildError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Why one call of a node failed.
@@ -115,7 +121,11 @@ impl NodeError {
 
     /// A retryable failure with a message.
     pub fn failed(message: impl Into<String>) -> NodeError {
-        NodeError::Failed { message: message.into(), retryable: true, source: None }
+        NodeError::Failed {
+            message: message.into(),
+            retryable: true,
+            source: None,
+        }
     }
 }
 
@@ -130,7 +140,11 @@ pub enum ExecError {
         source: NodeError,
     },
     #[error("node `{node}` timed out on attempt {attempt} after {} ms", .after.as_millis())]
-    NodeTimeout { node: String, attempt: u32, after: Duration },
+    NodeTimeout {
+        node: String,
+        attempt: u32,
+        after: Duration,
+    },
     #[error("node `{node}` failed and so did its fallback: {cause}")]
     FallbackFailed {
         node: String,
@@ -139,7 +153,11 @@ pub enum ExecError {
         cause: Box<ExecError>,
     },
     #[error("request deadline of {} ms exceeded while {} ran", .deadline.as_millis(), running(.node, *.attempt))]
-    DeadlineExceeded { deadline: Duration, node: Option<String>, attempt: Option<u32> },
+    DeadlineExceeded {
+        deadline: Duration,
+        node: Option<String>,
+        attempt: Option<u32>,
+    },
     #[error("request cancelled by the caller")]
     Cancelled,
 }

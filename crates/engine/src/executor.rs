@@ -112,7 +112,11 @@ pub(crate) async fn execute(inner: &Inner, input: Value, options: RunOptions) ->
         })
         .collect();
     let edges = (0..topology.edges.len())
-        .map(|_| EState { resolved: false, taken: false, why: String::new() })
+        .map(|_| EState {
+            resolved: false,
+            taken: false,
+            why: String::new(),
+        })
         .collect();
     let mut ex = Exec {
         inner,
@@ -205,7 +209,11 @@ impl<'a> Exec<'a> {
         state.fallback = done.fallback;
         match done.result {
             Ok(slot) => {
-                state.st = if done.fallback.is_some() { St::FellBack } else { St::Succeeded };
+                state.st = if done.fallback.is_some() {
+                    St::FellBack
+                } else {
+                    St::Succeeded
+                };
                 self.resolve_outgoing(n, &slot);
                 None
             }

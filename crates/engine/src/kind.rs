@@ -45,7 +45,10 @@ impl fmt::Debug for BuildContext {
 
 impl BuildContext {
     pub fn new(topology: Arc<Topology>) -> BuildContext {
-        BuildContext { topology, extensions: HashMap::new() }
+        BuildContext {
+            topology,
+            extensions: HashMap::new(),
+        }
     }
 
     /// Adds a shared resource; one per type.
@@ -55,7 +58,10 @@ impl BuildContext {
     }
 
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        self.extensions.get(&TypeId::of::<T>()).cloned().and_then(|a| a.downcast::<T>().ok())
+        self.extensions
+            .get(&TypeId::of::<T>())
+            .cloned()
+            .and_then(|a| a.downcast::<T>().ok())
     }
 }
 

@@ -84,7 +84,10 @@ pub struct NodeOutput {
 
 impl NodeOutput {
     pub fn new(value: Value) -> NodeOutput {
-        NodeOutput { value, ..NodeOutput::default() }
+        NodeOutput {
+            value,
+            ..NodeOutput::default()
+        }
     }
 
     pub fn label(mut self, label: impl Into<String>) -> Self {
@@ -103,7 +106,10 @@ impl NodeOutput {
     }
 
     pub fn tokens(mut self, input: u64, output: u64) -> Self {
-        self.tokens = Tokens { input: Some(input), output: Some(output) };
+        self.tokens = Tokens {
+            input: Some(input),
+            output: Some(output),
+        };
         self
     }
 
@@ -175,7 +181,10 @@ impl NodeCx {
 
     /// A finished node's output, by string id.
     pub fn output(&self, id: &str) -> Option<Arc<NodeOutput>> {
-        self.req.topology.node_id(id).and_then(|n| self.req.output(n))
+        self.req
+            .topology
+            .node_id(id)
+            .and_then(|n| self.req.output(n))
     }
 
     /// Outputs of the nodes whose edges into this node are active, in edge
@@ -184,7 +193,9 @@ impl NodeCx {
         self.sources
             .iter()
             .filter_map(|&n| {
-                self.req.output(n).map(|o| (self.req.topology.node(n).id.as_str(), o))
+                self.req
+                    .output(n)
+                    .map(|o| (self.req.topology.node(n).id.as_str(), o))
             })
             .collect()
     }
@@ -192,7 +203,9 @@ impl NodeCx {
     /// The first active upstream node's id and output.
     pub fn primary_upstream(&self) -> Option<(&str, Arc<NodeOutput>)> {
         self.sources.iter().find_map(|&n| {
-            self.req.output(n).map(|o| (self.req.topology.node(n).id.as_str(), o))
+            self.req
+                .output(n)
+                .map(|o| (self.req.topology.node(n).id.as_str(), o))
         })
     }
 

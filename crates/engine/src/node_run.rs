@@ -41,13 +41,27 @@ pub(crate) async fn run_node(
     let primary = run_attempts(inner, &req, node, SpanRole::Primary, sources.clone()).await;
     let mut facts = primary.facts;
     let err = match primary.result {
-        Ok(slot) => return NodeDone { node, result: Ok(slot), fallback: None, facts },
+        Ok(slot) => {
+            return NodeDone {
+                node,
+                result: Ok(slot),
+                fallback: None,
+                facts,
+            };
+        }
         Err(err) => err,
     };
     let Some(fallback) = req.topology.node(node).fallback else {
-        return NodeDone { node, result: Err(err), fallback: None, facts };
+        return NodeDone {
+            node,
+            result: Err(err),
+            fallback: None,
+            facts,
+        };
     };
-    let role = SpanRole::Fallback { replaces: req.ids[node.0].clone() };
+    let role = SpanRole::Fallback {
+        replaces: req.ids[node.0].clone(),
+    };
     let fb = run_attempts(inner, &req, fallback, role, sources).await;
     match fb.result {
         Ok(slot) => {
@@ -58,7 +72,12 @@ pub(crate) async fn run_node(
                 cause: err.to_string(),
             });
             facts.extend(fb.facts);
-            NodeDone { node, result: Ok(slot), fallback: Some(fallback), facts }
+            NodeDone {
+                node,
+                result: Ok(slot),
+                fallback: Some(fallback),
+                facts,
+            }
         }
         Err(cause) => NodeDone {
             node,
@@ -109,24 +128,41 @@ async fn run_attempts(
             Ok(slot) => {
                 req.set_slot(node, slot.clone());
                 if retries_used > 0 {
-                    facts.insert(0, Fact::Retried { attempts: attempt_no, cause: last_cause });
+                    facts.insert(
+                        0,
+                        Fact::Retried {
+                            attempts: attempt_no,
+                            cause: last_cause,
+                        },
+                    );
                 }
-                return Attempts { result: Ok(slot), facts };
+                return Attempts {
+                    result: Ok(slot),
+                    facts,
+                };
             }
             Err(err) => err,
         };
-        if let AttemptError::Node(NodeError::RerunUpstream { upstream, reason }) = &err {
-            if let Some(up) = req.topology.node_id(upstream).filter(|_| reruns < MAX_RERUNS) {
-                reruns += 1;
-                let up_sources = finished_sources(req, up);
-                let by = SpanRole::Rerun { by: req.ids[node.0].clone() };
-                let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources)).await;
-                if let Err(e) = rerun.result {
-                    return Attempts { result: Err(e), facts };
-                }
-                record_rerun(&mut facts, upstream, reason);
-                continue;
+        if let AttemptError::Node(NodeError::RerunUpstream { upstream, reason }) = &err
+            && let Some(up) = req
+                .topology
+                .node_id(upstream)
+                .filter(|_| reruns < MAX_RERUNS)
+        {
+            reruns += 1;
+            let up_sources = finished_sources(req, up);
+            let by = SpanRole::Rerun {
+                by: req.ids[node.0].clone(),
+            };
+            let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources)).await;
+            if let Err(e) = rerun.result {
+                return Attempts {
+                    result: Err(e),
+                    facts,
+                };
             }
+            record_rerun(&mut facts, upstream, reason);
+            continue;
         }
         if err.retryable() && policy.allows_another(retries_used + 1) {
             last_cause = err.describe();
@@ -136,29 +172,50 @@ async fn run_attempts(
         }
         let id = req.ids[node.0].to_string();
         let error = match err {
-            AttemptError::Timeout(after) => {
-                ExecError::NodeTimeout { node: id, attempt: attempt_no, after }
-            }
-            AttemptError::Node(source) => {
-                ExecError::NodeFailed { node: id, attempt: attempt_no, source }
-            }
+            AttemptError::Timeout(after) => ExecError::NodeTimeout {
+                node: id,
+                attempt: attempt_no,
+                after,
+            },
+            AttemptError::Node(source) => ExecError::NodeFailed {
+                node: id,
+                attempt: attempt_no,
+                source,
+            },
         };
         if retries_used > 0 {
-            facts.insert(0, Fact::Retried { attempts: attempt_no, cause: error.to_string() });
+            facts.insert(
+                0,
+                Fact::Retried {
+                    attempts: attempt_no,
+                    cause: error.to_string(),
+                },
+            );
         }
-        return Attempts { result: Err(error), facts };
+        return Attempts {
+            result: Err(error),
+            facts,
+        };
     }
 }
 
 fn record_rerun(facts: &mut Vec<Fact>, upstream: &str, reason: &str) {
     for f in facts.iter_mut() {
-        if let Fact::Reran { node, times, reason: r } = f {
-            if node == upstream {
-                *times += 1;
-                *r = reason.to_string();
-                return;
-            }
+        if let Fact::Reran {
+            node,
+            times,
+            reason: r,
+        } = f
+            && node == upstream
+        {
+            *times += 1;
+            *r = reason.to_string();
+            return;
         }
     }
-    facts.push(Fact::Reran { node: upstream.to_string(), times: 1, reason: reason.to_string() });
+    facts.push(Fact::Reran {
+        node: upstream.to_string(),
+        times: 1,
+        reason: reason.to_string(),
+    });
 }

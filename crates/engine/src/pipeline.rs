@@ -30,7 +30,11 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { sink: Arc::new(NoopSink), worker: "local".into(), summary_chars: 200 }
+        PipelineOptions {
+            sink: Arc::new(NoopSink),
+            worker: "local".into(),
+            summary_chars: 200,
+        }
     }
 }
 
@@ -53,7 +57,10 @@ pub(crate) enum EdgeCond {
     /// Compared as a string: no CEL on the hot path for bare labels.
     Label(Arc<str>),
     /// A CEL expression and the dotted paths it reads (for the "why").
-    Expr { expr: Expr, reads: Vec<String> },
+    Expr {
+        expr: Expr,
+        reads: Vec<String>,
+    },
 }
 
 pub(crate) struct Inner {
@@ -96,7 +103,9 @@ impl Pipeline {
         for node in &topology.nodes {
             let built = match registry.get(&node.kind) {
                 Some(kind) => kind.build(node, cx),
-                None => Err(BuildError::UnknownKind { kind: node.kind.clone() }),
+                None => Err(BuildError::UnknownKind {
+                    kind: node.kind.clone(),
+                }),
             };
             match built {
                 Ok(n) => nodes.push(n),
@@ -120,19 +129,31 @@ impl Pipeline {
         nodes: Vec<Arc<dyn Node>>,
         options: PipelineOptions,
     ) -> Pipeline {
-        let ids: Arc<[Arc<str>]> = topology.nodes.iter().map(|n| Arc::from(n.id.as_str())).collect();
-        let kinds: Arc<[Arc<str>]> =
-            topology.nodes.iter().map(|n| Arc::from(n.kind.as_str())).collect();
-        let retry = topology.nodes.iter().map(|n| RetryPolicy::new(n.retries, n.backoff)).collect();
+        let ids: Arc<[Arc<str>]> = topology
+            .nodes
+            .iter()
+            .map(|n| Arc::from(n.id.as_str()))
+            .collect();
+        let kinds: Arc<[Arc<str>]> = topology
+            .nodes
+            .iter()
+            .map(|n| Arc::from(n.kind.as_str()))
+            .collect();
+        let retry = topology
+            .nodes
+            .iter()
+            .map(|n| RetryPolicy::new(n.retries, n.backoff))
+            .collect();
         let conds = topology
             .edges
             .iter()
             .map(|e| match &e.condition {
                 None => EdgeCond::Always,
                 Some(Condition::Label(l)) => EdgeCond::Label(Arc::from(l.as_str())),
-                Some(Condition::Expr(x)) => {
-                    EdgeCond::Expr { expr: x.clone(), reads: read_paths(&x.source) }
-                }
+                Some(Condition::Expr(x)) => EdgeCond::Expr {
+                    expr: x.clone(),
+                    reads: read_paths(&x.source),
+                },
             })
             .collect();
         let cond_text = topology
@@ -141,7 +162,16 @@ impl Pipeline {
             .map(|e| e.condition.as_ref().map(|c| Arc::from(c.as_str())))
             .collect();
         Pipeline {
-            inner: Arc::new(Inner { topology, nodes, ids, kinds, retry, conds, cond_text, options }),
+            inner: Arc::new(Inner {
+                topology,
+                nodes,
+                ids,
+                kinds,
+                retry,
+                conds,
+                cond_text,
+                options,
+            }),
         }
     }
 
@@ -228,7 +258,10 @@ mod tests {
 
     #[test]
     fn finds_the_paths_an_expression_reads() {
-        assert_eq!(read_paths("size(outputs.retrieve.hits) > 5"), vec!["outputs.retrieve.hits"]);
+        assert_eq!(
+            read_paths("size(outputs.retrieve.hits) > 5"),
+            vec!["outputs.retrieve.hits"]
+        );
         assert_eq!(
             read_paths(r#"input.question.contains("outputs.x") && labels.route == 'a'"#),
             vec!["input.question", "labels.route"]

@@ -88,7 +88,9 @@ impl RequestShared {
     }
 
     pub fn output(&self, n: NodeId) -> Option<Arc<NodeOutput>> {
-        self.slots.get(n.0).and_then(|s| lock(s).as_ref().map(|s| s.output.clone()))
+        self.slots
+            .get(n.0)
+            .and_then(|s| lock(s).as_ref().map(|s| s.output.clone()))
     }
 
     pub fn slot(&self, n: NodeId) -> Option<Slot> {

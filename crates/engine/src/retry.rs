@@ -52,7 +52,10 @@ mod tests {
         assert!(!p.allows_another(4));
         for attempt in 1..=5 {
             let ceiling = p.ceiling(attempt);
-            assert_eq!(ceiling, Duration::from_millis(100 << (attempt - 1)).min(MAX_BACKOFF));
+            assert_eq!(
+                ceiling,
+                Duration::from_millis(100 << (attempt - 1)).min(MAX_BACKOFF)
+            );
             for _ in 0..50 {
                 let d = p.backoff(attempt);
                 assert!(d >= ceiling / 2 && d <= ceiling, "{d:?} vs {ceiling:?}");

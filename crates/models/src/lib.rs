@@ -30,7 +30,9 @@ pub mod llm;
 mod paths;
 
 pub use embed::{EmbedError, Embedder, EmbedderOptions};
-pub use fetch::{FetchError, FetchOptions, FetchProgress, FetchSummary, fetch_models, fetch_models_with};
+pub use fetch::{
+    FetchError, FetchOptions, FetchProgress, FetchSummary, fetch_models, fetch_models_with,
+};
 pub use hash::{file_sha256, version_tag};
 pub use index::{
     BuildProgress, Chunk, ChunkOptions, Hit, IndexError, IndexOptions, IndexSummary, VectorIndex,

@@ -20,7 +20,10 @@ pub fn models_dir() -> PathBuf {
         return PathBuf::from(cache).join("glassbox").join("models");
     }
     if let Some(home) = non_empty("HOME") {
-        return PathBuf::from(home).join(".cache").join("glassbox").join("models");
+        return PathBuf::from(home)
+            .join(".cache")
+            .join("glassbox")
+            .join("models");
     }
     PathBuf::from(".glassbox-models")
 }

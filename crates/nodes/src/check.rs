@@ -49,13 +49,19 @@ pub fn one_of(text: &Spanned<String>, allowed: &[&str], cx: &mut Cx<'_>, field: 
         return true;
     }
     let mut hint = format!("allowed: {}", allowed.join(", "));
-    if let Some(m) = glassbox_topology::diagnostic::did_you_mean(&text.value, allowed.iter().copied()) {
+    if let Some(m) =
+        glassbox_topology::diagnostic::did_you_mean(&text.value, allowed.iter().copied())
+    {
         hint = format!("{m} ({hint})");
     }
     cx.report(
-        Diagnostic::error(Code::BadConfig, text.span, format!("`{field}` is `{}`, which is not allowed", text.value))
-            .at(cx.path_of(field))
-            .hint(hint),
+        Diagnostic::error(
+            Code::BadConfig,
+            text.span,
+            format!("`{field}` is `{}`, which is not allowed", text.value),
+        )
+        .at(cx.path_of(field))
+        .hint(hint),
     );
     false
 }
@@ -68,20 +74,39 @@ pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) {
     }
     let is_openai = backend.as_ref().is_some_and(|b| b.value == "openai");
     if is_openai {
-        require(Some(obj), cx, "base_url", "set the OpenAI-compatible server's URL, e.g. `http://localhost:8000/v1`");
-        require(Some(obj), cx, "model", "name the served model, e.g. `model: Qwen/Qwen2.5-7B-Instruct`");
+        require(
+            Some(obj),
+            cx,
+            "base_url",
+            "set the OpenAI-compatible server's URL, e.g. `http://localhost:8000/v1`",
+        );
+        require(
+            Some(obj),
+            cx,
+            "model",
+            "name the served model, e.g. `model: Qwen/Qwen2.5-7B-Instruct`",
+        );
     }
     if let Some(url) = obj.str(cx, "base_url") {
         if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
             cx.report(
-                Diagnostic::error(Code::BadConfig, url.span, format!("`base_url` `{}` is not an http(s) URL", url.value))
-                    .at(cx.path_of("base_url"))
-                    .hint("write e.g. `http://localhost:8000/v1`"),
+                Diagnostic::error(
+                    Code::BadConfig,
+                    url.span,
+                    format!("`base_url` `{}` is not an http(s) URL", url.value),
+                )
+                .at(cx.path_of("base_url"))
+                .hint("write e.g. `http://localhost:8000/v1`"),
             );
         }
     }
     if let Some(env) = obj.str(cx, "api_key_env") {
-        if env.value.is_empty() || !env.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if env.value.is_empty()
+            || !env
+                .value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             cx.report(
                 Diagnostic::error(Code::BadConfig, env.span, "`api_key_env` must be an environment variable name")
                     .at(cx.path_of("api_key_env"))

@@ -4,7 +4,15 @@ use glassbox_topology::{Cx, KindSchema, Value};
 
 use crate::check;
 
-pub const FIELDS: &[&str] = &["backend", "model", "base_url", "api_key_env", "text", "batch_size", "timeout_ms"];
+pub const FIELDS: &[&str] = &[
+    "backend",
+    "model",
+    "base_url",
+    "api_key_env",
+    "text",
+    "batch_size",
+    "timeout_ms",
+];
 
 /// The `embedding` kind.
 #[derive(Debug, Default, Clone, Copy)]
@@ -20,7 +28,9 @@ impl KindSchema for Embedding {
     }
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
-        let Some(obj) = check::config(config, cx) else { return };
+        let Some(obj) = check::config(config, cx) else {
+            return;
+        };
         obj.deny_unknown(cx, FIELDS);
         check::backend(&obj, cx);
         obj.str(cx, "model");

@@ -5,8 +5,16 @@ use glassbox_topology::{Code, Cx, Diagnostic, KindSchema, Obj, Value};
 
 use crate::check;
 
-pub const FIELDS: &[&str] =
-    &["blocklist", "rules", "max_length", "json_schema", "on_violation", "replacement", "max_reruns", "check"];
+pub const FIELDS: &[&str] = &[
+    "blocklist",
+    "rules",
+    "max_length",
+    "json_schema",
+    "on_violation",
+    "replacement",
+    "max_reruns",
+    "check",
+];
 const RULE_FIELDS: &[&str] = &["name", "pattern", "must_match"];
 
 /// The `output_guard` kind.
@@ -23,7 +31,9 @@ impl KindSchema for OutputGuard {
     }
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
-        let Some(obj) = check::config(config, cx) else { return };
+        let Some(obj) = check::config(config, cx) else {
+            return;
+        };
         obj.deny_unknown(cx, FIELDS);
         obj.str_list(cx, "blocklist");
         obj.uint(cx, "max_length", 1, 10_000_000);
@@ -37,14 +47,25 @@ impl KindSchema for OutputGuard {
         if let Some(rules) = obj.seq(cx, "rules") {
             for (i, rule) in rules.iter().enumerate() {
                 let mut rcx = cx.field(&format!("rules[{i}]"));
-                let Some(r) = Obj::expect(rule, &mut rcx, "a rule") else { continue };
+                let Some(r) = Obj::expect(rule, &mut rcx, "a rule") else {
+                    continue;
+                };
                 r.deny_unknown(&mut rcx, RULE_FIELDS);
-                r.req_str(&mut rcx, "name", "name the rule; rule names appear in traces and explanations");
+                r.req_str(
+                    &mut rcx,
+                    "name",
+                    "name the rule; rule names appear in traces and explanations",
+                );
                 r.bool(&mut rcx, "must_match");
                 if let Some(p) = r.req_str(&mut rcx, "pattern", "give a regular expression") {
                     if let Err(e) = regex::Regex::new(&p.value) {
                         let msg = e.to_string();
-                        let last = msg.lines().last().unwrap_or("invalid pattern").trim().to_string();
+                        let last = msg
+                            .lines()
+                            .last()
+                            .unwrap_or("invalid pattern")
+                            .trim()
+                            .to_string();
                         rcx.report(
                             Diagnostic::error(Code::BadConfig, p.span, format!("regex `{}` does not compile: {last}", p.value))
                                 .at(rcx.path_of("pattern"))

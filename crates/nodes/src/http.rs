@@ -4,7 +4,14 @@ use glassbox_topology::{Code, Cx, Diagnostic, KindSchema, Value};
 
 use crate::check;
 
-pub const FIELDS: &[&str] = &["url", "method", "headers", "body", "allow_hosts", "timeout_ms"];
+pub const FIELDS: &[&str] = &[
+    "url",
+    "method",
+    "headers",
+    "body",
+    "allow_hosts",
+    "timeout_ms",
+];
 
 /// The `http` kind.
 #[derive(Debug, Default, Clone, Copy)]
@@ -12,7 +19,9 @@ pub struct Http;
 
 /// The host part of an http(s) URL.
 pub fn host_of(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host_port = authority.rsplit('@').next()?;
     let host = if let Some(v6) = host_port.strip_prefix('[') {
@@ -34,16 +43,28 @@ impl KindSchema for Http {
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
         let obj = check::config(config, cx);
-        check::require(obj.as_ref(), cx, "url", "set the URL to call, e.g. `url: https://api.example.com/lookup`");
+        check::require(
+            obj.as_ref(),
+            cx,
+            "url",
+            "set the URL to call, e.g. `url: https://api.example.com/lookup`",
+        );
         let Some(obj) = obj else { return };
         obj.deny_unknown(cx, FIELDS);
         let allow = obj.str_list(cx, "allow_hosts").unwrap_or_default();
         if let Some(m) = obj.str(cx, "method") {
-            check::one_of(&m, &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"], cx, "method");
+            check::one_of(
+                &m,
+                &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"],
+                cx,
+                "method",
+            );
         }
         obj.obj(cx, "headers");
         obj.uint(cx, "timeout_ms", 1, 3_600_000);
-        let Some(url) = obj.str(cx, "url") else { return };
+        let Some(url) = obj.str(cx, "url") else {
+            return;
+        };
         match host_of(&url.value) {
             None => cx.report(
                 Diagnostic::error(Code::BadConfig, url.span, format!("`url` `{}` is not an http(s) URL", url.value))
@@ -70,7 +91,10 @@ mod tests {
 
     #[test]
     fn hosts_are_extracted() {
-        assert_eq!(host_of("https://api.example.com/x?y"), Some("api.example.com"));
+        assert_eq!(
+            host_of("https://api.example.com/x?y"),
+            Some("api.example.com")
+        );
         assert_eq!(host_of("http://user@localhost:8080/"), Some("localhost"));
         assert_eq!(host_of("http://[::1]:80/"), Some("::1"));
         assert_eq!(host_of("ftp://x"), None);

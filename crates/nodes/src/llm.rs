@@ -35,7 +35,9 @@ impl KindSchema for LlmInference {
     }
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
-        let Some(obj) = check::config(config, cx) else { return };
+        let Some(obj) = check::config(config, cx) else {
+            return;
+        };
         obj.deny_unknown(cx, FIELDS);
         check::backend(&obj, cx);
         obj.str(cx, "model");

@@ -5,7 +5,13 @@ use glassbox_topology::{Cx, KindSchema, Labels, Obj, Value};
 
 use crate::check;
 
-pub const FIELDS: &[&str] = &["rules", "default", "examples", "min_similarity", "embedding"];
+pub const FIELDS: &[&str] = &[
+    "rules",
+    "default",
+    "examples",
+    "min_similarity",
+    "embedding",
+];
 const RULE_FIELDS: &[&str] = &["when", "label", "name"];
 
 /// The `router` kind.
@@ -23,16 +29,27 @@ impl KindSchema for Router {
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
         let obj = check::config(config, cx);
-        check::require(obj.as_ref(), cx, "default", "name the label emitted when no rule matches, e.g. `default: direct_answer`");
+        check::require(
+            obj.as_ref(),
+            cx,
+            "default",
+            "name the label emitted when no rule matches, e.g. `default: direct_answer`",
+        );
         let Some(obj) = obj else { return };
         obj.deny_unknown(cx, FIELDS);
         obj.str(cx, "default");
         if let Some(rules) = obj.seq(cx, "rules") {
             for (i, rule) in rules.iter().enumerate() {
                 let mut rcx = cx.field(&format!("rules[{i}]"));
-                let Some(r) = Obj::expect(rule, &mut rcx, "a rule") else { continue };
+                let Some(r) = Obj::expect(rule, &mut rcx, "a rule") else {
+                    continue;
+                };
                 r.deny_unknown(&mut rcx, RULE_FIELDS);
-                if let Some(when) = r.req_str(&mut rcx, "when", "give the rule a CEL condition, e.g. `input.question.contains(\"price\")`") {
+                if let Some(when) = r.req_str(
+                    &mut rcx,
+                    "when",
+                    "give the rule a CEL condition, e.g. `input.question.contains(\"price\")`",
+                ) {
                     let path = rcx.path_of("when");
                     check::expr(&when, &mut rcx, &path);
                 }
@@ -72,6 +89,10 @@ impl KindSchema for Router {
         if let Some(d) = config.get("default").and_then(|d| d.as_str()) {
             add(d);
         }
-        if labels.is_empty() { Labels::Dynamic } else { Labels::Declared(labels) }
+        if labels.is_empty() {
+            Labels::Dynamic
+        } else {
+            Labels::Declared(labels)
+        }
     }
 }

@@ -20,7 +20,9 @@ impl KindSchema for Template {
     }
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
-        let Some(obj) = check::config(config, cx) else { return };
+        let Some(obj) = check::config(config, cx) else {
+            return;
+        };
         obj.deny_unknown(cx, FIELDS);
         if let Some(t) = obj.str(cx, "template") {
             if t.value.trim().is_empty() {

@@ -21,7 +21,12 @@ impl KindSchema for VectorSearch {
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
         let obj = check::config(config, cx);
-        check::require(obj.as_ref(), cx, "index", "point at an index built by `glassbox index build DOCS --out INDEX`");
+        check::require(
+            obj.as_ref(),
+            cx,
+            "index",
+            "point at an index built by `glassbox index build DOCS --out INDEX`",
+        );
         let Some(obj) = obj else { return };
         obj.deny_unknown(cx, FIELDS);
         obj.str(cx, "index");

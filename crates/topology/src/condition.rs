@@ -70,7 +70,10 @@ pub struct ConditionSyntaxError {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EvalError {
     #[error("condition `{source_text}` failed: {message}")]
-    Failed { source_text: String, message: String },
+    Failed {
+        source_text: String,
+        message: String,
+    },
     #[error("condition `{source_text}` returned {found}, not a boolean")]
     NotBool { source_text: String, found: String },
 }
@@ -118,9 +121,17 @@ impl Expr {
         let compiled = std::panic::catch_unwind(|| cel::Program::compile(trimmed));
         match compiled {
             Ok(Ok(program)) => {
-                let variables =
-                    program.references().variables().into_iter().map(str::to_string).collect();
-                Ok(Expr { source: trimmed.to_string(), program: Arc::new(program), variables })
+                let variables = program
+                    .references()
+                    .variables()
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect();
+                Ok(Expr {
+                    source: trimmed.to_string(),
+                    program: Arc::new(program),
+                    variables,
+                })
             }
             Ok(Err(errors)) => {
                 let first = errors.errors.first();
@@ -151,10 +162,16 @@ impl Expr {
         labels: &Map<String, Json>,
     ) -> Result<bool, EvalError> {
         let mut cx = cel::Context::default();
-        let fail = |message: String| EvalError::Failed { source_text: self.source.clone(), message };
-        cx.add_variable("input", input).map_err(|e| fail(e.to_string()))?;
-        cx.add_variable("outputs", outputs).map_err(|e| fail(e.to_string()))?;
-        cx.add_variable("labels", labels).map_err(|e| fail(e.to_string()))?;
+        let fail = |message: String| EvalError::Failed {
+            source_text: self.source.clone(),
+            message,
+        };
+        cx.add_variable("input", input)
+            .map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("outputs", outputs)
+            .map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("labels", labels)
+            .map_err(|e| fail(e.to_string()))?;
         match self.program.execute(&cx) {
             Ok(cel::Value::Bool(b)) => Ok(b),
             Ok(other) => Err(EvalError::NotBool {
@@ -173,9 +190,14 @@ mod tests {
 
     #[test]
     fn bare_identifiers_are_labels() {
-        assert!(matches!(Condition::parse("need_retrieval"), Ok(Condition::Label(l)) if l == "need_retrieval"));
+        assert!(
+            matches!(Condition::parse("need_retrieval"), Ok(Condition::Label(l)) if l == "need_retrieval")
+        );
         assert!(matches!(Condition::parse("true"), Ok(Condition::Expr(_))));
-        assert!(matches!(Condition::parse("size(outputs.retrieve.hits) > 5"), Ok(Condition::Expr(_))));
+        assert!(matches!(
+            Condition::parse("size(outputs.retrieve.hits) > 5"),
+            Ok(Condition::Expr(_))
+        ));
     }
 
     #[test]
@@ -188,18 +210,29 @@ mod tests {
 
     #[test]
     fn evaluates_over_input_and_outputs() {
-        let Ok(Condition::Expr(e)) =
-            Condition::parse(r#"size(outputs.retrieve.hits) > 1 && input.question.contains("price")"#)
-        else {
+        let Ok(Condition::Expr(e)) = Condition::parse(
+            r#"size(outputs.retrieve.hits) > 1 && input.question.contains("price")"#,
+        ) else {
             panic!("expected expression")
         };
         assert_eq!(e.variables().len(), 2);
         let outputs = json!({"retrieve": {"hits": [1, 2, 3]}});
         let out = outputs.as_object().unwrap();
         let labels = Map::new();
-        assert_eq!(e.evaluate(&json!({"question": "the price?"}), out, &labels), Ok(true));
-        assert_eq!(e.evaluate(&json!({"question": "hi"}), out, &labels), Ok(false));
-        let Ok(Condition::Expr(n)) = Condition::parse("1 + 1") else { panic!() };
-        assert!(matches!(n.evaluate(&json!({}), out, &labels), Err(EvalError::NotBool { .. })));
+        assert_eq!(
+            e.evaluate(&json!({"question": "the price?"}), out, &labels),
+            Ok(true)
+        );
+        assert_eq!(
+            e.evaluate(&json!({"question": "hi"}), out, &labels),
+            Ok(false)
+        );
+        let Ok(Condition::Expr(n)) = Condition::parse("1 + 1") else {
+            panic!()
+        };
+        assert!(matches!(
+            n.evaluate(&json!({}), out, &labels),
+            Err(EvalError::NotBool { .. })
+        ));
     }
 }

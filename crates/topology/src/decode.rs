@@ -66,13 +66,19 @@ pub struct Cx<'a> {
 
 impl<'a> Cx<'a> {
     pub fn new(diagnostics: &'a mut Vec<Diagnostic>) -> Self {
-        Cx { diagnostics, path: String::new() }
+        Cx {
+            diagnostics,
+            path: String::new(),
+        }
     }
 
     /// A context for a field below this one (`name` or `[3]`).
     pub fn field(&mut self, name: &str) -> Cx<'_> {
         let path = join(&self.path, name);
-        Cx { diagnostics: self.diagnostics, path }
+        Cx {
+            diagnostics: self.diagnostics,
+            path,
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -92,7 +98,13 @@ impl<'a> Cx<'a> {
         self.diagnostics.push(d);
     }
 
-    pub fn error(&mut self, code: Code, span: Span, message: impl Into<String>, hint: impl Into<String>) {
+    pub fn error(
+        &mut self,
+        code: Code,
+        span: Span,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
         self.report(Diagnostic::error(code, span, message).hint(hint));
     }
 
@@ -122,7 +134,10 @@ impl<'v> Obj<'v> {
     /// Reads `value` as a map, or reports that it is not one.
     pub fn expect(value: &'v Value, cx: &mut Cx<'_>, what: &str) -> Option<Obj<'v>> {
         match &value.kind {
-            Kind::Map(map) => Some(Obj { map, span: value.span }),
+            Kind::Map(map) => Some(Obj {
+                map,
+                span: value.span,
+            }),
             _ => {
                 cx.error(
                     Code::WrongType,
@@ -148,9 +163,13 @@ impl<'v> Obj<'v> {
             let hint = did_you_mean(&key.name, known.iter().copied())
                 .unwrap_or_else(|| format!("known fields: {}", known.join(", ")));
             cx.report(
-                Diagnostic::error(Code::UnknownField, key.span, format!("unknown field `{}`", key.name))
-                    .at(cx.path_of(&key.name))
-                    .hint(hint),
+                Diagnostic::error(
+                    Code::UnknownField,
+                    key.span,
+                    format!("unknown field `{}`", key.name),
+                )
+                .at(cx.path_of(&key.name))
+                .hint(hint),
             );
         }
     }
@@ -158,9 +177,13 @@ impl<'v> Obj<'v> {
     /// Reports a missing required field.
     pub fn missing(&self, cx: &mut Cx<'_>, name: &str, hint: &str) {
         cx.report(
-            Diagnostic::error(Code::MissingField, self.span_head(), format!("missing required field `{name}`"))
-                .at(cx.path_of(name))
-                .hint(hint.to_string()),
+            Diagnostic::error(
+                Code::MissingField,
+                self.span_head(),
+                format!("missing required field `{name}`"),
+            )
+            .at(cx.path_of(name))
+            .hint(hint.to_string()),
         );
     }
 
@@ -204,9 +227,13 @@ impl<'v> Obj<'v> {
         let s = self.str(cx, name)?;
         if s.value.trim().is_empty() {
             cx.report(
-                Diagnostic::error(Code::InvalidValue, s.span, format!("`{name}` must not be empty"))
-                    .at(cx.path_of(name))
-                    .hint(hint.to_string()),
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    s.span,
+                    format!("`{name}` must not be empty"),
+                )
+                .at(cx.path_of(name))
+                .hint(hint.to_string()),
             );
             return None;
         }
@@ -253,7 +280,11 @@ impl<'v> Obj<'v> {
     /// A finite number field within `min..=max`.
     pub fn number(&self, cx: &mut Cx<'_>, name: &str, min: f64, max: f64) -> Option<Spanned<f64>> {
         let value = self.get(name)?;
-        let Some(x) = value.as_number().and_then(|n| n.as_f64()).filter(|x| x.is_finite()) else {
+        let Some(x) = value
+            .as_number()
+            .and_then(|n| n.as_f64())
+            .filter(|x| x.is_finite())
+        else {
             Self::wrong_type(cx, name, value, "a finite number");
             return None;
         };
@@ -285,17 +316,25 @@ impl<'v> Obj<'v> {
                 _ => value.type_name().to_string(),
             };
             cx.report(
-                Diagnostic::error(Code::BadPrice, value.span, format!("price `{name}` must be a number, found {found}"))
-                    .at(cx.path_of(name))
-                    .hint("write prices as plain numbers in the price table's currency, e.g. `0.0002`"),
+                Diagnostic::error(
+                    Code::BadPrice,
+                    value.span,
+                    format!("price `{name}` must be a number, found {found}"),
+                )
+                .at(cx.path_of(name))
+                .hint("write prices as plain numbers in the price table's currency, e.g. `0.0002`"),
             );
             return None;
         };
         if d.is_sign_negative() && !d.is_zero() {
             cx.report(
-                Diagnostic::error(Code::BadPrice, value.span, format!("price `{name}` is negative ({d})"))
-                    .at(cx.path_of(name))
-                    .hint("prices must be zero or more"),
+                Diagnostic::error(
+                    Code::BadPrice,
+                    value.span,
+                    format!("price `{name}` is negative ({d})"),
+                )
+                .at(cx.path_of(name))
+                .hint("prices must be zero or more"),
             );
             return None;
         }
@@ -331,7 +370,10 @@ impl<'v> Obj<'v> {
     pub fn obj(&self, cx: &mut Cx<'_>, name: &str) -> Option<Obj<'v>> {
         let value = self.get(name)?;
         match &value.kind {
-            Kind::Map(map) => Some(Obj { map, span: value.span }),
+            Kind::Map(map) => Some(Obj {
+                map,
+                span: value.span,
+            }),
             _ => {
                 Self::wrong_type(cx, name, value, "a map");
                 None

@@ -150,7 +150,10 @@ impl Diagnostic {
     }
 
     pub fn warning(code: Code, span: impl Into<Option<Span>>, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, span, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, span, message)
+        }
     }
 
     pub fn at(mut self, path: impl Into<String>) -> Self {
@@ -179,7 +182,10 @@ impl Diagnostic {
 }
 
 /// "did you mean `x`?" for the closest candidate, if any is close enough.
-pub fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    given: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     closest(given, candidates).map(|c| format!("did you mean `{c}`?"))
 }
 
@@ -219,7 +225,10 @@ impl Report {
     pub fn new(source: Source, mut diagnostics: Vec<Diagnostic>) -> Self {
         // Source order reads best; problems of the whole file come first.
         diagnostics.sort_by_key(|d| d.span.map_or(0, |s| s.start + 1));
-        Report { source, diagnostics }
+        Report {
+            source,
+            diagnostics,
+        }
     }
 
     pub fn error_count(&self) -> usize {
@@ -281,7 +290,10 @@ impl Report {
             .with_context_lines(1);
         let mut out = String::new();
         for d in &self.diagnostics {
-            let rendered = Rendered { report: self, diagnostic: d };
+            let rendered = Rendered {
+                report: self,
+                diagnostic: d,
+            };
             // Writing into a String cannot fail.
             let _ = handler.render_report(&mut out, &rendered);
         }
@@ -291,7 +303,11 @@ impl Report {
     /// One-line summary, e.g. `2 errors, 1 warning`.
     pub fn summary(&self) -> String {
         let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-        format!("{}, {}", plural(self.error_count(), "error"), plural(self.warning_count(), "warning"))
+        format!(
+            "{}, {}",
+            plural(self.error_count(), "error"),
+            plural(self.warning_count(), "warning")
+        )
     }
 }
 
@@ -335,11 +351,16 @@ impl miette::Diagnostic for Rendered<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.diagnostic.hint.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.diagnostic
+            .hint
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        self.diagnostic.span.map(|_| &self.report.source as &dyn miette::SourceCode)
+        self.diagnostic
+            .span
+            .map(|_| &self.report.source as &dyn miette::SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
@@ -349,10 +370,9 @@ impl miette::Diagnostic for Rendered<'_> {
             Some(d.code.as_str().to_string()),
             (span.start, span.len()),
         );
-        let related = d
-            .related
-            .iter()
-            .map(|(s, label)| miette::LabeledSpan::new_with_span(Some(label.clone()), (s.start, s.len())));
+        let related = d.related.iter().map(|(s, label)| {
+            miette::LabeledSpan::new_with_span(Some(label.clone()), (s.start, s.len()))
+        });
         Some(Box::new(std::iter::once(primary).chain(related)))
     }
 }
@@ -364,8 +384,9 @@ impl miette::SourceCode for Source {
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        let contents =
-            self.text().read_span(span, context_lines_before, context_lines_after)?;
+        let contents = self
+            .text()
+            .read_span(span, context_lines_before, context_lines_after)?;
         Ok(Box::new(miette::MietteSpanContents::new_named(
             self.name().to_string(),
             contents.data(),
@@ -383,7 +404,10 @@ mod tests {
 
     #[test]
     fn suggests_close_names_only() {
-        assert_eq!(did_you_mean("retrive", ["retrieve", "route"]).as_deref(), Some("did you mean `retrieve`?"));
+        assert_eq!(
+            did_you_mean("retrive", ["retrieve", "route"]).as_deref(),
+            Some("did you mean `retrieve`?")
+        );
         assert_eq!(did_you_mean("zzz", ["retrieve", "route"]), None);
     }
 

@@ -97,10 +97,20 @@ impl Diff {
                 ),
                 (_, true) => format!("{sign} {subject} {}{}", c.name, summary(c)),
                 (ChangeKind::Added, false) => {
-                    format!("{sign} {subject} {}: {} = {}{price}", c.name, c.field, show(&c.new))
+                    format!(
+                        "{sign} {subject} {}: {} = {}{price}",
+                        c.name,
+                        c.field,
+                        show(&c.new)
+                    )
                 }
                 (ChangeKind::Removed, false) => {
-                    format!("{sign} {subject} {}: {} (was {}){price}", c.name, c.field, show(&c.old))
+                    format!(
+                        "{sign} {subject} {}: {} (was {}){price}",
+                        c.name,
+                        c.field,
+                        show(&c.old)
+                    )
                 }
             };
             let _ = writeln!(out, "  {line}");
@@ -124,8 +134,15 @@ fn summary(c: &Change) -> String {
     match (c.subject, v) {
         (Subject::Node, Some(v)) => {
             let kind = v.get("type").and_then(Json::as_str).unwrap_or("?");
-            let res = v.pointer("/resource/type").and_then(Json::as_str).unwrap_or("cpu");
-            let model = v.pointer("/resource/model").and_then(Json::as_str).map(|m| format!(" {m}")).unwrap_or_default();
+            let res = v
+                .pointer("/resource/type")
+                .and_then(Json::as_str)
+                .unwrap_or("cpu");
+            let model = v
+                .pointer("/resource/model")
+                .and_then(Json::as_str)
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default();
             format!(" ({kind}, {res}{model})")
         }
         (Subject::Edge, Some(v)) => v
@@ -149,7 +166,10 @@ fn to_json<T: Serialize>(v: &T) -> Json {
 }
 
 fn is_price(field: &str) -> bool {
-    field.rsplit('.').next().is_some_and(|leaf| leaf.starts_with("cost_per_"))
+    field
+        .rsplit('.')
+        .next()
+        .is_some_and(|leaf| leaf.starts_with("cost_per_"))
         || field.starts_with("pricing")
 }
 
@@ -160,7 +180,11 @@ fn leaves(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
         Json::Object(map) if map.is_empty() && prefix.is_empty() => {}
         Json::Object(map) if !map.is_empty() => {
             for (k, v) in map {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 leaves(&p, v, out);
             }
         }
@@ -211,7 +235,14 @@ fn node_json(n: &NodeSpec) -> Json {
 /// Compares two topology specs.
 pub fn diff(old: &TopologySpec, new: &TopologySpec) -> Diff {
     let mut changes = Vec::new();
-    for field in ["topology_id", "version", "description", "defaults", "pricing", "metadata"] {
+    for field in [
+        "topology_id",
+        "version",
+        "description",
+        "defaults",
+        "pricing",
+        "metadata",
+    ] {
         let a = to_json(old).get(field).cloned().unwrap_or(Json::Null);
         let b = to_json(new).get(field).cloned().unwrap_or(Json::Null);
         if a != b {
@@ -219,7 +250,11 @@ pub fn diff(old: &TopologySpec, new: &TopologySpec) -> Diff {
             compare(Subject::Topology, field, &a, &b, &mut sub);
             for mut c in sub {
                 c.price |= field == "pricing";
-                c.field = if c.field.is_empty() { field.to_string() } else { format!("{field}.{}", c.field) };
+                c.field = if c.field.is_empty() {
+                    field.to_string()
+                } else {
+                    format!("{field}.{}", c.field)
+                };
                 c.name = "·".to_string();
                 if c.kind != ChangeKind::Changed && c.old.is_none() && c.new.is_none() {
                     continue;
@@ -228,30 +263,70 @@ pub fn diff(old: &TopologySpec, new: &TopologySpec) -> Diff {
             }
         }
     }
-    let old_nodes: BTreeMap<&str, &NodeSpec> = old.nodes.iter().map(|n| (n.id.value.as_str(), n)).collect();
-    let new_nodes: BTreeMap<&str, &NodeSpec> = new.nodes.iter().map(|n| (n.id.value.as_str(), n)).collect();
+    let old_nodes: BTreeMap<&str, &NodeSpec> =
+        old.nodes.iter().map(|n| (n.id.value.as_str(), n)).collect();
+    let new_nodes: BTreeMap<&str, &NodeSpec> =
+        new.nodes.iter().map(|n| (n.id.value.as_str(), n)).collect();
     for (id, n) in &old_nodes {
         match new_nodes.get(id) {
-            None => changes.push(whole(ChangeKind::Removed, Subject::Node, id, Some(to_json(*n)), None)),
-            Some(m) => compare(Subject::Node, id, &node_json(n), &node_json(m), &mut changes),
+            None => changes.push(whole(
+                ChangeKind::Removed,
+                Subject::Node,
+                id,
+                Some(to_json(*n)),
+                None,
+            )),
+            Some(m) => compare(
+                Subject::Node,
+                id,
+                &node_json(n),
+                &node_json(m),
+                &mut changes,
+            ),
         }
     }
     for (id, n) in &new_nodes {
         if !old_nodes.contains_key(id) {
-            changes.push(whole(ChangeKind::Added, Subject::Node, id, None, Some(to_json(*n))));
+            changes.push(whole(
+                ChangeKind::Added,
+                Subject::Node,
+                id,
+                None,
+                Some(to_json(*n)),
+            ));
         }
     }
-    let old_edges: BTreeMap<String, &EdgeSpec> = old.edges.iter().map(|e| (edge_key(e), e)).collect();
-    let new_edges: BTreeMap<String, &EdgeSpec> = new.edges.iter().map(|e| (edge_key(e), e)).collect();
+    let old_edges: BTreeMap<String, &EdgeSpec> =
+        old.edges.iter().map(|e| (edge_key(e), e)).collect();
+    let new_edges: BTreeMap<String, &EdgeSpec> =
+        new.edges.iter().map(|e| (edge_key(e), e)).collect();
     for (key, e) in &old_edges {
         match new_edges.get(key) {
-            None => changes.push(whole(ChangeKind::Removed, Subject::Edge, key, Some(to_json(*e)), None)),
-            Some(f) => compare(Subject::Edge, key, &edge_json(e), &edge_json(f), &mut changes),
+            None => changes.push(whole(
+                ChangeKind::Removed,
+                Subject::Edge,
+                key,
+                Some(to_json(*e)),
+                None,
+            )),
+            Some(f) => compare(
+                Subject::Edge,
+                key,
+                &edge_json(e),
+                &edge_json(f),
+                &mut changes,
+            ),
         }
     }
     for (key, e) in &new_edges {
         if !old_edges.contains_key(key) {
-            changes.push(whole(ChangeKind::Added, Subject::Edge, key, None, Some(to_json(*e))));
+            changes.push(whole(
+                ChangeKind::Added,
+                Subject::Edge,
+                key,
+                None,
+                Some(to_json(*e)),
+            ));
         }
     }
     Diff {
@@ -272,8 +347,22 @@ fn edge_json(e: &EdgeSpec) -> Json {
     v
 }
 
-fn whole(kind: ChangeKind, subject: Subject, name: &str, old: Option<Json>, new: Option<Json>) -> Change {
-    Change { kind, subject, name: name.to_string(), field: String::new(), price: false, old, new }
+fn whole(
+    kind: ChangeKind,
+    subject: Subject,
+    name: &str,
+    old: Option<Json>,
+    new: Option<Json>,
+) -> Change {
+    Change {
+        kind,
+        subject,
+        name: name.to_string(),
+        field: String::new(),
+        price: false,
+        old,
+        new,
+    }
 }
 
 #[cfg(test)]
@@ -300,15 +389,26 @@ mod tests {
             "topology_id: t\nversion: 2\nnodes:\n  - {id: b, type: template, config: {template: y}}\n  - {id: a, type: router, resource: {type: cpu, cost_per_call: 0.2}}\n  - {id: d, type: template}\nedges:\n  - {from: a, to: b, condition: no}\n  - {from: a, to: d}\n",
         );
         let d = diff(&a, &b);
-        let find = |name: &str, field: &str| d.changes.iter().find(|c| c.name == name && c.field == field).cloned();
+        let find = |name: &str, field: &str| {
+            d.changes
+                .iter()
+                .find(|c| c.name == name && c.field == field)
+                .cloned()
+        };
         assert_eq!(find("·", "version").unwrap().kind, ChangeKind::Changed);
         let price = find("a", "resource.cost_per_call").unwrap();
         assert!(price.price);
         assert_eq!(price.new, Some(Json::String("0.2".into())));
-        assert_eq!(find("b", "config.template").unwrap().kind, ChangeKind::Changed);
+        assert_eq!(
+            find("b", "config.template").unwrap().kind,
+            ChangeKind::Changed
+        );
         assert_eq!(find("c", "").unwrap().kind, ChangeKind::Removed);
         assert_eq!(find("d", "").unwrap().kind, ChangeKind::Added);
-        assert_eq!(find("a -> b", "condition").unwrap().kind, ChangeKind::Changed);
+        assert_eq!(
+            find("a -> b", "condition").unwrap().kind,
+            ChangeKind::Changed
+        );
         assert_eq!(find("a -> c", "").unwrap().kind, ChangeKind::Removed);
         assert_eq!(find("a -> d", "").unwrap().kind, ChangeKind::Added);
         let text = d.render();

@@ -134,7 +134,12 @@ impl Topology {
             outgoing[e.from.0].push(EdgeId(i));
             incoming[e.to.0].push(EdgeId(i));
         }
-        let index = parts.nodes.iter().enumerate().map(|(i, node)| (node.id.clone(), NodeId(i))).collect();
+        let index = parts
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| (node.id.clone(), NodeId(i)))
+            .collect();
         let entries = (0..n)
             .filter(|&i| incoming[i].is_empty() && !parts.nodes[i].is_fallback)
             .map(NodeId)

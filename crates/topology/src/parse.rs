@@ -28,12 +28,20 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bytes: 16 << 20, max_depth: 64, max_values: 1_000_000 }
+        Limits {
+            max_bytes: 16 << 20,
+            max_depth: 64,
+            max_values: 1_000_000,
+        }
     }
 }
 
 /// Turns raw bytes into a [`Source`], or explains why they are not text.
-pub fn decode(name: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Source, Diagnostic> {
+pub fn decode(
+    name: &str,
+    bytes: Vec<u8>,
+    format: Option<Format>,
+) -> Result<Source, Box<Diagnostic>> {
     match String::from_utf8(bytes) {
         Ok(text) => Ok(match format {
             Some(f) => Source::with_format(name, text, f),
@@ -41,12 +49,14 @@ pub fn decode(name: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Sour
         }),
         Err(err) => {
             let at = err.utf8_error().valid_up_to();
-            Err(Diagnostic::error(
-                Code::NotText,
-                None,
-                format!("`{name}` is not UTF-8 text (invalid byte at offset {at})"),
-            )
-            .hint("topology files are JSON or YAML text; is this the right file?"))
+            Err(Box::new(
+                Diagnostic::error(
+                    Code::NotText,
+                    None,
+                    format!("`{name}` is not UTF-8 text (invalid byte at offset {at})"),
+                )
+                .hint("topology files are JSON or YAML text; is this the right file?"),
+            ))
         }
     }
 }
@@ -59,21 +69,29 @@ pub fn parse(source: &Source) -> Result<Value, Vec<Diagnostic>> {
 pub fn parse_with(source: &Source, limits: Limits) -> Result<Value, Vec<Diagnostic>> {
     let text = source.text();
     if text.len() > limits.max_bytes {
-        return Err(vec![Diagnostic::error(
-            Code::TooLarge,
-            None,
-            format!("file is {} bytes, more than the limit of {}", text.len(), limits.max_bytes),
-        )
-        .hint("split the topology, or move large data out of `config`")]);
+        return Err(vec![
+            Diagnostic::error(
+                Code::TooLarge,
+                None,
+                format!(
+                    "file is {} bytes, more than the limit of {}",
+                    text.len(),
+                    limits.max_bytes
+                ),
+            )
+            .hint("split the topology, or move large data out of `config`"),
+        ]);
     }
     if text.contains('\0') {
         let at = text.find('\0').unwrap_or(0);
-        return Err(vec![Diagnostic::error(
-            Code::NotText,
-            Span::new(at, at + 1),
-            "file contains a NUL byte, so it is not a text topology",
-        )
-        .hint("topology files are JSON or YAML text; is this the right file?")]);
+        return Err(vec![
+            Diagnostic::error(
+                Code::NotText,
+                Span::new(at, at + 1),
+                "file contains a NUL byte, so it is not a text topology",
+            )
+            .hint("topology files are JSON or YAML text; is this the right file?"),
+        ]);
     }
     if text.trim_start_matches('\u{feff}').trim().is_empty() {
         return Err(vec![empty()]);
@@ -92,8 +110,8 @@ fn empty() -> Diagnostic {
 /// JSON syntax check with serde_json's messages (which name JSON tokens).
 fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
     let mut de = serde_json::Deserializer::from_str(source.text());
-    let result = serde::de::Deserialize::deserialize(&mut de)
-        .and_then(|_: serde::de::IgnoredAny| de.end());
+    let result =
+        serde::de::Deserialize::deserialize(&mut de).and_then(|_: serde::de::IgnoredAny| de.end());
     let Err(err) = result else { return Ok(()) };
     let offset = source.offset_of(err.line(), err.column());
     let full = err.to_string();
@@ -104,8 +122,12 @@ fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
     let diagnostic = if message.contains("recursion limit") {
         too_deep(Span::new(offset, offset + 1), limits)
     } else if err.is_eof() {
-        Diagnostic::error(Code::SyntaxError, Span::new(offset, offset), format!("invalid JSON: {message}"))
-            .hint("the file ends early: look for an unclosed `{`, `[` or string")
+        Diagnostic::error(
+            Code::SyntaxError,
+            Span::new(offset, offset),
+            format!("invalid JSON: {message}"),
+        )
+        .hint("the file ends early: look for an unclosed `{`, `[` or string")
     } else if trailing_comma(source.text(), offset) {
         Diagnostic::error(
             Code::SyntaxError,
@@ -121,8 +143,12 @@ fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
         } else {
             "check the JSON syntax at this position (or use YAML, which is less strict)"
         };
-        Diagnostic::error(Code::SyntaxError, Span::new(offset, offset + 1), format!("invalid JSON: {message}"))
-            .hint(hint)
+        Diagnostic::error(
+            Code::SyntaxError,
+            Span::new(offset, offset + 1),
+            format!("invalid JSON: {message}"),
+        )
+        .hint(hint)
     };
     Err(vec![diagnostic])
 }
@@ -135,8 +161,17 @@ fn trailing_comma(text: &str, offset: usize) -> bool {
 }
 
 enum Frame {
-    Seq { items: Vec<Value>, start: usize, anchor: usize },
-    Map { map: Map, key: Option<Key>, start: usize, anchor: usize },
+    Seq {
+        items: Vec<Value>,
+        start: usize,
+        anchor: usize,
+    },
+    Map {
+        map: Map,
+        key: Option<Key>,
+        start: usize,
+        anchor: usize,
+    },
 }
 
 struct Builder<'a> {
@@ -177,12 +212,14 @@ impl<'a> Builder<'a> {
                     if err.info().contains("recursion") {
                         return Err(vec![too_deep(Span::new(at, at + 1), self.limits)]);
                     }
-                    return Err(vec![Diagnostic::error(
-                        Code::SyntaxError,
-                        Span::new(at, at + 1),
-                        format!("invalid {}: {}", self.source.format(), err.info()),
-                    )
-                    .hint(syntax_hint(self.source.format(), err.info()))]);
+                    return Err(vec![
+                        Diagnostic::error(
+                            Code::SyntaxError,
+                            Span::new(at, at + 1),
+                            format!("invalid {}: {}", self.source.format(), err.info()),
+                        )
+                        .hint(syntax_hint(self.source.format(), err.info())),
+                    ]);
                 }
             };
             let span = Span::new(self.offset(&span.start), self.offset(&span.end));
@@ -196,12 +233,14 @@ impl<'a> Builder<'a> {
             Event::DocumentStart(_) => {
                 self.documents += 1;
                 if self.documents > 1 {
-                    return Err(vec![Diagnostic::error(
-                        Code::MultipleDocuments,
-                        span,
-                        "file holds more than one YAML document",
-                    )
-                    .hint("put one topology per file (remove the second `---`)")]);
+                    return Err(vec![
+                        Diagnostic::error(
+                            Code::MultipleDocuments,
+                            span,
+                            "file holds more than one YAML document",
+                        )
+                        .hint("put one topology per file (remove the second `---`)"),
+                    ]);
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -214,32 +253,59 @@ impl<'a> Builder<'a> {
                 self.push(Value::new(kind, span), anchor, 1)?;
             }
             Event::SequenceStart(anchor, _) => {
-                self.open(Frame::Seq { items: Vec::new(), start: span.start, anchor }, span)?;
+                self.open(
+                    Frame::Seq {
+                        items: Vec::new(),
+                        start: span.start,
+                        anchor,
+                    },
+                    span,
+                )?;
             }
             Event::MappingStart(anchor, _) => {
-                self.open(Frame::Map { map: Map::default(), key: None, start: span.start, anchor }, span)?;
+                self.open(
+                    Frame::Map {
+                        map: Map::default(),
+                        key: None,
+                        start: span.start,
+                        anchor,
+                    },
+                    span,
+                )?;
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let Some(frame) = self.stack.pop() else { return Ok(()) };
+                let Some(frame) = self.stack.pop() else {
+                    return Ok(());
+                };
                 let (value, anchor) = match frame {
-                    Frame::Seq { items, start, anchor } => {
-                        (Value::new(Kind::Seq(items), Span::new(start, span.end)), anchor)
-                    }
-                    Frame::Map { map, start, anchor, .. } => {
-                        (Value::new(Kind::Map(map), Span::new(start, span.end)), anchor)
-                    }
+                    Frame::Seq {
+                        items,
+                        start,
+                        anchor,
+                    } => (
+                        Value::new(Kind::Seq(items), Span::new(start, span.end)),
+                        anchor,
+                    ),
+                    Frame::Map {
+                        map, start, anchor, ..
+                    } => (
+                        Value::new(Kind::Map(map), Span::new(start, span.end)),
+                        anchor,
+                    ),
                 };
                 // The container itself was counted when it opened.
                 self.push(value, anchor, 0)?;
             }
             Event::Alias(id) => {
                 let Some((value, size)) = self.anchors.get(&id).cloned() else {
-                    return Err(vec![Diagnostic::error(
-                        Code::SyntaxError,
-                        span,
-                        "alias refers to an anchor that is not defined before it",
-                    )
-                    .hint("define the anchor (`&name`) before using the alias (`*name`)")]);
+                    return Err(vec![
+                        Diagnostic::error(
+                            Code::SyntaxError,
+                            span,
+                            "alias refers to an anchor that is not defined before it",
+                        )
+                        .hint("define the anchor (`&name`) before using the alias (`*name`)"),
+                    ]);
                 };
                 self.count(size, span)?;
                 // Point the copy at the alias, so errors inside it land here.
@@ -253,15 +319,20 @@ impl<'a> Builder<'a> {
 
     fn open(&mut self, frame: Frame, span: Span) -> Result<(), Vec<Diagnostic>> {
         if let Some(Frame::Map { key: None, .. }) = self.stack.last() {
-            return Err(vec![Diagnostic::error(
-                Code::SyntaxError,
-                span,
-                "map keys must be plain strings, not lists or maps",
-            )
-            .hint("use a string key")]);
+            return Err(vec![
+                Diagnostic::error(
+                    Code::SyntaxError,
+                    span,
+                    "map keys must be plain strings, not lists or maps",
+                )
+                .hint("use a string key"),
+            ]);
         }
         if self.stack.len() >= self.limits.max_depth {
-            return Err(vec![too_deep(Span::new(span.start, span.start + 1), self.limits)]);
+            return Err(vec![too_deep(
+                Span::new(span.start, span.start + 1),
+                self.limits,
+            )]);
         }
         self.count(1, span)?;
         self.stack.push(frame);
@@ -271,7 +342,8 @@ impl<'a> Builder<'a> {
     fn count(&mut self, n: usize, span: Span) -> Result<(), Vec<Diagnostic>> {
         self.values = self.values.saturating_add(n);
         if self.values > self.limits.max_values {
-            return Err(vec![Diagnostic::error(
+            return Err(
+                vec![Diagnostic::error(
                 Code::TooLarge,
                 Span::new(span.start, span.start + 1),
                 format!(
@@ -279,7 +351,8 @@ impl<'a> Builder<'a> {
                     self.limits.max_values
                 ),
             )
-            .hint("this looks like an alias bomb; avoid nesting aliases of aliases")]);
+            .hint("this looks like an alias bomb; avoid nesting aliases of aliases")],
+            );
         }
         Ok(())
     }
@@ -318,13 +391,15 @@ impl<'a> Builder<'a> {
                         }
                     };
                     if let Some(first) = map.key(&name) {
-                        return Err(vec![Diagnostic::error(
-                            Code::DuplicateKey,
-                            span,
-                            format!("key `{name}` appears twice in the same map"),
-                        )
-                        .related(first.span, "first defined here")
-                        .hint("remove one of them; only one value can apply")]);
+                        return Err(vec![
+                            Diagnostic::error(
+                                Code::DuplicateKey,
+                                span,
+                                format!("key `{name}` appears twice in the same map"),
+                            )
+                            .related(first.span, "first defined here")
+                            .hint("remove one of them; only one value can apply"),
+                        ]);
                     }
                     *key = Some(Key { name, span });
                 }
@@ -377,21 +452,27 @@ fn resolve_plain(text: &str) -> Kind {
         "true" | "True" | "TRUE" => return Kind::Bool(true),
         "false" | "False" | "FALSE" => return Kind::Bool(false),
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
-        | ".nan" | ".NaN" | ".NAN" => return Kind::Number(Number { raw: text.to_string() }),
+        | ".nan" | ".NaN" | ".NAN" => {
+            return Kind::Number(Number {
+                raw: text.to_string(),
+            });
+        }
         _ => {}
     }
-    if let Some(hex) = text.strip_prefix("0x") {
-        if let Ok(n) = i64::from_str_radix(hex, 16) {
-            return Kind::Number(Number { raw: n.to_string() });
-        }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(n) = i64::from_str_radix(hex, 16)
+    {
+        return Kind::Number(Number { raw: n.to_string() });
     }
-    if let Some(oct) = text.strip_prefix("0o") {
-        if let Ok(n) = i64::from_str_radix(oct, 8) {
-            return Kind::Number(Number { raw: n.to_string() });
-        }
+    if let Some(oct) = text.strip_prefix("0o")
+        && let Ok(n) = i64::from_str_radix(oct, 8)
+    {
+        return Kind::Number(Number { raw: n.to_string() });
     }
     if is_decimal_literal(text) {
-        return Kind::Number(Number { raw: text.to_string() });
+        return Kind::Number(Number {
+            raw: text.to_string(),
+        });
     }
     Kind::Str(text.to_string())
 }
@@ -450,7 +531,9 @@ mod tests {
 
     #[test]
     fn json_and_yaml_give_the_same_tree_shape() {
-        let a = json(r#"{"a": [1, "x", true, null, 0.5]}"#).unwrap().to_json();
+        let a = json(r#"{"a": [1, "x", true, null, 0.5]}"#)
+            .unwrap()
+            .to_json();
         let b = yaml("a: [1, x, true, ~, 0.5]").unwrap().to_json();
         assert_eq!(a, b);
     }
@@ -465,11 +548,27 @@ mod tests {
     fn spans_point_at_values() {
         let src = Source::new("t.yaml", "a: 1\nb:\n  c: hello\n");
         let v = parse(&src).unwrap();
-        let c = v.as_map().unwrap().get("b").unwrap().as_map().unwrap().get("c").unwrap();
+        let c = v
+            .as_map()
+            .unwrap()
+            .get("b")
+            .unwrap()
+            .as_map()
+            .unwrap()
+            .get("c")
+            .unwrap();
         assert_eq!(src.line_col(c.span.start), (3, 6));
         let j = Source::new("t.json", "{\n  \"a\": {\"b\": \"x\"}\n}");
         let v = parse(&j).unwrap();
-        let b = v.as_map().unwrap().get("a").unwrap().as_map().unwrap().get("b").unwrap();
+        let b = v
+            .as_map()
+            .unwrap()
+            .get("a")
+            .unwrap()
+            .as_map()
+            .unwrap()
+            .get("b")
+            .unwrap();
         assert_eq!(j.line_col(b.span.start), (2, 14));
     }
 
@@ -517,7 +616,10 @@ mod tests {
         assert_eq!(yaml("").unwrap_err()[0].code, Code::Empty);
         assert_eq!(yaml("# only a comment\n").unwrap_err()[0].code, Code::Empty);
         assert_eq!(yaml("a\0b").unwrap_err()[0].code, Code::NotText);
-        assert_eq!(decode("x", vec![0xff, 0xfe, 0x00], None).unwrap_err().code, Code::NotText);
+        assert_eq!(
+            decode("x", vec![0xff, 0xfe, 0x00], None).unwrap_err().code,
+            Code::NotText
+        );
     }
 
     #[test]

@@ -31,7 +31,10 @@ fn node_caption(topology: &Topology, i: usize) -> Vec<String> {
 }
 
 fn mermaid_escape(s: &str) -> String {
-    s.replace('"', "#quot;").replace('|', "#124;").replace('<', "#lt;").replace('>', "#gt;")
+    s.replace('"', "#quot;")
+        .replace('|', "#124;")
+        .replace('<', "#lt;")
+        .replace('>', "#gt;")
 }
 
 /// Mermaid ids must be simple; node ids may contain `-`, which is fine, but
@@ -45,15 +48,29 @@ pub fn mermaid(t: &Topology) -> String {
     let _ = writeln!(out, "---\ntitle: {} v{}\n---", t.id, t.version);
     out.push_str("flowchart TD\n");
     for (i, n) in t.nodes.iter().enumerate() {
-        let caption: Vec<String> = node_caption(t, i).iter().map(|s| mermaid_escape(s)).collect();
-        let _ = writeln!(out, "    {}[\"<b>{}</b><br/>{}<br/>{}\"]", mid(&n.id), caption[0], caption[1], caption[2]);
+        let caption: Vec<String> = node_caption(t, i)
+            .iter()
+            .map(|s| mermaid_escape(s))
+            .collect();
+        let _ = writeln!(
+            out,
+            "    {}[\"<b>{}</b><br/>{}<br/>{}\"]",
+            mid(&n.id),
+            caption[0],
+            caption[1],
+            caption[2]
+        );
     }
     for e in &t.edges {
         let from = mid(&t.node(e.from).id);
         let to = mid(&t.node(e.to).id);
         match &e.condition {
             Some(c) => {
-                let _ = writeln!(out, "    {from} -->|\"{}\"| {to}", mermaid_escape(c.as_str()));
+                let _ = writeln!(
+                    out,
+                    "    {from} -->|\"{}\"| {to}",
+                    mermaid_escape(c.as_str())
+                );
             }
             None => {
                 let _ = writeln!(out, "    {from} --> {to}");
@@ -62,12 +79,22 @@ pub fn mermaid(t: &Topology) -> String {
     }
     for n in &t.nodes {
         if let Some(f) = n.fallback {
-            let _ = writeln!(out, "    {} -.->|fallback| {}", mid(&n.id), mid(&t.node(f).id));
+            let _ = writeln!(
+                out,
+                "    {} -.->|fallback| {}",
+                mid(&n.id),
+                mid(&t.node(f).id)
+            );
         }
     }
     out.push_str("    classDef gpu fill:#fde68a,stroke:#b45309\n    classDef cpu fill:#e0f2fe,stroke:#0369a1\n");
     for kind in [ResourceKind::Gpu, ResourceKind::Cpu] {
-        let ids: Vec<String> = t.nodes.iter().filter(|n| n.resource.kind == kind).map(|n| mid(&n.id)).collect();
+        let ids: Vec<String> = t
+            .nodes
+            .iter()
+            .filter(|n| n.resource.kind == kind)
+            .map(|n| mid(&n.id))
+            .collect();
         if !ids.is_empty() {
             let _ = writeln!(out, "    class {} {}", ids.join(","), kind.as_str());
         }
@@ -76,13 +103,20 @@ pub fn mermaid(t: &Topology) -> String {
 }
 
 fn dot_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 pub fn dot(t: &Topology) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph \"{}\" {{", dot_escape(&t.id));
-    let _ = writeln!(out, "    label=\"{} v{}\";", dot_escape(&t.id), dot_escape(&t.version));
+    let _ = writeln!(
+        out,
+        "    label=\"{} v{}\";",
+        dot_escape(&t.id),
+        dot_escape(&t.version)
+    );
     out.push_str("    rankdir=TB;\n    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n    edge [fontname=\"Helvetica\", fontsize=10];\n");
     for (i, n) in t.nodes.iter().enumerate() {
         let caption: Vec<String> = node_caption(t, i).iter().map(|s| dot_escape(s)).collect();
@@ -104,7 +138,11 @@ pub fn dot(t: &Topology) -> String {
         let to = dot_escape(&t.node(e.to).id);
         match &e.condition {
             Some(c) => {
-                let _ = writeln!(out, "    \"{from}\" -> \"{to}\" [label=\"{}\"];", dot_escape(c.as_str()));
+                let _ = writeln!(
+                    out,
+                    "    \"{from}\" -> \"{to}\" [label=\"{}\"];",
+                    dot_escape(c.as_str())
+                );
             }
             None => {
                 let _ = writeln!(out, "    \"{from}\" -> \"{to}\";");

@@ -12,7 +12,10 @@ pub const PUBLISHED_PATH: &str = "docs/topology.schema.json";
 /// The JSON Schema (draft 2020-12) for topology files.
 pub fn schema() -> serde_json::Value {
     let mut schema = schemars::schema_for!(TopologySpec);
-    schema.insert("$id".into(), "https://glassbox.dev/schema/topology.json".into());
+    schema.insert(
+        "$id".into(),
+        "https://glassbox.dev/schema/topology.json".into(),
+    );
     schema.to_value()
 }
 
@@ -33,7 +36,12 @@ mod tests {
             None => schema,
             Some(d) => &schema["$defs"][d],
         };
-        let mut keys: Vec<&str> = node["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = node["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         keys.sort_unstable();
         keys
     }
@@ -52,16 +60,27 @@ mod tests {
         assert_eq!(props(&s, None), sorted(spec::TOPOLOGY_FIELDS));
         assert_eq!(props(&s, Some("NodeSpec")), sorted(spec::NODE_FIELDS));
         assert_eq!(props(&s, Some("EdgeSpec")), sorted(spec::EDGE_FIELDS));
-        assert_eq!(props(&s, Some("DefaultsSpec")), sorted(spec::DEFAULTS_FIELDS));
+        assert_eq!(
+            props(&s, Some("DefaultsSpec")),
+            sorted(spec::DEFAULTS_FIELDS)
+        );
         assert_eq!(props(&s, Some("PricingSpec")), sorted(spec::PRICING_FIELDS));
         assert_eq!(props(&s, Some("PriceSpec")), sorted(spec::PRICE_FIELDS));
-        assert_eq!(props(&s, Some("ResourceSpec")), sorted(spec::RESOURCE_FIELDS));
+        assert_eq!(
+            props(&s, Some("ResourceSpec")),
+            sorted(spec::RESOURCE_FIELDS)
+        );
     }
 
     #[test]
     fn required_fields_are_declared() {
         let s = schema();
-        let req: Vec<&str> = s["required"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+        let req: Vec<&str> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
         assert!(req.contains(&"topology_id") && req.contains(&"version") && req.contains(&"nodes"));
         assert_eq!(s["additionalProperties"], false);
     }

@@ -12,7 +12,10 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Self {
-        Span { start, end: end.max(start) }
+        Span {
+            start,
+            end: end.max(start),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -50,7 +53,12 @@ impl Format {
 
     /// Guesses the format from content: JSON starts with `{` or `[`.
     pub fn sniff(text: &str) -> Format {
-        match text.trim_start_matches('\u{feff}').trim_start().chars().next() {
+        match text
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .chars()
+            .next()
+        {
             Some('{' | '[') => Format::Json,
             _ => Format::Yaml,
         }
@@ -104,7 +112,12 @@ impl Source {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Source {
-            inner: Arc::new(SourceInner { name: name.into(), text, format, line_starts }),
+            inner: Arc::new(SourceInner {
+                name: name.into(),
+                text,
+                format,
+                line_starts,
+            }),
         }
     }
 

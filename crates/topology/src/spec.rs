@@ -217,8 +217,16 @@ pub struct EdgeSpec {
     pub index: usize,
 }
 
-pub(crate) const TOPOLOGY_FIELDS: &[&str] =
-    &["topology_id", "version", "description", "defaults", "pricing", "nodes", "edges", "metadata"];
+pub(crate) const TOPOLOGY_FIELDS: &[&str] = &[
+    "topology_id",
+    "version",
+    "description",
+    "defaults",
+    "pricing",
+    "nodes",
+    "edges",
+    "metadata",
+];
 pub(crate) const DEFAULTS_FIELDS: &[&str] = &["timeout_ms", "retries", "backoff_ms", "deadline_ms"];
 pub(crate) const PRICING_FIELDS: &[&str] = &["currency", "cost_per_cpu_ms", "models"];
 pub(crate) const PRICE_FIELDS: &[&str] = &[
@@ -252,16 +260,27 @@ pub(crate) const NODE_FIELDS: &[&str] = &[
 ];
 pub(crate) const EDGE_FIELDS: &[&str] = &["from", "to", "condition", "description"];
 
-fn free_map(obj: &Obj<'_>, cx: &mut Cx<'_>, name: &str) -> Option<BTreeMap<String, serde_json::Value>> {
+fn free_map(
+    obj: &Obj<'_>,
+    cx: &mut Cx<'_>,
+    name: &str,
+) -> Option<BTreeMap<String, serde_json::Value>> {
     let o = obj.obj(cx, name)?;
-    Some(o.map.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect())
+    Some(
+        o.map
+            .iter()
+            .map(|(k, v)| (k.name.clone(), v.to_json()))
+            .collect(),
+    )
 }
 
 impl TopologySpec {
     /// Reads a spec from a parsed document, reporting every problem into `cx`.
     pub fn decode(root: &Value, cx: &mut Cx<'_>) -> TopologySpec {
         let mut spec = TopologySpec::default();
-        let Some(obj) = Obj::expect(root, cx, "a topology") else { return spec };
+        let Some(obj) = Obj::expect(root, cx, "a topology") else {
+            return spec;
+        };
         obj.deny_unknown(cx, TOPOLOGY_FIELDS);
         let id_hint = "name the topology, e.g. `topology_id: rag-chat`";
         spec.topology_id = obj.req_str(cx, "topology_id", id_hint).unwrap_or_default();
@@ -269,13 +288,19 @@ impl TopologySpec {
             .req_str(cx, "version", "version the topology, e.g. `version: 1.0.0`")
             .unwrap_or_default();
         spec.description = obj.str(cx, "description");
-        spec.defaults = obj.obj(cx, "defaults").map(|o| DefaultsSpec::decode(o, &mut cx.field("defaults")));
-        spec.pricing = obj.obj(cx, "pricing").map(|o| PricingSpec::decode(o, &mut cx.field("pricing")));
+        spec.defaults = obj
+            .obj(cx, "defaults")
+            .map(|o| DefaultsSpec::decode(o, &mut cx.field("defaults")));
+        spec.pricing = obj
+            .obj(cx, "pricing")
+            .map(|o| PricingSpec::decode(o, &mut cx.field("pricing")));
         spec.metadata = free_map(&obj, cx, "metadata");
         match obj.seq(cx, "nodes") {
-            None if obj.get("nodes").is_none() => {
-                obj.missing(cx, "nodes", "declare at least one node: `nodes: [{id: ..., type: ...}]`")
-            }
+            None if obj.get("nodes").is_none() => obj.missing(
+                cx,
+                "nodes",
+                "declare at least one node: `nodes: [{id: ..., type: ...}]`",
+            ),
             None => {}
             Some(items) => {
                 for (i, item) in items.iter().enumerate() {
@@ -323,18 +348,18 @@ impl PricingSpec {
     fn decode(obj: Obj<'_>, cx: &mut Cx<'_>) -> PricingSpec {
         obj.deny_unknown(cx, PRICING_FIELDS);
         let currency = obj.str(cx, "currency");
-        if let Some(c) = &currency {
-            if c.value.len() != 3 || !c.value.chars().all(|ch| ch.is_ascii_uppercase()) {
-                cx.report(
-                    crate::Diagnostic::error(
-                        crate::Code::InvalidValue,
-                        c.span,
-                        format!("currency `{}` is not a three-letter ISO 4217 code", c.value),
-                    )
-                    .at(cx.path_of("currency"))
-                    .hint("write e.g. `USD`, `EUR` or `CNY`"),
-                );
-            }
+        if let Some(c) = &currency
+            && (c.value.len() != 3 || !c.value.chars().all(|ch| ch.is_ascii_uppercase()))
+        {
+            cx.report(
+                crate::Diagnostic::error(
+                    crate::Code::InvalidValue,
+                    c.span,
+                    format!("currency `{}` is not a three-letter ISO 4217 code", c.value),
+                )
+                .at(cx.path_of("currency"))
+                .hint("write e.g. `USD`, `EUR` or `CNY`"),
+            );
         }
         let mut models = BTreeMap::new();
         if let Some(m) = obj.obj(cx, "models") {
@@ -346,7 +371,11 @@ impl PricingSpec {
                 }
             }
         }
-        PricingSpec { currency, cost_per_cpu_ms: obj.price(cx, "cost_per_cpu_ms"), models }
+        PricingSpec {
+            currency,
+            cost_per_cpu_ms: obj.price(cx, "cost_per_cpu_ms"),
+            models,
+        }
     }
 }
 
@@ -368,7 +397,11 @@ impl ResourceSpec {
         let kind = obj.req_str(cx, "type", "set `type: cpu` or `type: gpu`");
         let model = obj.str(cx, "model");
         let prices = PriceSpec::decode(obj, cx);
-        Some(ResourceSpec { kind: kind?, model, prices })
+        Some(ResourceSpec {
+            kind: kind?,
+            model,
+            prices,
+        })
     }
 }
 
@@ -427,6 +460,13 @@ impl EdgeSpec {
         let to = obj.req_str(cx, "to", "name the target node id in `to`");
         let condition = obj.str(cx, "condition");
         let description = obj.str(cx, "description");
-        Some(EdgeSpec { from: from?, to: to?, condition, description, span: value.span, index })
+        Some(EdgeSpec {
+            from: from?,
+            to: to?,
+            condition,
+            description,
+            span: value.span,
+            index,
+        })
     }
 }

@@ -15,8 +15,8 @@ use crate::decode::Cx;
 use crate::diagnostic::{Code, Diagnostic, Report, did_you_mean};
 use crate::kind::{KindSet, Labels};
 use crate::model::{
-    DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts, Prices, Resource,
-    ResourceKind, Topology,
+    DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts, Prices,
+    Resource, ResourceKind, Topology,
 };
 use crate::parse;
 use crate::source::{Source, Span};
@@ -59,17 +59,26 @@ pub fn load_path(path: &str, kinds: &KindSet) -> Result<Validated, TopologyError
         let mut buf = Vec::new();
         std::io::stdin()
             .read_to_end(&mut buf)
-            .map_err(|source| TopologyError::Io { path: path.into(), source })?;
+            .map_err(|source| TopologyError::Io {
+                path: path.into(),
+                source,
+            })?;
         buf
     } else {
-        std::fs::read(path).map_err(|source| TopologyError::Io { path: path.into(), source })?
+        std::fs::read(path).map_err(|source| TopologyError::Io {
+            path: path.into(),
+            source,
+        })?
     };
     let name = if path == "-" { "<stdin>" } else { path };
     let source = match parse::decode(name, bytes, None) {
         Ok(s) => s,
         Err(d) => {
             let source = Source::new(name, String::new());
-            return Err(TopologyError::Invalid(Box::new(Report::new(source, vec![d]))));
+            return Err(TopologyError::Invalid(Box::new(Report::new(
+                source,
+                vec![*d],
+            ))));
         }
     };
     load_source(source, kinds)
@@ -94,7 +103,13 @@ pub fn validate(source: &Source, kinds: &KindSet) -> (Option<Topology>, Vec<Diag
     };
     let mut diags = Vec::new();
     let spec = TopologySpec::decode(&root, &mut Cx::new(&mut diags));
-    let topology = Checker { source, kinds, spec: &spec, diags: &mut diags }.run();
+    let topology = Checker {
+        source,
+        kinds,
+        spec: &spec,
+        diags: &mut diags,
+    }
+    .run();
     let has_errors = diags.iter().any(Diagnostic::is_error);
     (if has_errors { None } else { topology }, diags)
 }
@@ -128,13 +143,20 @@ impl Checker<'_> {
     fn run(mut self) -> Option<Topology> {
         let spec = self.spec;
         if !spec.topology_id.value.is_empty()
-            && !spec.topology_id.value.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            && !spec
+                .topology_id
+                .value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
             self.push(
                 Diagnostic::error(
                     Code::InvalidValue,
                     spec.topology_id.span,
-                    format!("topology id `{}` has characters other than letters, digits, `.`, `_`, `-`", spec.topology_id.value),
+                    format!(
+                        "topology id `{}` has characters other than letters, digits, `.`, `_`, `-`",
+                        spec.topology_id.value
+                    ),
                 )
                 .at("topology_id")
                 .hint("ids appear in URLs and file names; use e.g. `rag-chat`"),
@@ -177,10 +199,14 @@ impl Checker<'_> {
             if let Some(&first) = index.get(&id.value) {
                 let first_span = self.spec.nodes[first.0].id.span;
                 self.push(
-                    Diagnostic::error(Code::DuplicateId, id.span, format!("node id `{}` is used twice", id.value))
-                        .at(node_path(node, "id"))
-                        .related(first_span, "first used here")
-                        .hint("node ids must be unique; rename one of them"),
+                    Diagnostic::error(
+                        Code::DuplicateId,
+                        id.span,
+                        format!("node id `{}` is used twice", id.value),
+                    )
+                    .at(node_path(node, "id"))
+                    .related(first_span, "first used here")
+                    .hint("node ids must be unique; rename one of them"),
                 );
             } else {
                 index.insert(id.value.clone(), NodeId(i));
@@ -202,16 +228,22 @@ impl Checker<'_> {
                         hint = format!("{m} ({hint})");
                     }
                     self.push(
-                        Diagnostic::error(Code::UnknownKind, kind.span, format!("unknown node type `{}`", kind.value))
-                            .at(node_path(node, "type"))
-                            .hint(hint),
+                        Diagnostic::error(
+                            Code::UnknownKind,
+                            kind.span,
+                            format!("unknown node type `{}`", kind.value),
+                        )
+                        .at(node_path(node, "type"))
+                        .hint(hint),
                     );
                 }
                 out.push(Labels::Dynamic);
                 continue;
             };
             // A `config` that is not a map was already reported by the decoder.
-            if node.config_value.as_ref().is_some_and(|v| v.as_map().is_none() && !matches!(v.kind, crate::value::Kind::Null)) {
+            if node.config_value.as_ref().is_some_and(|v| {
+                v.as_map().is_none() && !matches!(v.kind, crate::value::Kind::Null)
+            }) {
                 out.push(Labels::Dynamic);
                 continue;
             }
@@ -220,13 +252,19 @@ impl Checker<'_> {
             let mut cx = cx.field(&node_path(node, "config"));
             schema.check_config(node.config_value.as_ref(), &mut cx);
             // A kind that forgot to give a span gets the node's `config` (or the node).
-            let fallback_span = node.config_value.as_ref().map_or(node.kind.span, |v| v.span);
+            let fallback_span = node
+                .config_value
+                .as_ref()
+                .map_or(node.kind.span, |v| v.span);
             for d in &mut self.diags[before..] {
                 if d.span.is_none() {
                     d.span = Some(fallback_span);
                 }
             }
-            let config = node.config.clone().map_or(serde_json::Value::Object(Default::default()), serde_json::Value::Object);
+            let config = node.config.clone().map_or(
+                serde_json::Value::Object(Default::default()),
+                serde_json::Value::Object,
+            );
             out.push(schema.labels(&config));
         }
         out
@@ -241,7 +279,11 @@ impl Checker<'_> {
                 out.push(Resource {
                     kind: ResourceKind::Cpu,
                     model: None,
-                    prices: merge_prices(&PriceSpec::default(), None, pricing.cost_per_cpu_ms.as_ref().map(|d| d.value)),
+                    prices: merge_prices(
+                        &PriceSpec::default(),
+                        None,
+                        pricing.cost_per_cpu_ms.as_ref().map(|d| d.value),
+                    ),
                 });
                 continue;
             };
@@ -249,18 +291,26 @@ impl Checker<'_> {
                 "cpu" => ResourceKind::Cpu,
                 "gpu" => ResourceKind::Gpu,
                 other => {
-                    let hint = did_you_mean(other, ["cpu", "gpu"])
-                        .map_or_else(|| "resource `type` is `cpu` or `gpu`".to_string(), |m| format!("{m} (resource `type` is `cpu` or `gpu`)"));
+                    let hint = did_you_mean(other, ["cpu", "gpu"]).map_or_else(
+                        || "resource `type` is `cpu` or `gpu`".to_string(),
+                        |m| format!("{m} (resource `type` is `cpu` or `gpu`)"),
+                    );
                     self.push(
-                        Diagnostic::error(Code::BadResource, res.kind.span, format!("unknown resource type `{other}`"))
-                            .at(node_path(node, "resource.type"))
-                            .hint(hint),
+                        Diagnostic::error(
+                            Code::BadResource,
+                            res.kind.span,
+                            format!("unknown resource type `{other}`"),
+                        )
+                        .at(node_path(node, "resource.type"))
+                        .hint(hint),
                     );
                     ok = false;
                     continue;
                 }
             };
-            if kind == ResourceKind::Gpu && res.model.as_ref().is_none_or(|m| m.value.trim().is_empty()) {
+            if kind == ResourceKind::Gpu
+                && res.model.as_ref().is_none_or(|m| m.value.trim().is_empty())
+            {
                 self.push(
                     Diagnostic::error(
                         Code::BadResource,
@@ -273,11 +323,18 @@ impl Checker<'_> {
                 ok = false;
                 continue;
             }
-            let model_prices = res.model.as_ref().and_then(|m| pricing.models.get(&m.value));
+            let model_prices = res
+                .model
+                .as_ref()
+                .and_then(|m| pricing.models.get(&m.value));
             out.push(Resource {
                 kind,
                 model: res.model.as_ref().map(|m| m.value.clone()),
-                prices: merge_prices(&res.prices, model_prices, pricing.cost_per_cpu_ms.as_ref().map(|d| d.value)),
+                prices: merge_prices(
+                    &res.prices,
+                    model_prices,
+                    pricing.cost_per_cpu_ms.as_ref().map(|d| d.value),
+                ),
             });
         }
         ok.then_some(out)
@@ -293,18 +350,28 @@ impl Checker<'_> {
             match index.get(&fb.value) {
                 None => {
                     let hint = did_you_mean(&fb.value, index.keys().map(String::as_str))
-                        .unwrap_or_else(|| "the fallback must be the id of another node in this topology".into());
+                        .unwrap_or_else(|| {
+                            "the fallback must be the id of another node in this topology".into()
+                        });
                     self.push(
-                        Diagnostic::error(Code::UnknownFallback, fb.span, format!("fallback `{}` is not a node", fb.value))
-                            .at(node_path(node, "fallback"))
-                            .hint(hint),
+                        Diagnostic::error(
+                            Code::UnknownFallback,
+                            fb.span,
+                            format!("fallback `{}` is not a node", fb.value),
+                        )
+                        .at(node_path(node, "fallback"))
+                        .hint(hint),
                     );
                 }
                 Some(&t) if t.0 == i => {
                     self.push(
-                        Diagnostic::error(Code::FallbackCycle, fb.span, format!("node `{}` is its own fallback", fb.value))
-                            .at(node_path(node, "fallback"))
-                            .hint("a fallback must be a different node (e.g. a smaller model)"),
+                        Diagnostic::error(
+                            Code::FallbackCycle,
+                            fb.span,
+                            format!("node `{}` is its own fallback", fb.value),
+                        )
+                        .at(node_path(node, "fallback"))
+                        .hint("a fallback must be a different node (e.g. a smaller model)"),
                     );
                 }
                 Some(&t) => targets[i] = Some(t),
@@ -320,12 +387,23 @@ impl Checker<'_> {
                     let mut ring: Vec<usize> = seen.clone();
                     ring.sort_unstable();
                     if reported.insert(ring) {
-                        let names: Vec<&str> = seen.iter().chain([&start]).map(|&k| nodes[k].id.value.as_str()).collect();
-                        let span = nodes[start].fallback.as_ref().map_or(nodes[start].span, |f| f.span);
+                        let names: Vec<&str> = seen
+                            .iter()
+                            .chain([&start])
+                            .map(|&k| nodes[k].id.value.as_str())
+                            .collect();
+                        let span = nodes[start]
+                            .fallback
+                            .as_ref()
+                            .map_or(nodes[start].span, |f| f.span);
                         self.push(
-                            Diagnostic::error(Code::FallbackCycle, span, format!("fallbacks form a cycle: {}", names.join(" → ")))
-                                .at(node_path(&nodes[start], "fallback"))
-                                .hint("end the chain with a node that has no fallback"),
+                            Diagnostic::error(
+                                Code::FallbackCycle,
+                                span,
+                                format!("fallbacks form a cycle: {}", names.join(" → ")),
+                            )
+                            .at(node_path(&nodes[start], "fallback"))
+                            .hint("end the chain with a node that has no fallback"),
                         );
                     }
                     break;
@@ -342,14 +420,21 @@ impl Checker<'_> {
 
     /// Edge ends, self-loops, duplicates, conditions and labels. Returns the
     /// edges whose ends both exist, with their parsed conditions.
-    fn check_edges(&mut self, index: &HashMap<String, NodeId>, labels: &[Labels]) -> Vec<CheckedEdge> {
+    fn check_edges(
+        &mut self,
+        index: &HashMap<String, NodeId>,
+        labels: &[Labels],
+    ) -> Vec<CheckedEdge> {
         let mut out = Vec::new();
         let mut seen: HashMap<(String, String, Option<String>), Span> = HashMap::new();
         let ids: Vec<&str> = index.keys().map(String::as_str).collect();
         for edge in &self.spec.edges {
             let path = |f: &str| format!("edges[{}].{f}", edge.index);
             let mut ends = [None, None];
-            for (slot, (end, field)) in [(&edge.from, "from"), (&edge.to, "to")].into_iter().enumerate() {
+            for (slot, (end, field)) in [(&edge.from, "from"), (&edge.to, "to")]
+                .into_iter()
+                .enumerate()
+            {
                 match index.get(&end.value) {
                     Some(&id) => ends[slot] = Some(id),
                     None => {
@@ -367,13 +452,20 @@ impl Checker<'_> {
                     }
                 }
             }
-            let key = (edge.from.value.clone(), edge.to.value.clone(), edge.condition.as_ref().map(|c| c.value.clone()));
+            let key = (
+                edge.from.value.clone(),
+                edge.to.value.clone(),
+                edge.condition.as_ref().map(|c| c.value.clone()),
+            );
             if let Some(&first) = seen.get(&key) {
                 self.push(
                     Diagnostic::error(
                         Code::DuplicateEdge,
                         edge.span,
-                        format!("edge `{}` → `{}` is declared twice", edge.from.value, edge.to.value),
+                        format!(
+                            "edge `{}` → `{}` is declared twice",
+                            edge.from.value, edge.to.value
+                        ),
                     )
                     .at(format!("edges[{}]", edge.index))
                     .related(first, "first declared here")
@@ -384,15 +476,29 @@ impl Checker<'_> {
             }
             if edge.from.value == edge.to.value && ends[0].is_some() {
                 self.push(
-                    Diagnostic::error(Code::SelfLoop, edge.span, format!("edge from `{}` to itself", edge.from.value))
-                        .at(format!("edges[{}]", edge.index))
-                        .hint("topologies are acyclic; use `retries` to run a node again"),
+                    Diagnostic::error(
+                        Code::SelfLoop,
+                        edge.span,
+                        format!("edge from `{}` to itself", edge.from.value),
+                    )
+                    .at(format!("edges[{}]", edge.index))
+                    .hint("topologies are acyclic; use `retries` to run a node again"),
                 );
                 continue;
             }
-            let condition = edge.condition.as_ref().and_then(|c| self.check_condition(c, &path("condition"), ends[0], labels));
+            let condition = edge
+                .condition
+                .as_ref()
+                .and_then(|c| self.check_condition(c, &path("condition"), ends[0], labels));
             if let [Some(from), Some(to)] = ends {
-                out.push(CheckedEdge { from, to, condition, spec_index: edge.index, span: edge.span });
+                out.push(CheckedEdge {
+                    from,
+                    to,
+                    condition,
+                    spec_index: edge.index,
+                    span: edge.span,
+                    description: edge.description.as_ref().map(|d| d.value.clone()),
+                });
             }
         }
         out
@@ -409,7 +515,11 @@ impl Checker<'_> {
         match Condition::parse(&text.value) {
             Err(err) => {
                 let lead = text.value.len() - text.value.trim_start().len();
-                let at = if err.line == 1 { inner + lead + err.column - 1 } else { inner };
+                let at = if err.line == 1 {
+                    inner + lead + err.column - 1
+                } else {
+                    inner
+                };
                 let at = at.min(text.span.end.saturating_sub(1)).max(text.span.start);
                 self.push(
                     Diagnostic::error(
@@ -461,7 +571,10 @@ impl Checker<'_> {
             Ok(Condition::Expr(expr)) => {
                 for var in expr.variables() {
                     if !VARIABLES.contains(&var.as_str()) {
-                        let mut hint = format!("conditions can read {}", VARIABLES.map(|v| format!("`{v}`")).join(", "));
+                        let mut hint = format!(
+                            "conditions can read {}",
+                            VARIABLES.map(|v| format!("`{v}`")).join(", ")
+                        );
                         if let Some(m) = did_you_mean(var, VARIABLES) {
                             hint = format!("{m} ({hint})");
                         }
@@ -514,7 +627,10 @@ impl Checker<'_> {
         // Fallback nodes stand in for another node; edges of their own would
         // make the degraded path ambiguous.
         for (i, node) in nodes.iter().enumerate() {
-            if is_fallback[i] && (indeg[i] > 0 || !out_adj[i].is_empty()) && index.get(&node.id.value) == Some(&NodeId(i)) {
+            if is_fallback[i]
+                && (indeg[i] > 0 || !out_adj[i].is_empty())
+                && index.get(&node.id.value) == Some(&NodeId(i))
+            {
                 self.push(
                     Diagnostic::error(
                         Code::InvalidValue,
@@ -546,9 +662,15 @@ impl Checker<'_> {
             self.report_cycles(edges, &out_adj, &deg);
         }
 
-        let entries: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0 && !is_fallback[i]).collect();
+        let entries: Vec<usize> = (0..n)
+            .filter(|&i| indeg[i] == 0 && !is_fallback[i])
+            .collect();
         if entries.is_empty() && n > 0 {
-            let span = self.spec.nodes.first().map_or(Span::default(), |nd| nd.span);
+            let span = self
+                .spec
+                .nodes
+                .first()
+                .map_or(Span::default(), |nd| nd.span);
             self.push(
                 Diagnostic::error(Code::NoEntry, span, "no entry node: every node has an incoming edge")
                     .at("nodes")
@@ -561,7 +683,10 @@ impl Checker<'_> {
                 reached[e] = true;
             }
             while let Some(u) = queue.pop_front() {
-                let next = out_adj[u].iter().map(|&k| edges[k].to.0).chain(fallbacks[u].map(|f| f.0));
+                let next = out_adj[u]
+                    .iter()
+                    .map(|&k| edges[k].to.0)
+                    .chain(fallbacks[u].map(|f| f.0));
                 for v in next {
                     if !reached[v] {
                         reached[v] = true;
@@ -575,7 +700,10 @@ impl Checker<'_> {
                         Diagnostic::error(
                             Code::Unreachable,
                             node.id.span,
-                            format!("node `{}` cannot be reached from any entry node", node.id.value),
+                            format!(
+                                "node `{}` cannot be reached from any entry node",
+                                node.id.value
+                            ),
                         )
                         .at(node_path(node, "id"))
                         .hint("connect it with an edge, use it as a `fallback`, or remove it"),
@@ -615,8 +743,10 @@ impl Checker<'_> {
                         key.sort_unstable();
                         if reported.insert(key) {
                             ring.push(v);
-                            let names: Vec<&str> =
-                                ring.iter().map(|&w| self.spec.nodes[w].id.value.as_str()).collect();
+                            let names: Vec<&str> = ring
+                                .iter()
+                                .map(|&w| self.spec.nodes[w].id.value.as_str())
+                                .collect();
                             let closing = &edges[k];
                             self.push(
                                 Diagnostic::error(
@@ -661,14 +791,30 @@ impl Checker<'_> {
                 description: n.description.as_ref().map(|d| d.value.clone()),
                 resource,
                 config: serde_json::Value::Object(n.config.clone().unwrap_or_default()),
-                timeout: ms(n.timeout_ms.as_ref().or(defaults.timeout_ms.as_ref()).map(|v| v.value))
-                    .unwrap_or(DEFAULT_TIMEOUT),
-                retries: n.retries.as_ref().or(defaults.retries.as_ref()).map_or(0, |v| v.value as u32),
-                backoff: ms(n.backoff_ms.as_ref().or(defaults.backoff_ms.as_ref()).map(|v| v.value))
-                    .unwrap_or(DEFAULT_BACKOFF),
+                timeout: ms(n
+                    .timeout_ms
+                    .as_ref()
+                    .or(defaults.timeout_ms.as_ref())
+                    .map(|v| v.value))
+                .unwrap_or(DEFAULT_TIMEOUT),
+                retries: n
+                    .retries
+                    .as_ref()
+                    .or(defaults.retries.as_ref())
+                    .map_or(0, |v| v.value as u32),
+                backoff: ms(n
+                    .backoff_ms
+                    .as_ref()
+                    .or(defaults.backoff_ms.as_ref())
+                    .map(|v| v.value))
+                .unwrap_or(DEFAULT_BACKOFF),
                 fallback: fallbacks[i],
                 affinity: n.affinity.as_ref().map(|a| a.value.clone()),
-                metadata: n.metadata.clone().map(|m| m.into_iter().collect()).unwrap_or_default(),
+                metadata: n
+                    .metadata
+                    .clone()
+                    .map(|m| m.into_iter().collect())
+                    .unwrap_or_default(),
                 is_fallback: is_fallback.contains(&i),
             })
             .collect();
@@ -678,7 +824,7 @@ impl Checker<'_> {
                 from: e.from,
                 to: e.to,
                 condition: e.condition,
-                description: spec.edges.iter().find(|s| s.index == e.spec_index).and_then(|s| s.description.as_ref().map(|d| d.value.clone())),
+                description: e.description,
             })
             .collect();
         debug_assert_eq!(index.len(), spec.nodes.len());
@@ -694,7 +840,11 @@ impl Checker<'_> {
             deadline: ms(defaults.deadline_ms.as_ref().map(|v| v.value)),
             nodes,
             edges,
-            metadata: spec.metadata.clone().map(|m| m.into_iter().collect()).unwrap_or_default(),
+            metadata: spec
+                .metadata
+                .clone()
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
             spec: spec.clone(),
             order,
         })
@@ -707,6 +857,7 @@ struct CheckedEdge {
     condition: Option<Condition>,
     spec_index: usize,
     span: Span,
+    description: Option<String>,
 }
 
 fn sorted<'a>(ids: &[&'a str]) -> Vec<&'a str> {
@@ -717,13 +868,20 @@ fn sorted<'a>(ids: &[&'a str]) -> Vec<&'a str> {
 
 /// Resource-tag prices win over the model's row in the price table; a
 /// per-1k-tokens price applies to input and output unless split prices exist.
-fn merge_prices(tag: &PriceSpec, model: Option<&PriceSpec>, cpu_default: Option<rust_decimal::Decimal>) -> Prices {
-    let pick = |f: fn(&PriceSpec) -> Option<rust_decimal::Decimal>| f(tag).or_else(|| model.and_then(f));
+fn merge_prices(
+    tag: &PriceSpec,
+    model: Option<&PriceSpec>,
+    cpu_default: Option<rust_decimal::Decimal>,
+) -> Prices {
+    let pick =
+        |f: fn(&PriceSpec) -> Option<rust_decimal::Decimal>| f(tag).or_else(|| model.and_then(f));
     let both = pick(|p| p.cost_per_1k_tokens.as_ref().map(|d| d.value));
     Prices {
         cost_per_call: pick(|p| p.cost_per_call.as_ref().map(|d| d.value)),
-        cost_per_1k_input_tokens: pick(|p| p.cost_per_1k_input_tokens.as_ref().map(|d| d.value)).or(both),
-        cost_per_1k_output_tokens: pick(|p| p.cost_per_1k_output_tokens.as_ref().map(|d| d.value)).or(both),
+        cost_per_1k_input_tokens: pick(|p| p.cost_per_1k_input_tokens.as_ref().map(|d| d.value))
+            .or(both),
+        cost_per_1k_output_tokens: pick(|p| p.cost_per_1k_output_tokens.as_ref().map(|d| d.value))
+            .or(both),
         cost_per_cpu_ms: pick(|p| p.cost_per_cpu_ms.as_ref().map(|d| d.value)).or(cpu_default),
     }
 }

@@ -69,11 +69,17 @@ pub struct Map {
 
 impl Map {
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| k.name == name).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| k.name == name)
+            .map(|(_, v)| v)
     }
 
     pub fn key(&self, name: &str) -> Option<&Key> {
-        self.entries.iter().find(|(k, _)| k.name == name).map(|(k, _)| k)
+        self.entries
+            .iter()
+            .find(|(k, _)| k.name == name)
+            .map(|(k, _)| k)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &Value)> {
@@ -154,7 +160,10 @@ impl Value {
             Kind::Str(s) => J::String(s.clone()),
             Kind::Seq(items) => J::Array(items.iter().map(Value::to_json).collect()),
             Kind::Map(map) => J::Object(
-                map.entries.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect(),
+                map.entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
             ),
         }
     }

@@ -15,7 +15,11 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "fact", rename_all = "snake_case")]
 pub enum Fact {
     /// A router emitted `label`, by `rule` (None: the default) because of `reason`.
-    Routed { label: String, rule: Option<String>, reason: String },
+    Routed {
+        label: String,
+        rule: Option<String>,
+        reason: String,
+    },
     /// Documents were retrieved; `titles` are the distinct document titles.
     Retrieved { count: usize, titles: Vec<String> },
     /// Texts were embedded by `model`.
@@ -31,7 +35,12 @@ pub enum Fact {
     },
     /// An output guard checked `rules` rules; `hits` names those violated;
     /// `action` is what it did about it (`replaced`, `rerun`, `failed`).
-    Guarded { passed: bool, rules: usize, hits: Vec<String>, action: Option<String> },
+    Guarded {
+        passed: bool,
+        rules: usize,
+        hits: Vec<String>,
+        action: Option<String>,
+    },
     /// An HTTP call to `host` answered `status`.
     Http { host: String, status: u16 },
     /// The node needed `attempts` attempts; the last failure was `cause`.
@@ -39,7 +48,11 @@ pub enum Fact {
     /// The node failed (`cause`) and `fallback` replaced it.
     FellBack { fallback: String, cause: String },
     /// The node re-ran upstream node `node` `times` times because of `reason`.
-    Reran { node: String, times: u32, reason: String },
+    Reran {
+        node: String,
+        times: u32,
+        reason: String,
+    },
     /// Free text a custom node kind wants in the explanation.
     Note { en: String, zh: String },
 }
@@ -77,7 +90,9 @@ impl FromStr for Lang {
         match s {
             "en" => Ok(Lang::En),
             "zh" => Ok(Lang::Zh),
-            other => Err(format!("unknown language `{other}` (expected `en` or `zh`)")),
+            other => Err(format!(
+                "unknown language `{other}` (expected `en` or `zh`)"
+            )),
         }
     }
 }

@@ -64,7 +64,9 @@ impl FromStr for RequestId {
         if hex.len() != 32 {
             return Err(BadRequestId);
         }
-        u128::from_str_radix(&hex, 16).map(RequestId).map_err(|_| BadRequestId)
+        u128::from_str_radix(&hex, 16)
+            .map(RequestId)
+            .map_err(|_| BadRequestId)
     }
 }
 

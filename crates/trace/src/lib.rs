@@ -32,8 +32,7 @@ pub use fact::{Explanation, Fact, Lang, NodeFacts};
 pub use id::RequestId;
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{
-    ErrorRecord, ModelUse, NodeStatus, PathEdge, PathNode, PathRecord, RequestRecord,
-    RequestStatus,
+    ErrorRecord, ModelUse, NodeStatus, PathEdge, PathNode, PathRecord, RequestRecord, RequestStatus,
 };
 pub use sink::{MemorySink, NoopSink, TraceSink};
 pub use span::{SpanRecord, SpanRole, SpanStatus, Tags, Usage};

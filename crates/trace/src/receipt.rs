@@ -64,12 +64,22 @@ pub struct Receipt {
 
 impl Receipt {
     pub fn new(currency: Arc<str>) -> Receipt {
-        Receipt { lines: Vec::new(), total: Decimal::ZERO, currency }
+        Receipt {
+            lines: Vec::new(),
+            total: Decimal::ZERO,
+            currency,
+        }
     }
 
     /// Adds a line and returns its amount. Amounts saturate rather than
     /// overflow (only reachable with absurd prices), so a receipt never panics.
-    pub fn push(&mut self, node: Arc<str>, unit: Unit, quantity: Decimal, unit_price: Decimal) -> Decimal {
+    pub fn push(
+        &mut self,
+        node: Arc<str>,
+        unit: Unit,
+        quantity: Decimal,
+        unit_price: Decimal,
+    ) -> Decimal {
         let amount = quantity.saturating_mul(unit_price).normalize();
         self.total = self.total.saturating_add(amount);
         self.lines.push(ReceiptLine {
@@ -85,7 +95,9 @@ impl Receipt {
     /// The sum of the lines' amounts (equal to `total` for every receipt
     /// built through [`Receipt::push`]).
     pub fn sum_of_lines(&self) -> Decimal {
-        self.lines.iter().fold(Decimal::ZERO, |acc, l| acc.saturating_add(l.amount))
+        self.lines
+            .iter()
+            .fold(Decimal::ZERO, |acc, l| acc.saturating_add(l.amount))
     }
 
     /// The total charged to one node.

@@ -118,7 +118,10 @@ impl PathRecord {
         self.nodes
             .iter()
             .filter(|n| {
-                matches!(n.status, NodeStatus::Succeeded | NodeStatus::FellBack | NodeStatus::Failed)
+                matches!(
+                    n.status,
+                    NodeStatus::Succeeded | NodeStatus::FellBack | NodeStatus::Failed
+                )
             })
             .map(|n| &*n.id)
     }

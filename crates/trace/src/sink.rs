@@ -53,7 +53,10 @@ impl MemorySink {
     /// Keeps the most recent `requests` requests (and up to 64 spans each),
     /// so a long benchmark or server run does not grow without bound.
     pub fn bounded(requests: usize) -> MemorySink {
-        MemorySink { inner: Mutex::default(), capacity: Some(requests.max(1)) }
+        MemorySink {
+            inner: Mutex::default(),
+            capacity: Some(requests.max(1)),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -66,13 +69,23 @@ impl MemorySink {
         self.lock().requests.iter().cloned().collect()
     }
 
-    pub fn request(&self, id: RequestId) -> Option<Arc<RequestRecord>> {
-        self.lock().requests.iter().rev().find(|r| r.request_id == id).cloned()
+    pub fn record(&self, id: RequestId) -> Option<Arc<RequestRecord>> {
+        self.lock()
+            .requests
+            .iter()
+            .rev()
+            .find(|r| r.request_id == id)
+            .cloned()
     }
 
     /// Spans of one request, in the order they finished.
     pub fn spans_of(&self, id: RequestId) -> Vec<Arc<SpanRecord>> {
-        self.lock().spans.iter().filter(|s| s.request_id == id).cloned().collect()
+        self.lock()
+            .spans
+            .iter()
+            .filter(|s| s.request_id == id)
+            .cloned()
+            .collect()
     }
 
     pub fn span_count(&self) -> usize {
@@ -87,20 +100,20 @@ impl MemorySink {
 impl TraceSink for MemorySink {
     fn span(&self, span: Arc<SpanRecord>) {
         let mut inner = self.lock();
-        if let Some(cap) = self.capacity {
-            if inner.spans.len() >= cap.saturating_mul(64) {
-                inner.spans.pop_front();
-            }
+        if let Some(cap) = self.capacity
+            && inner.spans.len() >= cap.saturating_mul(64)
+        {
+            inner.spans.pop_front();
         }
         inner.spans.push_back(span);
     }
 
     fn request(&self, record: Arc<RequestRecord>) {
         let mut inner = self.lock();
-        if let Some(cap) = self.capacity {
-            if inner.requests.len() >= cap {
-                inner.requests.pop_front();
-            }
+        if let Some(cap) = self.capacity
+            && inner.requests.len() >= cap
+        {
+            inner.requests.pop_front();
         }
         inner.requests.push_back(record);
     }

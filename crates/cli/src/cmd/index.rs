@@ -54,19 +54,25 @@ enum Command {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Build { docs, out, models } => build(docs, out, models),
-        Command::Search { index, query, top_k, min_score, models } => {
-            search(index, &query, top_k, min_score, models)
-        }
+        Command::Search {
+            index,
+            query,
+            top_k,
+            min_score,
+            models,
+        } => search(index, &query, top_k, min_score, models),
     }
 }
 
 fn load_embedder(models: Option<PathBuf>) -> anyhow::Result<Embedder> {
     let dir = glassbox_models::minilm_dir(&models.unwrap_or_else(glassbox_models::models_dir));
     Embedder::load(&dir, EmbedderOptions::default()).map_err(|err| match err {
-        EmbedError::ModelMissing { .. } => {
-            anyhow::Error::new(Coded { code: UNAVAILABLE, message: err.to_string() })
-        }
-        other => anyhow::Error::new(other).context(format!("loading the embedder from `{}`", dir.display())),
+        EmbedError::ModelMissing { .. } => anyhow::Error::new(Coded {
+            code: UNAVAILABLE,
+            message: err.to_string(),
+        }),
+        other => anyhow::Error::new(other)
+            .context(format!("loading the embedder from `{}`", dir.display())),
     })
 }
 
@@ -76,9 +82,10 @@ fn index_error(err: IndexError) -> anyhow::Error {
         | IndexError::Empty { .. }
         | IndexError::NotFound { .. }
         | IndexError::Corrupt { .. }
-        | IndexError::InvalidQuery(_) => {
-            anyhow::Error::new(Coded { code: INVALID, message: err.to_string() })
-        }
+        | IndexError::InvalidQuery(_) => anyhow::Error::new(Coded {
+            code: INVALID,
+            message: err.to_string(),
+        }),
         other => anyhow::Error::new(other),
     }
 }
@@ -130,10 +137,18 @@ fn search(
         );
     }
     let vector = embedder.embed_one(query).context("embedding the query")?;
-    let hits = loaded.search(&vector, top_k, min_score).map_err(index_error)?;
+    let hits = loaded
+        .search(&vector, top_k, min_score)
+        .map_err(index_error)?;
     for hit in &hits {
         let snippet: String = hit.text.chars().take(100).collect();
-        println!("{:.3}  {}  ({})  {}", hit.score, hit.title, hit.chunk_id, snippet.replace('\n', " "));
+        println!(
+            "{:.3}  {}  ({})  {}",
+            hit.score,
+            hit.title,
+            hit.chunk_id,
+            snippet.replace('\n', " ")
+        );
     }
     if hits.is_empty() {
         println!("no hits");

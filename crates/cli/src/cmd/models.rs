@@ -46,7 +46,9 @@ enum Format {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Fetch { dir } => fetch(&dir.unwrap_or_else(glassbox_models::models_dir)),
-        Command::List { dir, format } => list(&dir.unwrap_or_else(glassbox_models::models_dir), format),
+        Command::List { dir, format } => {
+            list(&dir.unwrap_or_else(glassbox_models::models_dir), format)
+        }
     }
 }
 
@@ -90,7 +92,11 @@ fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Ok(summary) => {
-            println!("{} files written; models ready in {}", summary.written.len(), dir.display());
+            println!(
+                "{} files written; models ready in {}",
+                summary.written.len(),
+                dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => Err(fetch_error(err)),
@@ -99,14 +105,20 @@ fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
 
 fn fetch_error(err: FetchError) -> anyhow::Error {
     if err.is_unavailable() {
-        anyhow::Error::new(Coded { code: UNAVAILABLE, message: err.to_string() })
+        anyhow::Error::new(Coded {
+            code: UNAVAILABLE,
+            message: err.to_string(),
+        })
     } else {
         anyhow::Error::new(err).context("fetching the local models")
     }
 }
 
 fn name_of(path: &Path) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -125,19 +137,28 @@ fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
     let weights = minilm.join("model.safetensors");
     let rows = vec![
         row("smollm2-135m-instruct", "llm (gguf, llama.cpp)", &llm, &llm)?,
-        row("all-minilm-l6-v2", "embedding (bert, candle)", &minilm, &weights)?,
+        row(
+            "all-minilm-l6-v2",
+            "embedding (bert, candle)",
+            &minilm,
+            &weights,
+        )?,
     ];
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Format::Table => {
-            println!("{:<22} {:<26} {:<8} {:>9}  {:<44} PATH", "MODEL", "KIND", "STATUS", "SIZE", "VERSION");
+            println!(
+                "{:<22} {:<26} {:<8} {:>9}  {:<44} PATH",
+                "MODEL", "KIND", "STATUS", "SIZE", "VERSION"
+            );
             for r in &rows {
                 println!(
                     "{:<22} {:<26} {:<8} {:>9}  {:<44} {}",
                     r.name,
                     r.kind,
                     if r.present { "present" } else { "missing" },
-                    r.bytes.map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+                    r.bytes
+                        .map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", b as f64 / 1e6)),
                     r.version.as_deref().unwrap_or("-"),
                     r.path.display()
                 );
@@ -153,10 +174,20 @@ fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
 /// A model's row; `file` is what is hashed for its version tag.
 fn row(name: &'static str, kind: &'static str, path: &Path, file: &Path) -> anyhow::Result<Row> {
     if !file.is_file() {
-        return Ok(Row { name, kind, present: false, bytes: None, version: None, path: path.to_path_buf() });
+        return Ok(Row {
+            name,
+            kind,
+            present: false,
+            bytes: None,
+            version: None,
+            path: path.to_path_buf(),
+        });
     }
-    let bytes = std::fs::metadata(file).with_context(|| format!("reading `{}`", file.display()))?.len();
-    let hex = glassbox_models::file_sha256(file).with_context(|| format!("hashing `{}`", file.display()))?;
+    let bytes = std::fs::metadata(file)
+        .with_context(|| format!("reading `{}`", file.display()))?
+        .len();
+    let hex = glassbox_models::file_sha256(file)
+        .with_context(|| format!("hashing `{}`", file.display()))?;
     Ok(Row {
         name,
         kind,

@@ -36,8 +36,9 @@ pub enum Format {
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Sub>,
+    /// Boxed: the flags are many, and `Command` holds every subcommand's args inline.
     #[command(flatten)]
-    pub plan: PlanArgs,
+    pub plan: Box<PlanArgs>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -188,7 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Calibrate(a)) => run_calibrate(a),
         Some(Sub::ListGpus(a)) => list_gpus(a),
         Some(Sub::ListModels(a)) => list_models(a),
-        None => run_plan(args.plan),
+        None => run_plan(*args.plan),
     }
 }
 

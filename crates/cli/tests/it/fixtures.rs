@@ -11,7 +11,7 @@ fn load(rel: &str) -> Result<glassbox_topology::Validated, TopologyError> {
         Ok(s) => s,
         Err(d) => {
             let src = glassbox_topology::Source::new(rel, String::new());
-            return Err(TopologyError::Invalid(Box::new(Report::new(src, vec![d]))));
+            return Err(TopologyError::Invalid(Box::new(Report::new(src, vec![*d]))));
         }
     };
     load_source(source, &glassbox_nodes::builtin_kinds())

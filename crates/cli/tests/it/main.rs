@@ -1,5 +1,8 @@
 //! Integration tests of the `glassbox` binary and the topology tooling.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod cli;
 mod fixtures;
 mod props;

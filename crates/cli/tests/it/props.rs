@@ -160,7 +160,7 @@ fn hostile_inputs_get_errors() {
     let kinds = glassbox_nodes::builtin_kinds();
     let cases: Vec<(&str, String)> = vec![
         ("deep.json", "[".repeat(200_000) + &"]".repeat(200_000)),
-        ("deep.yaml", "a:\n".repeat(1) + &"[".repeat(200_000)),
+        ("deep.yaml", "a:\n".to_string() + &"[".repeat(200_000)),
         ("bomb.yaml", {
             let mut s = String::from("a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
             for i in 1..20 {

@@ -35,7 +35,11 @@ impl std::fmt::Debug for Embedder {
 }
 
 fn require(path: PathBuf) -> Result<PathBuf, EmbedError> {
-    if path.is_file() { Ok(path) } else { Err(EmbedError::ModelMissing { path }) }
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(EmbedError::ModelMissing { path })
+    }
 }
 
 impl Embedder {
@@ -58,12 +62,21 @@ impl Embedder {
         let tokenizer_path = require(dir.join("tokenizer.json"))?;
         let weights_path = require(dir.join("model.safetensors"))?;
 
-        let config_text = std::fs::read_to_string(&config_path)
-            .map_err(|source| EmbedError::Io { path: config_path.clone(), source })?;
-        let config: Config = serde_json::from_str(&config_text)
-            .map_err(|e| EmbedError::Config { path: config_path.clone(), detail: e.to_string() })?;
-        let raw: serde_json::Value = serde_json::from_str(&config_text)
-            .map_err(|e| EmbedError::Config { path: config_path.clone(), detail: e.to_string() })?;
+        let config_text =
+            std::fs::read_to_string(&config_path).map_err(|source| EmbedError::Io {
+                path: config_path.clone(),
+                source,
+            })?;
+        let config: Config =
+            serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
+                path: config_path.clone(),
+                detail: e.to_string(),
+            })?;
+        let raw: serde_json::Value =
+            serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
+                path: config_path.clone(),
+                detail: e.to_string(),
+            })?;
         let dim = raw
             .get("hidden_size")
             .and_then(serde_json::Value::as_u64)
@@ -78,26 +91,42 @@ impl Embedder {
             .map_or(usize::MAX, |p| usize::try_from(p).unwrap_or(usize::MAX));
         let max_tokens = options.max_tokens.min(max_positions);
 
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| EmbedError::Tokenizer { detail: format!("{}: {e}", tokenizer_path.display()) })?;
+        let mut tokenizer =
+            Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Tokenizer {
+                detail: format!("{}: {e}", tokenizer_path.display()),
+            })?;
         let pad_id = tokenizer.get_padding().map_or(0, |p| p.pad_id);
         tokenizer.with_padding(None);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
-            .map_err(|e| EmbedError::Tokenizer { detail: e.to_string() })?;
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..Default::default()
+            }))
+            .map_err(|e| EmbedError::Tokenizer {
+                detail: e.to_string(),
+            })?;
 
-        let weights = std::fs::read(&weights_path)
-            .map_err(|source| EmbedError::Io { path: weights_path.clone(), source })?;
+        let weights = std::fs::read(&weights_path).map_err(|source| EmbedError::Io {
+            path: weights_path.clone(),
+            source,
+        })?;
         let device = Device::Cpu;
-        let weights_err =
-            |e: candle_core::Error| EmbedError::Weights { path: weights_path.clone(), detail: e.to_string() };
+        let weights_err = |e: candle_core::Error| EmbedError::Weights {
+            path: weights_path.clone(),
+            detail: e.to_string(),
+        };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_err)?;
         let model = BertModel::load(vb, &config).map_err(weights_err)?;
 
-        let hash = file_sha256(&weights_path)
-            .map_err(|source| EmbedError::Io { path: weights_path.clone(), source })?;
-        let name = dir.file_name().map_or_else(|| "embedder".to_owned(), |n| n.to_string_lossy().into_owned());
+        let hash = file_sha256(&weights_path).map_err(|source| EmbedError::Io {
+            path: weights_path.clone(),
+            source,
+        })?;
+        let name = dir.file_name().map_or_else(
+            || "embedder".to_owned(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let version = format!("{name}@{}", &hash[..12]);
         Ok(Self {
             model,
@@ -105,7 +134,10 @@ impl Embedder {
             device,
             dim,
             pad_id,
-            options: EmbedderOptions { max_tokens, ..options },
+            options: EmbedderOptions {
+                max_tokens,
+                ..options
+            },
             version,
         })
     }
@@ -130,20 +162,25 @@ impl Embedder {
         self.tokenizer
             .encode_fast(text, true)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| EmbedError::Tokenizer { detail: e.to_string() })
+            .map_err(|e| EmbedError::Tokenizer {
+                detail: e.to_string(),
+            })
     }
 
     /// The text of token ids, special tokens skipped.
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, EmbedError> {
         self.tokenizer
             .decode(ids, true)
-            .map_err(|e| EmbedError::Tokenizer { detail: e.to_string() })
+            .map_err(|e| EmbedError::Tokenizer {
+                detail: e.to_string(),
+            })
     }
 
     /// Embeds one text.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let mut out = self.embed(&[text])?;
-        out.pop().ok_or_else(|| EmbedError::Inference("no output".to_owned()))
+        out.pop()
+            .ok_or_else(|| EmbedError::Inference("no output".to_owned()))
     }
 
     /// Embeds `texts` in batches; vector `i` belongs to `texts[i]`. An empty
@@ -188,7 +225,11 @@ impl Embedder {
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dim)
         let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (n, 1)
         let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12f32, f32::MAX)?;
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
         let normalised = mean.broadcast_div(&norm)?;
         Ok(normalised.to_vec2::<f32>()?)
     }
@@ -212,7 +253,10 @@ mod tests {
     fn zero_batch_size_is_rejected() {
         let err = Embedder::load(
             Path::new("/nonexistent"),
-            EmbedderOptions { batch_size: 0, ..Default::default() },
+            EmbedderOptions {
+                batch_size: 0,
+                ..Default::default()
+            },
         )
         .unwrap_err();
         assert_eq!(err.code(), "embed_invalid_option");

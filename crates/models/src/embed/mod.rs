@@ -26,7 +26,10 @@ pub struct EmbedderOptions {
 
 impl Default for EmbedderOptions {
     fn default() -> Self {
-        Self { batch_size: 32, max_tokens: 256 }
+        Self {
+            batch_size: 32,
+            max_tokens: 256,
+        }
     }
 }
 
@@ -48,7 +51,10 @@ pub enum EmbedError {
     #[error("loading weights from `{}`: {detail}", path.display())]
     Weights { path: PathBuf, detail: String },
     #[error("invalid embedder option `{field}`: {message}")]
-    InvalidOption { field: &'static str, message: String },
+    InvalidOption {
+        field: &'static str,
+        message: String,
+    },
     #[error("running the model: {0}")]
     Inference(String),
 }
@@ -79,5 +85,9 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
     let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
 }

@@ -44,30 +44,48 @@ pub fn build_index(
 ) -> Result<IndexSummary, IndexError> {
     let files = collect_documents(docs)?;
     if files.is_empty() {
-        return Err(IndexError::NoDocuments { dir: docs.to_path_buf() });
+        return Err(IndexError::NoDocuments {
+            dir: docs.to_path_buf(),
+        });
     }
     let options = ChunkOptions::default();
     let mut chunks: Vec<Chunk> = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|source| IndexError::Io { action: "reading", path: file.clone(), source })?;
+        let text = std::fs::read_to_string(file).map_err(|source| IndexError::Io {
+            action: "reading",
+            path: file.clone(),
+            source,
+        })?;
         let (doc_id, stem) = doc_id(docs, file);
         chunks.extend(chunk_document(&doc_id, &stem, &text, &options));
     }
     if chunks.is_empty() {
         return Err(IndexError::Empty {
-            what: format!("the {} documents under `{}` have no text", files.len(), docs.display()),
+            what: format!(
+                "the {} documents under `{}` have no text",
+                files.len(),
+                docs.display()
+            ),
         });
     }
-    progress(BuildProgress::Chunked { documents: files.len(), chunks: chunks.len() });
+    progress(BuildProgress::Chunked {
+        documents: files.len(),
+        chunks: chunks.len(),
+    });
 
     // The title goes into the embedded text: "Refunds" matters to a question
     // about refunds even when the chunk never says the word.
-    let inputs: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", c.title, c.text)).collect();
+    let inputs: Vec<String> = chunks
+        .iter()
+        .map(|c| format!("{}\n{}", c.title, c.text))
+        .collect();
     let mut vectors = Vec::with_capacity(inputs.len());
     for step in inputs.chunks(EMBED_STEP) {
         vectors.extend(embedder.embed(step).map_err(IndexError::Embed)?);
-        progress(BuildProgress::Embedded { done: vectors.len(), total: inputs.len() });
+        progress(BuildProgress::Embedded {
+            done: vectors.len(),
+            total: inputs.len(),
+        });
     }
 
     progress(BuildProgress::Indexing);
@@ -75,7 +93,9 @@ pub fn build_index(
     let index = VectorIndex::build(chunks, &vectors, &IndexOptions::default())?
         .with_embedder(embedder.version());
     index.save(out)?;
-    progress(BuildProgress::Saved { path: out.to_path_buf() });
+    progress(BuildProgress::Saved {
+        path: out.to_path_buf(),
+    });
     Ok(IndexSummary {
         documents: files.len(),
         chunks: n_chunks,
@@ -89,7 +109,11 @@ pub fn build_index(
 fn collect_documents(dir: &Path) -> Result<Vec<PathBuf>, IndexError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| IndexError::Io { action: "reading directory", path, source }
+        move |source| IndexError::Io {
+            action: "reading directory",
+            path,
+            source,
+        }
     };
     if !dir.is_dir() {
         return Err(IndexError::Io {
@@ -134,7 +158,9 @@ fn doc_id(root: &Path, file: &Path) -> (String, String) {
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join("/");
-    let stem = file.file_stem().map_or_else(|| id.clone(), |s| s.to_string_lossy().into_owned());
+    let stem = file
+        .file_stem()
+        .map_or_else(|| id.clone(), |s| s.to_string_lossy().into_owned());
     (id, stem)
 }
 

@@ -166,7 +166,12 @@ mod tests {
 
     #[test]
     fn title_from_heading_and_small_doc_is_one_chunk() {
-        let chunks = chunk_document("faq", "faq", "# Pricing FAQ\n\nPlans start at $5.\n", &opts(900));
+        let chunks = chunk_document(
+            "faq",
+            "faq",
+            "# Pricing FAQ\n\nPlans start at $5.\n",
+            &opts(900),
+        );
         assert_eq!(chunks.len(), 1);
         assert_eq!(chunks[0].title, "Pricing FAQ");
         assert_eq!(chunks[0].text, "Plans start at $5.");
@@ -196,7 +201,13 @@ mod tests {
         let text = "One sentence here. Two sentence here. Three sentence here.";
         let chunks = chunk_document("d", "d", text, &opts(40));
         let texts: Vec<_> = chunks.iter().map(|c| c.text.as_str()).collect();
-        assert_eq!(texts, ["One sentence here. Two sentence here.", "Three sentence here."]);
+        assert_eq!(
+            texts,
+            [
+                "One sentence here. Two sentence here.",
+                "Three sentence here."
+            ]
+        );
         assert!(chunks.iter().all(|c| c.text.chars().count() <= 40));
     }
 
@@ -220,6 +231,9 @@ mod tests {
         let text = "é".repeat(50);
         let chunks = chunk_document("d", "d", &text, &opts(16));
         assert!(chunks.iter().all(|c| c.text.chars().count() <= 16));
-        assert_eq!(chunks.iter().map(|c| c.text.chars().count()).sum::<usize>(), 50);
+        assert_eq!(
+            chunks.iter().map(|c| c.text.chars().count()).sum::<usize>(),
+            50
+        );
     }
 }

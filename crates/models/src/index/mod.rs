@@ -57,7 +57,11 @@ pub enum IndexError {
     #[error("no Markdown or text documents (.md, .markdown, .txt) under `{}`", dir.display())]
     NoDocuments { dir: PathBuf },
     #[error("vector {at} has {got} dimensions, expected {expected}")]
-    Dimension { expected: usize, got: usize, at: usize },
+    Dimension {
+        expected: usize,
+        got: usize,
+        at: usize,
+    },
     #[error("{chunks} chunks but {vectors} vectors")]
     CountMismatch { chunks: usize, vectors: usize },
     #[error("vector {at} is not finite or is all zeros")]

@@ -33,7 +33,12 @@ pub struct IndexOptions {
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        Self { connectivity: 16, expansion_add: 128, expansion_search: 64, threads: None }
+        Self {
+            connectivity: 16,
+            expansion_add: 128,
+            expansion_search: 64,
+            threads: None,
+        }
     }
 }
 
@@ -104,21 +109,32 @@ impl VectorIndex {
         options: &IndexOptions,
     ) -> Result<Self, IndexError> {
         if chunks.len() != vectors.len() {
-            return Err(IndexError::CountMismatch { chunks: chunks.len(), vectors: vectors.len() });
+            return Err(IndexError::CountMismatch {
+                chunks: chunks.len(),
+                vectors: vectors.len(),
+            });
         }
         let Some(dim) = vectors.first().map(Vec::len).filter(|&d| d > 0) else {
-            return Err(IndexError::Empty { what: "no vectors given".to_owned() });
+            return Err(IndexError::Empty {
+                what: "no vectors given".to_owned(),
+            });
         };
         let mut unit = Vec::with_capacity(vectors.len());
         for (at, v) in vectors.iter().enumerate() {
             if v.len() != dim {
-                return Err(IndexError::Dimension { expected: dim, got: v.len(), at });
+                return Err(IndexError::Dimension {
+                    expected: dim,
+                    got: v.len(),
+                    at,
+                });
             }
             unit.push(normalised(v).ok_or(IndexError::BadVector { at })?);
         }
         let index = new_index(dim, options)?;
         let n_threads = threads(options).min(unit.len()).max(1);
-        index.reserve_capacity_and_threads(unit.len(), n_threads).map_err(engine)?;
+        index
+            .reserve_capacity_and_threads(unit.len(), n_threads)
+            .map_err(engine)?;
         // usearch supports concurrent inserts; split the keys across threads.
         let results: Vec<Result<(), IndexError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..n_threads)
@@ -135,11 +151,20 @@ impl VectorIndex {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(engine("an insert thread panicked"))))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(engine("an insert thread panicked")))
+                })
                 .collect()
         });
         results.into_iter().collect::<Result<(), _>>()?;
-        Ok(Self { index, chunks, dim, options: options.clone(), embedder: None })
+        Ok(Self {
+            index,
+            chunks,
+            dim,
+            options: options.clone(),
+            embedder: None,
+        })
     }
 
     /// Records which embedder made the vectors (saved in the manifest).
@@ -181,7 +206,12 @@ impl VectorIndex {
 
     /// The `top_k` approximate nearest chunks with score >= `min_score`, best
     /// first.
-    pub fn search(&self, query: &[f32], top_k: usize, min_score: f32) -> Result<Vec<Hit>, IndexError> {
+    pub fn search(
+        &self,
+        query: &[f32],
+        top_k: usize,
+        min_score: f32,
+    ) -> Result<Vec<Hit>, IndexError> {
         let (keys, scores) = self.search_keys(query, top_k, false)?;
         Ok(self.hits(&keys, &scores, min_score))
     }
@@ -213,8 +243,9 @@ impl VectorIndex {
                 self.dim
             )));
         }
-        let query = normalised(query)
-            .ok_or_else(|| IndexError::InvalidQuery("the query is not finite or all zeros".to_owned()))?;
+        let query = normalised(query).ok_or_else(|| {
+            IndexError::InvalidQuery("the query is not finite or all zeros".to_owned())
+        })?;
         if top_k == 0 || self.chunks.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
@@ -275,9 +306,14 @@ impl VectorIndex {
     pub fn load(dir: &Path) -> Result<Self, IndexError> {
         let manifest_path = dir.join(MANIFEST_FILE);
         if !manifest_path.is_file() {
-            return Err(IndexError::NotFound { path: dir.to_path_buf() });
+            return Err(IndexError::NotFound {
+                path: dir.to_path_buf(),
+            });
         }
-        let corrupt = |detail: String| IndexError::Corrupt { path: dir.to_path_buf(), detail };
+        let corrupt = |detail: String| IndexError::Corrupt {
+            path: dir.to_path_buf(),
+            detail,
+        };
         let text = std::fs::read(&manifest_path).map_err(io("reading", &manifest_path))?;
         let manifest: Manifest = serde_json::from_slice(&text)
             .map_err(|e| corrupt(format!("`{MANIFEST_FILE}`: {e}")))?;
@@ -289,8 +325,8 @@ impl VectorIndex {
         }
         let chunks_path = dir.join(CHUNKS_FILE);
         let text = std::fs::read(&chunks_path).map_err(io("reading", &chunks_path))?;
-        let chunks: Vec<Chunk> = serde_json::from_slice(&text)
-            .map_err(|e| corrupt(format!("`{CHUNKS_FILE}`: {e}")))?;
+        let chunks: Vec<Chunk> =
+            serde_json::from_slice(&text).map_err(|e| corrupt(format!("`{CHUNKS_FILE}`: {e}")))?;
         let index = new_index(manifest.dimensions, &manifest.options)?;
         let graph = dir.join(GRAPH_FILE);
         index
@@ -323,7 +359,11 @@ impl VectorIndex {
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IndexError + '_ {
-    move |source| IndexError::Io { action, path: path.to_path_buf(), source }
+    move |source| IndexError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn utf8(path: &Path) -> Result<&str, IndexError> {
@@ -361,8 +401,17 @@ mod tests {
     }
 
     fn small() -> VectorIndex {
-        let vectors = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0], vec![0.7, 0.7, 0.0]];
-        VectorIndex::build((0..3).map(chunk).collect(), &vectors, &IndexOptions::default()).unwrap()
+        let vectors = vec![
+            vec![1.0, 0.0, 0.0],
+            vec![0.0, 1.0, 0.0],
+            vec![0.7, 0.7, 0.0],
+        ];
+        VectorIndex::build(
+            (0..3).map(chunk).collect(),
+            &vectors,
+            &IndexOptions::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -386,8 +435,12 @@ mod tests {
         assert_eq!(err.code(), "index_count_mismatch");
         let err = VectorIndex::build(vec![], &[], &opts).unwrap_err();
         assert_eq!(err.code(), "index_empty");
-        let err = VectorIndex::build(vec![chunk(0), chunk(1)], &[vec![1.0, 0.0], vec![1.0]], &opts)
-            .unwrap_err();
+        let err = VectorIndex::build(
+            vec![chunk(0), chunk(1)],
+            &[vec![1.0, 0.0], vec![1.0]],
+            &opts,
+        )
+        .unwrap_err();
         assert_eq!(err.to_string(), "vector 1 has 1 dimensions, expected 2");
         let err = VectorIndex::build(vec![chunk(0)], &[vec![0.0, 0.0]], &opts).unwrap_err();
         assert_eq!(err.code(), "index_bad_vector");

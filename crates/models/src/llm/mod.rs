@@ -47,13 +47,22 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn system(content: impl Into<String>) -> Self {
-        Self { role: Role::System, content: content.into() }
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
     }
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: Role::User, content: content.into() }
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
     }
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self { role: Role::Assistant, content: content.into() }
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
     }
 }
 
@@ -94,7 +103,10 @@ impl Default for GenerateRequest {
 impl GenerateRequest {
     /// A request with these messages and default parameters.
     pub fn chat(messages: Vec<ChatMessage>) -> Self {
-        Self { messages, ..Self::default() }
+        Self {
+            messages,
+            ..Self::default()
+        }
     }
 }
 
@@ -211,7 +223,10 @@ pub enum LlmError {
     #[error("the request has no messages")]
     EmptyInput,
     #[error("invalid `{field}`: {message}")]
-    InvalidRequest { field: &'static str, message: String },
+    InvalidRequest {
+        field: &'static str,
+        message: String,
+    },
     #[error("the prompt has {prompt_tokens} tokens, the context window {n_ctx}")]
     PromptTooLong { prompt_tokens: u32, n_ctx: u32 },
     #[error("applying the chat template: {0}")]
@@ -263,7 +278,10 @@ pub(crate) fn validate(request: &GenerateRequest) -> Result<(), LlmError> {
         return invalid("max_tokens", "must be at least 1, got 0".to_owned());
     }
     if !(request.temperature.is_finite() && request.temperature >= 0.0) {
-        return invalid("temperature", format!("must be >= 0, got {}", request.temperature));
+        return invalid(
+            "temperature",
+            format!("must be >= 0, got {}", request.temperature),
+        );
     }
     if !(request.top_p > 0.0 && request.top_p <= 1.0) {
         return invalid("top_p", format!("must be in (0, 1], got {}", request.top_p));
@@ -271,7 +289,11 @@ pub(crate) fn validate(request: &GenerateRequest) -> Result<(), LlmError> {
     if let Some(i) = request.stop.iter().position(String::is_empty) {
         return invalid("stop", format!("stop sequence {i} is empty"));
     }
-    if let Some(i) = request.messages.iter().position(|m| m.content.contains('\0')) {
+    if let Some(i) = request
+        .messages
+        .iter()
+        .position(|m| m.content.contains('\0'))
+    {
         return invalid("messages", format!("message {i} contains a NUL character"));
     }
     Ok(())
@@ -287,17 +309,31 @@ mod tests {
         assert!(validate(&ok).is_ok());
         let err = validate(&GenerateRequest::default()).unwrap_err();
         assert_eq!(err.code(), "llm_empty_input");
-        let err = validate(&GenerateRequest { top_p: 0.0, ..ok.clone() }).unwrap_err();
+        let err = validate(&GenerateRequest {
+            top_p: 0.0,
+            ..ok.clone()
+        })
+        .unwrap_err();
         assert_eq!(err.to_string(), "invalid `top_p`: must be in (0, 1], got 0");
-        let err = validate(&GenerateRequest { temperature: -1.0, ..ok.clone() }).unwrap_err();
+        let err = validate(&GenerateRequest {
+            temperature: -1.0,
+            ..ok.clone()
+        })
+        .unwrap_err();
         assert!(err.is_invalid_request());
-        let err = validate(&GenerateRequest { stop: vec![String::new()], ..ok }).unwrap_err();
+        let err = validate(&GenerateRequest {
+            stop: vec![String::new()],
+            ..ok
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("stop sequence 0 is empty"));
     }
 
     #[test]
     fn missing_model_error_has_a_hint() {
-        let err = LlmError::ModelMissing { path: "/m/x.gguf".into() };
+        let err = LlmError::ModelMissing {
+            path: "/m/x.gguf".into(),
+        };
         assert_eq!(
             err.to_string(),
             "model file `/m/x.gguf` not found; hint: run `glassbox models fetch` to download the local models"

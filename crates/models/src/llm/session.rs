@@ -43,9 +43,16 @@ pub(super) fn check_model_file(path: &Path) -> Result<(), LlmError> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(LlmError::ModelMissing { path: path.to_path_buf() });
+            return Err(LlmError::ModelMissing {
+                path: path.to_path_buf(),
+            });
         }
-        Err(source) => return Err(LlmError::Io { path: path.to_path_buf(), source }),
+        Err(source) => {
+            return Err(LlmError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
     };
     let mut magic = [0u8; 4];
     match file.read_exact(&mut magic) {
@@ -66,8 +73,11 @@ pub(super) fn load_model(options: &LlmOptions) -> Result<LlamaModel, LlmError> {
     check_model_file(&options.model_path)?;
     let backend = backend()?;
     let params = LlamaModelParams::default().with_use_mmap(true);
-    LlamaModel::load_from_file(backend, &options.model_path, &params)
-        .map_err(|_| LlmError::ModelLoad { path: options.model_path.clone() })
+    LlamaModel::load_from_file(backend, &options.model_path, &params).map_err(|_| {
+        LlmError::ModelLoad {
+            path: options.model_path.clone(),
+        }
+    })
 }
 
 /// A model with its context, template and batch, ready to serve requests.
@@ -89,23 +99,36 @@ impl<'m> Session<'m> {
         let backend = backend()?;
         let threads = i32::try_from(options.thread_count()).unwrap_or(i32::MAX);
         let n_batch = options.n_batch.max(1);
-        let context_err =
-            |detail: String| LlmError::Context { n_ctx: options.n_ctx, detail };
+        let context_err = |detail: String| LlmError::Context {
+            n_ctx: options.n_ctx,
+            detail,
+        };
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.n_ctx))
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
-        let ctx = model.new_context(backend, params).map_err(|e| context_err(e.to_string()))?;
+        let ctx = model
+            .new_context(backend, params)
+            .map_err(|e| context_err(e.to_string()))?;
         // The template stored in the GGUF; ChatML (what most small chat models
         // use) when a file has none.
         let template = match model.chat_template(None) {
             Ok(t) => t,
-            Err(_) => LlamaChatTemplate::new("chatml").map_err(|e| LlmError::Template(e.to_string()))?,
+            Err(_) => {
+                LlamaChatTemplate::new("chatml").map_err(|e| LlmError::Template(e.to_string()))?
+            }
         };
         let batch = LlamaBatch::new(n_batch as usize, 1);
-        Ok(Self { model, ctx, template, batch, n_batch: n_batch as usize, version })
+        Ok(Self {
+            model,
+            ctx,
+            template,
+            batch,
+            n_batch: n_batch as usize,
+            version,
+        })
     }
 
     /// The chat template (the Jinja source, or a built-in template's name).
@@ -132,11 +155,16 @@ impl<'m> Session<'m> {
 
     /// Tokens of `text`, special tokens (`<|im_start|>`) parsed as such.
     pub(super) fn tokenize(&self, text: &str, add_special: bool) -> Vec<u32> {
-        self.tokens(text, add_special).into_iter().map(|t| t.0 as u32).collect()
+        self.tokens(text, add_special)
+            .into_iter()
+            .map(|t| t.0 as u32)
+            .collect()
     }
 
     fn tokens(&self, text: &str, add_special: bool) -> Vec<LlamaToken> {
-        self.model.vocab().tokenize(text.as_bytes(), add_special, true)
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), add_special, true)
     }
 
     /// The text of `tokens`, special tokens rendered as text.
@@ -158,7 +186,10 @@ impl<'m> Session<'m> {
         let n_ctx = self.ctx.n_ctx();
         let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         if prompt_tokens == 0 || prompt_tokens >= n_ctx {
-            return Err(LlmError::PromptTooLong { prompt_tokens, n_ctx });
+            return Err(LlmError::PromptTooLong {
+                prompt_tokens,
+                n_ctx,
+            });
         }
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
 
@@ -170,9 +201,13 @@ impl<'m> Session<'m> {
             self.batch.clear();
             for (i, &token) in chunk.iter().enumerate() {
                 let pos = chunk_no * self.n_batch + i;
-                self.batch.add(token, pos as i32, &[0], pos == last).map_err(|e| decode_err(&e))?;
+                self.batch
+                    .add(token, pos as i32, &[0], pos == last)
+                    .map_err(|e| decode_err(&e))?;
             }
-            self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))?;
+            self.ctx
+                .decode(&mut self.batch)
+                .map_err(|e| decode_err(&e))?;
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1e3;
 
@@ -205,8 +240,12 @@ impl<'m> Session<'m> {
                 break; // no need to evaluate a token nobody will sample from
             }
             self.batch.clear();
-            self.batch.add(token, pos as i32, &[0], true).map_err(|e| decode_err(&e))?;
-            self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))?;
+            self.batch
+                .add(token, pos as i32, &[0], true)
+                .map_err(|e| decode_err(&e))?;
+            self.ctx
+                .decode(&mut self.batch)
+                .map_err(|e| decode_err(&e))?;
             logits_at = 0;
             pos += 1;
         }
@@ -219,7 +258,10 @@ impl<'m> Session<'m> {
         Ok(Completion {
             text: full,
             finish_reason: finish,
-            usage: Usage { prompt_tokens, completion_tokens },
+            usage: Usage {
+                prompt_tokens,
+                completion_tokens,
+            },
             model: self.version.clone(),
             seed,
             prompt_ms,

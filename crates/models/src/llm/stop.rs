@@ -19,7 +19,13 @@ pub(crate) struct TextAssembler {
 
 impl TextAssembler {
     pub(crate) fn new(stops: Vec<String>) -> Self {
-        Self { stops, pending: Vec::new(), text: String::new(), emitted: 0, stopped: false }
+        Self {
+            stops,
+            pending: Vec::new(),
+            text: String::new(),
+            emitted: 0,
+            stopped: false,
+        }
     }
 
     /// Adds a token's bytes. Returns the text that is now safe to stream
@@ -61,7 +67,8 @@ impl TextAssembler {
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
-                    self.text.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
+                    self.text
+                        .push_str(&String::from_utf8_lossy(&self.pending[..valid]));
                     match e.error_len() {
                         Some(bad) => {
                             self.text.push(char::REPLACEMENT_CHARACTER);
@@ -86,7 +93,11 @@ impl TextAssembler {
     /// The byte offset of the earliest stop sequence in the unstreamed text.
     fn find_stop(&self) -> Option<usize> {
         let tail = &self.text[self.emitted..];
-        self.stops.iter().filter_map(|s| tail.find(s.as_str())).min().map(|i| self.emitted + i)
+        self.stops
+            .iter()
+            .filter_map(|s| tail.find(s.as_str()))
+            .min()
+            .map(|i| self.emitted + i)
     }
 
     /// Length of the longest suffix of `text` that is a proper prefix of a stop
@@ -129,7 +140,11 @@ mod tests {
         if !rest.is_empty() {
             streamed.push(rest);
         }
-        assert_eq!(streamed.concat(), text, "streamed text must equal the final text");
+        assert_eq!(
+            streamed.concat(),
+            text,
+            "streamed text must equal the final text"
+        );
         (streamed, text, stopped)
     }
 

@@ -69,7 +69,9 @@ struct Inner {
 
 impl std::fmt::Debug for LlmHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmHandle").field("info", &self.inner.info).finish_non_exhaustive()
+        f.debug_struct("LlmHandle")
+            .field("info", &self.inner.info)
+            .finish_non_exhaustive()
     }
 }
 
@@ -116,9 +118,14 @@ impl LlmHandle {
     pub fn load(options: LlmOptions) -> Result<Self, LlmError> {
         let version = version_tag(&options.model_path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
-                LlmError::ModelMissing { path: options.model_path.clone() }
+                LlmError::ModelMissing {
+                    path: options.model_path.clone(),
+                }
             } else {
-                LlmError::Io { path: options.model_path.clone(), source }
+                LlmError::Io {
+                    path: options.model_path.clone(),
+                    source,
+                }
             }
         })?;
         let capacity = options.queue_capacity.max(1);
@@ -130,7 +137,13 @@ impl LlmHandle {
             .spawn(move || worker(thread_options, version, queue, ready_tx))
             .map_err(|e| LlmError::Backend(format!("spawning the model thread: {e}")))?;
         let info = ready_rx.recv().map_err(|_| LlmError::WorkerGone)??;
-        Ok(Self { inner: Arc::new(Inner { jobs, info, capacity }) })
+        Ok(Self {
+            inner: Arc::new(Inner {
+                jobs,
+                info,
+                capacity,
+            }),
+        })
     }
 
     /// Facts about the loaded model.
@@ -145,7 +158,9 @@ impl LlmHandle {
 
     fn submit(&self, job: Job) -> Result<(), LlmError> {
         self.inner.jobs.try_send(job).map_err(|e| match e {
-            TrySendError::Full(_) => LlmError::QueueFull { capacity: self.inner.capacity },
+            TrySendError::Full(_) => LlmError::QueueFull {
+                capacity: self.inner.capacity,
+            },
             TrySendError::Disconnected(_) => LlmError::WorkerGone,
         })
     }
@@ -157,7 +172,11 @@ impl LlmHandle {
     ) -> Result<oneshot::Receiver<Result<Completion, LlmError>>, LlmError> {
         validate(&request)?;
         let (reply, done) = oneshot::channel();
-        self.submit(Job::Generate { request, tokens, reply })?;
+        self.submit(Job::Generate {
+            request,
+            tokens,
+            reply,
+        })?;
         Ok(done)
     }
 
@@ -193,14 +212,21 @@ impl LlmHandle {
     /// `add_special` and the model wants one).
     pub fn tokenize_blocking(&self, text: &str, add_special: bool) -> Result<Vec<u32>, LlmError> {
         let (reply, rx) = oneshot::channel();
-        self.submit(Job::Tokenize { text: text.to_owned(), add_special, reply })?;
+        self.submit(Job::Tokenize {
+            text: text.to_owned(),
+            add_special,
+            reply,
+        })?;
         rx.blocking_recv().map_err(|_| LlmError::WorkerGone)
     }
 
     /// The text of `tokens`.
     pub fn detokenize_blocking(&self, tokens: &[u32]) -> Result<String, LlmError> {
         let (reply, rx) = oneshot::channel();
-        self.submit(Job::Detokenize { tokens: tokens.to_vec(), reply })?;
+        self.submit(Job::Detokenize {
+            tokens: tokens.to_vec(),
+            reply,
+        })?;
         rx.blocking_recv().map_err(|_| LlmError::WorkerGone)
     }
 }
@@ -246,7 +272,11 @@ fn worker(
 
 fn run_job(session: &mut Session<'_>, job: Job) {
     match job {
-        Job::Generate { request, tokens, reply } => {
+        Job::Generate {
+            request,
+            tokens,
+            reply,
+        } => {
             if reply.is_closed() {
                 return; // cancelled while queued
             }
@@ -268,7 +298,11 @@ fn run_job(session: &mut Session<'_>, job: Job) {
         Job::Render { messages, reply } => {
             let _ = reply.send(session.render(&messages));
         }
-        Job::Tokenize { text, add_special, reply } => {
+        Job::Tokenize {
+            text,
+            add_special,
+            reply,
+        } => {
             let _ = reply.send(session.tokenize(&text, add_special));
         }
         Job::Detokenize { tokens, reply } => {

@@ -42,7 +42,10 @@ pub fn llm() -> &'static LlmHandle {
 pub fn embedder() -> &'static Embedder {
     static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
     EMBEDDER.get_or_init(|| {
-        match Embedder::load(&glassbox_models::minilm_dir(&models()), EmbedderOptions::default()) {
+        match Embedder::load(
+            &glassbox_models::minilm_dir(&models()),
+            EmbedderOptions::default(),
+        ) {
             Ok(e) => e,
             Err(e) => panic!("loading MiniLM: {e}"),
         }
@@ -81,8 +84,9 @@ impl Rng {
 /// like sentence embeddings (topics), unlike uniform noise.
 pub fn clustered(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<Vec<f32>> {
     let mut rng = Rng::new(seed);
-    let centres: Vec<Vec<f32>> =
-        (0..clusters).map(|_| (0..dim).map(|_| rng.normal()).collect()).collect();
+    let centres: Vec<Vec<f32>> = (0..clusters)
+        .map(|_| (0..dim).map(|_| rng.normal()).collect())
+        .collect();
     (0..n)
         .map(|_| {
             let c = &centres[(rng.next_u64() % clusters as u64) as usize];
@@ -98,7 +102,12 @@ pub fn brute_force(vectors: &[Vec<f32>], query: &[f32], k: usize) -> Vec<usize> 
     let mut scored: Vec<(usize, f32)> = vectors
         .iter()
         .enumerate()
-        .map(|(i, v)| (i, v.iter().zip(query).map(|(a, b)| a * b).sum::<f32>() / (norm(v) * qn)))
+        .map(|(i, v)| {
+            (
+                i,
+                v.iter().zip(query).map(|(a, b)| a * b).sum::<f32>() / (norm(v) * qn),
+            )
+        })
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     scored.into_iter().take(k).map(|(i, _)| i).collect()

@@ -29,14 +29,20 @@ fn paraphrase_scores_above_an_unrelated_sentence() {
         .unwrap();
     let para = cosine(&v[0], &v[1]);
     let unrelated = cosine(&v[0], &v[2]);
-    assert!(para > unrelated + 0.3, "paraphrase {para}, unrelated {unrelated}");
+    assert!(
+        para > unrelated + 0.3,
+        "paraphrase {para}, unrelated {unrelated}"
+    );
 }
 
 #[test]
 fn vectors_are_unit_length_and_384_wide() {
     let e = embedder();
     assert_eq!(e.dim(), 384);
-    for v in e.embed(&["a", "", "a much longer sentence about vector search"]).unwrap() {
+    for v in e
+        .embed(&["a", "", "a much longer sentence about vector search"])
+        .unwrap()
+    {
         assert_eq!(v.len(), 384);
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "{norm}");
@@ -54,13 +60,20 @@ fn batch_and_single_give_the_same_vectors() {
     let batch = e.embed(&texts).unwrap();
     for (text, b) in texts.iter().zip(&batch) {
         let single = e.embed_one(text).unwrap();
-        let diff = single.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let diff = single
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
         assert!(diff < 1e-4, "{text:?}: max difference {diff}");
     }
     // Small batches (several forward passes) agree with one big one.
     let small = Embedder::load(
         &glassbox_models::minilm_dir(&models()),
-        EmbedderOptions { batch_size: 1, ..Default::default() },
+        EmbedderOptions {
+            batch_size: 1,
+            ..Default::default()
+        },
     )
     .unwrap();
     let one_by_one = small.embed(&texts).unwrap();

@@ -28,15 +28,20 @@ fn unreachable_registry_is_a_clear_error() {
     );
     assert!(err.is_unavailable());
     // Nothing half-written is left behind.
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(Result::ok).collect();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
 fn missing_python_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let options =
-        FetchOptions { python: Some("/nonexistent/python3".to_owned()), ..FetchOptions::default() };
+    let options = FetchOptions {
+        python: Some("/nonexistent/python3".to_owned()),
+        ..FetchOptions::default()
+    };
     let err = fetch_models_with(dir.path(), &options, &mut |_| {}).unwrap_err();
     assert_eq!(err.code(), "fetch_python_missing");
     assert!(err.to_string().contains("GLASSBOX_PYTHON"));

@@ -52,7 +52,10 @@ fn save_and_load_round_trip() {
     assert_eq!(loaded.embedder(), Some("test-embedder@000000000000"));
     assert_eq!(loaded.chunks(), index.chunks());
     for q in vectors.iter().step_by(50) {
-        assert_eq!(loaded.search(q, 5, 0.0).unwrap(), index.search(q, 5, 0.0).unwrap());
+        assert_eq!(
+            loaded.search(q, 5, 0.0).unwrap(),
+            index.search(q, 5, 0.0).unwrap()
+        );
     }
     // Saving over an existing index replaces it.
     index.save(&path).unwrap();
@@ -94,8 +97,14 @@ fn build_index_from_documents_and_search_it() {
         "# Refund policy\n\nYou can get your money back within 30 days of purchase. \
          Refunds go to the original payment method within five business days.\n",
     );
-    write("setup.md", "# Installing Glassbox\n\nDownload the binary and run `glassbox serve`.\n");
-    write("notes.txt", "The office cat is called Pixel and likes the sunny window.\n");
+    write(
+        "setup.md",
+        "# Installing Glassbox\n\nDownload the binary and run `glassbox serve`.\n",
+    );
+    write(
+        "notes.txt",
+        "The office cat is called Pixel and likes the sunny window.\n",
+    );
     write("empty.md", "# Empty\n");
     let out = tempfile::tempdir().unwrap();
     let out = out.path().join("kb");
@@ -104,7 +113,13 @@ fn build_index_from_documents_and_search_it() {
     assert_eq!(summary.documents, 4);
     assert_eq!(summary.chunks, 3);
     assert_eq!(summary.dimensions, 384);
-    assert!(matches!(events.first(), Some(BuildProgress::Chunked { documents: 4, chunks: 3 })));
+    assert!(matches!(
+        events.first(),
+        Some(BuildProgress::Chunked {
+            documents: 4,
+            chunks: 3
+        })
+    ));
     assert!(events.contains(&BuildProgress::Embedded { done: 3, total: 3 }));
 
     let index = VectorIndex::load(&out).unwrap();
@@ -118,9 +133,16 @@ fn build_index_from_documents_and_search_it() {
     let cat = index.search(&query, 3, hits[0].score).unwrap();
     assert_eq!(cat.len(), 1, "min_score keeps only the best hit");
     let hits_notes = index
-        .search(&embedder().embed_one("what is the cat's name").unwrap(), 1, 0.0)
+        .search(
+            &embedder().embed_one("what is the cat's name").unwrap(),
+            1,
+            0.0,
+        )
         .unwrap();
-    assert_eq!(hits_notes[0].title, "notes", "a text file is titled by its stem");
+    assert_eq!(
+        hits_notes[0].title, "notes",
+        "a text file is titled by its stem"
+    );
 }
 
 #[test]

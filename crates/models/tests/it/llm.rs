@@ -14,7 +14,12 @@ fn question() -> Vec<ChatMessage> {
 }
 
 fn request(max_tokens: u32, temperature: f32, seed: Option<u32>) -> GenerateRequest {
-    GenerateRequest { max_tokens, temperature, seed, ..GenerateRequest::chat(question()) }
+    GenerateRequest {
+        max_tokens,
+        temperature,
+        seed,
+        ..GenerateRequest::chat(question())
+    }
 }
 
 #[test]
@@ -24,15 +29,30 @@ fn tokenizer_round_trip() {
     assert!(tokens.len() > 5);
     assert_eq!(llm().detokenize_blocking(&tokens).unwrap(), text);
     // Special tokens of the chat template are single tokens.
-    assert_eq!(llm().tokenize_blocking("<|im_start|>", false).unwrap().len(), 1);
+    assert_eq!(
+        llm()
+            .tokenize_blocking("<|im_start|>", false)
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
 fn chat_template_comes_from_the_gguf() {
     let info = llm().info();
-    assert!(info.chat_template.as_deref().unwrap_or("").contains("im_start"), "{info:?}");
+    assert!(
+        info.chat_template
+            .as_deref()
+            .unwrap_or("")
+            .contains("im_start"),
+        "{info:?}"
+    );
     let prompt = llm().render_prompt_blocking(question()).unwrap();
-    assert!(prompt.contains("<|im_start|>user\nName three colours"), "{prompt}");
+    assert!(
+        prompt.contains("<|im_start|>user\nName three colours"),
+        "{prompt}"
+    );
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
 }
 
@@ -47,8 +67,12 @@ fn version_tag_is_file_name_and_hash() {
 
 #[test]
 fn same_seed_gives_the_same_text() {
-    let a = llm().generate_blocking(request(16, 0.9, Some(1234))).unwrap();
-    let b = llm().generate_blocking(request(16, 0.9, Some(1234))).unwrap();
+    let a = llm()
+        .generate_blocking(request(16, 0.9, Some(1234)))
+        .unwrap();
+    let b = llm()
+        .generate_blocking(request(16, 0.9, Some(1234)))
+        .unwrap();
     assert_eq!(a.text, b.text);
     assert_eq!(a.seed, 1234);
     assert!(!a.text.is_empty());
@@ -71,7 +95,10 @@ fn usage_counts_are_exact() {
     if c.finish_reason == FinishReason::Length {
         assert_eq!(c.usage.completion_tokens, 8);
     }
-    assert_eq!(c.usage.total_tokens(), prompt_tokens + c.usage.completion_tokens);
+    assert_eq!(
+        c.usage.total_tokens(),
+        prompt_tokens + c.usage.completion_tokens
+    );
     assert!(c.model.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"));
 }
 
@@ -87,7 +114,10 @@ fn stop_sequence_cuts_the_text() {
         .unwrap_or_else(|| panic!("too short to test stops: {:?}", full.text));
     let at = full.text.find(word).unwrap();
     let stopped = llm()
-        .generate_blocking(GenerateRequest { stop: vec![word.to_owned()], ..request(24, 0.0, None) })
+        .generate_blocking(GenerateRequest {
+            stop: vec![word.to_owned()],
+            ..request(24, 0.0, None)
+        })
         .unwrap();
     assert_eq!(stopped.text, full.text[..at]);
     assert_eq!(stopped.finish_reason, FinishReason::Stop);
@@ -96,7 +126,9 @@ fn stop_sequence_cuts_the_text() {
 
 #[test]
 fn streaming_yields_the_completion_in_pieces() {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let mut stream = llm().stream(request(12, 0.0, None)).unwrap();
         let mut pieces = Vec::new();
@@ -113,11 +145,16 @@ fn streaming_yields_the_completion_in_pieces() {
 
 #[test]
 fn empty_request_is_refused_before_queueing() {
-    let err = llm().generate_blocking(GenerateRequest::default()).unwrap_err();
+    let err = llm()
+        .generate_blocking(GenerateRequest::default())
+        .unwrap_err();
     assert!(matches!(err, LlmError::EmptyInput), "{err}");
     assert_eq!(err.code(), "llm_empty_input");
     let err = llm()
-        .generate_blocking(GenerateRequest { max_tokens: 0, ..request(1, 0.0, None) })
+        .generate_blocking(GenerateRequest {
+            max_tokens: 0,
+            ..request(1, 0.0, None)
+        })
         .unwrap_err();
     assert_eq!(err.code(), "llm_invalid_request");
 }

@@ -4,9 +4,9 @@ use glassbox_planner::{HardwareCatalogue, ModelCatalogue, model};
 
 fn temp(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("glassbox-planner-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("temp dir");
     let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
+    std::fs::write(&p, text).expect("temp file");
     p
 }
 

@@ -1,3 +1,5 @@
 //! Integration tests for glassbox-trace.
 
+#![allow(clippy::unwrap_used)]
+
 mod sink;

@@ -59,26 +59,34 @@ fn memory_sink_keeps_records_and_spans_by_request() {
     sink.span(Arc::new(span(b)));
     sink.request(Arc::new(record(a)));
     assert_eq!(sink.spans_of(a).len(), 1);
-    assert_eq!(sink.request(a).map(|r| r.request_id), Some(a));
-    assert!(sink.request(b).is_none());
+    assert_eq!(sink.record(a).map(|r| r.request_id), Some(a));
+    assert!(sink.record(b).is_none());
 }
 
 #[test]
 fn bounded_sink_keeps_the_most_recent() {
     let sink = MemorySink::bounded(2);
-    let ids: Vec<RequestId> = (0..5).map(|i| RequestId(i)).collect();
+    let ids: Vec<RequestId> = (0..5).map(RequestId).collect();
     for id in &ids {
         sink.request(Arc::new(record(*id)));
     }
     assert_eq!(sink.request_count(), 2);
-    assert!(sink.request(ids[4]).is_some());
-    assert!(sink.request(ids[0]).is_none());
+    assert!(sink.record(ids[4]).is_some());
+    assert!(sink.record(ids[0]).is_none());
 }
 
 #[test]
 fn records_serialise_with_the_documented_fields() {
     let json = serde_json::to_value(record(RequestId(1))).unwrap();
-    for key in ["request_id", "topology_id", "version", "status", "path", "receipt", "explanation"] {
+    for key in [
+        "request_id",
+        "topology_id",
+        "version",
+        "status",
+        "path",
+        "receipt",
+        "explanation",
+    ] {
         assert!(json.get(key).is_some(), "missing {key}");
     }
     assert_eq!(json["status"], "ok");

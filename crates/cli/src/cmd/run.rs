@@ -1,0 +1,244 @@
+//! `glassbox run`: run one request through a topology and show its path,
+//! receipt and explanation.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use glassbox_engine::trace::{Lang, MemorySink, RequestRecord, SpanRecord};
+use glassbox_engine::{
+    BuildContext, BuildError, Outcome, Pipeline, PipelineError, PipelineOptions, RunOptions,
+};
+use serde_json::{Value, json};
+
+use super::common::{OutputFormat, load};
+use crate::exit::{self, Coded};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes: 0 ok, 1 the run failed (the trace is still printed), \
+                        2 usage, 69 a node kind cannot run here yet, 78 invalid topology or input.")]
+pub struct Args {
+    /// Topology file (JSON or YAML).
+    pub file: String,
+    /// The question, sent as `{"question": TEXT}`.
+    #[arg(long, short = 'q', conflicts_with = "input", required_unless_present = "input")]
+    pub question: Option<String>,
+    /// The request input as a JSON object.
+    #[arg(long)]
+    pub input: Option<String>,
+    /// Language of the explanation.
+    #[arg(long, value_enum, default_value_t = LangArg::En)]
+    pub lang: LangArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+    /// Request deadline in milliseconds (overrides the topology's `deadline_ms`).
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LangArg {
+    En,
+    Zh,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let input = match (&args.question, &args.input) {
+        (Some(q), _) => json!({ "question": q }),
+        (None, Some(text)) => serde_json::from_str::<Value>(text)
+            .map_err(|e| Coded::invalid(format!("`--input` is not valid JSON: {e}")))?,
+        (None, None) => {
+            return Err(anyhow::Error::new(Coded {
+                code: exit::USAGE,
+                message: "give `--question TEXT` or `--input JSON`".into(),
+            }));
+        }
+    };
+    let topology = Arc::new(load(&args.file)?);
+    let registry = glassbox_nodes::registry();
+    let sink = Arc::new(MemorySink::new());
+    let options = PipelineOptions { sink: sink.clone(), ..PipelineOptions::default() };
+    let cx = BuildContext::new(topology.clone());
+    let pipeline = Pipeline::build(topology, &registry, &cx, options).map_err(build_error)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    let lang = match args.lang {
+        LangArg::En => Lang::En,
+        LangArg::Zh => Lang::Zh,
+    };
+    let run_options = RunOptions {
+        deadline: args.deadline_ms.map(Duration::from_millis),
+        lang,
+        ..RunOptions::default()
+    };
+    let outcome = runtime.block_on(pipeline.run(input, run_options));
+    match args.format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&to_json(&outcome))?),
+        OutputFormat::Table => print!("{}", render_table(&outcome)),
+    }
+    match &outcome.result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(err) => {
+            eprintln!("error: {err} [{}]", err.code());
+            Ok(ExitCode::from(exit::FAILED))
+        }
+    }
+}
+
+fn build_error(err: PipelineError) -> anyhow::Error {
+    let code = if err.errors.iter().all(|e| matches!(e.error, BuildError::NotWired { .. } | BuildError::Unavailable { .. })) {
+        exit::UNAVAILABLE
+    } else {
+        exit::INVALID
+    };
+    let lines: Vec<String> = err.errors.iter().map(|e| format!("  {e}")).collect();
+    anyhow::Error::new(Coded {
+        code,
+        message: format!("the pipeline cannot be built:\n{}", lines.join("\n")),
+    })
+}
+
+/// The answer text: a string output, or its `text` field, or JSON.
+fn answer(output: &Value) -> String {
+    match glassbox_engine::text_of(output) {
+        Some(t) => t.to_string(),
+        None if output.is_null() => String::new(),
+        None => serde_json::to_string_pretty(output).unwrap_or_default(),
+    }
+}
+
+/// The `--format json` object.
+pub fn to_json(outcome: &Outcome) -> Value {
+    let r: &RequestRecord = &outcome.trace.record;
+    let output = match &outcome.result {
+        Ok(v) => v.clone(),
+        Err(_) => Value::Null,
+    };
+    json!({
+        "request_id": r.request_id,
+        "topology_id": r.topology_id,
+        "version": r.version,
+        "status": r.status,
+        "degraded": r.degraded,
+        "error": r.error,
+        "output": output,
+        "answer": answer(&output),
+        "duration_us": r.duration_us,
+        "path": r.path,
+        "labels": r.labels,
+        "receipt": r.receipt,
+        "explanation": r.explanation.text,
+        "explanation_lang": r.explanation.lang,
+        "facts": r.explanation.facts,
+        "spans": outcome.trace.spans.iter().map(|s| &**s).collect::<Vec<&SpanRecord>>(),
+    })
+}
+
+fn ms(us: Option<u64>) -> String {
+    us.map_or_else(|| "-".to_string(), |u| format!("{:.3}", u as f64 / 1000.0))
+}
+
+/// Columns padded to their widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::from(" ");
+        for (i, c) in cells.iter().enumerate() {
+            let last = i + 1 == cells.len();
+            s.push(' ');
+            s.push_str(c);
+            if !last {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                s.push_str(&" ".repeat(pad + 1));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// The human-readable report.
+pub fn render_table(outcome: &Outcome) -> String {
+    let r = &outcome.trace.record;
+    let mut out = String::new();
+    match &outcome.result {
+        Ok(v) => out.push_str(&format!("Answer\n  {}\n\n", answer(v).replace('\n', "\n  "))),
+        Err(e) => out.push_str(&format!("Failed\n  {e}\n\n")),
+    }
+    out.push_str(&format!(
+        "Request {}  topology {} v{}  status {}{}  {} ms\n\n",
+        r.request_id,
+        r.topology_id,
+        r.version,
+        r.status.as_str(),
+        if r.degraded { " (degraded)" } else { "" },
+        ms(Some(r.duration_us)),
+    ));
+    let nodes: Vec<Vec<String>> = r
+        .path
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut status = n.status.as_str().to_string();
+            if let Some(f) = &n.fallback {
+                status.push_str(&format!(" → {f}"));
+            }
+            vec![
+                n.id.to_string(),
+                n.kind.to_string(),
+                status,
+                n.attempts.to_string(),
+                n.label.clone().unwrap_or_default(),
+                ms(n.start_us),
+                ms(n.duration_us),
+            ]
+        })
+        .collect();
+    out.push_str("Path\n");
+    out.push_str(&table(&["NODE", "TYPE", "STATUS", "ATTEMPTS", "LABEL", "START ms", "TOOK ms"], &nodes));
+    let edges: Vec<Vec<String>> = r
+        .path
+        .edges
+        .iter()
+        .map(|e| {
+            vec![
+                format!("{} → {}", e.from, e.to),
+                if e.taken { "yes" } else { "no" }.to_string(),
+                e.why.clone(),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&table(&["EDGE", "TAKEN", "WHY"], &edges));
+    let mut lines: Vec<Vec<String>> = r
+        .receipt
+        .lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.node.to_string(),
+                l.unit.to_string(),
+                l.quantity.to_string(),
+                l.unit_price.to_string(),
+                l.amount.to_string(),
+            ]
+        })
+        .collect();
+    lines.push(vec!["TOTAL".into(), String::new(), String::new(), String::new(), r.receipt.total.to_string()]);
+    out.push_str(&format!("\nReceipt ({})\n", r.receipt.currency));
+    out.push_str(&table(&["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"], &lines));
+    out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
+    out
+}

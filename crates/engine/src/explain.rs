@@ -1,0 +1,367 @@
+//! Plain-language explanations, composed from the nodes' structured facts.
+//!
+//! Deterministic and free: no model call, just one clause per fact in path
+//! order, in English or Chinese. Stores keep the facts, so a stored request
+//! can be re-explained in the other language with [`compose`].
+
+use glassbox_trace::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord};
+
+/// Composes the explanation paragraph for a request.
+pub fn compose(
+    facts: &[NodeFacts],
+    path: &PathRecord,
+    error: Option<&ErrorRecord>,
+    lang: Lang,
+) -> String {
+    let mut main = Vec::new();
+    let mut checks = Vec::new();
+    for nf in facts {
+        for fact in &nf.facts {
+            let clause = match lang {
+                Lang::En => en(&nf.node, fact),
+                Lang::Zh => zh(&nf.node, fact),
+            };
+            if matches!(fact, Fact::Guarded { .. }) {
+                checks.push(clause);
+            } else {
+                main.push(clause);
+            }
+        }
+    }
+    if main.is_empty() && checks.is_empty() {
+        let nodes: Vec<&str> = path.taken_nodes().collect();
+        if !nodes.is_empty() {
+            main.push(match lang {
+                Lang::En => format!("the request passed through {}", nodes.join(" → ")),
+                Lang::Zh => format!("请求依次经过 {}", nodes.join(" → ")),
+            });
+        }
+    }
+    let mut text = match lang {
+        Lang::En => sentence_en(&main, &checks),
+        Lang::Zh => sentence_zh(&main, &checks),
+    };
+    if let Some(err) = error {
+        let tail = match lang {
+            Lang::En => match err.code.as_str() {
+                "cancelled" => "The request was cancelled before it finished.".to_string(),
+                _ => format!("The request failed: {}.", err.message),
+            },
+            Lang::Zh => match err.code.as_str() {
+                "cancelled" => "请求在完成前被取消。".to_string(),
+                _ => format!("请求失败：{}。", err.message),
+            },
+        };
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&tail);
+    }
+    text
+}
+
+fn join_en(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [head @ .., last] => format!("{}, and {last}", head.join(", ")),
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn sentence_en(main: &[String], checks: &[String]) -> String {
+    let body = match (main.is_empty(), checks.is_empty()) {
+        (true, true) => return String::new(),
+        (false, true) => join_en(main),
+        (true, false) => join_en(checks),
+        (false, false) => format!("{}; {}", join_en(main), join_en(checks)),
+    };
+    format!("{}.", capitalize(&body))
+}
+
+fn sentence_zh(main: &[String], checks: &[String]) -> String {
+    let all: Vec<&str> = main.iter().chain(checks).map(String::as_str).collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    format!("{}。", all.join("，"))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+fn gen_detail(
+    version: &Option<String>,
+    temperature: &Option<f64>,
+    sep: &str,
+    temp_word: &str,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = version {
+        parts.push(if v.starts_with('v') {
+            v.clone()
+        } else {
+            format!("v{v}")
+        });
+    }
+    if let Some(t) = temperature {
+        parts.push(format!("{temp_word} {t}"));
+    }
+    parts.join(sep)
+}
+
+fn en(node: &str, fact: &Fact) -> String {
+    match fact {
+        Fact::Routed {
+            label,
+            rule,
+            reason,
+        } => match rule {
+            Some(rule) => format!("the question was classified as `{label}` (rule `{rule}`)"),
+            None if reason.is_empty() => {
+                format!("the question was classified as `{label}` (default)")
+            }
+            None => format!("the question was classified as `{label}` ({reason})"),
+        },
+        Fact::Retrieved { count, titles } if titles.is_empty() => {
+            format!(
+                "{} retrieved",
+                plural(*count, "document was", "documents were")
+            )
+        }
+        Fact::Retrieved { count, titles } => format!(
+            "{} retrieved ({})",
+            plural(*count, "document was", "documents were"),
+            titles
+                .iter()
+                .map(|t| format!("“{t}”"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Fact::Embedded { model, count } => {
+            format!(
+                "{} embedded by {model}",
+                plural(*count, "text was", "texts were")
+            )
+        }
+        Fact::Templated { template_id } => {
+            format!("the prompt was built from template `{template_id}`")
+        }
+        Fact::Generated {
+            model,
+            version,
+            temperature,
+            ..
+        } => {
+            let detail = gen_detail(version, temperature, ", ", "temperature");
+            if detail.is_empty() {
+                format!("the answer was generated by {model}")
+            } else {
+                format!("the answer was generated by {model} ({detail})")
+            }
+        }
+        Fact::Guarded {
+            passed: true,
+            rules,
+            ..
+        } => {
+            format!(
+                "the output guard passed {}",
+                plural(*rules, "rule", "rules")
+            )
+        }
+        Fact::Guarded {
+            passed: false,
+            hits,
+            action,
+            ..
+        } => {
+            let hits = hits
+                .iter()
+                .map(|h| format!("`{h}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            match action.as_deref() {
+                Some("replaced") => {
+                    format!("the output guard flagged {hits} and replaced the answer")
+                }
+                Some("rerun") => {
+                    format!("the output guard flagged {hits} and had the answer regenerated")
+                }
+                _ => format!("the output guard flagged {hits}"),
+            }
+        }
+        Fact::Http { host, status } => format!("{host} answered HTTP {status}"),
+        Fact::Retried { attempts, cause } => {
+            format!("`{node}` needed {attempts} attempts (last failure: {cause})")
+        }
+        Fact::FellBack { fallback, cause } => {
+            format!("`{node}` failed ({cause}) and its fallback `{fallback}` stood in for it")
+        }
+        Fact::Reran {
+            node: up,
+            times,
+            reason,
+        } => format!(
+            "`{node}` had `{up}` re-run {} ({reason})",
+            plural(*times as usize, "time", "times")
+        ),
+        Fact::Note { en, .. } => en.clone(),
+    }
+}
+
+fn zh(node: &str, fact: &Fact) -> String {
+    match fact {
+        Fact::Routed {
+            label,
+            rule,
+            reason,
+        } => match rule {
+            Some(rule) => format!("问题被归类为「{label}」（规则 `{rule}`）"),
+            None if reason.is_empty() => format!("问题被归类为「{label}」（默认）"),
+            None => format!("问题被归类为「{label}」（{reason}）"),
+        },
+        Fact::Retrieved { count, titles } if titles.is_empty() => format!("检索到 {count} 篇文档"),
+        Fact::Retrieved { count, titles } => format!(
+            "检索到 {count} 篇文档（{}）",
+            titles
+                .iter()
+                .map(|t| format!("《{t}》"))
+                .collect::<Vec<_>>()
+                .join("、")
+        ),
+        Fact::Embedded { model, count } => format!("{count} 段文本由 {model} 向量化"),
+        Fact::Templated { template_id } => format!("提示词由模板 `{template_id}` 组装"),
+        Fact::Generated {
+            model,
+            version,
+            temperature,
+            ..
+        } => {
+            let detail = gen_detail(version, temperature, "，", "温度");
+            if detail.is_empty() {
+                format!("回答由 {model} 生成")
+            } else {
+                format!("回答由 {model}（{detail}）生成")
+            }
+        }
+        Fact::Guarded {
+            passed: true,
+            rules,
+            ..
+        } => format!("输出检查通过了 {rules} 条规则"),
+        Fact::Guarded {
+            passed: false,
+            hits,
+            action,
+            ..
+        } => {
+            let hits = hits
+                .iter()
+                .map(|h| format!("`{h}`"))
+                .collect::<Vec<_>>()
+                .join("、");
+            match action.as_deref() {
+                Some("replaced") => format!("输出检查命中 {hits}，已替换回答"),
+                Some("rerun") => format!("输出检查命中 {hits}，已重新生成回答"),
+                _ => format!("输出检查命中 {hits}"),
+            }
+        }
+        Fact::Http { host, status } => format!("{host} 返回 HTTP {status}"),
+        Fact::Retried { attempts, cause } => {
+            format!("`{node}` 共尝试 {attempts} 次（最后一次失败：{cause}）")
+        }
+        Fact::FellBack { fallback, cause } => {
+            format!("`{node}` 失败（{cause}），由备用节点 `{fallback}` 替代")
+        }
+        Fact::Reran {
+            node: up,
+            times,
+            reason,
+        } => {
+            format!("`{node}` 让 `{up}` 重新执行了 {times} 次（{reason}）")
+        }
+        Fact::Note { zh, .. } => zh.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> Vec<NodeFacts> {
+        let nf = |node: &str, facts: Vec<Fact>| NodeFacts {
+            node: node.into(),
+            kind: "k".into(),
+            facts,
+        };
+        vec![
+            nf(
+                "route",
+                vec![Fact::Routed {
+                    label: "product".into(),
+                    rule: Some("mentions_product".into()),
+                    reason: String::new(),
+                }],
+            ),
+            nf(
+                "retrieve",
+                vec![Fact::Retrieved {
+                    count: 3,
+                    titles: vec!["Pricing".into(), "Plans".into(), "Billing".into()],
+                }],
+            ),
+            nf(
+                "llm",
+                vec![Fact::Generated {
+                    model: "chat-7b".into(),
+                    version: Some("3.2.1".into()),
+                    temperature: Some(0.2),
+                    output_tokens: None,
+                }],
+            ),
+            nf(
+                "validate",
+                vec![Fact::Guarded {
+                    passed: true,
+                    rules: 4,
+                    hits: vec![],
+                    action: None,
+                }],
+            ),
+        ]
+    }
+
+    #[test]
+    fn english_reads_like_the_seed() {
+        let text = compose(&facts(), &PathRecord::default(), None, Lang::En);
+        assert_eq!(
+            text,
+            "The question was classified as `product` (rule `mentions_product`), 3 documents were \
+             retrieved (“Pricing”, “Plans”, “Billing”), and the answer was generated by chat-7b \
+             (v3.2.1, temperature 0.2); the output guard passed 4 rules."
+        );
+    }
+
+    #[test]
+    fn chinese_is_composed_too() {
+        let text = compose(&facts(), &PathRecord::default(), None, Lang::Zh);
+        assert_eq!(
+            text,
+            "问题被归类为「product」（规则 `mentions_product`），检索到 3 篇文档（《Pricing》、《Plans》、《Billing》），\
+             回答由 chat-7b（v3.2.1，温度 0.2）生成，输出检查通过了 4 条规则。"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! Usage and cost: receipts that add up exactly.
+
+use std::str::FromStr;
+
+use glassbox_engine::RunOptions;
+use glassbox_engine::trace::Unit;
+use rust_decimal::Decimal;
+use serde_json::json;
+
+use crate::support::pipeline;
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn receipts_add_up_exactly() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: priced
+version: "1"
+pricing: { currency: EUR }
+nodes:
+  - { id: route, type: test, resource: { type: cpu, cost_per_call: 0.0002, cost_per_cpu_ms: 0.00001 } }
+  - id: llm
+    type: test
+    retries: 1
+    backoff_ms: 1
+    resource: { type: gpu, model: chat-7b, cost_per_call: 0.02, cost_per_1k_input_tokens: 0.001, cost_per_1k_output_tokens: 0.004 }
+    config: { fail_times: 1, tokens: [512, 256] }
+  - { id: guard, type: test, resource: { type: cpu, cost_per_call: 0.0003 } }
+edges:
+  - { from: route, to: llm }
+  - { from: llm, to: guard }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    out.result.unwrap();
+    let r = &out.trace.record;
+    let receipt = &r.receipt;
+    assert_eq!(&*receipt.currency, "EUR");
+    assert_eq!(receipt.sum_of_lines(), receipt.total);
+    // Every attempt pays its call price: the failed one too.
+    let llm_calls = receipt
+        .lines
+        .iter()
+        .find(|l| &*l.node == "llm" && l.unit == Unit::Call)
+        .unwrap();
+    assert_eq!(llm_calls.quantity, d("2"));
+    assert_eq!(llm_calls.amount, d("0.04"));
+    let out_tokens = receipt
+        .lines
+        .iter()
+        .find(|l| l.unit == Unit::OutputTokens1k)
+        .unwrap();
+    assert_eq!(
+        (out_tokens.quantity, out_tokens.amount),
+        (d("0.256"), d("0.001024"))
+    );
+    let in_tokens = receipt
+        .lines
+        .iter()
+        .find(|l| l.unit == Unit::InputTokens1k)
+        .unwrap();
+    assert_eq!(in_tokens.amount, d("0.000512"));
+    // The CPU node is billed CPU time; the GPU node is not.
+    assert!(
+        receipt
+            .lines
+            .iter()
+            .any(|l| &*l.node == "route" && l.unit == Unit::CpuMs)
+    );
+    assert!(
+        !receipt
+            .lines
+            .iter()
+            .any(|l| &*l.node == "llm" && l.unit == Unit::CpuMs)
+    );
+    // Span costs add up to the receipt.
+    let spans_total: Decimal = out.trace.spans.iter().map(|s| s.cost).sum();
+    assert_eq!(spans_total, receipt.total);
+    for line in &receipt.lines {
+        assert_eq!(line.amount, line.quantity * line.unit_price);
+    }
+    let fixed = d("0.0002") + d("0.04") + d("0.000512") + d("0.001024") + d("0.0003");
+    let cpu: Decimal = receipt
+        .lines
+        .iter()
+        .filter(|l| l.unit == Unit::CpuMs)
+        .map(|l| l.amount)
+        .sum();
+    assert_eq!(receipt.total, fixed + cpu);
+}
+
+#[tokio::test(start_paused = true)]
+async fn json_trace_has_the_documented_shape() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: shape
+version: "2.0"
+nodes:
+  - { id: a, type: test, resource: { type: cpu, cost_per_call: 0.1 } }
+"#,
+    );
+    let out = p
+        .run(json!({"question": "hi"}), RunOptions::default())
+        .await;
+    let v = serde_json::to_value(&*out.trace.record).unwrap();
+    assert_eq!(v["topology_id"], "shape");
+    assert_eq!(v["version"], "2.0");
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["path"]["nodes"][0]["type"], "test");
+    assert_eq!(v["receipt"]["lines"][0]["unit"], "call");
+    assert_eq!(v["receipt"]["total"], "0.1");
+    assert_eq!(v["receipt"]["currency"], "USD");
+    assert!(
+        v["explanation"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("passed through a")
+    );
+}

@@ -1,0 +1,179 @@
+//! Test-only node kinds and helpers.
+//!
+//! One kind, `test`, configured per node:
+//! - `value`: the output value (default `{"node": <id>}`)
+//! - `label`: a label to emit; `label_from`: emit `input.<field>` as label
+//! - `sleep_ms`: async work taking this long (virtual time under pause)
+//! - `hang`: never finishes
+//! - `fail_times`: fail (retryable) on attempts up to this number
+//! - `bad_input`: fail, not retryable
+//! - `blocking`: run on the blocking pool
+//! - `tokens`: `[input, output]` token usage
+//! - `rerun`: `{upstream, until}`: ask for `upstream` to re-run until its
+//!   output's `n` reaches `until`
+//! - `count`: output `{"n": <calls so far>}` (a counter per node)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use glassbox_engine::trace::{Fact, MemorySink};
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, Pipeline,
+    PipelineOptions, Registry,
+};
+use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
+use serde_json::{Value, json};
+
+pub struct TestKind;
+
+impl KindSchema for TestKind {
+    fn name(&self) -> &'static str {
+        "test"
+    }
+    fn summary(&self) -> &'static str {
+        "test-only node"
+    }
+    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn labels(&self, _config: &Value) -> Labels {
+        Labels::Dynamic
+    }
+}
+
+struct TestNode {
+    config: Value,
+    id: String,
+    calls: AtomicU32,
+}
+
+impl NodeKind for TestKind {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        _cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
+        Ok(Arc::new(TestNode {
+            config: node.config.clone(),
+            id: node.id.clone(),
+            calls: AtomicU32::new(0),
+        }))
+    }
+}
+
+impl TestNode {
+    fn output(&self, cx: &NodeCx, n: u32) -> Result<NodeOutput, NodeError> {
+        let c = &self.config;
+        if c["bad_input"].as_bool() == Some(true) {
+            return Err(NodeError::BadInput("input is not acceptable".into()));
+        }
+        if let Some(times) = c["fail_times"].as_u64()
+            && u64::from(cx.attempt()) <= times
+        {
+            return Err(NodeError::Unavailable(format!(
+                "flaky dependency (attempt {})",
+                cx.attempt()
+            )));
+        }
+        if let Some(rerun) = c.get("rerun") {
+            let upstream = rerun["upstream"].as_str().unwrap_or_default();
+            let until = rerun["until"].as_u64().unwrap_or(0);
+            let got = cx
+                .output(upstream)
+                .and_then(|o| o.value["n"].as_u64())
+                .unwrap_or(0);
+            if got < until {
+                return Err(NodeError::RerunUpstream {
+                    upstream: upstream.to_string(),
+                    reason: format!("n = {got} < {until}"),
+                });
+            }
+        }
+        let value = if c["count"].as_bool() == Some(true) {
+            json!({ "n": n })
+        } else {
+            c.get("value")
+                .cloned()
+                .unwrap_or_else(|| json!({ "node": self.id }))
+        };
+        let mut out = NodeOutput::new(value);
+        if let Some(l) = c["label"].as_str() {
+            out = out.label(l).fact(Fact::Routed {
+                label: l.into(),
+                rule: Some(format!("rule_{l}")),
+                reason: String::new(),
+            });
+        }
+        if let Some(field) = c["label_from"].as_str()
+            && let Some(l) = cx.input()[field].as_str()
+        {
+            out = out.label(l);
+        }
+        if let Some(t) = c["tokens"].as_array() {
+            out = out.tokens(t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0));
+        }
+        Ok(out)
+    }
+}
+
+impl Node for TestNode {
+    fn call(&self, cx: NodeCx) -> Call {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let c = &self.config;
+        if c["hang"].as_bool() == Some(true) {
+            return Call::future(async {
+                std::future::pending::<()>().await;
+                Err(NodeError::failed("unreachable"))
+            });
+        }
+        let result = self.output(&cx, n);
+        if let Some(ms) = c["sleep_ms"].as_u64() {
+            return Call::future(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                result
+            });
+        }
+        if c["blocking"].as_bool() == Some(true) {
+            return Call::blocking(move || result);
+        }
+        Call::Ready(result)
+    }
+}
+
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register(Arc::new(TestKind));
+    r
+}
+
+/// Builds a pipeline from YAML with the test kind and an in-memory sink.
+pub fn pipeline(yaml: &str) -> (Pipeline, Arc<MemorySink>) {
+    let registry = registry();
+    let validated = match glassbox_topology::load_source(
+        Source::new("test.yaml", yaml),
+        &registry.kind_set(),
+    ) {
+        Ok(v) => v,
+        Err(glassbox_topology::TopologyError::Invalid(report)) => {
+            panic!("{}", report.render(false))
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let topology = Arc::new(validated.topology);
+    let sink = Arc::new(MemorySink::new());
+    let options = PipelineOptions {
+        sink: sink.clone(),
+        ..PipelineOptions::default()
+    };
+    let cx = BuildContext::new(topology.clone());
+    let p = Pipeline::build(topology, &registry, &cx, options).unwrap();
+    (p, sink)
+}
+
+/// Status of a node in a record's path, as a string.
+pub fn status(record: &glassbox_engine::trace::RequestRecord, node: &str) -> &'static str {
+    record
+        .path
+        .node(node)
+        .map(|n| n.status.as_str())
+        .unwrap_or("missing")
+}

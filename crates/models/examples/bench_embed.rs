@@ -1,0 +1,66 @@
+//! Embedding throughput: sentences per second at a fixed batch size.
+//!
+//! Usage: `bench_embed --sentences FILE [--batch B] [--out DIR]`. Reads one
+//! sentence per line; writes `DIR/embed-rust.json` (results) and
+//! `DIR/embed-rust.f32` (vectors of the first 64 sentences, little-endian, to
+//! compare with sentence-transformers). Part of `scripts/bench-models.sh`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use glassbox_models::{Embedder, EmbedderOptions};
+
+fn arg(name: &str, default: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let sentences_path = PathBuf::from(arg("--sentences", "target-models/bench/sentences.txt"));
+    let batch: usize = arg("--batch", "32").parse()?;
+    let runs: usize = arg("--runs", "3").parse()?;
+    let out = PathBuf::from(arg("--out", "target-models/bench"));
+    let text = std::fs::read_to_string(&sentences_path)?;
+    let sentences: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+
+    let dir = glassbox_models::minilm_dir(&glassbox_models::models_dir());
+    let embedder = Embedder::load(
+        &dir,
+        EmbedderOptions {
+            batch_size: batch,
+            ..Default::default()
+        },
+    )?;
+    let first = embedder.embed(&sentences[..64.min(sentences.len())])?; // warm-up + reference
+    let bytes: Vec<u8> = first
+        .iter()
+        .flatten()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    std::fs::write(out.join("embed-rust.f32"), bytes)?;
+
+    let mut rates = Vec::new();
+    for _ in 0..runs {
+        let started = Instant::now();
+        let vectors = embedder.embed(&sentences)?;
+        let secs = started.elapsed().as_secs_f64();
+        assert_eq!(vectors.len(), sentences.len());
+        rates.push(sentences.len() as f64 / secs);
+    }
+    rates.sort_by(f64::total_cmp);
+    let result = serde_json::json!({
+        "engine": "glassbox (candle)",
+        "sentences": sentences.len(),
+        "batch": batch,
+        "per_sec": rates[rates.len() / 2],
+    });
+    println!("{result}");
+    std::fs::write(
+        out.join("embed-rust.json"),
+        serde_json::to_vec_pretty(&result)?,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Benchmarks of the local model runtimes against their Python peers, side by
+# side on the same files, threads and data; prints a Markdown table.
+#
+#   LLM prompt/decode tok/s      glassbox (llama-cpp-2)  vs llama-cpp-python   target >= 0.9x
+#   embeddings/s (MiniLM)        glassbox (candle)       vs sentence-transformers target >= 1.0x
+#   search q/s at recall@10>=.95 glassbox (usearch)      vs hnswlib            target >= 0.8x
+#
+#   BENCH_THREADS  threads for every engine (default 2)
+#   BENCH_ONLY     run only one of: llm, embed, index
+#   BENCH_N        vectors in the search benchmark (default 100000)
+#
+# The peers live in .venv-bench (created on first run: llama-cpp-python builds
+# llama.cpp from source, torch comes from PyPI; expect several minutes and GBs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+threads=${BENCH_THREADS:-2}
+only=${BENCH_ONLY:-}
+n=${BENCH_N:-100000}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-models}
+out=$CARGO_TARGET_DIR/bench
+mkdir -p "$out"
+
+./scripts/install-deps.sh
+./scripts/fetch-models.sh
+echo "building release examples ..." >&2
+cargo build --release -p glassbox-models --examples --quiet
+bin=$CARGO_TARGET_DIR/release/examples
+
+venv=$root/.venv-bench
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv"
+fi
+py=$venv/bin/python
+if ! "$py" -c "import llama_cpp, sentence_transformers, hnswlib, numpy" 2>/dev/null; then
+  echo "installing the Python peers into .venv-bench (first run only) ..." >&2
+  "$py" -m pip install --quiet --upgrade pip
+  "$py" -m pip install --quiet llama-cpp-python sentence-transformers hnswlib numpy
+fi
+peers="$py $root/scripts/bench_models_peers.py"
+# One thread per engine unless asked otherwise, BLAS included.
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+export RAYON_NUM_THREADS=$threads
+
+if [[ -z $only || $only == llm ]]; then
+  echo "== LLM" >&2
+  "$bin/bench_llm" --threads "$threads" --out "$out"
+  $peers llm "$out" "$threads"
+fi
+if [[ -z $only || $only == embed ]]; then
+  echo "== embeddings" >&2
+  $peers sentences "$out"
+  "$bin/bench_embed" --sentences "$out/sentences.txt" --batch 32 --out "$out"
+  $peers embed "$out" 32 "$threads"
+fi
+if [[ -z $only || $only == index ]]; then
+  echo "== vector search" >&2
+  "$bin/bench_index" --n "$n" --threads "$threads" --out "$out"
+  $peers index "$out" "$threads"
+fi
+echo
+echo "Machine: $(nproc) cores $(uname -m), $(free -g | awk '/Mem:/{print $2}') GiB RAM; threads per engine: $threads"
+$peers report "$out"

@@ -1,0 +1,221 @@
+"""Python peers of the local-model benchmarks, and the side-by-side report.
+
+Run by scripts/bench-models.sh inside the .venv-bench virtualenv:
+    python bench_models_peers.py sentences OUT        # the shared embedding input
+    python bench_models_peers.py llm OUT THREADS      # llama-cpp-python
+    python bench_models_peers.py embed OUT BATCH THREADS   # sentence-transformers
+    python bench_models_peers.py index OUT THREADS    # hnswlib + numpy exact
+    python bench_models_peers.py report OUT           # the table, as Markdown
+"""
+
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+MODELS = Path(
+    os.environ.get("GLASSBOX_MODELS")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "glassbox" / "models"
+)
+
+
+def sentences(out: Path) -> None:
+    rng = random.Random(42)
+    subjects = ["the router", "a request", "the index", "our team", "the model", "a customer",
+                "the invoice", "the gateway", "each worker", "the dashboard", "my laptop", "the trace"]
+    verbs = ["explains", "retrieves", "routes", "measures", "stores", "rejects", "summarises",
+             "forwards", "caches", "validates", "renders", "schedules"]
+    objects = ["the answer", "three documents", "a refund", "the latency", "every token",
+               "the cost breakdown", "an error", "the prompt", "a small model", "the GPU budget"]
+    extras = ["before noon", "with a clear reason", "in under a second", "for the second time",
+              "without any API key", "using the local backend", "after the retry", "on Tuesday",
+              "because the guard failed", "while the queue was full"]
+    lines = []
+    for _ in range(2000):
+        parts = [rng.choice(subjects), rng.choice(verbs), rng.choice(objects)]
+        for _ in range(rng.randint(0, 6)):
+            parts.append(rng.choice(extras))
+        lines.append(" ".join(parts).capitalize() + ".")
+    (out / "sentences.txt").write_text("\n".join(lines) + "\n")
+
+
+def llm(out: Path, threads: int) -> None:
+    from llama_cpp import Llama
+
+    messages = json.loads((out / "llm-prompt.json").read_text())
+    messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+    model = Llama(
+        model_path=str(MODELS / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=threads, n_threads_batch=threads,
+        verbose=False,
+    )
+    prompt_tokens = None
+
+    def run(max_tokens):
+        nonlocal prompt_tokens
+        model.reset()
+        started = time.perf_counter()
+        first = last = None
+        pieces = 0
+        for chunk in model.create_chat_completion(
+            messages=messages, max_tokens=max_tokens, temperature=0.0, stream=True
+        ):
+            if chunk["choices"][0]["delta"].get("content"):
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                pieces += 1
+        n_prompt = model.n_tokens - pieces  # tokens in the context = prompt + generated
+        prompt_tokens = n_prompt
+        return n_prompt / (first - started), (model.n_tokens - n_prompt - 1) / (last - first)
+
+    run(8)  # warm-up
+    results = [run(128) for _ in range(3)]
+    result = {
+        "engine": "llama-cpp-python " + __import__("llama_cpp").__version__,
+        "threads": threads,
+        "prompt_tokens": prompt_tokens,
+        "prompt_tps": statistics.median(r[0] for r in results),
+        "decode_tps": statistics.median(r[1] for r in results),
+    }
+    print(json.dumps(result))
+    (out / "llm-python.json").write_text(json.dumps(result, indent=2))
+
+
+def embed(out: Path, batch: int, threads: int) -> None:
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    lines = [l for l in (out / "sentences.txt").read_text().splitlines() if l]
+    model = SentenceTransformer(str(MODELS / "all-minilm-l6-v2"), device="cpu")
+    first = model.encode(lines[:64], batch_size=batch, normalize_embeddings=True)
+    rates = []
+    for _ in range(3):
+        started = time.perf_counter()
+        model.encode(lines, batch_size=batch, normalize_embeddings=True)
+        rates.append(len(lines) / (time.perf_counter() - started))
+    ours = np.fromfile(out / "embed-rust.f32", dtype="<f4").reshape(first.shape)
+    cos = (ours * first).sum(axis=1)
+    result = {
+        "engine": f"sentence-transformers {__import__('sentence_transformers').__version__} "
+                  f"(torch {torch.__version__})",
+        "sentences": len(lines), "batch": batch, "threads": threads,
+        "per_sec": statistics.median(rates),
+        "min_cosine_vs_rust": float(cos.min()),
+    }
+    print(json.dumps(result))
+    (out / "embed-python.json").write_text(json.dumps(result, indent=2))
+
+
+def index(out: Path, threads: int) -> None:
+    import hnswlib
+    import numpy as np
+
+    meta = json.loads((out / "index-meta.json").read_text())
+    n, nq, dim, k = meta["n"], meta["queries"], meta["dim"], meta["k"]
+    base = np.fromfile(out / "base.f32", dtype="<f4").reshape(n, dim)
+    queries = np.fromfile(out / "queries.f32", dtype="<f4").reshape(nq, dim)
+    truth = np.fromfile(out / "gt.u32", dtype="<u4").reshape(nq, k)
+    started = time.perf_counter()
+    index = hnswlib.Index(space="ip", dim=dim)
+    index.init_index(max_elements=n, M=16, ef_construction=128)
+    index.set_num_threads(threads)
+    index.add_items(base, np.arange(n))
+    build_s = time.perf_counter() - started
+    index.set_num_threads(1)
+    sweep = []
+    for ef in [10, 16, 24, 32, 48, 64, 96, 128, 192, 256]:
+        index.set_ef(max(ef, k))
+        started = time.perf_counter()
+        found = 0
+        for i in range(nq):  # one query at a time, like a request
+            labels, _ = index.knn_query(queries[i : i + 1], k=k)
+            found += len(set(labels[0].tolist()) & set(truth[i].tolist()))
+        qps = nq / (time.perf_counter() - started)
+        recall = found / (nq * k)
+        print(f"hnswlib ef={ef:<4} recall@10={recall:.4f} qps={qps:.0f}", file=sys.stderr)
+        sweep.append({"ef": ef, "recall": recall, "qps": qps})
+    started = time.perf_counter()
+    for i in range(nq):
+        scores = base @ queries[i]
+        np.argpartition(-scores, k)[:k]
+    exact_qps = nq / (time.perf_counter() - started)
+    result = {"engine": "hnswlib " + getattr(hnswlib, "__version__", ""), "n": n,
+              "build_s": build_s, "exact_qps": exact_qps, "sweep": sweep}
+    print(json.dumps({k: v for k, v in result.items() if k != "sweep"}))
+    (out / "index-python.json").write_text(json.dumps(result, indent=2))
+
+
+def at_recall(sweep, target=0.95):
+    ok = [p for p in sweep if p["recall"] >= target]
+    return min(ok, key=lambda p: p["ef"]) if ok else None
+
+
+def report(out: Path) -> None:
+    def load(name):
+        path = out / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    rows = []
+
+    def row(what, ours, peer, unit, target):
+        ratio = ours / peer if ours and peer else None
+        verdict = "" if ratio is None else ("meets" if ratio >= target else "below")
+        rows.append((what, f"{ours:,.0f} {unit}" if ours else "-", f"{peer:,.0f} {unit}" if peer else "-",
+                     f"{ratio:.2f}x" if ratio else "-", f"{target}x {verdict}".strip()))
+
+    lr, lp = load("llm-rust.json"), load("llm-python.json")
+    if lr:
+        row(f"LLM prompt ({lr['prompt_tokens']} tokens, {lr['threads']} threads)", lr["prompt_tps"],
+            lp and lp["prompt_tps"], "tok/s", 0.9)
+        row("LLM decode (greedy, 128 tokens)", lr["decode_tps"], lp and lp["decode_tps"], "tok/s", 0.9)
+    er, ep = load("embed-rust.json"), load("embed-python.json")
+    if er:
+        row(f"Embeddings (MiniLM, batch {er['batch']}, {er['sentences']} sentences)", er["per_sec"],
+            ep and ep["per_sec"], "/s", 1.0)
+    ir, ip = load("index-rust.json"), load("index-python.json")
+    if ir:
+        ours = at_recall(ir["sweep"])
+        peer = at_recall(ip["sweep"]) if ip else None
+        label = "HNSW search, recall@10 >= 0.95"
+        if ours:
+            label += f" (ours ef={ours['ef']} r={ours['recall']:.3f}"
+            label += f"; hnswlib ef={peer['ef']} r={peer['recall']:.3f})" if peer else ")"
+        row(label + f", {ir['n']:,} x 384", ours and ours["qps"], peer and peer["qps"], "q/s", 0.8)
+        row("Exact search (same data; ours: usearch exact, peer: numpy)", ir["exact_qps"],
+            ip and ip["exact_qps"], "q/s", 0.0)
+        row("Index build (s, lower is better; ratio = peer/ours)", None, None, "", 0.0)
+        rows[-1] = ("Index build time", f"{ir['build_s']:.1f} s", f"{ip['build_s']:.1f} s" if ip else "-",
+                    f"{ip['build_s'] / ir['build_s']:.2f}x" if ip else "-", "")
+    print("| benchmark | glassbox | peer | ratio | target |")
+    print("|---|---:|---:|---:|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    peers = [p["engine"] for p in (lp, ep, ip) if p]
+    if peers:
+        print("\nPeers: " + "; ".join(peers) + ".")
+    if ep and "min_cosine_vs_rust" in ep:
+        print(f"Embedding agreement: min cosine(ours, sentence-transformers) over 64 sentences = "
+              f"{ep['min_cosine_vs_rust']:.6f}.")
+
+
+if __name__ == "__main__":
+    cmd, out = sys.argv[1], Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    if cmd == "sentences":
+        sentences(out)
+    elif cmd == "llm":
+        llm(out, int(sys.argv[3]))
+    elif cmd == "embed":
+        embed(out, int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "index":
+        index(out, int(sys.argv[3]))
+    elif cmd == "report":
+        report(out)
+    else:
+        sys.exit(f"unknown command {cmd}")
