@@ -5,5 +5,6 @@
 
 mod cli;
 mod fixtures;
+mod plan;
 mod props;
 mod support;

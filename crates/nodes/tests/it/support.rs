@@ -1,0 +1,21 @@
+use std::sync::Arc;
+
+use glassbox_engine::{BuildContext, Pipeline, PipelineError, PipelineOptions};
+use glassbox_topology::Source;
+
+/// Validates and builds a topology with the built-in kinds.
+pub fn try_build(name: &str, text: &str) -> Result<Pipeline, PipelineError> {
+    let registry = glassbox_nodes::registry();
+    let v = match glassbox_topology::load_source(Source::new(name, text), &registry.kind_set()) {
+        Ok(v) => v,
+        Err(glassbox_topology::TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
+        Err(e) => panic!("{e}"),
+    };
+    let topology = Arc::new(v.topology);
+    let cx = BuildContext::new(topology.clone());
+    Pipeline::build(topology, &registry, &cx, PipelineOptions::default())
+}
+
+pub fn build(name: &str, text: &str) -> Pipeline {
+    try_build(name, text).unwrap()
+}
