@@ -124,16 +124,9 @@ fn gen_detail(
 
 fn en(node: &str, fact: &Fact) -> String {
     match fact {
-        Fact::Routed {
-            label,
-            rule,
-            reason,
-        } => match rule {
+        Fact::Routed { label, rule, .. } => match rule {
             Some(rule) => format!("the question was classified as `{label}` (rule `{rule}`)"),
-            None if reason.is_empty() => {
-                format!("the question was classified as `{label}` (default)")
-            }
-            None => format!("the question was classified as `{label}` ({reason})"),
+            None => format!("the question was classified as `{label}` (no rule matched; default)"),
         },
         Fact::Retrieved { count, titles } if titles.is_empty() => {
             format!(
@@ -224,14 +217,9 @@ fn en(node: &str, fact: &Fact) -> String {
 
 fn zh(node: &str, fact: &Fact) -> String {
     match fact {
-        Fact::Routed {
-            label,
-            rule,
-            reason,
-        } => match rule {
+        Fact::Routed { label, rule, .. } => match rule {
             Some(rule) => format!("问题被归类为「{label}」（规则 `{rule}`）"),
-            None if reason.is_empty() => format!("问题被归类为「{label}」（默认）"),
-            None => format!("问题被归类为「{label}」（{reason}）"),
+            None => format!("问题被归类为「{label}」（未命中规则，使用默认）"),
         },
         Fact::Retrieved { count, titles } if titles.is_empty() => format!("检索到 {count} 篇文档"),
         Fact::Retrieved { count, titles } => format!(

@@ -87,31 +87,34 @@ pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) {
             "name the served model, e.g. `model: Qwen/Qwen2.5-7B-Instruct`",
         );
     }
-    if let Some(url) = obj.str(cx, "base_url") {
-        if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
-            cx.report(
-                Diagnostic::error(
-                    Code::BadConfig,
-                    url.span,
-                    format!("`base_url` `{}` is not an http(s) URL", url.value),
-                )
-                .at(cx.path_of("base_url"))
-                .hint("write e.g. `http://localhost:8000/v1`"),
-            );
-        }
+    if let Some(url) = obj.str(cx, "base_url")
+        && !(url.value.starts_with("http://") || url.value.starts_with("https://"))
+    {
+        cx.report(
+            Diagnostic::error(
+                Code::BadConfig,
+                url.span,
+                format!("`base_url` `{}` is not an http(s) URL", url.value),
+            )
+            .at(cx.path_of("base_url"))
+            .hint("write e.g. `http://localhost:8000/v1`"),
+        );
     }
-    if let Some(env) = obj.str(cx, "api_key_env") {
-        if env.value.is_empty()
+    if let Some(env) = obj.str(cx, "api_key_env")
+        && (env.value.is_empty()
             || !env
                 .value
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            cx.report(
-                Diagnostic::error(Code::BadConfig, env.span, "`api_key_env` must be an environment variable name")
-                    .at(cx.path_of("api_key_env"))
-                    .hint("name the variable holding the key, e.g. `OPENAI_API_KEY`, never the key itself"),
-            );
-        }
+                .all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        cx.report(
+            Diagnostic::error(
+                Code::BadConfig,
+                env.span,
+                "`api_key_env` must be an environment variable name",
+            )
+            .at(cx.path_of("api_key_env"))
+            .hint("name the variable holding the key, e.g. `OPENAI_API_KEY`, never the key itself"),
+        );
     }
 }

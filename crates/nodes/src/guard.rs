@@ -57,21 +57,27 @@ impl KindSchema for OutputGuard {
                     "name the rule; rule names appear in traces and explanations",
                 );
                 r.bool(&mut rcx, "must_match");
-                if let Some(p) = r.req_str(&mut rcx, "pattern", "give a regular expression") {
-                    if let Err(e) = regex::Regex::new(&p.value) {
-                        let msg = e.to_string();
-                        let last = msg
-                            .lines()
-                            .last()
-                            .unwrap_or("invalid pattern")
-                            .trim()
-                            .to_string();
-                        rcx.report(
-                            Diagnostic::error(Code::BadConfig, p.span, format!("regex `{}` does not compile: {last}", p.value))
-                                .at(rcx.path_of("pattern"))
-                                .hint("patterns use Rust `regex` syntax (no look-around or back-references)"),
-                        );
-                    }
+                if let Some(p) = r.req_str(&mut rcx, "pattern", "give a regular expression")
+                    && let Err(e) = regex::Regex::new(&p.value)
+                {
+                    let msg = e.to_string();
+                    let last = msg
+                        .lines()
+                        .last()
+                        .unwrap_or("invalid pattern")
+                        .trim()
+                        .to_string();
+                    rcx.report(
+                        Diagnostic::error(
+                            Code::BadConfig,
+                            p.span,
+                            format!("regex `{}` does not compile: {last}", p.value),
+                        )
+                        .at(rcx.path_of("pattern"))
+                        .hint(
+                            "patterns use Rust `regex` syntax (no look-around or back-references)",
+                        ),
+                    );
                 }
             }
         }

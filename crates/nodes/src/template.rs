@@ -24,14 +24,14 @@ impl KindSchema for Template {
             return;
         };
         obj.deny_unknown(cx, FIELDS);
-        if let Some(t) = obj.str(cx, "template") {
-            if t.value.trim().is_empty() {
-                cx.report(
-                    Diagnostic::error(Code::BadConfig, t.span, "`template` is empty")
-                        .at(cx.path_of("template"))
-                        .hint("write the prompt, e.g. `Answer: {{ input.question }}`"),
-                );
-            }
+        if let Some(t) = obj.str(cx, "template")
+            && t.value.trim().is_empty()
+        {
+            cx.report(
+                Diagnostic::error(Code::BadConfig, t.span, "`template` is empty")
+                    .at(cx.path_of("template"))
+                    .hint("write the prompt, e.g. `Answer: {{ input.question }}`"),
+            );
         }
         obj.str(cx, "template_id");
         obj.str(cx, "output");

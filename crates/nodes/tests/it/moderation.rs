@@ -42,7 +42,7 @@ async fn the_guard_replaces_answers_that_leak() {
     assert_eq!(out.result.unwrap()["text"], "Sorry, I can't repeat that.");
     let r = &out.trace.record;
     assert_eq!(r.status, RequestStatus::Ok);
-    assert!(r.explanation.text.contains("问题被归类为「general」（默认）"), "{}", r.explanation.text);
+    assert!(r.explanation.text.contains("问题被归类为「general」（未命中规则，使用默认）"), "{}", r.explanation.text);
     assert!(r.explanation.text.contains("输出检查命中 `no_email`，已替换回答"), "{}", r.explanation.text);
     let guard_span = out.trace.spans.iter().find(|s| &*s.node == "check").unwrap();
     assert_eq!(guard_span.tags.get("rules_hit").map(String::as_str), Some("no_email"));
