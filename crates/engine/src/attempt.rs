@@ -4,6 +4,12 @@
 //! The span is owned by a guard from the moment the attempt starts, so an
 //! attempt dropped mid-flight (request cancelled, deadline passed, another
 //! node failed) still records a span saying so.
+//!
+//! An attempt is split in two: [`begin`] calls the node (synchronously) and
+//! [`finish`] awaits whatever work it handed back. When the call already
+//! produced its output ([`Call::Ready`]), the executor finishes it inline
+//! ([`Begun::into_ready`]) without creating a future: that is the hot path
+//! for cheap nodes.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -15,7 +21,7 @@ use glassbox_trace::{ErrorRecord, SpanRecord, SpanRole, SpanStatus, Tags, Usage}
 use crate::cost;
 use crate::cpu::{self, CpuTimed};
 use crate::error::NodeError;
-use crate::node::{Call, NodeCx, NodeResult};
+use crate::node::{Call, NodeCx, NodeOutput, NodeResult};
 use crate::pipeline::Inner;
 use crate::request::{Ending, RequestShared, Slot, summarize};
 
@@ -52,7 +58,7 @@ impl AttemptError {
 }
 
 /// Records the attempt's span exactly once: on finish, or on drop.
-struct SpanGuard {
+pub(crate) struct SpanGuard {
     req: Arc<RequestShared>,
     node: NodeId,
     attempt: u32,
@@ -62,12 +68,16 @@ struct SpanGuard {
     input_summary: Arc<str>,
 }
 
-impl SpanGuard {
-    fn finish(mut self, end: Finish) {
-        self.record(end);
-    }
+struct End {
+    status: SpanStatus,
+    error: Option<ErrorRecord>,
+    usage: Usage,
+    tags: Tags,
+    output_summary: Arc<str>,
+}
 
-    fn record(&mut self, end: Finish) {
+impl SpanGuard {
+    fn record(&mut self, end: End) {
         let Some(role) = self.role.take() else { return };
         let req = &self.req;
         let node = req.topology.node(self.node);
@@ -90,7 +100,7 @@ impl SpanGuard {
             usage,
             cost,
             worker: req.worker.clone(),
-            input_summary: std::mem::replace(&mut self.input_summary, Arc::from("")),
+            input_summary: self.input_summary.clone(),
             output_summary: end.output_summary,
         });
     }
@@ -102,16 +112,10 @@ impl Drop for SpanGuard {
             return;
         }
         let (status, code, message) = match self.req.ending() {
-            Ending::Deadline => (
-                SpanStatus::Timeout,
-                "deadline_exceeded",
-                "request deadline exceeded",
-            ),
-            Ending::Failed => (
-                SpanStatus::Cancelled,
-                "cancelled",
-                "request failed elsewhere",
-            ),
+            Ending::Deadline => {
+                (SpanStatus::Timeout, "deadline_exceeded", "request deadline exceeded")
+            }
+            Ending::Failed => (SpanStatus::Cancelled, "cancelled", "request failed elsewhere"),
             Ending::Cancelled => (SpanStatus::Cancelled, "cancelled", "request cancelled"),
         };
         let error = ErrorRecord {
@@ -120,7 +124,7 @@ impl Drop for SpanGuard {
             node: Some(self.req.ids[self.node.0].clone()),
             attempt: Some(self.attempt),
         };
-        self.record(Finish {
+        self.record(End {
             status,
             error: Some(error),
             usage: Usage::default(),
@@ -130,16 +134,8 @@ impl Drop for SpanGuard {
     }
 }
 
-struct Finish {
-    status: SpanStatus,
-    error: Option<ErrorRecord>,
-    usage: Usage,
-    tags: Tags,
-    output_summary: Arc<str>,
-}
-
-fn micros(d: Option<Duration>) -> Option<u64> {
-    d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -149,12 +145,16 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
-/// Runs one attempt and records its span.
-pub(crate) async fn attempt(
-    inner: &Inner,
-    req: &Arc<RequestShared>,
-    spec: AttemptSpec,
-) -> Result<Slot, AttemptError> {
+/// An attempt whose node has been called.
+pub(crate) struct Begun {
+    guard: SpanGuard,
+    call: Call,
+    setup_cpu: Option<Duration>,
+    limit: Duration,
+}
+
+/// Starts an attempt: opens its span and calls the node.
+pub(crate) fn begin(inner: &Inner, req: &Arc<RequestShared>, spec: AttemptSpec) -> Begun {
     let input_summary = match spec.sources.first().and_then(|&s| req.slot(s)) {
         Some(slot) => slot.summary,
         None => req.input_summary.clone(),
@@ -168,7 +168,6 @@ pub(crate) async fn attempt(
         start_us: req.offset_us(),
         input_summary,
     };
-    let topo_node = req.topology.node(spec.node);
     let cx = NodeCx {
         req: req.clone(),
         node: spec.node,
@@ -177,9 +176,32 @@ pub(crate) async fn attempt(
         sources: spec.sources,
     };
     let built = &inner.nodes[spec.node.0];
-    let (call, setup_cpu) = cpu::measure(|| catch_unwind(AssertUnwindSafe(|| built.call(cx))));
+    let clock = inner.options.cpu_clock;
+    let (call, setup_cpu) = clock.measure(|| catch_unwind(AssertUnwindSafe(|| built.call(cx))));
     let call = call.unwrap_or_else(|p| Call::Ready(Err(NodeError::Panicked(panic_message(&*p)))));
-    let limit = topo_node.timeout;
+    Begun { guard, call, setup_cpu, limit: req.topology.node(spec.node).timeout }
+}
+
+impl Begun {
+    /// Whether the call already succeeded (finish it with `into_ready`).
+    pub fn is_ready_ok(&self) -> bool {
+        matches!(self.call, Call::Ready(Ok(_)))
+    }
+
+    /// Finishes an attempt whose call returned [`Call::Ready`].
+    pub fn into_ready(self) -> Result<Slot, AttemptError> {
+        let Begun { guard, call, setup_cpu, .. } = self;
+        match call {
+            Call::Ready(r) => conclude(guard, r.map_err(AttemptError::Node), setup_cpu),
+            // Not reachable through the executor; treat as a bug in the node.
+            _ => conclude(guard, Err(AttemptError::Node(NodeError::failed("not ready"))), None),
+        }
+    }
+}
+
+/// Awaits the attempt's work and records its span.
+pub(crate) async fn finish(begun: Begun, inner: &Inner) -> Result<Slot, AttemptError> {
+    let Begun { guard, call, setup_cpu, limit } = begun;
     let (result, work_cpu): (Result<NodeResult, AttemptError>, Option<Duration>) = match call {
         Call::Ready(r) => (Ok(r), Some(Duration::ZERO)),
         Call::Blocking(f) => {
@@ -190,19 +212,39 @@ pub(crate) async fn attempt(
                 Err(_) => (Err(AttemptError::Timeout(limit)), None),
             }
         }
-        Call::Future(f) => match tokio::time::timeout(limit, CpuTimed::new(f)).await {
-            Ok((r, used)) => (Ok(r), used),
-            Err(_) => (Err(AttemptError::Timeout(limit)), None),
-        },
+        Call::Future(f) => {
+            let timed = CpuTimed::new(f, inner.options.cpu_clock);
+            match tokio::time::timeout(limit, timed).await {
+                Ok((r, used)) => (Ok(r), used),
+                Err(_) => (Err(AttemptError::Timeout(limit)), None),
+            }
+        }
     };
-    let cpu_us = match (setup_cpu, work_cpu) {
-        (Some(a), Some(b)) => micros(Some(a + b)),
+    let cpu = match (setup_cpu, work_cpu) {
+        (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
-    let result = result.and_then(|r| r.map_err(AttemptError::Node));
+    conclude(guard, result.and_then(|r| r.map_err(AttemptError::Node)), cpu)
+}
+
+/// Runs one whole attempt.
+pub(crate) async fn attempt(
+    inner: &Inner,
+    req: &Arc<RequestShared>,
+    spec: AttemptSpec,
+) -> Result<Slot, AttemptError> {
+    finish(begin(inner, req, spec), inner).await
+}
+
+fn conclude(
+    mut guard: SpanGuard,
+    result: Result<NodeOutput, AttemptError>,
+    cpu: Option<Duration>,
+) -> Result<Slot, AttemptError> {
+    let cpu_us = cpu.map(micros);
     match result {
         Ok(output) => {
-            let summary: Arc<str> = summarize(&output.value, req.summary_chars).into();
+            let summary: Arc<str> = summarize(&output.value, guard.req.summary_chars).into();
             let usage = Usage {
                 wall_us: 0,
                 cpu_us,
@@ -210,7 +252,7 @@ pub(crate) async fn attempt(
                 output_tokens: output.tokens.output,
             };
             let output = Arc::new(output);
-            guard.finish(Finish {
+            guard.record(End {
                 status: SpanStatus::Ok,
                 error: None,
                 usage,
@@ -224,20 +266,17 @@ pub(crate) async fn attempt(
                 AttemptError::Timeout(_) => (SpanStatus::Timeout, "timeout"),
                 AttemptError::Node(e) => (SpanStatus::Error, e.code()),
             };
-            guard.finish(Finish {
+            let node = guard.req.ids[guard.node.0].clone();
+            let attempt = guard.attempt;
+            guard.record(End {
                 status,
                 error: Some(ErrorRecord {
                     code: code.into(),
                     message: err.describe(),
-                    node: Some(req.ids[spec.node.0].clone()),
-                    attempt: Some(spec.attempt),
+                    node: Some(node),
+                    attempt: Some(attempt),
                 }),
-                usage: Usage {
-                    wall_us: 0,
-                    cpu_us,
-                    input_tokens: None,
-                    output_tokens: None,
-                },
+                usage: Usage { wall_us: 0, cpu_us, input_tokens: None, output_tokens: None },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),
             });

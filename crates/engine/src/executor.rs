@@ -14,6 +14,7 @@
 //! every exit: success, failure, deadline, cancellation — and, through
 //! `Drop`, when the caller drops the future.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,10 +23,11 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use glassbox_topology::{EdgeId, NodeId};
-use glassbox_trace::{Fact, Lang, RequestRecord, SpanRecord};
+use glassbox_trace::{Fact, Lang, RequestRecord, SpanRecord, SpanRole};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::attempt::{self, AttemptSpec};
 use crate::error::ExecError;
 use crate::finish::{self, Assembly};
 use crate::node_run::{NodeDone, run_node};
@@ -70,7 +72,7 @@ pub(crate) struct NState {
 pub(crate) struct EState {
     pub resolved: bool,
     pub taken: bool,
-    pub why: String,
+    pub why: Cow<'static, str>,
 }
 
 type Running<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = NodeDone> + Send + 'a>>>;
@@ -187,7 +189,7 @@ impl<'a> Exec<'a> {
         if !incoming.is_empty() && !self.nodes[n.0].active {
             self.nodes[n.0].st = St::Skipped;
             for &e in topology.outgoing(n) {
-                self.resolve(e, false, "source skipped".to_string());
+                self.resolve(e, false, Cow::Borrowed("source skipped"));
             }
             return;
         }
@@ -197,7 +199,24 @@ impl<'a> Exec<'a> {
             .filter(|e| self.edges[e.0].taken)
             .map(|&e| topology.edge(e).from)
             .collect();
-        let fut = run_node(self.inner, self.req.clone(), n, sources);
+        let spec = AttemptSpec {
+            node: n,
+            attempt: 1,
+            role: SpanRole::Primary,
+            reruns: 0,
+            sources: sources.clone(),
+        };
+        let begun = attempt::begin(self.inner, &self.req, spec);
+        if begun.is_ready_ok() {
+            // Hot path: the node did its (cheap) work inline; no future.
+            if let Ok(slot) = begun.into_ready() {
+                self.req.set_slot(n, slot.clone());
+                let done = NodeDone { node: n, result: Ok(slot), fallback: None, facts: Vec::new() };
+                let _ = self.complete(done);
+            }
+            return;
+        }
+        let fut = run_node(self.inner, self.req.clone(), n, sources, Some(begun));
         self.running.push(Box::pin(fut));
     }
 
@@ -222,7 +241,7 @@ impl<'a> Exec<'a> {
                 for &e in self.inner.topology.outgoing(n) {
                     let edge = &mut self.edges[e.0];
                     edge.resolved = true;
-                    edge.why = "source failed".to_string();
+                    edge.why = Cow::Borrowed("source failed");
                 }
                 Some(err)
             }
@@ -237,18 +256,22 @@ impl<'a> Exec<'a> {
         for &e in inner.topology.outgoing(n) {
             let (taken, why) = match &inner.conds[e.0] {
                 EdgeCond::Always => (true, why::unconditional(src, via.as_deref())),
-                EdgeCond::Label(want) => why::label(src, via.as_deref(), want, &slot.output),
+                EdgeCond::Label(want) => {
+                    let (taken, why) = why::label(src, via.as_deref(), want, &slot.output);
+                    (taken, Cow::Owned(why))
+                }
                 EdgeCond::Expr { expr, reads } => {
                     let (outputs, labels) = maps
                         .get_or_insert_with(|| (self.req.outputs_json(), self.req.labels_json()));
-                    why::expr(expr, reads, &self.req.input, outputs, labels)
+                    let (taken, why) = why::expr(expr, reads, &self.req.input, outputs, labels);
+                    (taken, Cow::Owned(why))
                 }
             };
             self.resolve(e, taken, why);
         }
     }
 
-    fn resolve(&mut self, e: EdgeId, taken: bool, why: String) {
+    fn resolve(&mut self, e: EdgeId, taken: bool, why: Cow<'static, str>) {
         let edge = &mut self.edges[e.0];
         edge.resolved = true;
         edge.taken = taken;

@@ -2,6 +2,7 @@
 //! every node's status and every edge's reason, the receipt, the explanation
 //! and the output.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -163,11 +164,11 @@ pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
     for (i, edge) in topology.edges.iter().enumerate() {
         let e = &mut a.edges[i];
         if !e.resolved {
-            e.why = match a.nodes[edge.from.0].st {
-                St::Running => "not reached: the request ended while the source ran".to_string(),
-                St::Failed => "source failed".to_string(),
-                _ => "not reached: the request ended first".to_string(),
-            };
+            e.why = Cow::Borrowed(match a.nodes[edge.from.0].st {
+                St::Running => "not reached: the request ended while the source ran",
+                St::Failed => "source failed",
+                _ => "not reached: the request ended first",
+            });
         }
         path.edges.push(PathEdge {
             from: ids[edge.from.0].clone(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use glassbox_topology::NodeId;
 use glassbox_trace::{Fact, SpanRole};
 
-use crate::attempt::{AttemptError, AttemptSpec, attempt};
+use crate::attempt::{AttemptError, AttemptSpec, Begun, begin, finish};
 use crate::error::{ExecError, NodeError};
 use crate::pipeline::Inner;
 use crate::request::{RequestShared, Slot};
@@ -32,13 +32,15 @@ struct Attempts {
 }
 
 /// Runs `node` (and its fallback if it fails) with the given active sources.
+/// `first` is the node's first attempt when the executor already began it.
 pub(crate) async fn run_node(
     inner: &Inner,
     req: Arc<RequestShared>,
     node: NodeId,
     sources: Arc<[NodeId]>,
+    first: Option<Begun>,
 ) -> NodeDone {
-    let primary = run_attempts(inner, &req, node, SpanRole::Primary, sources.clone()).await;
+    let primary = run_attempts(inner, &req, node, SpanRole::Primary, sources.clone(), first).await;
     let mut facts = primary.facts;
     let err = match primary.result {
         Ok(slot) => {
@@ -62,7 +64,7 @@ pub(crate) async fn run_node(
     let role = SpanRole::Fallback {
         replaces: req.ids[node.0].clone(),
     };
-    let fb = run_attempts(inner, &req, fallback, role, sources).await;
+    let fb = run_attempts(inner, &req, fallback, role, sources, None).await;
     match fb.result {
         Ok(slot) => {
             // The fallback's output stands in for the failed node's.
@@ -108,6 +110,7 @@ async fn run_attempts(
     node: NodeId,
     role: SpanRole,
     sources: Arc<[NodeId]>,
+    mut first: Option<Begun>,
 ) -> Attempts {
     let policy = inner.retry[node.0];
     let mut facts = Vec::new();
@@ -117,14 +120,20 @@ async fn run_attempts(
     let mut last_cause = String::new();
     loop {
         attempt_no += 1;
-        let spec = AttemptSpec {
-            node,
-            attempt: attempt_no,
-            role: role.clone(),
-            reruns,
-            sources: sources.clone(),
+        let begun = match first.take() {
+            Some(b) => b,
+            None => {
+                let spec = AttemptSpec {
+                    node,
+                    attempt: attempt_no,
+                    role: role.clone(),
+                    reruns,
+                    sources: sources.clone(),
+                };
+                begin(inner, req, spec)
+            }
         };
-        let err = match attempt(inner, req, spec).await {
+        let err = match finish(begun, inner).await {
             Ok(slot) => {
                 req.set_slot(node, slot.clone());
                 if retries_used > 0 {
@@ -154,7 +163,7 @@ async fn run_attempts(
             let by = SpanRole::Rerun {
                 by: req.ids[node.0].clone(),
             };
-            let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources)).await;
+            let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources, None)).await;
             if let Err(e) = rerun.result {
                 return Attempts {
                     result: Err(e),

@@ -11,6 +11,7 @@ use glassbox_trace::{Lang, NoopSink, RequestId, TraceSink};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::cpu::CpuClock;
 use crate::error::{BuildError, NodeBuildError, PipelineError};
 use crate::executor::{self, Outcome};
 use crate::kind::{BuildContext, Registry};
@@ -26,6 +27,8 @@ pub struct PipelineOptions {
     pub worker: Arc<str>,
     /// Longest input/output summary kept in traces (0: none).
     pub summary_chars: usize,
+    /// How inline calls and async polls are timed for CPU billing.
+    pub cpu_clock: CpuClock,
 }
 
 impl Default for PipelineOptions {

@@ -1,5 +1,7 @@
 //! Why an edge was taken or not, in words, with the values a condition read.
 
+use std::borrow::Cow;
+
 use glassbox_topology::Expr;
 use serde_json::{Map, Value};
 
@@ -12,11 +14,11 @@ fn source(src: &str, via: Option<&str>) -> String {
     }
 }
 
-/// An edge without a condition.
-pub(crate) fn unconditional(src: &str, via: Option<&str>) -> String {
+/// An edge without a condition (taken because its source succeeded).
+pub(crate) fn unconditional(src: &str, via: Option<&str>) -> Cow<'static, str> {
     match via {
-        Some(f) => format!("no condition; {src} fell back to {f}"),
-        None => format!("no condition; {src} succeeded"),
+        Some(f) => Cow::Owned(format!("no condition; {src} fell back to {f}")),
+        None => Cow::Borrowed("no condition"),
     }
 }
 

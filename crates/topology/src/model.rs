@@ -97,6 +97,8 @@ pub struct Topology {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// The spec it was resolved from (for rendering, diffing, the API).
     pub spec: TopologySpec,
+    /// Where it was loaded from (`<stdin>` for standard input).
+    pub source_name: String,
     index: HashMap<String, NodeId>,
     incoming: Vec<Vec<EdgeId>>,
     outgoing: Vec<Vec<EdgeId>>,
@@ -121,6 +123,7 @@ pub(crate) struct Parts {
     pub edges: Vec<Edge>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub spec: TopologySpec,
+    pub source_name: String,
     /// A topological order of all nodes (the validator has checked acyclicity).
     pub order: Vec<NodeId>,
 }
@@ -154,6 +157,7 @@ impl Topology {
             edges: parts.edges,
             metadata: parts.metadata,
             spec: parts.spec,
+            source_name: parts.source_name,
             index,
             incoming,
             outgoing,
@@ -198,6 +202,20 @@ impl Topology {
         (0..self.nodes.len())
             .filter(|&i| self.outgoing[i].is_empty() && !self.nodes[i].is_fallback)
             .map(NodeId)
+    }
+
+    /// Resolves a path written in the topology (an index, a model file):
+    /// relative paths are relative to the topology file's directory, so a
+    /// topology and its data can move together.
+    pub fn resolve_path(&self, path: &str) -> std::path::PathBuf {
+        let p = std::path::Path::new(path);
+        if p.is_absolute() || self.source_name.starts_with('<') {
+            return p.to_path_buf();
+        }
+        match std::path::Path::new(&self.source_name).parent() {
+            Some(dir) => dir.join(p),
+            None => p.to_path_buf(),
+        }
     }
 
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> {

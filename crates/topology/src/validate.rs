@@ -846,6 +846,7 @@ impl Checker<'_> {
                 .map(|m| m.into_iter().collect())
                 .unwrap_or_default(),
             spec: spec.clone(),
+            source_name: self.source.name().to_string(),
             order,
         })
     }

@@ -1,5 +1,6 @@
 //! Request records: the whole story of one request.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -101,8 +102,9 @@ pub struct PathEdge {
     pub condition: Option<Arc<str>>,
     pub taken: bool,
     /// Why, in words: the label emitted and by which rule, or the condition
-    /// with the values it read, or `source skipped` / `source failed`.
-    pub why: String,
+    /// with the values it read, or `no condition`, `source skipped`,
+    /// `source failed`. (Fixed reasons are static strings: no allocation.)
+    pub why: Cow<'static, str>,
 }
 
 /// The path generated for one request.

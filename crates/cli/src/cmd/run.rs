@@ -220,7 +220,7 @@ pub fn render_table(outcome: &Outcome) -> String {
             ]
         })
         .collect();
-    out.push('\n');
+    out.push_str("\nEdges\n");
     out.push_str(&table(&["EDGE", "TAKEN", "WHY"], &edges));
     let mut lines: Vec<Vec<String>> = r
         .receipt

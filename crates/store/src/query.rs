@@ -1,0 +1,256 @@
+//! The store interface and the queries it answers.
+
+use glassbox_trace::{RequestId, RequestRecord, SpanRecord};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::row::{RequestRow, SpanRow};
+
+/// A persistent trace store. Both backends implement it and pass one shared
+/// test suite. Methods take `&mut self`: a store is one connection, owned by
+/// one thread (the writer, or a command reading).
+pub trait TraceStore: Send {
+    /// `sqlite` or `postgres`.
+    fn kind(&self) -> &'static str;
+    /// The schema version the database is at (after migrations).
+    fn schema_version(&mut self) -> Result<u32>;
+    /// Writes requests and spans in one transaction; rewriting a request id
+    /// replaces it (writes are idempotent).
+    fn write(&mut self, requests: &[RequestRow], spans: &[SpanRow]) -> Result<()>;
+    /// One request and its spans (in the order they finished).
+    fn get(&mut self, id: RequestId) -> Result<Option<StoredTrace>>;
+    /// Request summaries matching `query`.
+    fn list(&mut self, query: &ListQuery) -> Result<Vec<RequestSummary>>;
+    /// Streams the report columns of every matching request.
+    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts))
+    -> Result<()>;
+    /// Streams the report columns of every span of the matching requests.
+    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()>;
+    /// Numbers of stored requests and spans.
+    fn counts(&mut self) -> Result<(u64, u64)>;
+    /// Checks the database is whole (SQLite: `PRAGMA integrity_check`).
+    fn integrity_check(&mut self) -> Result<()>;
+}
+
+/// A stored request with its spans.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredTrace {
+    pub record: RequestRecord,
+    pub spans: Vec<SpanRecord>,
+}
+
+/// Which requests: every field narrows the set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    pub topology: Option<String>,
+    pub version: Option<String>,
+    /// `ok`, `failed` or `cancelled`.
+    pub status: Option<String>,
+    /// Started at or after (microseconds since the epoch).
+    pub since_us: Option<i64>,
+    /// Started before.
+    pub until_us: Option<i64>,
+}
+
+/// Order of `list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    /// Newest first.
+    #[default]
+    Recent,
+    /// Longest duration first.
+    Slowest,
+    /// Highest cost first.
+    Costliest,
+}
+
+/// `glassbox trace list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListQuery {
+    pub filter: Filter,
+    pub sort: Sort,
+    pub limit: u32,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery {
+            filter: Filter::default(),
+            sort: Sort::Recent,
+            limit: 50,
+        }
+    }
+}
+
+/// One line of `glassbox trace list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestSummary {
+    pub request_id: String,
+    pub topology_id: String,
+    pub version: String,
+    pub started_at_us: i64,
+    pub duration_us: i64,
+    pub status: String,
+    pub degraded: bool,
+    pub error_code: Option<String>,
+    pub cost: String,
+    pub currency: String,
+    pub path: String,
+    pub span_count: i64,
+}
+
+/// What reports read of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFacts {
+    pub topology_id: String,
+    pub version: String,
+    pub model_key: String,
+    pub started_at_us: i64,
+    pub duration_us: i64,
+    pub status: String,
+    pub degraded: bool,
+    pub timeouts: i64,
+    pub cost: f64,
+    pub path_key: String,
+    pub top_node: Option<String>,
+    pub input_chars: i64,
+}
+
+/// What reports read of a span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanFacts {
+    pub topology_id: String,
+    pub version: String,
+    pub model_key: String,
+    pub req_started_at_us: i64,
+    pub node: String,
+    pub duration_us: i64,
+    pub cost: f64,
+    pub status: String,
+}
+
+/// A bound SQL parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// Builds `WHERE ...` for a filter. `ph(n)` writes the n-th placeholder
+/// (`?n` for SQLite, `$n` for PostgreSQL); `time` names the time column and
+/// `prefix` qualifies the other columns (spans carry copies of them).
+pub(crate) fn where_clause(
+    filter: &Filter,
+    ph: fn(usize) -> String,
+    time: &str,
+    with_status: bool,
+) -> (String, Vec<Param>) {
+    let mut parts = Vec::new();
+    let mut params = Vec::new();
+    let mut push = |sql: String, p: Param| {
+        params.push(p);
+        parts.push(sql.replace('#', &ph(params.len())));
+    };
+    if let Some(t) = &filter.topology {
+        push("topology_id = #".into(), Param::Text(t.clone()));
+    }
+    if let Some(v) = &filter.version {
+        push("version = #".into(), Param::Text(v.clone()));
+    }
+    if with_status && let Some(s) = &filter.status {
+        push("status = #".into(), Param::Text(s.clone()));
+    }
+    if let Some(s) = filter.since_us {
+        push(format!("{time} >= #"), Param::Int(s));
+    }
+    if let Some(u) = filter.until_us {
+        push(format!("{time} < #"), Param::Int(u));
+    }
+    if parts.is_empty() {
+        (String::new(), params)
+    } else {
+        (format!(" WHERE {}", parts.join(" AND ")), params)
+    }
+}
+
+pub(crate) fn order_by(sort: Sort) -> &'static str {
+    match sort {
+        Sort::Recent => " ORDER BY started_at_us DESC",
+        Sort::Slowest => " ORDER BY duration_us DESC",
+        Sort::Costliest => " ORDER BY cost_f DESC",
+    }
+}
+
+/// The columns `list` reads, in `RequestSummary` order.
+pub(crate) const SUMMARY_COLUMNS: &str = "request_id, topology_id, version, started_at_us, \
+     duration_us, status, degraded, error_code, cost, currency, path_key, span_count";
+
+/// The columns `scan_requests` reads, in `RequestFacts` order.
+pub(crate) const REQUEST_FACT_COLUMNS: &str = "topology_id, version, model_key, started_at_us, \
+     duration_us, status, degraded, timeouts, cost_f, path_key, top_node, input_chars";
+
+/// The columns `scan_spans` reads, in `SpanFacts` order.
+pub(crate) const SPAN_FACT_COLUMNS: &str =
+    "topology_id, version, model_key, req_started_at_us, node, duration_us, cost_f, status";
+
+/// Every `requests` column, in `RequestRow` order.
+pub(crate) const REQUEST_COLUMNS: &[&str] = &[
+    "request_id",
+    "topology_id",
+    "version",
+    "started_at_us",
+    "ended_at_us",
+    "duration_us",
+    "status",
+    "degraded",
+    "error_code",
+    "error",
+    "path_key",
+    "path",
+    "labels",
+    "models",
+    "model_key",
+    "input_summary",
+    "output_summary",
+    "input_chars",
+    "cost",
+    "cost_f",
+    "currency",
+    "top_node",
+    "timeouts",
+    "receipt",
+    "explanation",
+    "worker",
+    "span_count",
+];
+
+/// Every `spans` column, in `SpanRow` order.
+pub(crate) const SPAN_COLUMNS: &[&str] = &[
+    "request_id",
+    "seq",
+    "topology_id",
+    "version",
+    "model_key",
+    "req_started_at_us",
+    "node",
+    "kind",
+    "attempt",
+    "role",
+    "role_ref",
+    "started_at_us",
+    "start_us",
+    "end_us",
+    "duration_us",
+    "status",
+    "error",
+    "tags",
+    "wall_us",
+    "cpu_us",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "cost_f",
+    "worker",
+    "input_summary",
+    "output_summary",
+];

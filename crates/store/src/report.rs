@@ -1,0 +1,383 @@
+//! Reports over stored requests: cost, latency percentiles, per-node time and
+//! cost shares, path mix and failure rates, per topology and group.
+//!
+//! Both stores stream narrow rows ([`RequestFacts`], [`SpanFacts`]) into the
+//! same aggregator, so SQLite and PostgreSQL give identical numbers (one
+//! percentile definition, nearest rank, exact). Memory is one `f64` per
+//! request per metric, which is 16 MB for a million requests.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
+
+/// How to slice requests within a topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupBy {
+    /// One group per topology.
+    #[default]
+    All,
+    /// UTC calendar day, `2026-11-30`.
+    Day,
+    /// ISO week, `2026-W48`.
+    Week,
+    /// Topology version.
+    Version,
+    /// The models (and versions) a request used, `llm=chat-7b@3.2.1`.
+    Model,
+}
+
+/// What to compute.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportOptions {
+    pub filter: Filter,
+    pub group_by: GroupBy,
+    /// Per-node latency and cost shares (reads every span).
+    pub nodes: bool,
+    /// Latency by input-length bucket.
+    pub input_buckets: bool,
+}
+
+/// P50/P95/P99 (and mean) of a sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// How often one value occurs in a group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Share {
+    pub key: String,
+    pub count: u64,
+    pub share: f64,
+}
+
+/// One node's numbers in a group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeReport {
+    pub node: String,
+    pub spans: u64,
+    pub latency_ms: Percentiles,
+    pub cost_total: f64,
+    /// This node's part of the group's total cost.
+    pub cost_share: f64,
+    /// Share of attempts that ended in error or timeout.
+    pub error_rate: f64,
+}
+
+/// Latency of requests whose input falls in one length bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BucketReport {
+    pub bucket: String,
+    pub requests: u64,
+    pub latency_ms: Percentiles,
+}
+
+/// One topology × group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    pub topology_id: String,
+    pub group: String,
+    pub requests: u64,
+    pub cost: Percentiles,
+    pub cost_total: f64,
+    pub latency_ms: Percentiles,
+    pub error_rate: f64,
+    pub timeout_rate: f64,
+    pub fallback_rate: f64,
+    /// Paths taken, most frequent first.
+    pub paths: Vec<Share>,
+    /// Which node was the most expensive, across requests.
+    pub top_cost_nodes: Vec<Share>,
+    pub nodes: Vec<NodeReport>,
+    pub input_buckets: Vec<BucketReport>,
+}
+
+/// The whole report, groups sorted by topology then group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub group_by: &'static str,
+    pub groups: Vec<GroupReport>,
+}
+
+/// Input-length buckets (characters of the input summary).
+const BUCKETS: &[(i64, &str)] = &[
+    (256, "<256"),
+    (1024, "256-1k"),
+    (4096, "1k-4k"),
+    (16384, "4k-16k"),
+    (i64::MAX, ">=16k"),
+];
+
+#[derive(Default)]
+struct Acc {
+    durations: Vec<f64>,
+    costs: Vec<f64>,
+    errors: u64,
+    timeouts: u64,
+    fallbacks: u64,
+    paths: HashMap<String, u64>,
+    top: HashMap<String, u64>,
+    buckets: Vec<Vec<f64>>,
+}
+
+#[derive(Default)]
+struct NodeAcc {
+    durations: Vec<f64>,
+    cost: f64,
+    errors: u64,
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01, proleptic Gregorian.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days(us: i64) -> i64 {
+    us.div_euclid(86_400_000_000)
+}
+
+/// `2026-11-30` for a time in microseconds since the epoch (UTC).
+pub fn day_key(us: i64) -> String {
+    let (y, m, d) = civil_from_days(days(us));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `2026-W48`: the ISO week of a time (UTC).
+pub fn week_key(us: i64) -> String {
+    let day = days(us);
+    let weekday = (day + 3).rem_euclid(7); // 0 = Monday; 1970-01-01 was a Thursday
+    let thursday = day - weekday + 3;
+    let (year, _, _) = civil_from_days(thursday);
+    let jan1 = days_from_civil(year, 1, 1);
+    let week = (thursday - jan1) / 7 + 1;
+    format!("{year:04}-W{week:02}")
+}
+
+fn group_key(by: GroupBy, started_us: i64, version: &str, model_key: &str) -> String {
+    match by {
+        GroupBy::All => "all".to_string(),
+        GroupBy::Day => day_key(started_us),
+        GroupBy::Week => week_key(started_us),
+        GroupBy::Version => version.to_string(),
+        GroupBy::Model => {
+            if model_key.is_empty() {
+                "(no model)".to_string()
+            } else {
+                model_key.to_string()
+            }
+        }
+    }
+}
+
+/// Nearest-rank percentiles of `values` (sorted in place).
+pub fn percentiles(values: &mut [f64]) -> Percentiles {
+    if values.is_empty() {
+        return Percentiles::default();
+    }
+    values.sort_unstable_by(f64::total_cmp);
+    let n = values.len();
+    let at = |p: f64| {
+        let rank = (p * n as f64).ceil() as usize;
+        values[rank.clamp(1, n) - 1]
+    };
+    Percentiles {
+        mean: values.iter().sum::<f64>() / n as f64,
+        p50: at(0.50),
+        p95: at(0.95),
+        p99: at(0.99),
+    }
+}
+
+fn shares(counts: HashMap<String, u64>, total: u64) -> Vec<Share> {
+    let mut v: Vec<Share> = counts
+        .into_iter()
+        .map(|(key, count)| Share {
+            key,
+            count,
+            share: ratio(count, total),
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    v
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// Computes the report from a store.
+pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Report> {
+    let mut groups: HashMap<(String, String), Acc> = HashMap::new();
+    let by = options.group_by;
+    store.scan_requests(&options.filter, &mut |r: RequestFacts| {
+        let key = (
+            r.topology_id,
+            group_key(by, r.started_at_us, &r.version, &r.model_key),
+        );
+        let acc = groups.entry(key).or_default();
+        let ms = r.duration_us as f64 / 1000.0;
+        acc.durations.push(ms);
+        acc.costs.push(r.cost);
+        acc.errors += u64::from(r.status == "failed");
+        acc.timeouts += u64::from(r.timeouts > 0);
+        acc.fallbacks += u64::from(r.degraded);
+        match acc.paths.get_mut(&r.path_key) {
+            Some(c) => *c += 1,
+            None => {
+                acc.paths.insert(r.path_key, 1);
+            }
+        }
+        if let Some(top) = r.top_node {
+            *acc.top.entry(top).or_default() += 1;
+        }
+        if options.input_buckets {
+            if acc.buckets.is_empty() {
+                acc.buckets = vec![Vec::new(); BUCKETS.len()];
+            }
+            let b = BUCKETS
+                .iter()
+                .position(|(limit, _)| r.input_chars < *limit)
+                .unwrap_or(BUCKETS.len() - 1);
+            acc.buckets[b].push(ms);
+        }
+    })?;
+
+    let mut nodes: HashMap<(String, String), BTreeMap<String, NodeAcc>> = HashMap::new();
+    if options.nodes {
+        let mut filter = options.filter.clone();
+        filter.status = None;
+        store.scan_spans(&filter, &mut |s: SpanFacts| {
+            let key = (
+                s.topology_id,
+                group_key(by, s.req_started_at_us, &s.version, &s.model_key),
+            );
+            let acc = nodes.entry(key).or_default().entry(s.node).or_default();
+            acc.durations.push(s.duration_us as f64 / 1000.0);
+            acc.cost += s.cost;
+            acc.errors += u64::from(s.status == "error" || s.status == "timeout");
+        })?;
+    }
+
+    let mut out: Vec<GroupReport> = groups
+        .into_iter()
+        .map(|((topology_id, group), mut acc)| {
+            let n = acc.durations.len() as u64;
+            let cost_total: f64 = acc.costs.iter().sum();
+            let node_accs = nodes
+                .remove(&(topology_id.clone(), group.clone()))
+                .unwrap_or_default();
+            let node_cost: f64 = node_accs.values().map(|a| a.cost).sum();
+            let mut node_reports: Vec<NodeReport> = node_accs
+                .into_iter()
+                .map(|(node, mut a)| NodeReport {
+                    spans: a.durations.len() as u64,
+                    error_rate: ratio(a.errors, a.durations.len() as u64),
+                    latency_ms: percentiles(&mut a.durations),
+                    cost_share: if node_cost > 0.0 {
+                        a.cost / node_cost
+                    } else {
+                        0.0
+                    },
+                    cost_total: a.cost,
+                    node,
+                })
+                .collect();
+            node_reports.sort_by(|a, b| b.latency_ms.p95.total_cmp(&a.latency_ms.p95));
+            let input_buckets = acc
+                .buckets
+                .iter_mut()
+                .zip(BUCKETS)
+                .filter(|(v, _)| !v.is_empty())
+                .map(|(v, (_, name))| BucketReport {
+                    bucket: (*name).to_string(),
+                    requests: v.len() as u64,
+                    latency_ms: percentiles(v),
+                })
+                .collect();
+            GroupReport {
+                requests: n,
+                cost: percentiles(&mut acc.costs),
+                cost_total,
+                latency_ms: percentiles(&mut acc.durations),
+                error_rate: ratio(acc.errors, n),
+                timeout_rate: ratio(acc.timeouts, n),
+                fallback_rate: ratio(acc.fallbacks, n),
+                paths: shares(acc.paths, n),
+                top_cost_nodes: shares(acc.top, n),
+                nodes: node_reports,
+                input_buckets,
+                topology_id,
+                group,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.topology_id
+            .cmp(&b.topology_id)
+            .then_with(|| a.group.cmp(&b.group))
+    });
+    Ok(Report {
+        group_by: match by {
+            GroupBy::All => "all",
+            GroupBy::Day => "day",
+            GroupBy::Week => "week",
+            GroupBy::Version => "version",
+            GroupBy::Model => "model",
+        },
+        groups: out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let p = percentiles(&mut v);
+        assert_eq!((p.p50, p.p95, p.p99), (50.0, 95.0, 99.0));
+        assert_eq!(p.mean, 50.5);
+        assert_eq!(percentiles(&mut [7.0]).p99, 7.0);
+        assert_eq!(percentiles(&mut []), Percentiles::default());
+    }
+
+    #[test]
+    fn calendar_keys() {
+        assert_eq!(day_key(0), "1970-01-01");
+        // 2024-02-29 12:00 UTC
+        assert_eq!(day_key(1_709_208_000_000_000), "2024-02-29");
+        // 2021-01-03 (Sunday) belongs to 2020-W53; 2021-01-04 starts 2021-W01.
+        assert_eq!(week_key(1_609_675_200_000_000), "2020-W53");
+        assert_eq!(week_key(1_609_761_600_000_000), "2021-W01");
+        // 2026-11-30 is a Monday of ISO week 49.
+        assert_eq!(week_key(1_796_040_000_000_000), "2026-W49");
+    }
+}

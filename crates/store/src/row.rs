@@ -1,0 +1,362 @@
+//! Flat rows: how a [`RequestRecord`] and its [`SpanRecord`]s map onto the
+//! `requests` and `spans` tables, and back.
+//!
+//! Both backends bind the same row structs, so a column means the same thing
+//! in SQLite and PostgreSQL. Nested parts (path, labels, receipt,
+//! explanation, tags) are JSON text; what reports group or sort by (status,
+//! path key, model key, cost, the most expensive node) gets its own column so
+//! reports never parse JSON.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use glassbox_trace::{
+    ErrorRecord, Explanation, ModelUse, PathRecord, Receipt, RequestId, RequestRecord,
+    RequestStatus, SpanRecord, SpanRole, SpanStatus, Usage,
+};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+
+use crate::error::{Result, StoreError};
+use crate::redact::Redactor;
+
+/// One `requests` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRow {
+    pub request_id: String,
+    pub topology_id: String,
+    pub version: String,
+    pub started_at_us: i64,
+    pub ended_at_us: i64,
+    pub duration_us: i64,
+    pub status: String,
+    pub degraded: bool,
+    pub error_code: Option<String>,
+    pub error: Option<String>,
+    pub path_key: String,
+    pub path: String,
+    pub labels: String,
+    pub models: String,
+    pub model_key: String,
+    pub input_summary: String,
+    pub output_summary: String,
+    pub input_chars: i64,
+    pub cost: String,
+    pub cost_f: f64,
+    pub currency: String,
+    pub top_node: Option<String>,
+    pub timeouts: i64,
+    pub receipt: String,
+    pub explanation: String,
+    pub worker: String,
+    pub span_count: i64,
+}
+
+/// One `spans` row. `model_key` and `req_started_at_us` are copied from the
+/// request so per-node reports need no join.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRow {
+    pub request_id: String,
+    pub seq: i64,
+    pub topology_id: String,
+    pub version: String,
+    pub model_key: String,
+    pub req_started_at_us: i64,
+    pub node: String,
+    pub kind: String,
+    pub attempt: i64,
+    pub role: String,
+    pub role_ref: Option<String>,
+    pub started_at_us: i64,
+    pub start_us: i64,
+    pub end_us: i64,
+    pub duration_us: i64,
+    pub status: String,
+    pub error: Option<String>,
+    pub tags: String,
+    pub wall_us: i64,
+    pub cpu_us: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cost: String,
+    pub cost_f: f64,
+    pub worker: String,
+    pub input_summary: String,
+    pub output_summary: String,
+}
+
+impl RequestRow {
+    /// The request columns of a span whose request never arrived.
+    pub fn empty() -> RequestRow {
+        RequestRow {
+            request_id: String::new(),
+            topology_id: String::new(),
+            version: String::new(),
+            started_at_us: 0,
+            ended_at_us: 0,
+            duration_us: 0,
+            status: String::new(),
+            degraded: false,
+            error_code: None,
+            error: None,
+            path_key: String::new(),
+            path: String::new(),
+            labels: String::new(),
+            models: String::new(),
+            model_key: String::new(),
+            input_summary: String::new(),
+            output_summary: String::new(),
+            input_chars: 0,
+            cost: String::new(),
+            cost_f: 0.0,
+            currency: String::new(),
+            top_node: None,
+            timeouts: 0,
+            receipt: String::new(),
+            explanation: String::new(),
+            worker: String::new(),
+            span_count: 0,
+        }
+    }
+}
+
+pub(crate) fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    // Serialising plain data with string keys cannot fail; keep a visible
+    // marker rather than panicking if it ever does.
+    serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"unserialisable\":\"{e}\"}}"))
+}
+
+/// `route>embed>retrieve>prompt>llm>validate`: the nodes that ran, in path order.
+pub fn path_key(path: &PathRecord) -> String {
+    path.taken_nodes().collect::<Vec<_>>().join(">")
+}
+
+/// `llm=chat-7b@3.2.1,...`: the models used, for grouping by model version.
+pub fn model_key(models: &[ModelUse]) -> String {
+    models
+        .iter()
+        .map(|m| match &m.version {
+            Some(v) => format!("{}={}@{v}", m.node, m.model),
+            None => format!("{}={}", m.node, m.model),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn status_str(s: SpanStatus) -> &'static str {
+    match s {
+        SpanStatus::Ok => "ok",
+        SpanStatus::Error => "error",
+        SpanStatus::Timeout => "timeout",
+        SpanStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The node that cost the most in a receipt (ties: the first listed).
+fn top_node(receipt: &Receipt) -> Option<String> {
+    let mut totals: Vec<(&str, Decimal)> = Vec::new();
+    for line in &receipt.lines {
+        match totals.iter_mut().find(|(n, _)| *n == &*line.node) {
+            Some((_, t)) => *t = t.saturating_add(line.amount),
+            None => totals.push((&line.node, line.amount)),
+        }
+    }
+    let mut best: Option<(&str, Decimal)> = None;
+    for (n, t) in totals {
+        if best.is_none_or(|(_, b)| t > b) {
+            best = Some((n, t));
+        }
+    }
+    best.filter(|(_, t)| *t > Decimal::ZERO)
+        .map(|(n, _)| n.to_string())
+}
+
+/// Encodes a finished request and its spans, redacting and truncating every
+/// summary on the way.
+pub fn encode(
+    record: &RequestRecord,
+    spans: &[Arc<SpanRecord>],
+    redactor: &Redactor,
+) -> (RequestRow, Vec<SpanRow>) {
+    let model_key = model_key(&record.models);
+    let timeouts = spans
+        .iter()
+        .filter(|s| s.status == SpanStatus::Timeout)
+        .count();
+    let req = RequestRow {
+        request_id: record.request_id.to_string(),
+        topology_id: record.topology_id.to_string(),
+        version: record.version.to_string(),
+        started_at_us: i(record.started_at_us),
+        ended_at_us: i(record.ended_at_us),
+        duration_us: i(record.duration_us),
+        status: record.status.as_str().to_string(),
+        degraded: record.degraded,
+        error_code: record.error.as_ref().map(|e| e.code.clone()),
+        error: record.error.as_ref().map(json),
+        path_key: path_key(&record.path),
+        path: json(&record.path),
+        labels: json(&record.labels),
+        models: json(&record.models),
+        model_key: model_key.clone(),
+        input_summary: redactor.apply(&record.input_summary),
+        output_summary: redactor.apply(&record.output_summary),
+        input_chars: i(record.input_summary.chars().count() as u64),
+        cost: record.receipt.total.to_string(),
+        cost_f: record.receipt.total.to_f64().unwrap_or(0.0),
+        currency: record.receipt.currency.to_string(),
+        top_node: top_node(&record.receipt),
+        timeouts: i(timeouts as u64),
+        receipt: json(&record.receipt),
+        explanation: json(&record.explanation),
+        worker: record.worker.to_string(),
+        span_count: i64::from(record.span_count),
+    };
+    let rows = spans
+        .iter()
+        .enumerate()
+        .map(|(seq, s)| encode_span(s, i(seq as u64), &req, redactor))
+        .collect();
+    (req, rows)
+}
+
+/// Encodes one span. `req` supplies the request-level columns; a span whose
+/// request never arrived gets an empty one (see the writer).
+pub fn encode_span(s: &SpanRecord, seq: i64, req: &RequestRow, redactor: &Redactor) -> SpanRow {
+    let (role, role_ref) = match &s.role {
+        SpanRole::Primary => ("primary", None),
+        SpanRole::Fallback { replaces } => ("fallback", Some(replaces.to_string())),
+        SpanRole::Rerun { by } => ("rerun", Some(by.to_string())),
+    };
+    SpanRow {
+        request_id: s.request_id.to_string(),
+        seq,
+        topology_id: req.topology_id.clone(),
+        version: req.version.clone(),
+        model_key: req.model_key.clone(),
+        req_started_at_us: if req.request_id.is_empty() {
+            i(s.started_at_us)
+        } else {
+            req.started_at_us
+        },
+        node: s.node.to_string(),
+        kind: s.kind.to_string(),
+        attempt: i64::from(s.attempt),
+        role: role.to_string(),
+        role_ref,
+        started_at_us: i(s.started_at_us),
+        start_us: i(s.start_us),
+        end_us: i(s.end_us),
+        duration_us: i(s.duration_us()),
+        status: status_str(s.status).to_string(),
+        error: s.error.as_ref().map(json),
+        tags: json(&s.tags),
+        wall_us: i(s.usage.wall_us),
+        cpu_us: s.usage.cpu_us.map(i),
+        input_tokens: s.usage.input_tokens.map(i),
+        output_tokens: s.usage.output_tokens.map(i),
+        cost: s.cost.to_string(),
+        cost_f: s.cost.to_f64().unwrap_or(0.0),
+        worker: s.worker.to_string(),
+        input_summary: redactor.apply(&s.input_summary),
+        output_summary: redactor.apply(&s.output_summary),
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(field: &'static str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::decode(field, e))
+}
+
+fn decimal(field: &'static str, text: &str) -> Result<Decimal> {
+    Decimal::from_str(text).map_err(|e| StoreError::decode(field, e))
+}
+
+/// Rebuilds the record from its row.
+pub fn decode_request(row: &RequestRow) -> Result<RequestRecord> {
+    let status = match row.status.as_str() {
+        "ok" => RequestStatus::Ok,
+        "failed" => RequestStatus::Failed,
+        "cancelled" => RequestStatus::Cancelled,
+        other => return Err(StoreError::decode("requests.status", other)),
+    };
+    let labels: BTreeMap<Arc<str>, String> = parse("requests.labels", &row.labels)?;
+    Ok(RequestRecord {
+        request_id: RequestId::from_str(&row.request_id)
+            .map_err(|e| StoreError::decode("requests.request_id", e))?,
+        topology_id: row.topology_id.as_str().into(),
+        version: row.version.as_str().into(),
+        started_at_us: u(row.started_at_us),
+        ended_at_us: u(row.ended_at_us),
+        duration_us: u(row.duration_us),
+        status,
+        degraded: row.degraded,
+        error: match &row.error {
+            Some(e) => Some(parse::<ErrorRecord>("requests.error", e)?),
+            None => None,
+        },
+        path: parse("requests.path", &row.path)?,
+        labels,
+        models: parse("requests.models", &row.models)?,
+        input_summary: row.input_summary.clone(),
+        output_summary: row.output_summary.clone(),
+        receipt: parse("requests.receipt", &row.receipt)?,
+        explanation: parse::<Explanation>("requests.explanation", &row.explanation)?,
+        worker: row.worker.as_str().into(),
+        span_count: u32::try_from(row.span_count).unwrap_or(0),
+    })
+}
+
+/// Rebuilds a span from its row.
+pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
+    let role = match (row.role.as_str(), &row.role_ref) {
+        ("primary", _) => SpanRole::Primary,
+        ("fallback", Some(r)) => SpanRole::Fallback {
+            replaces: r.as_str().into(),
+        },
+        ("rerun", Some(r)) => SpanRole::Rerun { by: r.as_str().into() },
+        (other, _) => return Err(StoreError::decode("spans.role", other)),
+    };
+    let status = match row.status.as_str() {
+        "ok" => SpanStatus::Ok,
+        "error" => SpanStatus::Error,
+        "timeout" => SpanStatus::Timeout,
+        "cancelled" => SpanStatus::Cancelled,
+        other => return Err(StoreError::decode("spans.status", other)),
+    };
+    Ok(SpanRecord {
+        request_id: RequestId::from_str(&row.request_id)
+            .map_err(|e| StoreError::decode("spans.request_id", e))?,
+        node: row.node.as_str().into(),
+        kind: row.kind.as_str().into(),
+        attempt: u32::try_from(row.attempt).unwrap_or(0),
+        role,
+        started_at_us: u(row.started_at_us),
+        start_us: u(row.start_us),
+        end_us: u(row.end_us),
+        status,
+        error: match &row.error {
+            Some(e) => Some(parse::<ErrorRecord>("spans.error", e)?),
+            None => None,
+        },
+        tags: parse("spans.tags", &row.tags)?,
+        usage: Usage {
+            wall_us: u(row.wall_us),
+            cpu_us: row.cpu_us.map(u),
+            input_tokens: row.input_tokens.map(u),
+            output_tokens: row.output_tokens.map(u),
+        },
+        cost: decimal("spans.cost", &row.cost)?,
+        worker: row.worker.as_str().into(),
+        input_summary: row.input_summary.as_str().into(),
+        output_summary: row.output_summary.as_str().into(),
+    })
+}
