@@ -37,6 +37,12 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run one request through a topology: answer, path, receipt, explanation.
     Run(cmd::run::Args),
+    /// List and show stored traces (waterfall, receipt, explanation); export over OTLP.
+    Trace(cmd::trace::Args),
+    /// Explain a stored request in plain language (English or Chinese).
+    Explain(cmd::explain::Args),
+    /// Cost and latency report per topology: P50/P95/P99, node shares, path mix, rates.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +65,9 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Trace(args) => cmd::trace::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -46,10 +46,18 @@ struct NoopNode {
 }
 
 impl NodeKind for Noop {
-    fn build(&self, node: &glassbox_topology::Node, _cx: &BuildContext) -> Result<Arc<dyn Node>, BuildError> {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        _cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
         Ok(Arc::new(NoopNode {
             value: node.config.get("value").cloned().unwrap_or(Value::Null),
-            label: node.config.get("label").and_then(Value::as_str).map(str::to_string),
+            label: node
+                .config
+                .get("label")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }))
     }
 }
@@ -85,13 +93,18 @@ edges:
 }
 
 fn fan50() -> String {
-    let mut s = String::from("topology_id: fan50\nversion: \"1\"\nnodes:\n  - { id: src, type: noop }\n");
+    let mut s =
+        String::from("topology_id: fan50\nversion: \"1\"\nnodes:\n  - { id: src, type: noop }\n");
     for i in 0..48 {
-        s.push_str(&format!("  - {{ id: n{i}, type: noop, config: {{ value: {i} }} }}\n"));
+        s.push_str(&format!(
+            "  - {{ id: n{i}, type: noop, config: {{ value: {i} }} }}\n"
+        ));
     }
     s.push_str("  - { id: join, type: noop, config: { value: done } }\nedges:\n");
     for i in 0..48 {
-        s.push_str(&format!("  - {{ from: src, to: n{i} }}\n  - {{ from: n{i}, to: join }}\n"));
+        s.push_str(&format!(
+            "  - {{ from: src, to: n{i} }}\n  - {{ from: n{i}, to: join }}\n"
+        ));
     }
     s
 }
@@ -99,14 +112,19 @@ fn fan50() -> String {
 fn pipeline(yaml: &str) -> Pipeline {
     let mut registry = Registry::new();
     registry.register(Arc::new(Noop));
-    let v = match glassbox_topology::load_source(Source::new("bench.yaml", yaml), &registry.kind_set()) {
-        Ok(v) => v,
-        Err(glassbox_topology::TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
-        Err(e) => panic!("{e}"),
-    };
+    let v =
+        match glassbox_topology::load_source(Source::new("bench.yaml", yaml), &registry.kind_set())
+        {
+            Ok(v) => v,
+            Err(glassbox_topology::TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
+            Err(e) => panic!("{e}"),
+        };
     let topology = Arc::new(v.topology);
     let sink = Arc::new(MemorySink::bounded(10_000));
-    let options = PipelineOptions { sink, ..PipelineOptions::default() };
+    let options = PipelineOptions {
+        sink,
+        ..PipelineOptions::default()
+    };
     let cx = BuildContext::new(topology.clone());
     match Pipeline::build(topology, &registry, &cx, options) {
         Ok(p) => p,
@@ -124,7 +142,10 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 
 /// One request at a time on one thread: latencies in nanoseconds.
 fn latency(p: &Pipeline, input: &Value, duration: Duration) -> Vec<u64> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     rt.block_on(async {
         let mut lat = Vec::new();
         let start = Instant::now();
@@ -139,7 +160,13 @@ fn latency(p: &Pipeline, input: &Value, duration: Duration) -> Vec<u64> {
 }
 
 /// Requests per second with `inflight` concurrent requests on `workers` threads.
-fn throughput(p: &Pipeline, input: &Value, workers: usize, inflight: usize, duration: Duration) -> f64 {
+fn throughput(
+    p: &Pipeline,
+    input: &Value,
+    workers: usize,
+    inflight: usize,
+    duration: Duration,
+) -> f64 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_time()
@@ -170,7 +197,10 @@ fn throughput(p: &Pipeline, input: &Value, workers: usize, inflight: usize, dura
 }
 
 fn main() {
-    let secs: f64 = std::env::var("BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3.0);
+    let secs: f64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
     let duration = Duration::from_secs_f64(secs);
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let input = json!({"question": "What does the Pro plan cost?"});

@@ -112,10 +112,16 @@ impl Drop for SpanGuard {
             return;
         }
         let (status, code, message) = match self.req.ending() {
-            Ending::Deadline => {
-                (SpanStatus::Timeout, "deadline_exceeded", "request deadline exceeded")
-            }
-            Ending::Failed => (SpanStatus::Cancelled, "cancelled", "request failed elsewhere"),
+            Ending::Deadline => (
+                SpanStatus::Timeout,
+                "deadline_exceeded",
+                "request deadline exceeded",
+            ),
+            Ending::Failed => (
+                SpanStatus::Cancelled,
+                "cancelled",
+                "request failed elsewhere",
+            ),
             Ending::Cancelled => (SpanStatus::Cancelled, "cancelled", "request cancelled"),
         };
         let error = ErrorRecord {
@@ -179,7 +185,12 @@ pub(crate) fn begin(inner: &Inner, req: &Arc<RequestShared>, spec: AttemptSpec) 
     let clock = inner.options.cpu_clock;
     let (call, setup_cpu) = clock.measure(|| catch_unwind(AssertUnwindSafe(|| built.call(cx))));
     let call = call.unwrap_or_else(|p| Call::Ready(Err(NodeError::Panicked(panic_message(&*p)))));
-    Begun { guard, call, setup_cpu, limit: req.topology.node(spec.node).timeout }
+    Begun {
+        guard,
+        call,
+        setup_cpu,
+        limit: req.topology.node(spec.node).timeout,
+    }
 }
 
 impl Begun {
@@ -190,18 +201,32 @@ impl Begun {
 
     /// Finishes an attempt whose call returned [`Call::Ready`].
     pub fn into_ready(self) -> Result<Slot, AttemptError> {
-        let Begun { guard, call, setup_cpu, .. } = self;
+        let Begun {
+            guard,
+            call,
+            setup_cpu,
+            ..
+        } = self;
         match call {
             Call::Ready(r) => conclude(guard, r.map_err(AttemptError::Node), setup_cpu),
             // Not reachable through the executor; treat as a bug in the node.
-            _ => conclude(guard, Err(AttemptError::Node(NodeError::failed("not ready"))), None),
+            _ => conclude(
+                guard,
+                Err(AttemptError::Node(NodeError::failed("not ready"))),
+                None,
+            ),
         }
     }
 }
 
 /// Awaits the attempt's work and records its span.
 pub(crate) async fn finish(begun: Begun, inner: &Inner) -> Result<Slot, AttemptError> {
-    let Begun { guard, call, setup_cpu, limit } = begun;
+    let Begun {
+        guard,
+        call,
+        setup_cpu,
+        limit,
+    } = begun;
     let (result, work_cpu): (Result<NodeResult, AttemptError>, Option<Duration>) = match call {
         Call::Ready(r) => (Ok(r), Some(Duration::ZERO)),
         Call::Blocking(f) => {
@@ -224,16 +249,11 @@ pub(crate) async fn finish(begun: Begun, inner: &Inner) -> Result<Slot, AttemptE
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
-    conclude(guard, result.and_then(|r| r.map_err(AttemptError::Node)), cpu)
-}
-
-/// Runs one whole attempt.
-pub(crate) async fn attempt(
-    inner: &Inner,
-    req: &Arc<RequestShared>,
-    spec: AttemptSpec,
-) -> Result<Slot, AttemptError> {
-    finish(begin(inner, req, spec), inner).await
+    conclude(
+        guard,
+        result.and_then(|r| r.map_err(AttemptError::Node)),
+        cpu,
+    )
 }
 
 fn conclude(
@@ -276,7 +296,12 @@ fn conclude(
                     node: Some(node),
                     attempt: Some(attempt),
                 }),
-                usage: Usage { wall_us: 0, cpu_us, input_tokens: None, output_tokens: None },
+                usage: Usage {
+                    wall_us: 0,
+                    cpu_us,
+                    input_tokens: None,
+                    output_tokens: None,
+                },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),
             });

@@ -86,13 +86,15 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<Duration>) {
 pub struct CpuTimed<F> {
     inner: Pin<Box<F>>,
     used: Option<Duration>,
+    clock: CpuClock,
 }
 
 impl<F: Future> CpuTimed<F> {
-    pub fn new(inner: F) -> Self {
+    pub fn new(inner: F, clock: CpuClock) -> Self {
         CpuTimed {
             inner: Box::pin(inner),
             used: Some(Duration::ZERO),
+            clock,
         }
     }
 }

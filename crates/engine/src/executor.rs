@@ -117,7 +117,7 @@ pub(crate) async fn execute(inner: &Inner, input: Value, options: RunOptions) ->
         .map(|_| EState {
             resolved: false,
             taken: false,
-            why: String::new(),
+            why: Cow::Borrowed(""),
         })
         .collect();
     let mut ex = Exec {
@@ -211,7 +211,12 @@ impl<'a> Exec<'a> {
             // Hot path: the node did its (cheap) work inline; no future.
             if let Ok(slot) = begun.into_ready() {
                 self.req.set_slot(n, slot.clone());
-                let done = NodeDone { node: n, result: Ok(slot), fallback: None, facts: Vec::new() };
+                let done = NodeDone {
+                    node: n,
+                    result: Ok(slot),
+                    fallback: None,
+                    facts: Vec::new(),
+                };
                 let _ = self.complete(done);
             }
             return;

@@ -37,6 +37,7 @@ impl Default for PipelineOptions {
             sink: Arc::new(NoopSink),
             worker: "local".into(),
             summary_chars: 200,
+            cpu_clock: CpuClock::default(),
         }
     }
 }

@@ -18,11 +18,14 @@ pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// A PostgreSQL call failed.
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", pg_message(.0))]
     Postgres(#[from] postgres::Error),
     /// A stored column could not be decoded.
     #[error("corrupt stored value in `{field}`: {message}")]
-    Decode { field: &'static str, message: String },
+    Decode {
+        field: &'static str,
+        message: String,
+    },
     /// A redaction rule is not a valid regular expression.
     #[error("invalid redaction pattern `{pattern}`: {message}")]
     BadPattern { pattern: String, message: String },
@@ -71,6 +74,17 @@ impl StoreError {
             field,
             message: err.to_string(),
         }
+    }
+}
+
+/// The server's own message when there is one ("db error" alone says nothing).
+fn pg_message(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => match db.hint() {
+            Some(hint) => format!("{} (hint: {hint})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => err.to_string(),
     }
 }
 

@@ -176,9 +176,7 @@ mod tests {
             "store_bad_url"
         );
         assert_eq!(
-            StoreUrl::parse("postgres://u:pw@h/db")
-                .unwrap()
-                .to_string(),
+            StoreUrl::parse("postgres://u:pw@h/db").unwrap().to_string(),
             "postgres://u:***@h/db"
         );
     }

@@ -48,7 +48,10 @@ pub fn find_bin() -> Result<PathBuf> {
         if dir.join("initdb").is_file() {
             return Ok(dir);
         }
-        return Err(fail(format!("no `initdb` in GLASSBOX_PG_BIN `{}`", dir.display())));
+        return Err(fail(format!(
+            "no `initdb` in GLASSBOX_PG_BIN `{}`",
+            dir.display()
+        )));
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -69,7 +72,9 @@ pub fn find_bin() -> Result<PathBuf> {
             return Ok(dir);
         }
     }
-    Err(fail("PostgreSQL server binaries (`initdb`, `pg_ctl`) not found"))
+    Err(fail(
+        "PostgreSQL server binaries (`initdb`, `pg_ctl`) not found",
+    ))
 }
 
 fn is_root() -> bool {
@@ -143,7 +148,8 @@ impl TempPostgres {
                 pg.dir.display()
             );
             if !options.durable {
-                settings.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+                settings
+                    .push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
             }
             let out = pg
                 .command("pg_ctl")

@@ -12,9 +12,9 @@ use postgres::{Client, NoTls};
 
 use crate::error::{Result, StoreError};
 use crate::query::{
-    Filter, ListQuery, Param, REQUEST_COLUMNS, REQUEST_FACT_COLUMNS, RequestFacts,
-    RequestSummary, SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace,
-    TraceStore, order_by, where_clause,
+    Filter, ListQuery, Param, REQUEST_COLUMNS, REQUEST_FACT_COLUMNS, RequestFacts, RequestSummary,
+    SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace, TraceStore, order_by,
+    where_clause,
 };
 use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
 
@@ -151,10 +151,7 @@ pub fn redact_password(url: &str) -> String {
 }
 
 /// Keeps the last row for each key (one statement may not upsert a key twice).
-fn last_per_key<'a, T, K: std::hash::Hash + Eq>(
-    rows: &'a [T],
-    key: impl Fn(&T) -> K,
-) -> Vec<&'a T> {
+fn last_per_key<T, K: std::hash::Hash + Eq>(rows: &[T], key: impl Fn(&T) -> K) -> Vec<&T> {
     let mut seen = HashSet::new();
     let mut out: Vec<&T> = rows.iter().rev().filter(|r| seen.insert(key(r))).collect();
     out.reverse();
@@ -292,8 +289,8 @@ impl TraceStore for PostgresStore {
             tx.execute(
                 &self.insert_request,
                 &[
-                    &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13,
-                    &c14, &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
+                    &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13, &c14,
+                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
                 ],
             )?;
         }
@@ -343,8 +340,8 @@ impl TraceStore for PostgresStore {
             tx.execute(
                 &self.insert_span,
                 &[
-                    &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13,
-                    &c14, &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
+                    &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13, &c14,
+                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
                 ],
             )?;
         }
@@ -403,11 +400,7 @@ impl TraceStore for PostgresStore {
             .collect()
     }
 
-    fn scan_requests(
-        &mut self,
-        filter: &Filter,
-        each: &mut dyn FnMut(RequestFacts),
-    ) -> Result<()> {
+    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
         use postgres::fallible_iterator::FallibleIterator;
         let (cond, params) = where_clause(filter, ph, "started_at_us", true);
         let sql = format!("SELECT {REQUEST_FACT_COLUMNS} FROM requests{cond}");

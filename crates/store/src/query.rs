@@ -22,8 +22,7 @@ pub trait TraceStore: Send {
     /// Request summaries matching `query`.
     fn list(&mut self, query: &ListQuery) -> Result<Vec<RequestSummary>>;
     /// Streams the report columns of every matching request.
-    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts))
-    -> Result<()>;
+    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()>;
     /// Streams the report columns of every span of the matching requests.
     fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()>;
     /// Numbers of stored requests and spans.

@@ -48,7 +48,10 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
         "api_key",
         r#"(?i)\b(?:api[_-]?key|secret|access[_-]?token|auth[_-]?token|password)\b["']?\s*[:=]\s*["']?[^\s"',;]{6,}"#,
     ),
-    ("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+    (
+        "email",
+        r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+    ),
     // International or grouped numbers: +1 415 555 0100, (415) 555-0100, 415-555-0100.
     (
         "phone",

@@ -322,7 +322,9 @@ pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
         ("fallback", Some(r)) => SpanRole::Fallback {
             replaces: r.as_str().into(),
         },
-        ("rerun", Some(r)) => SpanRole::Rerun { by: r.as_str().into() },
+        ("rerun", Some(r)) => SpanRole::Rerun {
+            by: r.as_str().into(),
+        },
         (other, _) => return Err(StoreError::decode("spans.role", other)),
     };
     let status = match row.status.as_str() {

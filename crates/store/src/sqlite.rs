@@ -13,9 +13,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 
 use crate::error::{Result, StoreError};
 use crate::query::{
-    Filter, ListQuery, Param, REQUEST_COLUMNS, REQUEST_FACT_COLUMNS, RequestFacts,
-    RequestSummary, SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace,
-    TraceStore, order_by, where_clause,
+    Filter, ListQuery, Param, REQUEST_COLUMNS, REQUEST_FACT_COLUMNS, RequestFacts, RequestSummary,
+    SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace, TraceStore, order_by,
+    where_clause,
 };
 use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
 
@@ -282,10 +282,7 @@ impl TraceStore for SqliteStore {
             "SELECT {} FROM requests WHERE request_id = ?1",
             REQUEST_COLUMNS.join(", ")
         );
-        let row = self
-            .conn
-            .query_row(&sql, [&key], request_row)
-            .optional()?;
+        let row = self.conn.query_row(&sql, [&key], request_row).optional()?;
         let Some(row) = row else { return Ok(None) };
         let sql = format!(
             "SELECT {} FROM spans WHERE request_id = ?1 ORDER BY seq",
@@ -331,11 +328,7 @@ impl TraceStore for SqliteStore {
         Ok(rows)
     }
 
-    fn scan_requests(
-        &mut self,
-        filter: &Filter,
-        each: &mut dyn FnMut(RequestFacts),
-    ) -> Result<()> {
+    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
         let (cond, params) = where_clause(filter, ph, "started_at_us", true);
         let sql = format!("SELECT {REQUEST_FACT_COLUMNS} FROM requests{cond}");
         let mut stmt = self.conn.prepare(&sql)?;

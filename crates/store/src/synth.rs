@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use glassbox_trace::{
     ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge, PathNode,
-    PathRecord, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord, SpanRole,
-    SpanStatus, Tags, Unit, Usage,
+    PathRecord, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord, SpanRole, SpanStatus,
+    Tags, Unit, Usage,
 };
 use rust_decimal::Decimal;
 
@@ -160,7 +160,11 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
         };
         let mut tags = Tags::new();
         if step.node == "route" {
-            let label = if req.retrieval { "need_retrieval" } else { "direct_answer" };
+            let label = if req.retrieval {
+                "need_retrieval"
+            } else {
+                "direct_answer"
+            };
             tags.insert("label".into(), label.into());
         }
         let error = match step.status {
@@ -249,7 +253,12 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
         node: "route".into(),
         kind: "router".into(),
         facts: vec![Fact::Routed {
-            label: if req.retrieval { "need_retrieval" } else { "direct_answer" }.into(),
+            label: if req.retrieval {
+                "need_retrieval"
+            } else {
+                "direct_answer"
+            }
+            .into(),
             rule: None,
             reason: "default".into(),
         }],
@@ -267,7 +276,12 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
     let mut labels = BTreeMap::new();
     labels.insert(
         Arc::from("route"),
-        if req.retrieval { "need_retrieval" } else { "direct_answer" }.to_string(),
+        if req.retrieval {
+            "need_retrieval"
+        } else {
+            "direct_answer"
+        }
+        .to_string(),
     );
     let record = RequestRecord {
         request_id: req.id,

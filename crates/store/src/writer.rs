@@ -172,6 +172,7 @@ impl StoreWriter {
 
     fn send(&self, msg: Msg) -> Result<()> {
         let Some(tx) = self.sender() else {
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::WriterClosed);
         };
         let depth = self.counters.depth.fetch_add(1, Ordering::Relaxed) + 1;

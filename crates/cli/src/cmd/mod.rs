@@ -2,8 +2,11 @@
 
 pub mod common;
 pub mod diff;
+pub mod explain;
 pub mod graph;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod schema;
+pub mod trace;
 pub mod validate;

@@ -15,13 +15,20 @@ use super::common::{OutputFormat, load};
 use crate::exit::{self, Coded};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit codes: 0 ok, 1 the run failed (the trace is still printed), \
-                        2 usage, 69 a node kind cannot run here yet, 78 invalid topology or input.")]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 the run failed (the trace is still printed), \
+                        2 usage, 69 a node kind cannot run here yet, 78 invalid topology or input."
+)]
 pub struct Args {
     /// Topology file (JSON or YAML).
     pub file: String,
     /// The question, sent as `{"question": TEXT}`.
-    #[arg(long, short = 'q', conflicts_with = "input", required_unless_present = "input")]
+    #[arg(
+        long,
+        short = 'q',
+        conflicts_with = "input",
+        required_unless_present = "input"
+    )]
     pub question: Option<String>,
     /// The request input as a JSON object.
     #[arg(long)]
@@ -58,10 +65,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let topology = Arc::new(load(&args.file)?);
     let registry = glassbox_nodes::registry();
     let sink = Arc::new(MemorySink::new());
-    let options = PipelineOptions { sink: sink.clone(), ..PipelineOptions::default() };
+    let options = PipelineOptions {
+        sink: sink.clone(),
+        ..PipelineOptions::default()
+    };
     let cx = BuildContext::new(topology.clone());
     let pipeline = Pipeline::build(topology, &registry, &cx, options).map_err(build_error)?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
     let lang = match args.lang {
         LangArg::En => Lang::En,
         LangArg::Zh => Lang::Zh,
@@ -86,7 +98,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn build_error(err: PipelineError) -> anyhow::Error {
-    let code = if err.errors.iter().all(|e| matches!(e.error, BuildError::NotWired { .. } | BuildError::Unavailable { .. })) {
+    let code = if err.errors.iter().all(|e| {
+        matches!(
+            e.error,
+            BuildError::NotWired { .. } | BuildError::Unavailable { .. }
+        )
+    }) {
         exit::UNAVAILABLE
     } else {
         exit::INVALID
@@ -174,7 +191,10 @@ pub fn render_table(outcome: &Outcome) -> String {
     let r = &outcome.trace.record;
     let mut out = String::new();
     match &outcome.result {
-        Ok(v) => out.push_str(&format!("Answer\n  {}\n\n", answer(v).replace('\n', "\n  "))),
+        Ok(v) => out.push_str(&format!(
+            "Answer\n  {}\n\n",
+            answer(v).replace('\n', "\n  ")
+        )),
         Err(e) => out.push_str(&format!("Failed\n  {e}\n\n")),
     }
     out.push_str(&format!(
@@ -207,7 +227,12 @@ pub fn render_table(outcome: &Outcome) -> String {
         })
         .collect();
     out.push_str("Path\n");
-    out.push_str(&table(&["NODE", "TYPE", "STATUS", "ATTEMPTS", "LABEL", "START ms", "TOOK ms"], &nodes));
+    out.push_str(&table(
+        &[
+            "NODE", "TYPE", "STATUS", "ATTEMPTS", "LABEL", "START ms", "TOOK ms",
+        ],
+        &nodes,
+    ));
     let edges: Vec<Vec<String>> = r
         .path
         .edges
@@ -216,7 +241,7 @@ pub fn render_table(outcome: &Outcome) -> String {
             vec![
                 format!("{} → {}", e.from, e.to),
                 if e.taken { "yes" } else { "no" }.to_string(),
-                e.why.clone(),
+                e.why.to_string(),
             ]
         })
         .collect();
@@ -236,9 +261,18 @@ pub fn render_table(outcome: &Outcome) -> String {
             ]
         })
         .collect();
-    lines.push(vec!["TOTAL".into(), String::new(), String::new(), String::new(), r.receipt.total.to_string()]);
+    lines.push(vec![
+        "TOTAL".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        r.receipt.total.to_string(),
+    ]);
     out.push_str(&format!("\nReceipt ({})\n", r.receipt.currency));
-    out.push_str(&table(&["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"], &lines));
+    out.push_str(&table(
+        &["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"],
+        &lines,
+    ));
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
 }

@@ -7,4 +7,5 @@ mod cli;
 mod fixtures;
 mod plan;
 mod props;
+mod run;
 mod support;

@@ -22,7 +22,10 @@ edges:
     );
     let out = p.run(json!({"p": "x"}), RunOptions::default()).await;
     let err = out.result.unwrap_err();
-    assert_eq!(err.to_string(), "node `check` failed on attempt 1: output of `prompt` violates blocklist (password)");
+    assert_eq!(
+        err.to_string(),
+        "node `check` failed on attempt 1: output of `prompt` violates blocklist (password)"
+    );
 }
 
 #[tokio::test]
@@ -47,7 +50,19 @@ edges:
     let out = p.run(json!({}), RunOptions::default()).await;
     let err = out.result.unwrap_err();
     assert!(err.to_string().contains("still violates json_schema ($.answer: expected \"string\", found integer) after 2 re-run(s)"), "{err}");
-    let reruns = out.trace.spans.iter().filter(|s| matches!(s.role, SpanRole::Rerun { .. })).count();
+    let reruns = out
+        .trace
+        .spans
+        .iter()
+        .filter(|s| matches!(s.role, SpanRole::Rerun { .. }))
+        .count();
     assert_eq!(reruns, 2);
-    assert_eq!(out.trace.spans.iter().filter(|s| &*s.node == "check").count(), 3);
+    assert_eq!(
+        out.trace
+            .spans
+            .iter()
+            .filter(|s| &*s.node == "check")
+            .count(),
+        3
+    );
 }

@@ -14,7 +14,9 @@ fn serve(responses: Vec<&'static str>) -> u16 {
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for body in responses {
-            let Ok((mut stream, _)) = listener.accept() else { return };
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
             let mut buf = [0u8; 4096];
             let _ = stream.read(&mut buf);
             let _ = stream.write_all(body.as_bytes());
@@ -45,9 +47,18 @@ nodes:
         ),
     );
     let out = p.run(json!({}), RunOptions::default()).await;
-    assert_eq!(out.result.unwrap(), json!({"status": 200, "body": {"ok": true}}));
+    assert_eq!(
+        out.result.unwrap(),
+        json!({"status": 200, "body": {"ok": true}})
+    );
     let spans = &out.trace.spans;
     assert_eq!(spans.len(), 2);
     assert_eq!(spans[0].error.as_ref().unwrap().code, "unavailable");
-    assert!(out.trace.record.explanation.text.contains("127.0.0.1 answered HTTP 200"));
+    assert!(
+        out.trace
+            .record
+            .explanation
+            .text
+            .contains("127.0.0.1 answered HTTP 200")
+    );
 }

@@ -7,18 +7,30 @@ use serde_json::json;
 use crate::support::{build, try_build};
 
 fn example() -> glassbox_engine::Pipeline {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/moderation.yaml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/moderation.yaml"
+    ))
+    .unwrap();
     build("moderation.yaml", &text)
 }
 
 #[tokio::test]
 async fn pricing_questions_take_the_pricing_branch() {
     let p = example();
-    let out = p.run(json!({"question": "What is the price of Pro?"}), RunOptions::default()).await;
+    let out = p
+        .run(
+            json!({"question": "What is the price of Pro?"}),
+            RunOptions::default(),
+        )
+        .await;
     let v = out.result.unwrap();
     assert!(v["text"].as_str().unwrap().starts_with("Plans start at $9"));
     let r = &out.trace.record;
-    assert_eq!(r.path.taken_nodes().collect::<Vec<_>>(), vec!["route", "pricing_answer", "check"]);
+    assert_eq!(
+        r.path.taken_nodes().collect::<Vec<_>>(),
+        vec!["route", "pricing_answer", "check"]
+    );
     assert_eq!(
         r.path.edge("route", "pricing_answer").unwrap().why,
         "label pricing emitted by route (rule mentions_price)"
@@ -31,21 +43,49 @@ async fn pricing_questions_take_the_pricing_branch() {
     );
     let spans = &out.trace.spans;
     assert_eq!(spans.len(), 3);
-    assert_eq!(spans[1].tags.get("template_id").map(String::as_str), Some("pricing-v2"));
+    assert_eq!(
+        spans[1].tags.get("template_id").map(String::as_str),
+        Some("pricing-v2")
+    );
 }
 
 #[tokio::test]
 async fn the_guard_replaces_answers_that_leak() {
     let p = example();
-    let opts = RunOptions { lang: Lang::Zh, ..RunOptions::default() };
-    let out = p.run(json!({"question": "write to me at bob@example.com"}), opts).await;
+    let opts = RunOptions {
+        lang: Lang::Zh,
+        ..RunOptions::default()
+    };
+    let out = p
+        .run(json!({"question": "write to me at bob@example.com"}), opts)
+        .await;
     assert_eq!(out.result.unwrap()["text"], "Sorry, I can't repeat that.");
     let r = &out.trace.record;
     assert_eq!(r.status, RequestStatus::Ok);
-    assert!(r.explanation.text.contains("问题被归类为「general」（未命中规则，使用默认）"), "{}", r.explanation.text);
-    assert!(r.explanation.text.contains("输出检查命中 `no_email`，已替换回答"), "{}", r.explanation.text);
-    let guard_span = out.trace.spans.iter().find(|s| &*s.node == "check").unwrap();
-    assert_eq!(guard_span.tags.get("rules_hit").map(String::as_str), Some("no_email"));
+    assert!(
+        r.explanation
+            .text
+            .contains("问题被归类为「general」（未命中规则，使用默认）"),
+        "{}",
+        r.explanation.text
+    );
+    assert!(
+        r.explanation
+            .text
+            .contains("输出检查命中 `no_email`，已替换回答"),
+        "{}",
+        r.explanation.text
+    );
+    let guard_span = out
+        .trace
+        .spans
+        .iter()
+        .find(|s| &*s.node == "check")
+        .unwrap();
+    assert_eq!(
+        guard_span.tags.get("rules_hit").map(String::as_str),
+        Some("no_email")
+    );
 }
 
 #[tokio::test]
@@ -62,7 +102,11 @@ nodes:
     let out = p.run(json!({"name": "Ada"}), RunOptions::default()).await;
     let err = out.result.unwrap_err();
     assert_eq!(err.node(), Some("prompt"));
-    assert!(err.to_string().contains("template `prompt` failed to render"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("template `prompt` failed to render"),
+        "{err}"
+    );
     assert_eq!(out.trace.record.status, RequestStatus::Failed);
 }
 
@@ -88,15 +132,25 @@ edges:
 
 #[test]
 fn model_kinds_are_not_wired_yet() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/rag-chat-v3.json"));
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/rag-chat-v3.json"
+    ));
     let Ok(text) = text else { return };
     let registry = glassbox_nodes::registry();
-    let Ok(v) = glassbox_topology::load_source(glassbox_topology::Source::new("rag.json", text.clone()), &registry.kind_set()) else {
+    let Ok(v) = glassbox_topology::load_source(
+        glassbox_topology::Source::new("rag.json", text.clone()),
+        &registry.kind_set(),
+    ) else {
         return;
     };
     drop(v);
     let err = try_build("rag.json", &text).unwrap_err();
-    let codes: Vec<_> = err.errors.iter().map(|e| (e.node.as_str(), e.error.code())).collect();
+    let codes: Vec<_> = err
+        .errors
+        .iter()
+        .map(|e| (e.node.as_str(), e.error.code()))
+        .collect();
     assert!(codes.contains(&("llm", "not_wired")), "{codes:?}");
     assert!(codes.contains(&("embed", "not_wired")), "{codes:?}");
 }

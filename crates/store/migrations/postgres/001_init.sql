@@ -11,7 +11,7 @@ CREATE TABLE requests (
     ended_at_us    BIGINT NOT NULL,
     duration_us    BIGINT NOT NULL,
     status         TEXT NOT NULL,
-    degraded       BIGINT NOT NULL,
+    degraded       BOOLEAN NOT NULL,
     error_code     TEXT,
     error          TEXT,
     path_key       TEXT NOT NULL,

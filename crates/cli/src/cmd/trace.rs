@@ -1,0 +1,515 @@
+//! `glassbox trace list | show | export`: read the stored traces.
+//!
+//! Also home of the pieces `explain` and `report` share: the `--store`
+//! option, opening the store with exit-coded errors, and time parsing.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use glassbox_store::otlp::{OtlpExporter, Protocol};
+use glassbox_store::report::{day_key, days_from_civil};
+use glassbox_store::{
+    Filter, ListQuery, RequestSummary, Sort, StoreError, StoreUrl, StoredTrace, TraceStore,
+};
+use glassbox_trace::{RequestId, SpanRole};
+use serde_json::json;
+
+use super::common::OutputFormat;
+use crate::exit::{self, Coded};
+
+/// `--store`, shared by every command that reads or writes traces.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArg {
+    /// Trace store: `sqlite:///path/traces.db` or `postgres://user@host/db`
+    /// [default: $XDG_DATA_HOME/glassbox/traces.db].
+    #[arg(long, env = "GLASSBOX_STORE", value_name = "URL")]
+    pub store: Option<String>,
+}
+
+impl StoreArg {
+    /// Opens the store; a bad URL is exit 78, an unreachable store exit 69.
+    pub fn open(&self) -> anyhow::Result<Box<dyn TraceStore>> {
+        let url = StoreUrl::resolve(self.store.as_deref()).map_err(store_error)?;
+        glassbox_store::open_store(&url).map_err(store_error)
+    }
+}
+
+/// Maps store errors onto documented exit codes.
+pub fn store_error(err: StoreError) -> anyhow::Error {
+    let code = match &err {
+        StoreError::BadUrl { .. } | StoreError::BadPattern { .. } => exit::INVALID,
+        StoreError::Open { .. } | StoreError::Export { .. } => exit::UNAVAILABLE,
+        _ => exit::FAILED,
+    };
+    anyhow::Error::new(Coded {
+        code,
+        message: format!("{err} [{}]", err.code()),
+    })
+}
+
+/// Filters shared by `trace list`, `trace export` and `report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    /// Only this topology id.
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// Only this topology version.
+    #[arg(long = "topology-version", value_name = "VERSION")]
+    pub version: Option<String>,
+    /// Requests that started at or after TIME: `2026-11-30`,
+    /// `2026-11-30T12:00:00Z`, Unix seconds, or an age like `90m`, `24h`, `7d`.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Requests that started before TIME (same forms as `--since`).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+}
+
+impl FilterArgs {
+    pub fn filter(&self, status: Option<String>) -> anyhow::Result<Filter> {
+        let now = glassbox_trace::unix_micros_now();
+        let time = |t: &Option<String>, flag: &str| -> anyhow::Result<Option<i64>> {
+            t.as_deref()
+                .map(|s| {
+                    parse_time(s, now).map_err(|e| Coded::invalid(format!("`--{flag} {s}`: {e}")))
+                })
+                .transpose()
+        };
+        Ok(Filter {
+            topology: self.topology.clone(),
+            version: self.version.clone(),
+            status,
+            since_us: time(&self.since, "since")?,
+            until_us: time(&self.until, "until")?,
+        })
+    }
+}
+
+/// Parses a time into microseconds since the epoch (UTC).
+pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
+    let now = i64::try_from(now_us).unwrap_or(i64::MAX);
+    let s = s.trim();
+    let units = [
+        ('s', 1_000_000i64),
+        ('m', 60_000_000),
+        ('h', 3_600_000_000),
+        ('d', 86_400_000_000),
+        ('w', 604_800_000_000),
+    ];
+    if let Some(last) = s.chars().last()
+        && let Some((_, scale)) = units.iter().find(|(c, _)| *c == last)
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+    {
+        return Ok(now.saturating_sub(n.saturating_mul(*scale)));
+    }
+    if let Ok(secs) = s.parse::<i64>() {
+        return Ok(secs.saturating_mul(1_000_000));
+    }
+    let bad = || {
+        format!(
+            "`{s}` is not a time (expected 2026-11-30, 2026-11-30T12:00:00Z, Unix seconds or an age like 24h)"
+        )
+    };
+    let (date, clock) = match s.split_once(['T', ' ']) {
+        Some((d, c)) => (d, Some(c.trim_end_matches('Z'))),
+        None => (s, None),
+    };
+    let parts: Vec<&str> = date.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let (y, m, d) = (
+        i64::from_str(y).map_err(|_| bad())?,
+        u32::from_str(m).map_err(|_| bad())?,
+        u32::from_str(d).map_err(|_| bad())?,
+    );
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    let mut us = days_from_civil(y, m, d) * 86_400_000_000;
+    if let Some(c) = clock {
+        let hms: Vec<&str> = c.split(':').collect();
+        let mut scale = 3_600_000_000i64;
+        for part in hms.iter().take(3) {
+            let v = f64::from_str(part).map_err(|_| bad())?;
+            us += (v * scale as f64) as i64;
+            scale /= 60;
+        }
+    }
+    Ok(us)
+}
+
+/// `2026-11-30 12:00:03.120` (UTC).
+pub fn format_time(us: i64) -> String {
+    let day = day_key(us);
+    let in_day = us.rem_euclid(86_400_000_000);
+    let (h, m) = (in_day / 3_600_000_000, in_day / 60_000_000 % 60);
+    let s = in_day / 1_000_000 % 60;
+    let ms = in_day / 1000 % 1000;
+    format!("{day} {h:02}:{m:02}:{s:02}.{ms:03}")
+}
+
+pub fn ms(us: i64) -> String {
+    format!("{:.1} ms", us as f64 / 1000.0)
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 a store error, 2 usage, 69 the store cannot be \
+                        reached, 78 a bad store URL, filter or id."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TraceCommand {
+    /// List stored requests, newest (or slowest, or most expensive) first.
+    List(ListArgs),
+    /// Show one request: a waterfall of its path, its receipt, its explanation.
+    Show(ShowArgs),
+    /// Send stored requests to an OpenTelemetry collector (OTLP/HTTP JSON).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortArg {
+    Recent,
+    Slowest,
+    Costliest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusArg {
+    Ok,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only requests that ended so.
+    #[arg(long, value_enum)]
+    pub status: Option<StatusArg>,
+    /// Order.
+    #[arg(long, value_enum, default_value_t = SortArg::Recent)]
+    pub sort: SortArg,
+    /// Most rows shown.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Request id (as printed by `glassbox run` and `trace list`).
+    pub id: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// OTLP/HTTP endpoint, e.g. `http://127.0.0.1:4318` (`/v1/traces` is added).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub endpoint: String,
+    /// `service.name` of the exported resource.
+    #[arg(long, default_value = "glassbox")]
+    pub service: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Most requests exported (newest first).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Body encoding.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::HttpProtobuf)]
+    pub protocol: ProtocolArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    /// OTLP/HTTP with protobuf bodies (what every collector accepts).
+    HttpProtobuf,
+    /// OTLP/HTTP with JSON bodies.
+    HttpJson,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        TraceCommand::List(a) => list(a),
+        TraceCommand::Show(a) => show(a),
+        TraceCommand::Export(a) => export(a),
+    }
+}
+
+/// Parses an id or fails with exit 78.
+pub fn request_id(text: &str) -> anyhow::Result<RequestId> {
+    RequestId::from_str(text).map_err(|e| Coded::invalid(format!("`{text}`: {e}")))
+}
+
+/// Loads one trace or fails with exit 78 naming the id.
+pub fn load_trace(store: &mut dyn TraceStore, id: &str) -> anyhow::Result<StoredTrace> {
+    let rid = request_id(id)?;
+    store.get(rid).map_err(store_error)?.ok_or_else(|| {
+        Coded::invalid(format!(
+            "no request `{id}` in the trace store (hint: `glassbox trace list` shows what is stored)"
+        ))
+    })
+}
+
+fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
+    let mut store = a.store.open()?;
+    let status = a.status.map(|s| {
+        match s {
+            StatusArg::Ok => "ok",
+            StatusArg::Failed => "failed",
+            StatusArg::Cancelled => "cancelled",
+        }
+        .to_string()
+    });
+    let query = ListQuery {
+        filter: a.filter.filter(status)?,
+        sort: match a.sort {
+            SortArg::Recent => Sort::Recent,
+            SortArg::Slowest => Sort::Slowest,
+            SortArg::Costliest => Sort::Costliest,
+        },
+        limit: a.limit,
+    };
+    let rows = store.list(&query).map_err(store_error)?;
+    match a.format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        OutputFormat::Table => print!("{}", list_table(&rows)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn list_table(rows: &[RequestSummary]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<36}  {:<23}  {:<20}  {:<9}  {:>10}  {:>10}  PATH",
+        "REQUEST", "STARTED (UTC)", "TOPOLOGY@VERSION", "STATUS", "DURATION", "COST"
+    );
+    for r in rows {
+        let status = if r.degraded && r.status == "ok" {
+            "degraded".to_string()
+        } else {
+            r.status.clone()
+        };
+        let _ = writeln!(
+            out,
+            "{:<36}  {:<23}  {:<20}  {:<9}  {:>10}  {:>10}  {}",
+            r.request_id,
+            format_time(r.started_at_us),
+            format!("{}@{}", r.topology_id, r.version),
+            status,
+            ms(r.duration_us),
+            r.cost,
+            r.path.replace('>', "→"),
+        );
+    }
+    if rows.is_empty() {
+        out.push_str("(no stored requests match)\n");
+    }
+    out
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    let mut store = a.store.open()?;
+    let trace = load_trace(&mut *store, &a.id)?;
+    match a.format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&trace)?),
+        OutputFormat::Table => print!("{}", waterfall(&trace, 40)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal view of one request: header, waterfall, edges, receipt,
+/// explanation.
+pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
+    let r = &trace.record;
+    let mut out = String::new();
+    let _ = writeln!(out, "request   {}", r.request_id);
+    let _ = writeln!(out, "topology  {}@{}", r.topology_id, r.version);
+    let _ = writeln!(
+        out,
+        "started   {} UTC   duration {}   status {}{}",
+        format_time(i64::try_from(r.started_at_us).unwrap_or(i64::MAX)),
+        ms(i64::try_from(r.duration_us).unwrap_or(i64::MAX)),
+        r.status.as_str(),
+        if r.degraded {
+            " (degraded: a fallback ran)"
+        } else {
+            ""
+        }
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(out, "error     {} [{}]", e.message, e.code);
+    }
+    let total = r.duration_us.max(1) as f64;
+    let _ = writeln!(out, "\nwaterfall ({} attempts)", trace.spans.len());
+    let mut spans: Vec<_> = trace.spans.iter().collect();
+    spans.sort_by_key(|s| (s.start_us, s.end_us));
+    let name_w = spans
+        .iter()
+        .map(|s| s.node.chars().count() + 3)
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    for s in spans {
+        let from = ((s.start_us as f64 / total) * width as f64).floor() as usize;
+        let to = ((s.end_us as f64 / total) * width as f64).ceil() as usize;
+        let from = from.min(width.saturating_sub(1));
+        let len = to.saturating_sub(from).clamp(1, width - from);
+        let bar = format!(
+            "{}{}{}",
+            " ".repeat(from),
+            "█".repeat(len),
+            " ".repeat(width - from - len)
+        );
+        let name = if s.attempt > 1 {
+            format!("{} #{}", s.node, s.attempt)
+        } else {
+            s.node.to_string()
+        };
+        let role = match &s.role {
+            SpanRole::Primary => String::new(),
+            SpanRole::Fallback { replaces } => format!("  (fallback for {replaces})"),
+            SpanRole::Rerun { by } => format!("  (rerun by {by})"),
+        };
+        let status = glassbox_store::row::status_str(s.status);
+        let err = s
+            .error
+            .as_ref()
+            .map(|e| format!("  {}", e.message))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {name:<name_w$} |{bar}| {:>9} {:>8}  {status}{role}{err}",
+            ms(i64::try_from(s.duration_us()).unwrap_or(i64::MAX)),
+            s.cost.normalize().to_string(),
+        );
+    }
+    if !r.path.edges.is_empty() {
+        let _ = writeln!(out, "\nedges");
+        for e in &r.path.edges {
+            let _ = writeln!(
+                out,
+                "  {} {} → {}  {}",
+                if e.taken { "✓" } else { "·" },
+                e.from,
+                e.to,
+                e.why
+            );
+        }
+    }
+    let _ = writeln!(out, "\nreceipt ({})", r.receipt.currency);
+    for l in &r.receipt.lines {
+        let _ = writeln!(
+            out,
+            "  {:<14} {:>10} {:<16} × {:>10} = {:>10}",
+            l.node.to_string(),
+            l.quantity.to_string(),
+            l.unit.as_str(),
+            l.unit_price.to_string(),
+            l.amount.to_string()
+        );
+    }
+    let _ = writeln!(out, "  {:<14} {:>54}", "total", r.receipt.total.to_string());
+    if !r.input_summary.is_empty() || !r.output_summary.is_empty() {
+        let _ = writeln!(out, "\ninput     {}", r.input_summary);
+        let _ = writeln!(out, "output    {}", r.output_summary);
+    }
+    if !r.explanation.text.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nexplanation ({})\n  {}",
+            r.explanation.lang, r.explanation.text
+        );
+    }
+    out
+}
+
+fn export(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    let mut store = a.store.open()?;
+    let rows = store
+        .list(&ListQuery {
+            filter: a.filter.filter(None)?,
+            sort: Sort::Recent,
+            limit: a.limit,
+        })
+        .map_err(store_error)?;
+    let protocol = match a.protocol {
+        ProtocolArg::HttpProtobuf => Protocol::HttpProtobuf,
+        ProtocolArg::HttpJson => Protocol::HttpJson,
+    };
+    let exporter = OtlpExporter::new(&a.endpoint, &a.service, protocol);
+    let mut sent = 0usize;
+    for chunk in rows.chunks(100) {
+        let mut traces = Vec::with_capacity(chunk.len());
+        for r in chunk {
+            traces.push(load_trace(&mut *store, &r.request_id)?);
+        }
+        exporter.export(&traces).map_err(store_error)?;
+        sent += traces.len();
+    }
+    eprintln!("exported {sent} request(s) to {}", a.endpoint);
+    println!("{}", json!({ "exported": sent }));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parses_times() {
+        let now = 1_796_040_000_000_000u64;
+        assert_eq!(
+            parse_time("2026-11-30", now).unwrap(),
+            1_795_996_800_000_000
+        );
+        assert_eq!(
+            parse_time("2026-11-30T12:00:00Z", now).unwrap(),
+            1_796_040_000_000_000
+        );
+        assert_eq!(parse_time("24h", now).unwrap(), 1_795_953_600_000_000);
+        assert_eq!(
+            parse_time("1796040000", now).unwrap(),
+            1_796_040_000_000_000
+        );
+        assert!(parse_time("yesterday", now).is_err());
+        assert_eq!(
+            format_time(1_796_040_000_123_000),
+            "2026-11-30 12:00:00.123"
+        );
+    }
+
+    #[test]
+    fn shows_a_waterfall_with_receipt_and_explanation() {
+        use glassbox_store::synth::{SynthRequest, build};
+        let mut req = SynthRequest::new(1, 1_796_040_000_000_000);
+        req.fallback = true;
+        let (record, spans) = build(&req);
+        let text = waterfall(&StoredTrace { record, spans }, 40);
+        assert!(text.contains("rag-chat@3.2.1"), "{text}");
+        assert!(text.contains("llm_small"), "{text}");
+        assert!(text.contains("(fallback for llm)"), "{text}");
+        assert!(text.contains("receipt (USD)"), "{text}");
+        assert!(text.contains("explanation (en)"), "{text}");
+        assert!(text.contains('█'), "{text}");
+    }
+}

@@ -1,0 +1,126 @@
+//! `glassbox run`: tables, JSON and exit codes.
+
+use serde_json::Value;
+
+use crate::support::{glassbox, stdout};
+
+#[test]
+fn runs_the_moderation_example_as_json() {
+    let o = glassbox(
+        &[
+            "run",
+            "examples/moderation.yaml",
+            "--question",
+            "What is the price of Pro?",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for key in [
+        "request_id",
+        "topology_id",
+        "version",
+        "status",
+        "output",
+        "path",
+        "receipt",
+        "explanation",
+    ] {
+        assert!(v.get(key).is_some(), "missing `{key}`");
+    }
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["path"]["nodes"][0]["type"], "router");
+    assert!(v["path"]["nodes"][0]["duration_us"].is_u64());
+    let edge = &v["path"]["edges"][0];
+    assert_eq!(
+        (
+            edge["from"].as_str(),
+            edge["to"].as_str(),
+            edge["taken"].as_bool()
+        ),
+        (Some("route"), Some("pricing_answer"), Some(true))
+    );
+    assert_eq!(
+        edge["why"],
+        "label pricing emitted by route (rule mentions_price)"
+    );
+    let line = &v["receipt"]["lines"][0];
+    for key in ["node", "unit", "quantity", "unit_price", "amount"] {
+        assert!(line.get(key).is_some(), "receipt line lacks `{key}`");
+    }
+    assert_eq!(v["receipt"]["currency"], "USD");
+}
+
+#[test]
+fn tables_show_path_receipt_and_explanation() {
+    let o = glassbox(
+        &[
+            "run",
+            "examples/moderation.yaml",
+            "-q",
+            "you idiot",
+            "--lang",
+            "zh",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    for section in [
+        "Answer",
+        "Path",
+        "Edges",
+        "Receipt (USD)",
+        "TOTAL",
+        "Explanation",
+    ] {
+        assert!(out.contains(section), "missing {section}:\n{out}");
+    }
+    assert!(
+        out.contains("问题被归类为「abuse」（规则 `abusive`）"),
+        "{out}"
+    );
+}
+
+#[test]
+fn failed_runs_exit_1_and_still_print_the_trace() {
+    let o = glassbox(
+        &[
+            "run",
+            "examples/moderation.yaml",
+            "--input",
+            r#"{"text": "no question"}"#,
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("Path"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("node `route` failed on attempt 1"));
+}
+
+#[test]
+fn bad_input_and_usage_have_their_exit_codes() {
+    assert_eq!(
+        glassbox(
+            &["run", "examples/moderation.yaml", "--input", "{nope"],
+            None
+        )
+        .status
+        .code(),
+        Some(78)
+    );
+    assert_eq!(
+        glassbox(&["run", "examples/moderation.yaml"], None)
+            .status
+            .code(),
+        Some(2)
+    );
+}

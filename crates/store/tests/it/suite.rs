@@ -1,0 +1,335 @@
+//! The one test suite every store passes. `store_suite!(open_fn)` makes a
+//! `#[test]` per case for a backend.
+
+use std::sync::Arc;
+
+use glassbox_store::report::{self, GroupBy, ReportOptions};
+use glassbox_store::row::encode;
+use glassbox_store::synth::{SynthRequest, build};
+use glassbox_store::{
+    Filter, ListQuery, RedactOptions, Redactor, Sort, StoreWriter, TraceStore, WriterOptions,
+};
+use glassbox_trace::{RequestId, TraceSink};
+
+use crate::fixture::Fixture;
+
+macro_rules! store_suite {
+    ($open:path) => {
+        #[test]
+        fn schema_is_versioned_and_migrations_are_idempotent() {
+            crate::suite::schema_is_versioned(&mut $open())
+        }
+        #[test]
+        fn records_round_trip() {
+            crate::suite::records_round_trip(&mut $open())
+        }
+        #[test]
+        fn list_filters_and_sorts() {
+            crate::suite::list_filters_and_sorts(&mut $open())
+        }
+        #[test]
+        fn rewriting_a_request_replaces_it() {
+            crate::suite::rewriting_replaces(&mut $open())
+        }
+        #[test]
+        fn report_numbers() {
+            crate::suite::report_numbers(&mut $open())
+        }
+        #[test]
+        fn writer_persists_redacted_records() {
+            crate::suite::writer_persists_redacted(&mut $open())
+        }
+    };
+}
+pub(crate) use store_suite;
+
+const DAY: u64 = 86_400_000_000;
+/// 2026-11-30 00:00:00 UTC.
+pub const T0: u64 = 1_795_996_800_000_000;
+
+pub fn put(store: &mut dyn TraceStore, req: &SynthRequest) {
+    let (record, spans) = build(req);
+    let spans: Vec<_> = spans.into_iter().map(Arc::new).collect();
+    let red = Redactor::new(&RedactOptions::default()).unwrap();
+    let (row, span_rows) = encode(&record, &spans, &red);
+    store.write(&[row], &span_rows).unwrap();
+}
+
+pub fn schema_is_versioned(f: &mut Fixture) {
+    assert_eq!(f.store.schema_version().unwrap(), 1);
+    put(&mut *f.store, &SynthRequest::new(1, T0));
+    // Opening again migrates nothing and keeps the data.
+    let mut again = f.reopen();
+    assert_eq!(again.schema_version().unwrap(), 1);
+    assert_eq!(again.counts().unwrap().0, 1);
+    again.integrity_check().unwrap();
+}
+
+pub fn records_round_trip(f: &mut Fixture) {
+    let mut req = SynthRequest::new(7, T0 + 5);
+    req.fallback = true;
+    let (record, spans) = build(&req);
+    put(&mut *f.store, &req);
+    let got = f.store.get(req.id).unwrap().expect("stored");
+    assert_eq!(got.record, record);
+    assert_eq!(got.spans, spans);
+    assert_eq!(got.record.receipt.total, got.record.receipt.sum_of_lines());
+    assert!(f.store.get(RequestId(42)).unwrap().is_none());
+    assert_eq!(f.store.counts().unwrap(), (1, spans.len() as u64));
+    f.store.integrity_check().unwrap();
+}
+
+fn mixed(store: &mut dyn TraceStore) {
+    for i in 0..10u64 {
+        let mut r = SynthRequest::new(i + 1, T0 + i * 1000);
+        r.llm_us = 100_000 + i * 10_000;
+        r.retrieval = i % 2 == 0;
+        r.failed = i == 3;
+        if i >= 8 {
+            r.version = "3.3.0".into();
+        }
+        if i == 9 {
+            r.topology = "summarise".into();
+        }
+        put(store, &r);
+    }
+}
+
+pub fn list_filters_and_sorts(f: &mut Fixture) {
+    mixed(&mut *f.store);
+    let all = f.store.list(&ListQuery::default()).unwrap();
+    assert_eq!(all.len(), 10);
+    assert!(
+        all.windows(2)
+            .all(|w| w[0].started_at_us >= w[1].started_at_us)
+    );
+
+    let q = |filter: Filter| ListQuery {
+        filter,
+        ..ListQuery::default()
+    };
+    let rag = f
+        .store
+        .list(&q(Filter {
+            topology: Some("rag-chat".into()),
+            ..Filter::default()
+        }))
+        .unwrap();
+    assert_eq!(rag.len(), 9);
+    let v = f
+        .store
+        .list(&q(Filter {
+            version: Some("3.3.0".into()),
+            ..Filter::default()
+        }))
+        .unwrap();
+    assert_eq!(v.len(), 2);
+    let failed = f
+        .store
+        .list(&q(Filter {
+            status: Some("failed".into()),
+            ..Filter::default()
+        }))
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].error_code.as_deref(), Some("guard_failed"));
+    let window = f
+        .store
+        .list(&q(Filter {
+            since_us: Some((T0 + 2000) as i64),
+            until_us: Some((T0 + 5000) as i64),
+            ..Filter::default()
+        }))
+        .unwrap();
+    assert_eq!(window.len(), 3);
+
+    let slowest = f
+        .store
+        .list(&ListQuery {
+            sort: Sort::Slowest,
+            limit: 3,
+            ..ListQuery::default()
+        })
+        .unwrap();
+    assert_eq!(slowest.len(), 3);
+    assert!(
+        slowest
+            .windows(2)
+            .all(|w| w[0].duration_us >= w[1].duration_us)
+    );
+    // i = 8: 180 ms of LLM plus retrieval beats i = 9's 190 ms direct path.
+    assert_eq!(
+        slowest[0].request_id,
+        SynthRequest::new(9, T0 + 8000).id.to_string()
+    );
+
+    let costliest = f
+        .store
+        .list(&ListQuery {
+            sort: Sort::Costliest,
+            limit: 1,
+            ..ListQuery::default()
+        })
+        .unwrap();
+    // Retrieval requests cost more (embed + retrieve); the first is id 1.
+    assert!(costliest[0].path.contains("retrieve"), "{costliest:?}");
+}
+
+pub fn rewriting_replaces(f: &mut Fixture) {
+    let req = SynthRequest::new(3, T0);
+    put(&mut *f.store, &req);
+    put(&mut *f.store, &req);
+    assert_eq!(f.store.counts().unwrap(), (1, 6));
+}
+
+pub fn report_numbers(f: &mut Fixture) {
+    // Day 1: 20 requests, 10 ms .. 200 ms of LLM; every 4th direct; one
+    // failure, two fallbacks. Day 2: 5 requests on version 3.3.0.
+    for i in 0..20u64 {
+        let mut r = SynthRequest::new(100 + i, T0 + i);
+        r.llm_us = (i + 1) * 10_000;
+        r.retrieval = i % 4 != 0;
+        r.failed = i == 5;
+        r.fallback = i == 6 || i == 7;
+        r.input = "x".repeat(if i < 10 { 100 } else { 2000 });
+        put(&mut *f.store, &r);
+    }
+    for i in 0..5u64 {
+        let mut r = SynthRequest::new(200 + i, T0 + DAY + i);
+        r.version = "3.3.0".into();
+        put(&mut *f.store, &r);
+    }
+    let rep = report::build(
+        &mut *f.store,
+        &ReportOptions {
+            group_by: GroupBy::Day,
+            nodes: true,
+            input_buckets: true,
+            ..ReportOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.groups.len(), 2);
+    let g = &rep.groups[0];
+    assert_eq!(
+        (g.topology_id.as_str(), g.group.as_str()),
+        ("rag-chat", "2026-11-30")
+    );
+    assert_eq!(g.requests, 20);
+    assert_eq!(g.error_rate, 0.05);
+    assert_eq!(g.fallback_rate, 0.1);
+    assert_eq!(g.timeout_rate, 0.1);
+    // 5 direct of 20.
+    let direct = g
+        .paths
+        .iter()
+        .find(|p| !p.key.contains("retrieve"))
+        .unwrap();
+    assert_eq!((direct.count, direct.share), (5, 0.25));
+    // The LLM is the most expensive node of every request but the fallbacks'.
+    assert_eq!(g.top_cost_nodes[0].key, "llm");
+    // Latency percentiles are exact nearest-rank over request durations.
+    let mut durations: Vec<f64> = (0..20u64)
+        .map(|i| {
+            let r = {
+                let mut r = SynthRequest::new(100 + i, T0 + i);
+                r.llm_us = (i + 1) * 10_000;
+                r.retrieval = i % 4 != 0;
+                r.failed = i == 5;
+                r.fallback = i == 6 || i == 7;
+                r
+            };
+            build(&r).0.duration_us as f64 / 1000.0
+        })
+        .collect();
+    let expect = report::percentiles(&mut durations);
+    assert_eq!(g.latency_ms, expect);
+    assert!(g.cost.p95 >= g.cost.p50 && g.cost.mean > 0.0);
+    // Node shares add up to one, and the LLM dominates.
+    let total: f64 = g.nodes.iter().map(|n| n.cost_share).sum();
+    assert!((total - 1.0).abs() < 1e-9, "{total}");
+    let llm = g.nodes.iter().find(|n| n.node == "llm").unwrap();
+    assert_eq!(llm.spans, 20);
+    assert!(llm.cost_share > 0.5);
+    assert_eq!(llm.error_rate, 0.1);
+    assert_eq!(g.input_buckets.len(), 2);
+    assert_eq!(g.input_buckets[0].bucket, "<256");
+    assert_eq!(g.input_buckets[0].requests, 10);
+
+    let by_version = report::build(
+        &mut *f.store,
+        &ReportOptions {
+            group_by: GroupBy::Version,
+            ..ReportOptions::default()
+        },
+    )
+    .unwrap();
+    let keys: Vec<(&str, u64)> = by_version
+        .groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.requests))
+        .collect();
+    assert_eq!(keys, [("3.2.1", 20), ("3.3.0", 5)]);
+    assert!(by_version.groups[0].nodes.is_empty());
+
+    let filtered = report::build(
+        &mut *f.store,
+        &ReportOptions {
+            filter: Filter {
+                since_us: Some((T0 + DAY) as i64),
+                ..Filter::default()
+            },
+            group_by: GroupBy::Week,
+            nodes: true,
+            ..ReportOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(filtered.groups.len(), 1);
+    assert_eq!(filtered.groups[0].group, "2026-W49");
+    assert_eq!(filtered.groups[0].requests, 5);
+    let spans: u64 = filtered.groups[0].nodes.iter().map(|n| n.spans).sum();
+    assert_eq!(spans, 30);
+}
+
+pub fn writer_persists_redacted(f: &mut Fixture) {
+    let fresh = f.reopen();
+    let store = std::mem::replace(&mut f.store, fresh);
+    let writer = StoreWriter::spawn(
+        store,
+        WriterOptions {
+            queue_capacity: 4,
+            max_batch: 3,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..25u64 {
+        let mut r = SynthRequest::new(500 + i, T0 + i);
+        r.input = format!("mail me at user{i}@example.com, key sk-abcdefghijklmnopqrstu{i}");
+        let (record, spans) = build(&r);
+        for s in spans {
+            writer.span(Arc::new(s));
+        }
+        writer.request(Arc::new(record));
+        ids.push(r.id);
+    }
+    writer.flush().unwrap();
+    let stats = writer.close().unwrap();
+    assert_eq!(stats.requests_written, 25);
+    assert_eq!(stats.spans_written, 150);
+    assert_eq!(stats.queue_depth, 0);
+    assert_eq!(stats.failed_records, 0);
+    // Queue bound, plus one sender waiting and one message being taken.
+    assert!(stats.max_queue_depth <= 4 + 2, "{stats:?}");
+    assert!(stats.batches >= 9, "{stats:?}");
+    for id in ids {
+        let t = f.store.get(id).unwrap().expect("written");
+        assert!(!t.record.input_summary.contains("example.com"));
+        assert!(t.record.input_summary.contains("[REDACTED:email]"));
+        assert!(t.record.input_summary.contains("[REDACTED:api_key]"));
+        assert!(t.spans.iter().all(|s| !s.input_summary.contains("sk-abc")));
+        assert_eq!(t.spans.len(), 6);
+    }
+}

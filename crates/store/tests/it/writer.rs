@@ -1,0 +1,166 @@
+//! The writer: back-pressure, flush on shutdown, orphan spans, counters.
+
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+
+use glassbox_store::query::{
+    Filter, ListQuery, RequestFacts, RequestSummary, SpanFacts, StoredTrace,
+};
+use glassbox_store::row::{RequestRow, SpanRow};
+use glassbox_store::synth::{SynthRequest, build};
+use glassbox_store::{Result, SqliteStore, StoreWriter, TraceStore, WriterOptions};
+use glassbox_trace::{RequestId, TraceSink};
+
+use crate::suite::T0;
+
+/// Wraps a store; each write waits for a token from the test.
+struct Gated {
+    inner: SqliteStore,
+    gate: Mutex<Receiver<()>>,
+}
+
+impl TraceStore for Gated {
+    fn kind(&self) -> &'static str {
+        "gated"
+    }
+    fn schema_version(&mut self) -> Result<u32> {
+        self.inner.schema_version()
+    }
+    fn write(&mut self, requests: &[RequestRow], spans: &[SpanRow]) -> Result<()> {
+        let _ = self.gate.lock().unwrap().recv();
+        self.inner.write(requests, spans)
+    }
+    fn get(&mut self, id: RequestId) -> Result<Option<StoredTrace>> {
+        self.inner.get(id)
+    }
+    fn list(&mut self, q: &ListQuery) -> Result<Vec<RequestSummary>> {
+        self.inner.list(q)
+    }
+    fn scan_requests(&mut self, f: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
+        self.inner.scan_requests(f, each)
+    }
+    fn scan_spans(&mut self, f: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()> {
+        self.inner.scan_spans(f, each)
+    }
+    fn counts(&mut self) -> Result<(u64, u64)> {
+        self.inner.counts()
+    }
+    fn integrity_check(&mut self) -> Result<()> {
+        self.inner.integrity_check()
+    }
+}
+
+fn send(writer: &StoreWriter, seed: u64) -> RequestId {
+    let r = SynthRequest::new(seed, T0 + seed);
+    let (record, spans) = build(&r);
+    for s in spans {
+        writer.span(Arc::new(s));
+    }
+    writer.request(Arc::new(record));
+    r.id
+}
+
+#[test]
+fn a_full_queue_makes_senders_wait_and_nothing_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let (open_gate, gate) = channel();
+    let store = Gated {
+        inner: SqliteStore::open(&path).unwrap(),
+        gate: Mutex::new(gate),
+    };
+    let writer = Arc::new(
+        StoreWriter::spawn(
+            Box::new(store),
+            WriterOptions {
+                queue_capacity: 2,
+                max_batch: 1,
+                ..WriterOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let w = writer.clone();
+    let producer =
+        std::thread::spawn(move || (0..20).map(|i| send(&w, i + 1)).collect::<Vec<_>>().len());
+    // The writer is stuck on its first write; wait until a sender is too.
+    while writer.stats().backpressure_waits == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(writer.stats().queue_depth >= 2);
+    for _ in 0..1000 {
+        let _ = open_gate.send(());
+    }
+    assert_eq!(producer.join().unwrap(), 20);
+    writer.flush().unwrap();
+    let stats = writer.close().unwrap();
+    assert_eq!(stats.requests_written, 20);
+    assert_eq!(stats.spans_written, 120);
+    assert!(stats.backpressure_waits > 0);
+    assert!(stats.write_us_max >= stats.write_us_last);
+    assert_eq!(
+        SqliteStore::open(&path).unwrap().counts().unwrap(),
+        (20, 120)
+    );
+}
+
+#[test]
+fn dropping_the_writer_flushes_everything_including_orphan_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let writer = StoreWriter::spawn(
+        Box::new(SqliteStore::open(&path).unwrap()),
+        WriterOptions::default(),
+    )
+    .unwrap();
+    for i in 0..50 {
+        send(&writer, i + 1);
+    }
+    // Spans of a request that never finished.
+    let (_, spans) = build(&SynthRequest::new(999, T0));
+    for s in spans.into_iter().take(2) {
+        writer.span(Arc::new(s));
+    }
+    drop(writer);
+    let mut store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.counts().unwrap(), (50, 302));
+}
+
+#[test]
+fn commit_hook_reports_ids_after_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let writer = StoreWriter::spawn(
+        Box::new(SqliteStore::open(&path).unwrap()),
+        WriterOptions {
+            on_commit: Some(Arc::new(move |ids: &[RequestId]| {
+                s2.lock().unwrap().extend_from_slice(ids)
+            })),
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    let ids: Vec<RequestId> = (0..10).map(|i| send(&writer, i + 1)).collect();
+    writer.close().unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    let mut want = ids;
+    want.sort();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn a_closed_writer_reports_instead_of_dropping() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = StoreWriter::spawn(
+        Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
+        WriterOptions::default(),
+    )
+    .unwrap();
+    writer.close().unwrap();
+    send(&writer, 1);
+    assert_eq!(writer.flush().unwrap_err().code(), "store_writer_closed");
+    assert!(writer.stats().failed_records > 0);
+}
