@@ -84,7 +84,12 @@ impl PostgresStore {
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let client = Client::connect(url, NoTls).map_err(|e| StoreError::Open {
             url: redact_password(url),
-            message: format!("{e} (hint: is the server running and the database created?)"),
+            message: format!(
+                "{e}{} (hint: is the server running and the database created?)",
+                std::error::Error::source(&e)
+                    .map(|s| format!(": {s}"))
+                    .unwrap_or_default()
+            ),
         })?;
         let mut store = PostgresStore {
             client,

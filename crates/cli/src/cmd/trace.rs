@@ -55,8 +55,8 @@ pub struct FilterArgs {
     #[arg(long)]
     pub topology: Option<String>,
     /// Only this topology version.
-    #[arg(long = "topology-version", value_name = "VERSION")]
-    pub version: Option<String>,
+    #[arg(long, value_name = "VERSION")]
+    pub topology_version: Option<String>,
     /// Requests that started at or after TIME: `2026-11-30`,
     /// `2026-11-30T12:00:00Z`, Unix seconds, or an age like `90m`, `24h`, `7d`.
     #[arg(long, value_name = "TIME")]
@@ -78,7 +78,7 @@ impl FilterArgs {
         };
         Ok(Filter {
             topology: self.topology.clone(),
-            version: self.version.clone(),
+            version: self.topology_version.clone(),
             status,
             since_us: time(&self.since, "since")?,
             until_us: time(&self.until, "until")?,
