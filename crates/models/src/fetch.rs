@@ -161,7 +161,7 @@ impl FetchError {
     }
 }
 
-fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> FetchError + '_ {
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FetchError + 'a {
     move |source| FetchError::Io {
         action,
         path: path.to_path_buf(),
@@ -450,7 +450,8 @@ fn unpack(
         if member.is_dir() {
             continue;
         }
-        let Some(rel) = (package.map)(member.name()) else {
+        let name = member.name().map_err(zip_err)?.into_owned();
+        let Some(rel) = (package.map)(&name) else {
             continue;
         };
         let dest = dir.join(rel);

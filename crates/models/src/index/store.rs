@@ -36,7 +36,7 @@ impl Default for IndexOptions {
         Self {
             connectivity: 16,
             expansion_add: 128,
-            expansion_search: 64,
+            expansion_search: 128,
             threads: None,
         }
     }
@@ -358,7 +358,7 @@ impl VectorIndex {
     }
 }
 
-fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IndexError + '_ {
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> IndexError + 'a {
     move |source| IndexError::Io {
         action,
         path: path.to_path_buf(),

@@ -80,17 +80,40 @@ impl Rng {
     }
 }
 
-/// `n` vectors of `dim` dimensions around `clusters` random centres: shaped
-/// like sentence embeddings (topics), unlike uniform noise.
-pub fn clustered(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<Vec<f32>> {
+/// `n` vectors of `dim` dimensions shaped like sentence embeddings: topics
+/// (cluster centres), each with a few directions its members vary along, plus
+/// a little isotropic noise. (Uniform noise is the worst case for any graph
+/// index and nothing like real embeddings.) The same `seed` gives the same
+/// topics, so base vectors and queries can share them.
+pub fn clustered(
+    n: usize,
+    dim: usize,
+    clusters: usize,
+    seed: u64,
+    sample_seed: u64,
+) -> Vec<Vec<f32>> {
     let mut rng = Rng::new(seed);
     let centres: Vec<Vec<f32>> = (0..clusters)
         .map(|_| (0..dim).map(|_| rng.normal()).collect())
         .collect();
+    let directions: Vec<Vec<Vec<f32>>> = (0..clusters)
+        .map(|_| {
+            (0..8)
+                .map(|_| (0..dim).map(|_| rng.normal()).collect())
+                .collect()
+        })
+        .collect();
+    let mut rng = Rng::new(sample_seed);
     (0..n)
         .map(|_| {
-            let c = &centres[(rng.next_u64() % clusters as u64) as usize];
-            c.iter().map(|x| x + 0.6 * rng.normal()).collect()
+            let c = (rng.next_u64() % clusters as u64) as usize;
+            let mut v = centres[c].clone();
+            for d in &directions[c] {
+                let w = 0.5 * rng.normal();
+                v.iter_mut().zip(d).for_each(|(x, y)| *x += w * y);
+            }
+            v.iter_mut().for_each(|x| *x += 0.15 * rng.normal());
+            v
         })
         .collect()
 }

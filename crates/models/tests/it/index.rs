@@ -19,9 +19,9 @@ fn chunks(n: usize) -> Vec<Chunk> {
 #[test]
 fn recall_at_10_against_exact_search() {
     let n = 4000;
-    let vectors = clustered(n, 384, 40, 7);
+    let vectors = clustered(n, 384, 40, 7, 1);
     let index = VectorIndex::build(chunks(n), &vectors, &IndexOptions::default()).unwrap();
-    let queries = clustered(100, 384, 40, 8);
+    let queries = clustered(100, 384, 40, 7, 2);
     let (mut found, mut exact_found) = (0, 0);
     for q in &queries {
         let truth = brute_force(&vectors, q, 10);
@@ -39,7 +39,7 @@ fn recall_at_10_against_exact_search() {
 #[test]
 fn save_and_load_round_trip() {
     let n = 500;
-    let vectors = clustered(n, 64, 10, 3);
+    let vectors = clustered(n, 64, 10, 3, 1);
     let index = VectorIndex::build(chunks(n), &vectors, &IndexOptions::default())
         .unwrap()
         .with_embedder("test-embedder@000000000000");
@@ -70,7 +70,7 @@ fn save_and_load_round_trip() {
 
 #[test]
 fn damaged_index_is_reported() {
-    let vectors = clustered(50, 16, 4, 1);
+    let vectors = clustered(50, 16, 4, 1, 1);
     let index = VectorIndex::build(chunks(50), &vectors, &IndexOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     index.save(dir.path()).unwrap();

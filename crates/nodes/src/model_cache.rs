@@ -1,0 +1,96 @@
+//! Loaded models and indexes, shared by every node (and pipeline) that
+//! names the same file, so two nodes on one model load it once.
+//!
+//! A pipeline may bring its own cache through the [`BuildContext`]
+//! (`cx.insert(Arc::new(ModelCache::default()))`); otherwise the process-wide
+//! one is used, which is what a long-running server wants.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use glassbox_engine::{BuildContext, BuildError};
+use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
+
+#[derive(Default)]
+pub struct ModelCache {
+    llms: Mutex<HashMap<(PathBuf, Option<usize>, u32), Arc<LlmHandle>>>,
+    embedders: Mutex<HashMap<PathBuf, Arc<Embedder>>>,
+    indexes: Mutex<HashMap<PathBuf, Arc<VectorIndex>>>,
+}
+
+impl std::fmt::Debug for ModelCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelCache").finish_non_exhaustive()
+    }
+}
+
+/// The cache for a build: the context's, else the process-wide one.
+pub fn cache(cx: &BuildContext) -> Arc<ModelCache> {
+    static GLOBAL: OnceLock<Arc<ModelCache>> = OnceLock::new();
+    cx.get::<ModelCache>()
+        .unwrap_or_else(|| GLOBAL.get_or_init(|| Arc::new(ModelCache::default())).clone())
+}
+
+fn unavailable(what: String, err: impl std::error::Error + Send + Sync + 'static) -> BuildError {
+    BuildError::Unavailable { message: what, source: Some(Box::new(err)) }
+}
+
+fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
+    map: &Mutex<HashMap<K, Arc<V>>>,
+    key: K,
+    load: impl FnOnce() -> Result<V, BuildError>,
+) -> Result<Arc<V>, BuildError> {
+    // Loading happens under the lock on purpose: two nodes naming one
+    // model must not load it twice.
+    let mut map = map.lock().map_err(|_| BuildError::config("model cache lock poisoned"))?;
+    if let Some(v) = map.get(&key) {
+        return Ok(v.clone());
+    }
+    let v = Arc::new(load()?);
+    map.insert(key, v.clone());
+    Ok(v)
+}
+
+impl ModelCache {
+    pub fn llm(&self, path: &Path, threads: Option<usize>, n_ctx: u32) -> Result<Arc<LlmHandle>, BuildError> {
+        get_or_load(&self.llms, (path.to_path_buf(), threads, n_ctx), || {
+            let mut options = LlmOptions::new(path);
+            options.threads = threads;
+            options.n_ctx = n_ctx;
+            LlmHandle::load(options).map_err(|e| {
+                unavailable(format!("cannot load model `{}`: {e} (run `glassbox models fetch`)", path.display()), e)
+            })
+        })
+    }
+
+    pub fn embedder(&self, dir: &Path) -> Result<Arc<Embedder>, BuildError> {
+        get_or_load(&self.embedders, dir.to_path_buf(), || {
+            Embedder::load(dir, EmbedderOptions::default()).map_err(|e| {
+                unavailable(format!("cannot load embedding model `{}`: {e} (run `glassbox models fetch`)", dir.display()), e)
+            })
+        })
+    }
+
+    pub fn index(&self, dir: &Path) -> Result<Arc<VectorIndex>, BuildError> {
+        get_or_load(&self.indexes, dir.to_path_buf(), || {
+            VectorIndex::load(dir).map_err(|e| {
+                unavailable(
+                    format!("cannot open index `{}`: {e} (build it with `glassbox index build DOCS --out INDEX`)", dir.display()),
+                    e,
+                )
+            })
+        })
+    }
+}
+
+/// Where a model named in a config lives: an existing path (relative to the
+/// topology file, or absolute) wins; otherwise it is looked up in the models
+/// directory (`GLASSBOX_MODELS`).
+pub fn locate(cx: &BuildContext, name: &str) -> PathBuf {
+    let local = cx.topology.resolve_path(name);
+    if local.exists() {
+        return local;
+    }
+    glassbox_models::models_dir().join(name)
+}

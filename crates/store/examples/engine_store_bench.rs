@@ -1,0 +1,188 @@
+//! Engine throughput with the SQLite trace store on vs off.
+//!
+//! ```text
+//! cargo run --release -p glassbox-store --example engine_store_bench [SECONDS]
+//! ```
+//!
+//! The engine's own overhead benchmark setup (`crates/engine/benches/overhead.rs`):
+//! trivial `noop` nodes on the seed-shaped 6-node `rag6` topology, a 2-worker
+//! tokio runtime, 64 requests in flight. Three sinks: `NoopSink` (tracing
+//! off), `MemorySink::bounded` (what the engine benchmark uses) and the
+//! SQLite `StoreWriter` (queue, batching, redaction, commits). The store's
+//! rate counts the final flush: requests are only done when on disk.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glassbox_engine::trace::{MemorySink, NoopSink, TraceSink};
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeKind, NodeOutput, Pipeline, PipelineOptions,
+    Registry, RunOptions,
+};
+use glassbox_store::{SqliteStore, StoreWriter, WriterOptions};
+use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
+use serde_json::{Value, json};
+
+struct Noop;
+
+impl KindSchema for Noop {
+    fn name(&self) -> &'static str {
+        "noop"
+    }
+    fn summary(&self) -> &'static str {
+        "returns its config `value` and emits its config `label`"
+    }
+    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn labels(&self, _config: &Value) -> Labels {
+        Labels::Dynamic
+    }
+}
+
+struct NoopNode {
+    value: Value,
+    label: Option<String>,
+}
+
+impl NodeKind for Noop {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        _cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
+        Ok(Arc::new(NoopNode {
+            value: node.config.get("value").cloned().unwrap_or(Value::Null),
+            label: node
+                .config
+                .get("label")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }))
+    }
+}
+
+impl Node for NoopNode {
+    fn call(&self, _cx: NodeCx) -> Call {
+        let mut out = NodeOutput::new(self.value.clone());
+        out.label = self.label.clone();
+        Call::Ready(Ok(out))
+    }
+}
+
+const RAG6: &str = r#"
+topology_id: rag6
+version: "1"
+nodes:
+  - { id: route, type: noop, resource: { type: cpu, cost_per_call: 0.0002 }, config: { label: need_retrieval } }
+  - { id: embed, type: noop, resource: { type: gpu, model: embed-v2, cost_per_call: 0.001 } }
+  - { id: retrieve, type: noop, resource: { type: cpu, cost_per_call: 0.0005 }, config: { value: { hits: 3 } } }
+  - { id: prompt, type: noop, resource: { type: cpu, cost_per_call: 0.0001 }, config: { value: prompt } }
+  - { id: llm, type: noop, resource: { type: gpu, model: chat-7b, cost_per_call: 0.02 }, config: { value: answer } }
+  - { id: validate, type: noop, resource: { type: cpu, cost_per_call: 0.0003 }, config: { value: answer } }
+edges:
+  - { from: route, to: embed, condition: need_retrieval }
+  - { from: route, to: prompt, condition: direct_answer }
+  - { from: embed, to: retrieve }
+  - { from: retrieve, to: prompt }
+  - { from: prompt, to: llm }
+  - { from: llm, to: validate }
+"#;
+
+fn pipeline(sink: Arc<dyn TraceSink>) -> Pipeline {
+    let mut registry = Registry::new();
+    registry.register(Arc::new(Noop));
+    let v = glassbox_topology::load_source(Source::new("rag6.yaml", RAG6), &registry.kind_set())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let topology = Arc::new(v.topology);
+    let options = PipelineOptions {
+        sink,
+        ..PipelineOptions::default()
+    };
+    let cx = BuildContext::new(topology.clone());
+    Pipeline::build(topology, &registry, &cx, options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Requests completed in `duration` with 64 in flight on 2 workers.
+fn run(p: &Pipeline, duration: Duration) -> u64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let input = json!({ "question": "what is the price of plan 3?" });
+    rt.block_on(async {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..64 {
+            let p = p.clone();
+            let input = input.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while start.elapsed() < duration {
+                    let out = p.run(input.clone(), RunOptions::default()).await;
+                    assert!(out.result.is_ok());
+                    n += 1;
+                }
+                n
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap_or(0);
+        }
+        total
+    })
+}
+
+fn main() {
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10.0);
+    let d = Duration::from_secs_f64(secs);
+    let mut rows = Vec::new();
+    // Alternate so drift in machine load hits every variant alike.
+    for round in 0..2 {
+        let off = pipeline(Arc::new(NoopSink));
+        let t = Instant::now();
+        let n = run(&off, d);
+        rows.push(("tracing off (NoopSink)", round, n as f64 / t.elapsed().as_secs_f64()));
+
+        let mem = pipeline(Arc::new(MemorySink::bounded(10_000)));
+        let t = Instant::now();
+        let n = run(&mem, d);
+        rows.push(("in-memory sink (bounded)", round, n as f64 / t.elapsed().as_secs_f64()));
+
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Arc::new(
+            StoreWriter::spawn(
+                Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
+                WriterOptions::default(),
+            )
+            .unwrap(),
+        );
+        let store = pipeline(writer.clone());
+        let t = Instant::now();
+        let n = run(&store, d);
+        let ran = t.elapsed().as_secs_f64();
+        writer.flush().unwrap();
+        let total = t.elapsed().as_secs_f64();
+        let stats = writer.stats();
+        assert_eq!(stats.requests_written, n);
+        rows.push(("SQLite store (incl. final flush)", round, n as f64 / total));
+        eprintln!(
+            "round {round}: store ran {ran:.2} s + flush {:.2} s; {} requests, {} spans; max queue {}, waits {}",
+            total - ran,
+            stats.requests_written,
+            stats.spans_written,
+            stats.max_queue_depth,
+            stats.backpressure_waits
+        );
+    }
+    println!("| sink | round | req/s |");
+    println!("|---|---:|---:|");
+    for (name, round, rate) in &rows {
+        println!("| {name} | {round} | {rate:.0} |");
+    }
+}
