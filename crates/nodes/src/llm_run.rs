@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of};
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
+};
 use glassbox_models::{ChatMessage, GenerateRequest, LlmError, LlmHandle};
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
@@ -43,18 +45,29 @@ fn num(config: &Value, key: &str) -> Option<f64> {
 }
 
 impl NodeKind for LlmInference {
-    fn build(&self, node: &glassbox_topology::Node, cx: &BuildContext) -> Result<Arc<dyn Node>, BuildError> {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
         let c = &node.config;
         let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
-            "openai" => Backend::OpenAi(
-                Endpoint::from_config(c, node.timeout)
-                    .ok_or_else(|| BuildError::config("`backend: openai` needs `base_url` and `model`"))?,
-            ),
+            "openai" => {
+                Backend::OpenAi(Endpoint::from_config(c, node.timeout).ok_or_else(|| {
+                    BuildError::config("`backend: openai` needs `base_url` and `model`")
+                })?)
+            }
             _ => {
-                let name = c.get("model").and_then(Value::as_str).unwrap_or(DEFAULT_MODEL);
+                let name = c
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or(DEFAULT_MODEL);
                 let path = locate(cx, name);
                 let threads = c.get("threads").and_then(Value::as_u64).map(|t| t as usize);
-                let n_ctx = c.get("context_size").and_then(Value::as_u64).map_or(2048, |n| n as u32);
+                let n_ctx = c
+                    .get("context_size")
+                    .and_then(Value::as_u64)
+                    .map_or(2048, |n| n as u32);
                 Backend::Local(cache(cx).llm(&path, threads, n_ctx)?)
             }
         };
@@ -63,29 +76,46 @@ impl NodeKind for LlmInference {
                 let mut env = Environment::new();
                 env.set_undefined_behavior(UndefinedBehavior::Strict);
                 env.add_template_owned("prompt", source.to_string())
-                    .map_err(|e| BuildError::config(format!("`prompt` template does not compile: {e}")))?;
+                    .map_err(|e| {
+                        BuildError::config(format!("`prompt` template does not compile: {e}"))
+                    })?;
                 Some(env)
             }
             None => None,
         };
-        let model_name = node.resource.model.clone().unwrap_or_else(|| match &backend {
-            Backend::Local(h) => h.version().to_string(),
-            Backend::OpenAi(e) => e.model.clone(),
-        });
+        let model_name = node
+            .resource
+            .model
+            .clone()
+            .unwrap_or_else(|| match &backend {
+                Backend::Local(h) => h.version().to_string(),
+                Backend::OpenAi(e) => e.model.clone(),
+            });
         Ok(Arc::new(LlmNode {
             backend,
             prompt,
             system: c.get("system").and_then(Value::as_str).map(str::to_string),
-            max_tokens: c.get("max_tokens").and_then(Value::as_u64).map_or(256, |n| n as u32),
+            max_tokens: c
+                .get("max_tokens")
+                .and_then(Value::as_u64)
+                .map_or(256, |n| n as u32),
             temperature: num(c, "temperature").unwrap_or(0.7) as f32,
             top_p: num(c, "top_p").unwrap_or(1.0) as f32,
             seed: c.get("seed").and_then(Value::as_u64).map(|s| s as u32),
             stop: c
                 .get("stop")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default(),
-            meta: Arc::new(Meta { model_name, temperature: num(c, "temperature").unwrap_or(0.7) as f32 }),
+            meta: Arc::new(Meta {
+                model_name,
+                temperature: num(c, "temperature").unwrap_or(0.7) as f32,
+            }),
         }))
     }
 }
@@ -93,13 +123,17 @@ impl NodeKind for LlmInference {
 impl LlmNode {
     fn user_text(&self, cx: &NodeCx) -> Result<String, NodeError> {
         if let Some(env) = &self.prompt {
-            let t = env.get_template("prompt").map_err(|e| NodeError::failed(e.to_string()))?;
+            let t = env
+                .get_template("prompt")
+                .map_err(|e| NodeError::failed(e.to_string()))?;
             let ctx = minijinja::context! {
                 input => minijinja::Value::from_serialize(cx.input()),
                 outputs => minijinja::Value::from_serialize(cx.outputs_json()),
                 labels => minijinja::Value::from_serialize(cx.labels_json()),
             };
-            return t.render(ctx).map_err(|e| NodeError::BadInput(format!("`prompt` failed to render: {e}")));
+            return t
+                .render(ctx)
+                .map_err(|e| NodeError::BadInput(format!("`prompt` failed to render: {e}")));
         }
         if let Some((_, out)) = cx.primary_upstream()
             && let Some(text) = text_of(&out.value)
@@ -112,7 +146,12 @@ impl LlmNode {
                 .get("question")
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .ok_or_else(|| NodeError::BadInput("no prompt: set `prompt`, connect an upstream node, or pass `question`".into())),
+                .ok_or_else(|| {
+                    NodeError::BadInput(
+                        "no prompt: set `prompt`, connect an upstream node, or pass `question`"
+                            .into(),
+                    )
+                }),
         }
     }
 }
@@ -163,8 +202,10 @@ impl Node for LlmNode {
             }
             Backend::OpenAi(endpoint) => {
                 let endpoint = endpoint.clone();
-                let msgs: Vec<Value> =
-                    messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+                let msgs: Vec<Value> = messages
+                    .iter()
+                    .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+                    .collect();
                 let mut params = json!({ "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p });
                 if let Some(seed) = self.seed {
                     params["seed"] = json!(seed);
@@ -189,7 +230,14 @@ struct Meta {
 }
 
 impl Meta {
-    fn output(&self, text: String, finish: &str, version: String, tokens_in: u64, tokens_out: u64) -> NodeOutput {
+    fn output(
+        &self,
+        text: String,
+        finish: &str,
+        version: String,
+        tokens_in: u64,
+        tokens_out: u64,
+    ) -> NodeOutput {
         NodeOutput::new(json!({ "text": text, "finish_reason": finish, "model": version }))
             .tokens(tokens_in, tokens_out)
             .tag("model_version", version.clone())

@@ -28,12 +28,18 @@ impl std::fmt::Debug for ModelCache {
 /// The cache for a build: the context's, else the process-wide one.
 pub fn cache(cx: &BuildContext) -> Arc<ModelCache> {
     static GLOBAL: OnceLock<Arc<ModelCache>> = OnceLock::new();
-    cx.get::<ModelCache>()
-        .unwrap_or_else(|| GLOBAL.get_or_init(|| Arc::new(ModelCache::default())).clone())
+    cx.get::<ModelCache>().unwrap_or_else(|| {
+        GLOBAL
+            .get_or_init(|| Arc::new(ModelCache::default()))
+            .clone()
+    })
 }
 
 fn unavailable(what: String, err: impl std::error::Error + Send + Sync + 'static) -> BuildError {
-    BuildError::Unavailable { message: what, source: Some(Box::new(err)) }
+    BuildError::Unavailable {
+        message: what,
+        source: Some(Box::new(err)),
+    }
 }
 
 fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
@@ -43,7 +49,9 @@ fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
 ) -> Result<Arc<V>, BuildError> {
     // Loading happens under the lock on purpose: two nodes naming one
     // model must not load it twice.
-    let mut map = map.lock().map_err(|_| BuildError::config("model cache lock poisoned"))?;
+    let mut map = map
+        .lock()
+        .map_err(|_| BuildError::config("model cache lock poisoned"))?;
     if let Some(v) = map.get(&key) {
         return Ok(v.clone());
     }
@@ -53,13 +61,24 @@ fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
 }
 
 impl ModelCache {
-    pub fn llm(&self, path: &Path, threads: Option<usize>, n_ctx: u32) -> Result<Arc<LlmHandle>, BuildError> {
+    pub fn llm(
+        &self,
+        path: &Path,
+        threads: Option<usize>,
+        n_ctx: u32,
+    ) -> Result<Arc<LlmHandle>, BuildError> {
         get_or_load(&self.llms, (path.to_path_buf(), threads, n_ctx), || {
             let mut options = LlmOptions::new(path);
             options.threads = threads;
             options.n_ctx = n_ctx;
             LlmHandle::load(options).map_err(|e| {
-                unavailable(format!("cannot load model `{}`: {e} (run `glassbox models fetch`)", path.display()), e)
+                unavailable(
+                    format!(
+                        "cannot load model `{}`: {e} (run `glassbox models fetch`)",
+                        path.display()
+                    ),
+                    e,
+                )
             })
         })
     }
@@ -67,7 +86,13 @@ impl ModelCache {
     pub fn embedder(&self, dir: &Path) -> Result<Arc<Embedder>, BuildError> {
         get_or_load(&self.embedders, dir.to_path_buf(), || {
             Embedder::load(dir, EmbedderOptions::default()).map_err(|e| {
-                unavailable(format!("cannot load embedding model `{}`: {e} (run `glassbox models fetch`)", dir.display()), e)
+                unavailable(
+                    format!(
+                        "cannot load embedding model `{}`: {e} (run `glassbox models fetch`)",
+                        dir.display()
+                    ),
+                    e,
+                )
             })
         })
     }

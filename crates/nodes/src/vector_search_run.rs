@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput};
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput,
+};
 use glassbox_models::VectorIndex;
 use serde_json::{Value, json};
 
@@ -21,17 +23,28 @@ pub struct VectorSearchNode {
 }
 
 impl NodeKind for VectorSearch {
-    fn build(&self, node: &glassbox_topology::Node, cx: &BuildContext) -> Result<Arc<dyn Node>, BuildError> {
+    fn build(
+        &self,
+        node: &glassbox_topology::Node,
+        cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
         let c = &node.config;
-        let path = c
-            .get("index")
-            .and_then(Value::as_str)
-            .ok_or_else(|| BuildError::config("`index` is missing: build one with `glassbox index build DOCS --out INDEX`"))?;
+        let path = c.get("index").and_then(Value::as_str).ok_or_else(|| {
+            BuildError::config(
+                "`index` is missing: build one with `glassbox index build DOCS --out INDEX`",
+            )
+        })?;
         let index = cache(cx).index(&cx.topology.resolve_path(path))?;
         Ok(Arc::new(VectorSearchNode {
             index,
-            top_k: c.get("top_k").and_then(Value::as_u64).map_or(5, |k| k as usize),
-            min_score: c.get("min_score").and_then(Value::as_f64).map_or(-1.0, |s| s as f32),
+            top_k: c
+                .get("top_k")
+                .and_then(Value::as_u64)
+                .map_or(5, |k| k as usize),
+            min_score: c
+                .get("min_score")
+                .and_then(Value::as_f64)
+                .map_or(-1.0, |s| s as f32),
         }))
     }
 }
@@ -42,8 +55,16 @@ impl VectorSearchNode {
         let vector = upstream
             .iter()
             .find_map(|(_, out)| out.value.get("vector").and_then(Value::as_array))
-            .ok_or_else(|| NodeError::BadInput("no upstream `vector`: connect an `embedding` node to this one".into()))?;
-        Ok(vector.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
+            .ok_or_else(|| {
+                NodeError::BadInput(
+                    "no upstream `vector`: connect an `embedding` node to this one".into(),
+                )
+            })?;
+        Ok(vector
+            .iter()
+            .filter_map(Value::as_f64)
+            .map(|x| x as f32)
+            .collect())
     }
 
     fn search(&self, cx: &NodeCx) -> Result<NodeOutput, NodeError> {

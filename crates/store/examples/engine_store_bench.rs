@@ -147,12 +147,20 @@ fn main() {
         let off = pipeline(Arc::new(NoopSink));
         let t = Instant::now();
         let n = run(&off, d);
-        rows.push(("tracing off (NoopSink)", round, n as f64 / t.elapsed().as_secs_f64()));
+        rows.push((
+            "tracing off (NoopSink)",
+            round,
+            n as f64 / t.elapsed().as_secs_f64(),
+        ));
 
         let mem = pipeline(Arc::new(MemorySink::bounded(10_000)));
         let t = Instant::now();
         let n = run(&mem, d);
-        rows.push(("in-memory sink (bounded)", round, n as f64 / t.elapsed().as_secs_f64()));
+        rows.push((
+            "in-memory sink (bounded)",
+            round,
+            n as f64 / t.elapsed().as_secs_f64(),
+        ));
 
         let dir = tempfile::tempdir().unwrap();
         let writer = Arc::new(

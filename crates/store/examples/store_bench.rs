@@ -150,13 +150,18 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     match args.first().map(String::as_str) {
-        Some("ingest") => ingest(args.get(1).map_or("sqlite", String::as_str), num(2, 200_000)),
+        Some("ingest") => ingest(
+            args.get(1).map_or("sqlite", String::as_str),
+            num(2, 200_000),
+        ),
         Some("seed") => seed(
             args.get(1).expect("seed URL REQUESTS [DAYS]"),
             num(2, 1_000_000),
             num(3, 30),
         ),
         Some("report") => report_timing(args.get(1).expect("report URL")),
-        _ => eprintln!("usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS]"),
+        _ => eprintln!(
+            "usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS]"
+        ),
     }
 }

@@ -18,7 +18,13 @@ use crate::query::{
 };
 use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
 
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../migrations/postgres/001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../migrations/postgres/001_init.sql")),
+    (
+        2,
+        include_str!("../migrations/postgres/002_report_index.sql"),
+    ),
+];
 
 /// Array types of `REQUEST_COLUMNS`, in order.
 const REQUEST_TYPES: &[&str] = &[

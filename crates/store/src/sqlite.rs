@@ -20,7 +20,10 @@ use crate::query::{
 use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
 
 /// Migrations: (version, SQL). Applied in order, each in its own transaction.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../migrations/sqlite/001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../migrations/sqlite/001_init.sql")),
+    (2, include_str!("../migrations/sqlite/002_report_index.sql")),
+];
 
 /// A trace store in one SQLite file.
 pub struct SqliteStore {

@@ -164,11 +164,17 @@ impl Expr {
         outputs: &Map<String, Json>,
         labels: &Map<String, Json>,
     ) -> Result<String, EvalError> {
-        let fail = |message: String| EvalError::Failed { source_text: self.source.clone(), message };
+        let fail = |message: String| EvalError::Failed {
+            source_text: self.source.clone(),
+            message,
+        };
         let mut cx = cel::Context::default();
-        cx.add_variable("input", input).map_err(|e| fail(e.to_string()))?;
-        cx.add_variable("outputs", outputs).map_err(|e| fail(e.to_string()))?;
-        cx.add_variable("labels", labels).map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("input", input)
+            .map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("outputs", outputs)
+            .map_err(|e| fail(e.to_string()))?;
+        cx.add_variable("labels", labels)
+            .map_err(|e| fail(e.to_string()))?;
         match self.program.execute(&cx) {
             Ok(cel::Value::String(s)) => Ok(s.to_string()),
             Ok(other) => Err(EvalError::NotString {

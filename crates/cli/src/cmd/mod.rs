@@ -4,6 +4,8 @@ pub mod common;
 pub mod diff;
 pub mod explain;
 pub mod graph;
+pub mod index;
+pub mod models;
 pub mod plan;
 pub mod report;
 pub mod run;

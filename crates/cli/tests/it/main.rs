@@ -7,5 +7,6 @@ mod cli;
 mod fixtures;
 mod plan;
 mod props;
+mod rag;
 mod run;
 mod support;

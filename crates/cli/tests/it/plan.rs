@@ -5,7 +5,19 @@ use crate::support::{glassbox, stderr, stdout};
 #[test]
 fn plan_json_has_the_documented_keys() {
     let out = glassbox(
-        &["plan", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--quant", "q4_k_m", "--engine", "llama.cpp", "--format", "json"],
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "rtx-4090",
+            "--quant",
+            "q4_k_m",
+            "--engine",
+            "llama.cpp",
+            "--format",
+            "json",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -33,25 +45,56 @@ fn plan_json_has_the_documented_keys() {
 
 #[test]
 fn plan_unknown_names_exit_78_with_a_suggestion() {
-    let out = glassbox(&["plan", "--model", "llama-3.1-8b", "--gpu", "rtx-4900"], None);
+    let out = glassbox(
+        &["plan", "--model", "llama-3.1-8b", "--gpu", "rtx-4900"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(78));
-    assert!(stderr(&out).contains("did you mean `rtx-4090`?"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did you mean `rtx-4090`?"),
+        "{}",
+        stderr(&out)
+    );
     let out = glassbox(&["plan", "--gpu", "h100-sxm"], None);
-    assert_eq!(out.status.code(), Some(2), "a missing --model is a usage error");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing --model is a usage error"
+    );
 }
 
 #[test]
 fn plan_compare_ranks_cards_meeting_the_sla_first() {
     let out = glassbox(
-        &["plan", "--model", "llama-3.1-70b", "--quant", "fp8", "--tp", "2", "--sla-ttft-ms", "1000", "--sla-tpot-ms", "50",
-          "--compare", "h100-sxm", "l40s", "h200", "--format", "json"],
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-70b",
+            "--quant",
+            "fp8",
+            "--tp",
+            "2",
+            "--sla-ttft-ms",
+            "1000",
+            "--sla-tpot-ms",
+            "50",
+            "--compare",
+            "h100-sxm",
+            "l40s",
+            "h200",
+            "--format",
+            "json",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let rows = v.as_array().expect("a ranking list");
     assert_eq!(rows.len(), 3, "{v}");
-    let meets: Vec<bool> = rows.iter().map(|r| r["sizing"]["meets_sla"].as_bool().unwrap_or(false)).collect();
+    let meets: Vec<bool> = rows
+        .iter()
+        .map(|r| r["sizing"]["meets_sla"].as_bool().unwrap_or(false))
+        .collect();
     // Cards that meet the SLA come before those that do not, cheapest first.
     assert!(meets.windows(2).all(|w| w[0] || !w[1]), "{meets:?}");
     let costs: Vec<f64> = rows
@@ -60,5 +103,8 @@ fn plan_compare_ranks_cards_meeting_the_sla_first() {
         .map(|r| r["cost_per_1m_tokens"].as_f64().unwrap())
         .collect();
     assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
-    assert_eq!(rows[2]["gpu"], "l40s", "70B FP8 on PCIe L40S pairs cannot meet a 50 ms TPOT cheaply");
+    assert_eq!(
+        rows[2]["gpu"], "l40s",
+        "70B FP8 on PCIe L40S pairs cannot meet a 50 ms TPOT cheaply"
+    );
 }

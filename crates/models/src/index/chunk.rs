@@ -74,13 +74,14 @@ fn split_title(text: &str) -> (Option<&str>, String) {
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             in_fence = !in_fence;
         }
-        if title.is_none() && !in_fence {
-            if let Some(t) = trimmed.strip_prefix("# ") {
-                let t = t.trim().trim_end_matches('#').trim();
-                if !t.is_empty() {
-                    title = Some(t);
-                    continue;
-                }
+        if title.is_none()
+            && !in_fence
+            && let Some(t) = trimmed.strip_prefix("# ")
+        {
+            let t = t.trim().trim_end_matches('#').trim();
+            if !t.is_empty() {
+                title = Some(t);
+                continue;
             }
         }
         body.push_str(line);

@@ -214,12 +214,11 @@ impl<'m> Session<'m> {
         let (mut sampler, seed) = sampler(request);
         let mut text = TextAssembler::new(request.stop.clone());
         let mut logits_at = self.batch.n_tokens() - 1;
-        let mut pos = tokens.len();
         let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
         let mut completion_tokens = 0u32;
         let mut finish = FinishReason::Length;
         let started = Instant::now();
-        for step in 0..budget {
+        for (step, pos) in (0..budget).zip(tokens.len()..) {
             let token = sampler.sample(&self.ctx, logits_at);
             if self.model.vocab().is_eog(token) {
                 finish = FinishReason::Stop;
@@ -247,7 +246,6 @@ impl<'m> Session<'m> {
                 .decode(&mut self.batch)
                 .map_err(|e| decode_err(&e))?;
             logits_at = 0;
-            pos += 1;
         }
         let generate_ms = started.elapsed().as_secs_f64() * 1e3;
         let (rest, full) = text.finish();
