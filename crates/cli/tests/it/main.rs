@@ -7,6 +7,5 @@ mod cli;
 mod fixtures;
 mod plan;
 mod props;
-mod rag;
 mod run;
 mod support;
