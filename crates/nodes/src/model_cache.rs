@@ -12,9 +12,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use glassbox_engine::{BuildContext, BuildError};
 use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
 
+/// An LLM is loaded once per file, thread count and context size.
+type LlmKey = (PathBuf, Option<usize>, u32);
+
 #[derive(Default)]
 pub struct ModelCache {
-    llms: Mutex<HashMap<(PathBuf, Option<usize>, u32), Arc<LlmHandle>>>,
+    llms: Mutex<HashMap<LlmKey, Arc<LlmHandle>>>,
     embedders: Mutex<HashMap<PathBuf, Arc<Embedder>>>,
     indexes: Mutex<HashMap<PathBuf, Arc<VectorIndex>>>,
 }
