@@ -34,13 +34,13 @@ fn synth(i: u64, days: u64) -> SynthRequest {
     let mut r = SynthRequest::new(i + 1, T0 + day * 86_400_000_000 + i);
     // A mix like the seeds': a quarter direct, 2% fallbacks, 1% failures,
     // LLM time spread with a long tail.
-    r.retrieval = i % 4 != 0;
+    r.retrieval = !i.is_multiple_of(4);
     r.fallback = i % 50 == 7;
     r.failed = i % 100 == 13;
-    let spread = (i.wrapping_mul(2_654_435_761) % 1000) as u64;
+    let spread = i.wrapping_mul(2_654_435_761) % 1000;
     r.llm_us = 50_000 + spread * 300 + if spread > 990 { 5_000_000 } else { 0 };
     r.output_tokens = 32 + spread % 256;
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         r.version = "3.3.0".into();
     }
     r
