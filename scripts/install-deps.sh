@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the system packages the local model runtime needs to build llama.cpp
 # (through the `llama-cpp-2` crate): cmake, a C/C++ compiler and libclang for
-# bindgen. Idempotent: installs only what is missing, and runs `apt-get update`
+# bindgen; and Debian's `chromium` for the dashboard's headless-browser tests
+# (crates/server/tests/it/dashboard.rs). Idempotent: installs only what is missing, and runs `apt-get update`
 # at most once, only when something has to be installed.
 set -euo pipefail
 
@@ -14,9 +15,11 @@ if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
     && ! compgen -G "/usr/lib/*/libclang-*.so*" >/dev/null; then
   missing+=(libclang-dev)
 fi
+# The dashboard tests drive headless Chromium at this path.
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build dependencies present (cmake, clang, libclang)"
+  echo "build and test dependencies present (cmake, clang, libclang, chromium)"
   exit 0
 fi
 
