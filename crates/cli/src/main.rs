@@ -47,6 +47,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Cost and latency report per topology: P50/P95/P99, node shares, path mix, rates.
     Report(cmd::report::Args),
+    /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,257 @@
+//! What `glassbox bench` prints: the JSON document and the table.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::Arrivals;
+use super::client::TraceCheck;
+use super::stats::{Buckets, Summary};
+
+/// The `--format json` document.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub url: String,
+    pub topology: String,
+    /// `open` or `closed`.
+    pub mode: &'static str,
+    pub rate: Option<f64>,
+    pub arrivals: Option<Arrivals>,
+    pub concurrency: Option<usize>,
+    /// Open loop: sender threads.
+    pub max_in_flight: Option<usize>,
+    pub warmup_s: f64,
+    /// Requests sent during warm-up (not in the figures).
+    pub warmup_requests: u64,
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub traces: Option<TraceCheck>,
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+/// The human-readable report.
+pub fn table(rep: &Report, buckets: &Buckets) -> String {
+    let s = &rep.summary;
+    let c = &s.counts;
+    let mut out = String::new();
+    let mode = match (rep.rate, rep.concurrency) {
+        (Some(r), _) => format!(
+            "open loop, {} arrivals at {r} req/s, {} senders",
+            match rep.arrivals {
+                Some(Arrivals::Fixed) => "fixed",
+                _ => "poisson",
+            },
+            rep.max_in_flight.unwrap_or(0)
+        ),
+        (None, Some(c)) => format!("closed loop, concurrency {c}"),
+        (None, None) => "closed loop".into(),
+    };
+    let _ = writeln!(out, "{} at {}: {mode}", rep.topology, rep.url);
+    if rep.warmup_requests > 0 {
+        let _ = writeln!(
+            out,
+            "warm-up      {:.1} s, {} requests (left out)",
+            rep.warmup_s, rep.warmup_requests
+        );
+    }
+    let _ = writeln!(
+        out,
+        "throughput   offered {:.1} req/s, achieved {:.1} req/s (2xx), {:.1} req/s ok, over {:.2} s",
+        s.offered_rps, s.achieved_rps, s.success_rps, s.elapsed_s
+    );
+    let _ = writeln!(
+        out,
+        "requests     {} offered, {} sent, {} ok ({}), {} rejected 429 ({}), {} errors ({})",
+        c.offered,
+        c.sent,
+        c.ok,
+        pct(s.rates.success),
+        c.rejected,
+        pct(s.rates.rejected),
+        c.errors(),
+        pct(s.rates.error)
+    );
+    if c.errors() > 0 {
+        let mut parts = Vec::new();
+        if c.run_failed > 0 {
+            parts.push(format!("run failed {}", c.run_failed));
+        }
+        parts.extend(c.http_errors.iter().map(|(k, v)| format!("http {k}: {v}")));
+        parts.extend(c.transport_errors.iter().map(|(k, v)| format!("{k}: {v}")));
+        if c.not_sent > 0 {
+            parts.push(format!("not sent (client saturated): {}", c.not_sent));
+        }
+        let _ = writeln!(out, "errors       {}", parts.join(", "));
+    }
+    let l = &s.latency_ms;
+    let _ = writeln!(
+        out,
+        "latency 2xx  P50 {} ms, P95 {} ms, P99 {} ms, max {} ms ({} answers)",
+        ms(l.p50),
+        ms(l.p95),
+        ms(l.p99),
+        ms(l.max),
+        l.count
+    );
+    if s.rejected_latency_ms.count > 0 {
+        let r = &s.rejected_latency_ms;
+        let _ = writeln!(
+            out,
+            "latency 429  P50 {} ms, P99 {} ms",
+            ms(r.p50),
+            ms(r.p99)
+        );
+    }
+    let header = [
+        "input chars",
+        "offered",
+        "ok",
+        "429",
+        "errors",
+        "P50 ms",
+        "P95 ms",
+        "P99 ms",
+        "max ms",
+    ];
+    let rows: Vec<Vec<String>> = s
+        .by_input_length
+        .iter()
+        .map(|b| {
+            vec![
+                b.bucket.clone(),
+                b.counts.offered.to_string(),
+                b.counts.ok.to_string(),
+                b.counts.rejected.to_string(),
+                b.counts.errors().to_string(),
+                ms(b.latency_ms.p50),
+                ms(b.latency_ms.p95),
+                ms(b.latency_ms.p99),
+                ms(b.latency_ms.max),
+            ]
+        })
+        .collect();
+    if buckets.len() > 1 {
+        out.push('\n');
+        out.push_str(&columns(&header, &rows));
+    }
+    if let Some(t) = &rep.traces {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "traces       {} request ids checked, {} found, {} missing{}{}",
+            t.checked,
+            t.found,
+            t.missing,
+            if t.without_id > 0 {
+                format!(", {} answers without a request id", t.without_id)
+            } else {
+                String::new()
+            },
+            if t.lookup_errors.is_empty() {
+                String::new()
+            } else {
+                format!(", lookup errors {:?}", t.lookup_errors)
+            }
+        );
+        if !t.missing_ids.is_empty() {
+            let _ = writeln!(out, "missing      {}", t.missing_ids.join(", "));
+        }
+    }
+    out
+}
+
+/// Columns padded to their widest cell, numbers right-aligned.
+fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            if i == 0 {
+                let _ = write!(out, " {cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
+            }
+        }
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::stats::{Outcome, Sample, summarize};
+    use super::*;
+
+    #[test]
+    fn the_table_shows_buckets_errors_and_traces() {
+        let b = Buckets::new(vec![64]).unwrap();
+        let samples = vec![
+            Sample {
+                bucket: 0,
+                latency_us: 2000,
+                done_us: 2000,
+                outcome: Outcome::Ok,
+            },
+            Sample {
+                bucket: 1,
+                latency_us: 100,
+                done_us: 100,
+                outcome: Outcome::Rejected,
+            },
+            Sample {
+                bucket: 1,
+                latency_us: 0,
+                done_us: 0,
+                outcome: Outcome::NotSent,
+            },
+        ];
+        let rep = Report {
+            url: "http://127.0.0.1:1".into(),
+            topology: "moderation".into(),
+            mode: "open",
+            rate: Some(3.0),
+            arrivals: Some(Arrivals::Poisson),
+            concurrency: None,
+            max_in_flight: Some(16),
+            warmup_s: 0.0,
+            warmup_requests: 0,
+            summary: summarize(&samples, &b, 1.0),
+            traces: Some(TraceCheck {
+                checked: 1,
+                found: 0,
+                missing: 1,
+                missing_ids: vec!["r1".into()],
+                ..TraceCheck::default()
+            }),
+        };
+        let t = table(&rep, &b);
+        assert!(t.contains("offered 3.0 req/s"), "{t}");
+        assert!(t.contains("1 rejected 429 (33.3%)"), "{t}");
+        assert!(t.contains("not sent (client saturated): 1"), "{t}");
+        assert!(t.contains(" <64 "), "{t}");
+        assert!(t.contains(" ≥64 "), "{t}");
+        assert!(t.contains("1 missing"), "{t}");
+        assert!(t.contains("P50 2.0 ms"), "{t}");
+        let json = serde_json::to_value(&rep).unwrap();
+        assert_eq!(json["counts"]["offered"], 3);
+        assert_eq!(json["by_input_length"][1]["counts"]["rejected"], 1);
+        assert_eq!(json["traces"]["missing"], 1);
+    }
+}
