@@ -25,8 +25,17 @@ export async function topologiesPage(view) {
   const body = await get('/v1/topologies');
   const list = listOf(body, 'topologies');
   view.append(title('Topologies'));
+  const problems = listOf(body?.problems, 'problems');
+  const problemSection = problems.length
+    ? h('section', { class: 'problems', 'aria-labelledby': 'problems-h', testid: 'topology-problems' },
+      h('h2', { id: 'problems-h' }, 'Files with problems'),
+      problems.map((p) => h('details', { class: 'problem' },
+        h('summary', {}, h('code', {}, p.file),
+          p.still_serving ? ` — still serving the previous version of ${p.still_serving}` : ' — not served'),
+        h('pre', {}, p.message))))
+    : null;
   if (!list.length) {
-    view.append(notice('No topologies are served. Put topology files in the directory given to `glassbox serve --topologies`.'));
+    view.append(notice('No topologies are served. Put topology files in the directory given to `glassbox serve --topologies`.'), problemSection);
     return;
   }
   const rows = list.map((t) => {
@@ -47,7 +56,7 @@ export async function topologiesPage(view) {
         h('th', { scope: 'col' }, 'Topology'), h('th', { scope: 'col' }, 'Version'),
         h('th', { scope: 'col', class: 'num' }, 'Nodes'), h('th', { scope: 'col' }, 'Description'),
         h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Links')))),
-      h('tbody', {}, rows))));
+      h('tbody', {}, rows))), problemSection);
 }
 
 export async function topologyPage(view, id) {
@@ -62,9 +71,17 @@ export async function topologyPage(view, id) {
     title(topoId(t) ?? id, version ? h('span', { class: 'version' }, `@${version}`) : null),
   );
   if (t.description) view.append(h('p', { class: 'lead' }, t.description));
+  if (t.reload_error) {
+    view.append(h('div', { class: 'error', role: 'alert', testid: 'reload-error' },
+      h('p', {}, 'The latest edit of this file was rejected; the version shown is still served.'),
+      h('pre', {}, t.reload_error)));
+  }
   view.append(h('p', {}, h('a', { href: `#/traces?topology=${encodeURIComponent(id)}` }, 'Traces of this topology'),
     ' · ', h('a', { href: `#/reports?topology=${encodeURIComponent(id)}` }, 'Cost and latency')));
 
+  // The graph's resource tags carry kind and model; prices are in the spec.
+  const specNodes = new Map(listOf(t.spec?.nodes, 'nodes').map((n) => [n.id, n]));
+  const priced = (n) => ({ ...(specNodes.get(n.id)?.resource || {}), ...(typeof n.resource === 'object' ? n.resource : {}) });
   const gnodes = nodes.map((n) => {
     const type = n.type ?? n.kind ?? '';
     const res = resourceText(n.resource);
@@ -88,7 +105,7 @@ export async function topologyPage(view, id) {
       h('tbody', {}, nodes.map((n) => h('tr', {},
         h('th', { scope: 'row' }, h('code', {}, n.id)),
         h('td', {}, n.type ?? n.kind ?? ''),
-        h('td', {}, resourceText(n.resource) || '–', resourceExtra(n.resource)),
+        h('td', {}, resourceText(n.resource) || '–', resourceExtra(priced(n))),
         h('td', {}, n.fallback ? h('code', {}, n.fallback) : '–'),
         h('td', {}, n.description ?? ''))))))));
   if (edges.length) {
@@ -104,6 +121,8 @@ function resourceExtra(r) {
   if (!r || typeof r !== 'object') return null;
   const bits = [];
   if (r.cost_per_call !== undefined) bits.push(`${r.cost_per_call} per call`);
+  if (r.cost_per_cpu_ms !== undefined) bits.push(`${r.cost_per_cpu_ms} per CPU-ms`);
+  if (r.cost_per_1k_tokens !== undefined) bits.push(`${r.cost_per_1k_tokens} per 1k tokens`);
   if (r.cost_per_1k_input_tokens !== undefined) bits.push(`${r.cost_per_1k_input_tokens} per 1k in`);
   if (r.cost_per_1k_output_tokens !== undefined) bits.push(`${r.cost_per_1k_output_tokens} per 1k out`);
   return bits.length ? h('span', { class: 'muted small' }, ` (${bits.join(', ')})`) : null;

@@ -106,7 +106,8 @@ export async function topologyIds() {
 }
 
 export async function tracesPage(view, _arg, ctx) {
-  const [body, topologies] = await Promise.all([get('/v1/traces', apiParams(ctx.query)), topologyIds()]);
+  const filters = apiParams(ctx.query);
+  const [body, topologies] = await Promise.all([get('/v1/traces', filters), topologyIds()]);
   const rows = listOf(body, 'traces', 'requests');
   view.append(title('Traces'),
     filterForm(ctx.query, topologies, (q) => ctx.navigate(`#/traces${q.toString() ? `?${q}` : ''}`)));
@@ -122,6 +123,12 @@ export async function tracesPage(view, _arg, ctx) {
         ['Request', 'Topology', 'Status', 'Started', 'Latency', 'Cost', 'Path'].map((c) =>
           h('th', { scope: 'col', class: c === 'Latency' || c === 'Cost' ? 'num' : null }, c)))),
       h('tbody', {}, rows.map(traceRow)))));
+  const limit = Number(filters.limit);
+  if (rows.length >= limit) {
+    const more = new URLSearchParams(ctx.query);
+    more.set('limit', String(limit * 2));
+    view.append(h('p', {}, h('a', { href: `#/traces?${more}`, testid: 'trace-more' }, `Show up to ${limit * 2}`)));
+  }
 }
 
 function traceRow(r) {
