@@ -99,6 +99,7 @@ pub(crate) async fn execute(inner: &Inner, input: Value, options: RunOptions) ->
         ids: inner.ids.clone(),
         kinds: inner.kinds.clone(),
         summary_chars: inner.options.summary_chars,
+        tokens: options.tokens.clone(),
     }));
     let topology = &inner.topology;
     let nodes = topology

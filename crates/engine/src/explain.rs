@@ -122,9 +122,20 @@ fn gen_detail(
     parts.join(sep)
 }
 
+/// The `rule` a router reports when it routed by its nearest labelled
+/// example rather than a rule; `reason` then names the example.
+pub const NEAREST_EXAMPLE: &str = "nearest_example";
+
 fn en(node: &str, fact: &Fact) -> String {
     match fact {
-        Fact::Routed { label, rule, .. } => match rule {
+        Fact::Routed {
+            label,
+            rule,
+            reason,
+        } => match rule {
+            Some(rule) if rule == NEAREST_EXAMPLE => {
+                format!("the question was classified as `{label}` ({reason})")
+            }
             Some(rule) => format!("the question was classified as `{label}` (rule `{rule}`)"),
             None => format!("the question was classified as `{label}` (no rule matched; default)"),
         },
@@ -217,7 +228,14 @@ fn en(node: &str, fact: &Fact) -> String {
 
 fn zh(node: &str, fact: &Fact) -> String {
     match fact {
-        Fact::Routed { label, rule, .. } => match rule {
+        Fact::Routed {
+            label,
+            rule,
+            reason,
+        } => match rule {
+            Some(rule) if rule == NEAREST_EXAMPLE => {
+                format!("问题被归类为「{label}」（按最相近的示例：{reason}）")
+            }
             Some(rule) => format!("问题被归类为「{label}」（规则 `{rule}`）"),
             None => format!("问题被归类为「{label}」（未命中规则，使用默认）"),
         },

@@ -39,6 +39,7 @@ mod node_run;
 pub mod pipeline;
 mod request;
 pub mod retry;
+pub mod stream;
 mod why;
 
 pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError};
@@ -48,6 +49,7 @@ pub use node::{Call, Node, NodeCx, NodeFuture, NodeOutput, NodeResult, Tokens, t
 pub use node_run::MAX_RERUNS;
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
+pub use stream::{TokenChunk, TokenSink, TokenStream};
 
 pub use glassbox_trace as trace;
 pub use tokio_util::sync::CancellationToken;

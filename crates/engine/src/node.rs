@@ -11,6 +11,7 @@
 //! The engine measures thread CPU time in all three (inside the closure on the
 //! pool thread; per poll for futures), and wall time for all.
 
+use crate::stream::TokenStream;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -213,6 +214,17 @@ impl NodeCx {
     /// them (`outputs.<id>`). Copies values: call once per attempt.
     pub fn outputs_json(&self) -> Map<String, Value> {
         self.req.outputs_json()
+    }
+
+    /// Where to send generated text as it is produced, when the caller
+    /// streams (see [`RunOptions::tokens`](crate::RunOptions::tokens)).
+    /// `None` when nobody listens: nodes then skip streaming altogether.
+    pub fn token_stream(&self) -> Option<TokenStream> {
+        self.req.tokens.as_ref().map(|sink| TokenStream {
+            sink: sink.clone(),
+            node: self.req.ids[self.node.0].clone(),
+            attempt: self.attempt,
+        })
     }
 
     /// Every finished node's label by id (`labels.<id>`).

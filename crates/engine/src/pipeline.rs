@@ -3,6 +3,7 @@
 //! strings, retry policies, edge conditions), so running a request never
 //! clones or re-walks the topology.
 
+use crate::stream::TokenSink;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +54,8 @@ pub struct RunOptions {
     pub cancel: Option<CancellationToken>,
     /// Language of the explanation.
     pub lang: Lang,
+    /// Receives generated text as nodes produce it (token streaming).
+    pub tokens: Option<TokenSink>,
 }
 
 /// An edge's condition, ready to evaluate.

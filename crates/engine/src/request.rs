@@ -1,5 +1,6 @@
 //! State one request shares between the executor and its running nodes.
 
+use crate::stream::TokenSink;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -45,6 +46,7 @@ pub(crate) struct RequestShared {
     pub start: Instant,
     pub started_at_us: u64,
     pub summary_chars: usize,
+    pub tokens: Option<TokenSink>,
     ending: AtomicU8,
 }
 
@@ -63,6 +65,7 @@ pub(crate) struct SharedParts {
     pub ids: Arc<[Arc<str>]>,
     pub kinds: Arc<[Arc<str>]>,
     pub summary_chars: usize,
+    pub tokens: Option<TokenSink>,
 }
 
 impl RequestShared {
@@ -83,6 +86,7 @@ impl RequestShared {
             start: Instant::now(),
             started_at_us: glassbox_trace::unix_micros_now(),
             summary_chars: p.summary_chars,
+            tokens: p.tokens,
             ending: AtomicU8::new(Ending::Cancelled as u8),
         }
     }

@@ -29,7 +29,7 @@ pub mod index;
 pub mod llm;
 mod paths;
 
-pub use embed::{EmbedError, Embedder, EmbedderOptions};
+pub use embed::{EmbedError, Embedder, EmbedderOptions, cosine};
 pub use fetch::{
     FetchError, FetchOptions, FetchProgress, FetchSummary, fetch_models, fetch_models_with,
 };

@@ -189,8 +189,18 @@ impl Node for LlmNode {
                 };
                 let handle = handle.clone();
                 let this = self.meta.clone();
+                let tokens = cx.token_stream();
                 Call::future(async move {
-                    let c = handle.generate(request).await.map_err(llm_error)?;
+                    let c = match tokens {
+                        None => handle.generate(request).await.map_err(llm_error)?,
+                        Some(tokens) => {
+                            let mut pieces = handle.stream(request).map_err(llm_error)?;
+                            while let Some(piece) = pieces.next().await {
+                                tokens.send(piece);
+                            }
+                            pieces.finish().await.map_err(llm_error)?
+                        }
+                    };
                     Ok(this.output(
                         c.text,
                         c.finish_reason.as_str(),
@@ -214,8 +224,10 @@ impl Node for LlmNode {
                     params["stop"] = json!(self.stop);
                 }
                 let this = self.meta.clone();
+                let tokens = cx.token_stream();
                 Call::blocking(move || {
-                    let (text, tin, tout, model) = endpoint.chat(Value::Array(msgs), &params)?;
+                    let (text, tin, tout, model) =
+                        endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
                     Ok(this.output(text, "stop", model, tin, tout))
                 })
             }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use glassbox_engine::NodeError;
+use glassbox_engine::{NodeError, TokenStream};
 use serde_json::{Value, json};
 
 /// Where the server is and how to authenticate.
@@ -34,7 +34,12 @@ impl Endpoint {
         })
     }
 
-    fn post(&self, path: &str, body: &Value) -> Result<Value, NodeError> {
+    /// Sends `body` and returns the response once its status says success.
+    fn send(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<ureq::http::Response<ureq::Body>, NodeError> {
         let url = format!("{}{path}", self.base_url);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
@@ -54,22 +59,25 @@ impl Endpoint {
             .send(body.to_string().as_bytes())
             .map_err(|e| NodeError::Unavailable(format!("{url}: {e}")))?;
         let status = resp.status().as_u16();
-        let text = resp
+        if status < 400 {
+            return Ok(resp);
+        }
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        let message = format!("{url} answered {status}: {}", snippet(&text));
+        Err(if status >= 500 || status == 429 {
+            NodeError::Unavailable(message)
+        } else {
+            NodeError::BadInput(message)
+        })
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Result<Value, NodeError> {
+        let url = format!("{}{path}", self.base_url);
+        let text = self
+            .send(path, body)?
             .body_mut()
             .read_to_string()
             .map_err(|e| NodeError::Unavailable(format!("{url}: reading the answer: {e}")))?;
-        if status >= 500 || status == 429 {
-            return Err(NodeError::Unavailable(format!(
-                "{url} answered {status}: {}",
-                snippet(&text)
-            )));
-        }
-        if status >= 400 {
-            return Err(NodeError::BadInput(format!(
-                "{url} answered {status}: {}",
-                snippet(&text)
-            )));
-        }
         serde_json::from_str(&text).map_err(|e| {
             NodeError::Unavailable(format!(
                 "{url} answered invalid JSON ({e}): {}",
@@ -78,17 +86,28 @@ impl Endpoint {
         })
     }
 
-    /// A chat completion: text, prompt tokens, completion tokens, served model.
+    /// A chat completion: text, prompt tokens, completion tokens, model.
+    /// With `stream`, asks the server for server-sent events and forwards
+    /// each content delta as it arrives; usage then comes from the final
+    /// chunk (`stream_options.include_usage`).
     pub fn chat(
         &self,
         messages: Value,
         params: &Value,
+        stream: Option<&TokenStream>,
     ) -> Result<(String, u64, u64, String), NodeError> {
-        let mut body = json!({ "model": self.model, "messages": messages, "stream": false });
+        let mut body =
+            json!({ "model": self.model, "messages": messages, "stream": stream.is_some() });
+        if stream.is_some() {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
         if let (Some(b), Some(p)) = (body.as_object_mut(), params.as_object()) {
             for (k, v) in p {
                 b.insert(k.clone(), v.clone());
             }
+        }
+        if let Some(stream) = stream {
+            return self.chat_stream(&body, stream);
         }
         let v = self.post("/chat/completions", &body)?;
         let text = v
@@ -101,11 +120,6 @@ impl Endpoint {
                 ))
             })?
             .to_string();
-        let usage = |k: &str| {
-            v.pointer(&format!("/usage/{k}"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
         let model = v
             .get("model")
             .and_then(Value::as_str)
@@ -113,13 +127,63 @@ impl Endpoint {
             .to_string();
         Ok((
             text,
-            usage("prompt_tokens"),
-            usage("completion_tokens"),
+            usage(&v, "prompt_tokens"),
+            usage(&v, "completion_tokens"),
             model,
         ))
     }
 
-    /// Embeddings of `texts`, and the prompt tokens reported.
+    fn chat_stream(
+        &self,
+        body: &Value,
+        stream: &TokenStream,
+    ) -> Result<(String, u64, u64, String), NodeError> {
+        use std::io::BufRead;
+        let url = format!("{}/chat/completions", self.base_url);
+        let mut resp = self.send("/chat/completions", body)?;
+        let reader = std::io::BufReader::new(resp.body_mut().as_reader());
+        let (mut text, mut tin, mut tout, mut model) = (String::new(), 0, 0, self.model.clone());
+        let mut done = false;
+        for line in reader.lines() {
+            let line = line
+                .map_err(|e| NodeError::Unavailable(format!("{url}: reading the stream: {e}")))?;
+            let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+                continue;
+            };
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            let v: Value = serde_json::from_str(data).map_err(|e| {
+                NodeError::Unavailable(format!(
+                    "{url} streamed invalid JSON ({e}): {}",
+                    snippet(data)
+                ))
+            })?;
+            if let Some(m) = v.get("model").and_then(Value::as_str) {
+                model = m.to_string();
+            }
+            if let Some(piece) = v
+                .pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+                && !piece.is_empty()
+            {
+                text.push_str(piece);
+                stream.send(piece);
+            }
+            if v.get("usage").is_some_and(Value::is_object) {
+                tin = usage(&v, "prompt_tokens");
+                tout = usage(&v, "completion_tokens");
+            }
+        }
+        if !done {
+            return Err(NodeError::Unavailable(format!(
+                "{url}: the stream ended without `data: [DONE]`"
+            )));
+        }
+        Ok((text, tin, tout, model))
+    }
+
     pub fn embed(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, u64), NodeError> {
         let v = self.post(
             "/embeddings",
@@ -149,6 +213,12 @@ impl Endpoint {
             .unwrap_or(0);
         Ok((vectors, tokens))
     }
+}
+
+fn usage(v: &Value, key: &str) -> u64 {
+    v.pointer(&format!("/usage/{key}"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn snippet(text: &str) -> String {

@@ -5,17 +5,38 @@
 //! inline. A rule that cannot be evaluated (it reads a missing field) fails
 //! the node with `bad_input` rather than silently falling through: use
 //! `has(input.x) && ...` for optional fields.
+//!
+//! With `examples` (label → sample questions), a request that no rule
+//! matched is routed to the label of its most similar example, by cosine
+//! similarity of MiniLM embeddings (`embedding` names another local model),
+//! when that similarity reaches `min_similarity` (default 0.3); else
+//! `default`. Examples are embedded once at build time; the question is
+//! embedded per request on the blocking pool.
 
 use std::sync::Arc;
 
+use glassbox_engine::explain::NEAREST_EXAMPLE;
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, NodeResult,
 };
+use glassbox_models::{Embedder, cosine};
 use glassbox_topology::Expr;
 use serde_json::{Map, Value, json};
 
+use crate::model_cache::{cache, locate};
 use crate::router::Router;
+
+/// Nearest-labelled-example routing.
+struct Examples {
+    embedder: Arc<Embedder>,
+    /// (label, example text, unit vector)
+    items: Vec<(String, String, Vec<f32>)>,
+    min_similarity: f32,
+}
+
+/// Similarity below which an example does not count, unless configured.
+const DEFAULT_MIN_SIMILARITY: f32 = 0.3;
 
 struct Rule {
     name: String,
@@ -29,27 +50,72 @@ pub struct RouterNode {
     default: String,
     /// Whether any rule reads `outputs` or `labels` (else skip building them).
     reads_upstream: bool,
+    examples: Option<Arc<Examples>>,
 }
 
 impl NodeKind for Router {
     fn build(
         &self,
         node: &glassbox_topology::Node,
-        _cx: &BuildContext,
+        cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
-        build(&node.config).map(|r| Arc::new(r) as Arc<dyn Node>)
+        let mut router = build(&node.config)?;
+        if let Some(examples) = node.config.get("examples").and_then(Value::as_object) {
+            router.examples = Some(Arc::new(build_examples(&node.config, examples, cx)?));
+        }
+        Ok(Arc::new(router))
     }
 }
 
-fn build(config: &Value) -> Result<RouterNode, BuildError> {
-    if config.get("examples").is_some_and(|e| !e.is_null()) {
-        return Err(BuildError::NotWired {
-            kind: "router".into(),
-            hint: "nearest-example routing (`examples`) needs the embedding runtime, which is not \
-                   wired into the engine yet; use ordered `rules` for now"
-                .into(),
-        });
+fn build_examples(
+    config: &Value,
+    examples: &Map<String, Value>,
+    cx: &BuildContext,
+) -> Result<Examples, BuildError> {
+    let model = config
+        .get("embedding")
+        .and_then(Value::as_str)
+        .unwrap_or(crate::embedding_run::DEFAULT_MODEL);
+    let embedder = cache(cx).embedder(&locate(cx, model))?;
+    let mut labelled = Vec::new();
+    for (label, texts) in examples {
+        for text in texts
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            labelled.push((label.clone(), text.to_string()));
+        }
     }
+    if labelled.is_empty() {
+        return Err(BuildError::config(
+            "`examples` has no example texts: give each label a list of sample questions",
+        ));
+    }
+    let texts: Vec<&str> = labelled.iter().map(|(_, t)| t.as_str()).collect();
+    let vectors = embedder
+        .embed(&texts)
+        .map_err(|e| BuildError::Unavailable {
+            message: format!("embedding the router's examples: {e}"),
+            source: Some(Box::new(e)),
+        })?;
+    let min_similarity = config
+        .get("min_similarity")
+        .and_then(Value::as_f64)
+        .map_or(DEFAULT_MIN_SIMILARITY, |v| v as f32);
+    Ok(Examples {
+        embedder,
+        items: labelled
+            .into_iter()
+            .zip(vectors)
+            .map(|((label, text), v)| (label, text, v))
+            .collect(),
+        min_similarity,
+    })
+}
+
+fn build(config: &Value) -> Result<RouterNode, BuildError> {
     let default = config
         .get("default")
         .and_then(Value::as_str)
@@ -88,11 +154,13 @@ fn build(config: &Value) -> Result<RouterNode, BuildError> {
         rules,
         default,
         reads_upstream,
+        examples: None,
     })
 }
 
 impl RouterNode {
-    fn route(&self, cx: &NodeCx) -> Result<NodeOutput, NodeError> {
+    /// The first rule that holds, if any.
+    fn by_rules(&self, cx: &NodeCx) -> Result<Option<NodeOutput>, NodeError> {
         let (outputs, labels) = if self.reads_upstream {
             (cx.outputs_json(), cx.labels_json())
         } else {
@@ -105,16 +173,61 @@ impl RouterNode {
                 .map_err(|e| NodeError::BadInput(format!("router rule `{}`: {e}", rule.name)))?;
             if hit {
                 let reason = format!("`{}` holds", rule.expr.source);
-                return Ok(emit(&rule.label, Some(&rule.name), reason));
+                return Ok(Some(emit(&rule.label, Some(&rule.name), reason)));
             }
         }
-        let reason = if self.rules.is_empty() {
+        Ok(None)
+    }
+
+    fn fallthrough_reason(&self) -> String {
+        if self.rules.is_empty() {
             "no rules; default label".to_string()
         } else {
             format!("none of {} rules matched; default label", self.rules.len())
-        };
-        Ok(emit(&self.default, None, reason))
+        }
     }
+}
+
+impl Examples {
+    /// Routes `question` to its nearest example's label, or `default`.
+    fn route(&self, question: &str, default: &str, rules_note: &str) -> NodeResult {
+        let tokens = self
+            .embedder
+            .tokenize(question)
+            .map_or(0, |t| t.len() as u64);
+        let v = self
+            .embedder
+            .embed_one(question)
+            .map_err(|e| NodeError::failed(format!("embedding the question: {e}")))?;
+        let best = self
+            .items
+            .iter()
+            .map(|(label, text, e)| (label, text, cosine(&v, e)))
+            .max_by(|a, b| a.2.total_cmp(&b.2));
+        let out = match best {
+            Some((label, text, sim)) if sim >= self.min_similarity => {
+                let reason = format!("nearest example “{text}”, similarity {sim:.2}");
+                emit(label, Some(NEAREST_EXAMPLE), reason).tag("similarity", format!("{sim:.3}"))
+            }
+            Some((label, _, sim)) => {
+                let reason = format!(
+                    "{rules_note}; nearest example (label {label}) is only {sim:.2} similar, below {:.2}; default label",
+                    self.min_similarity
+                );
+                emit(default, None, reason).tag("similarity", format!("{sim:.3}"))
+            }
+            None => emit(default, None, rules_note.to_string()),
+        };
+        Ok(out.tokens(tokens, 0))
+    }
+}
+
+/// The text examples are compared with: `input.question`, or a string input.
+fn question_of(input: &Value) -> Option<&str> {
+    input
+        .get("question")
+        .and_then(Value::as_str)
+        .or_else(|| input.as_str())
 }
 
 fn emit(label: &str, rule: Option<&str>, reason: String) -> NodeOutput {
@@ -131,7 +244,23 @@ fn emit(label: &str, rule: Option<&str>, reason: String) -> NodeOutput {
 
 impl Node for RouterNode {
     fn call(&self, cx: NodeCx) -> Call {
-        Call::Ready(self.route(&cx))
+        match self.by_rules(&cx) {
+            Err(e) => Call::Ready(Err(e)),
+            Ok(Some(out)) => Call::Ready(Ok(out)),
+            Ok(None) => {
+                let note = self.fallthrough_reason();
+                let Some(examples) = self.examples.clone() else {
+                    return Call::Ready(Ok(emit(&self.default, None, note)));
+                };
+                let Some(question) = question_of(cx.input()).map(str::to_string) else {
+                    return Call::Ready(Err(NodeError::BadInput(
+                        "example routing needs `question` (a string) in the input".into(),
+                    )));
+                };
+                let default = self.default.clone();
+                Call::blocking(move || examples.route(&question, &default, &note))
+            }
+        }
     }
 }
 
@@ -140,11 +269,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn examples_are_not_wired_yet() {
-        let err = build(&json!({"default": "a", "examples": {"a": ["x"]}}))
-            .err()
-            .unwrap();
-        assert_eq!(err.code(), "not_wired");
-        assert!(build(&json!({"rules": []})).is_err());
+    fn a_router_needs_a_default() {
+        let err = build(&json!({"rules": []})).err().unwrap();
+        assert_eq!(err.code(), "bad_config");
+        assert!(err.to_string().contains("default"), "{err}");
     }
 }

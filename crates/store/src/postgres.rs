@@ -411,7 +411,11 @@ impl TraceStore for PostgresStore {
             .collect()
     }
 
-    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
+    fn scan_requests(
+        &mut self,
+        filter: &Filter,
+        each: &mut dyn FnMut(RequestFacts<'_>),
+    ) -> Result<()> {
         use postgres::fallible_iterator::FallibleIterator;
         let (cond, params) = where_clause(filter, ph, "started_at_us", true);
         let sql = format!("SELECT {REQUEST_FACT_COLUMNS} FROM requests{cond}");
@@ -435,7 +439,7 @@ impl TraceStore for PostgresStore {
         Ok(())
     }
 
-    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()> {
+    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts<'_>)) -> Result<()> {
         use postgres::fallible_iterator::FallibleIterator;
         let (cond, params) = where_clause(filter, ph, "req_started_at_us", false);
         let sql = format!("SELECT {SPAN_FACT_COLUMNS} FROM spans{cond}");

@@ -22,9 +22,13 @@ pub trait TraceStore: Send {
     /// Request summaries matching `query`.
     fn list(&mut self, query: &ListQuery) -> Result<Vec<RequestSummary>>;
     /// Streams the report columns of every matching request.
-    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()>;
+    fn scan_requests(
+        &mut self,
+        filter: &Filter,
+        each: &mut dyn FnMut(RequestFacts<'_>),
+    ) -> Result<()>;
     /// Streams the report columns of every span of the matching requests.
-    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()>;
+    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts<'_>)) -> Result<()>;
     /// Numbers of stored requests and spans.
     fn counts(&mut self) -> Result<(u64, u64)>;
     /// Checks the database is whole (SQLite: `PRAGMA integrity_check`).
@@ -98,34 +102,35 @@ pub struct RequestSummary {
     pub span_count: i64,
 }
 
-/// What reports read of a request.
+/// What reports read of a request. Borrowed from the row being scanned, so
+/// a report over millions of requests allocates per group, not per row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestFacts {
-    pub topology_id: String,
-    pub version: String,
-    pub model_key: String,
+pub struct RequestFacts<'a> {
+    pub topology_id: &'a str,
+    pub version: &'a str,
+    pub model_key: &'a str,
     pub started_at_us: i64,
     pub duration_us: i64,
-    pub status: String,
+    pub status: &'a str,
     pub degraded: bool,
     pub timeouts: i64,
     pub cost: f64,
-    pub path_key: String,
-    pub top_node: Option<String>,
+    pub path_key: &'a str,
+    pub top_node: Option<&'a str>,
     pub input_chars: i64,
 }
 
-/// What reports read of a span.
+/// What reports read of a span (borrowed, like [`RequestFacts`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpanFacts {
-    pub topology_id: String,
-    pub version: String,
-    pub model_key: String,
+pub struct SpanFacts<'a> {
+    pub topology_id: &'a str,
+    pub version: &'a str,
+    pub model_key: &'a str,
     pub req_started_at_us: i64,
-    pub node: String,
+    pub node: &'a str,
     pub duration_us: i64,
     pub cost: f64,
-    pub status: String,
+    pub status: &'a str,
 }
 
 /// A bound SQL parameter.

@@ -180,6 +180,62 @@ pub fn week_key(us: i64) -> String {
     format!("{year:04}-W{week:02}")
 }
 
+/// A request's group before it is named: days and weeks stay numbers, so
+/// rows of the same group compare without formatting a date.
+enum GroupId<'a> {
+    All,
+    Day(i64),
+    Week(i64),
+    Text(std::borrow::Cow<'a, str>),
+}
+
+impl<'a> GroupId<'a> {
+    fn of(by: GroupBy, started_us: i64, version: &'a str, model_key: &'a str) -> Self {
+        match by {
+            GroupBy::All => GroupId::All,
+            GroupBy::Day => GroupId::Day(days(started_us)),
+            GroupBy::Week => {
+                let day = days(started_us);
+                GroupId::Week(day - (day + 3).rem_euclid(7))
+            }
+            GroupBy::Version => GroupId::Text(version.into()),
+            GroupBy::Model => GroupId::Text(if model_key.is_empty() {
+                "(no model)".into()
+            } else {
+                model_key.into()
+            }),
+        }
+    }
+
+    fn matches(&self, other: &GroupId<'_>) -> bool {
+        match (self, other) {
+            (GroupId::All, GroupId::All) => true,
+            (GroupId::Day(a), GroupId::Day(b)) | (GroupId::Week(a), GroupId::Week(b)) => a == b,
+            (GroupId::Text(a), GroupId::Text(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    fn owned(&self) -> GroupId<'static> {
+        match self {
+            GroupId::All => GroupId::All,
+            GroupId::Day(d) => GroupId::Day(*d),
+            GroupId::Week(w) => GroupId::Week(*w),
+            GroupId::Text(t) => GroupId::Text(t.to_string().into()),
+        }
+    }
+
+    fn name(&self) -> String {
+        const US_PER_DAY: i64 = 86_400_000_000;
+        match self {
+            GroupId::All => "all".to_string(),
+            GroupId::Day(d) => day_key(d * US_PER_DAY),
+            GroupId::Week(monday) => week_key(monday * US_PER_DAY),
+            GroupId::Text(t) => t.to_string(),
+        }
+    }
+}
+
 fn group_key(by: GroupBy, started_us: i64, version: &str, model_key: &str) -> String {
     match by {
         GroupBy::All => "all".to_string(),
@@ -234,28 +290,47 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Computes the report from a store.
 pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Report> {
-    let mut groups: HashMap<(String, String), Acc> = HashMap::new();
     let by = options.group_by;
-    store.scan_requests(&options.filter, &mut |r: RequestFacts| {
-        let key = (
-            r.topology_id,
-            group_key(by, r.started_at_us, &r.version, &r.model_key),
-        );
-        let acc = groups.entry(key).or_default();
+    // Rows come in no particular order but mostly in runs of the same
+    // topology and group, so the last key is remembered and the maps are
+    // only searched (and keys only allocated) when it changes.
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    let mut accs: Vec<Acc> = Vec::new();
+    let mut last: Option<(String, GroupId<'static>, usize)> = None;
+    store.scan_requests(&options.filter, &mut |r: RequestFacts<'_>| {
+        let gid = GroupId::of(by, r.started_at_us, r.version, r.model_key);
+        let i = match &last {
+            Some((t, g, i)) if t == r.topology_id && g.matches(&gid) => *i,
+            _ => {
+                let key = (r.topology_id.to_string(), gid.name());
+                let i = *index.entry(key).or_insert_with(|| {
+                    accs.push(Acc::default());
+                    accs.len() - 1
+                });
+                last = Some((r.topology_id.to_string(), gid.owned(), i));
+                i
+            }
+        };
+        let acc = &mut accs[i];
         let ms = r.duration_us as f64 / 1000.0;
         acc.durations.push(ms);
         acc.costs.push(r.cost);
         acc.errors += u64::from(r.status == "failed");
         acc.timeouts += u64::from(r.timeouts > 0);
         acc.fallbacks += u64::from(r.degraded);
-        match acc.paths.get_mut(&r.path_key) {
+        match acc.paths.get_mut(r.path_key) {
             Some(c) => *c += 1,
             None => {
-                acc.paths.insert(r.path_key, 1);
+                acc.paths.insert(r.path_key.to_string(), 1);
             }
         }
         if let Some(top) = r.top_node {
-            *acc.top.entry(top).or_default() += 1;
+            match acc.top.get_mut(top) {
+                Some(c) => *c += 1,
+                None => {
+                    acc.top.insert(top.to_string(), 1);
+                }
+            }
         }
         if options.input_buckets {
             if acc.buckets.is_empty() {
@@ -273,20 +348,26 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
     if options.nodes {
         let mut filter = options.filter.clone();
         filter.status = None;
-        store.scan_spans(&filter, &mut |s: SpanFacts| {
+        store.scan_spans(&filter, &mut |s: SpanFacts<'_>| {
             let key = (
-                s.topology_id,
-                group_key(by, s.req_started_at_us, &s.version, &s.model_key),
+                s.topology_id.to_string(),
+                group_key(by, s.req_started_at_us, s.version, s.model_key),
             );
-            let acc = nodes.entry(key).or_default().entry(s.node).or_default();
+            let per_node = nodes.entry(key).or_default();
+            let acc = match per_node.get_mut(s.node) {
+                Some(acc) => acc,
+                None => per_node.entry(s.node.to_string()).or_default(),
+            };
             acc.durations.push(s.duration_us as f64 / 1000.0);
             acc.cost += s.cost;
             acc.errors += u64::from(s.status == "error" || s.status == "timeout");
         })?;
     }
 
-    let mut out: Vec<GroupReport> = groups
+    let mut accs: Vec<Option<Acc>> = accs.into_iter().map(Some).collect();
+    let mut out: Vec<GroupReport> = index
         .into_iter()
+        .filter_map(|(key, i)| Some((key, accs.get_mut(i)?.take()?)))
         .map(|((topology_id, group), mut acc)| {
             let n = acc.durations.len() as u64;
             let cost_total: f64 = acc.costs.iter().sum();

@@ -333,45 +333,49 @@ impl TraceStore for SqliteStore {
         Ok(rows)
     }
 
-    fn scan_requests(&mut self, filter: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
+    fn scan_requests(
+        &mut self,
+        filter: &Filter,
+        each: &mut dyn FnMut(RequestFacts<'_>),
+    ) -> Result<()> {
         let (cond, params) = where_clause(filter, ph, "started_at_us", true);
         let sql = format!("SELECT {REQUEST_FACT_COLUMNS} FROM requests{cond}");
         let mut stmt = self.conn.prepare(&sql)?;
         let mut rows = stmt.query(params_from_iter(bind(params)))?;
         while let Some(r) = rows.next()? {
             each(RequestFacts {
-                topology_id: r.get(0)?,
-                version: r.get(1)?,
-                model_key: r.get(2)?,
+                topology_id: text(r, 0)?,
+                version: text(r, 1)?,
+                model_key: text(r, 2)?,
                 started_at_us: r.get(3)?,
                 duration_us: r.get(4)?,
-                status: r.get(5)?,
+                status: text(r, 5)?,
                 degraded: r.get(6)?,
                 timeouts: r.get(7)?,
                 cost: r.get(8)?,
-                path_key: r.get(9)?,
-                top_node: r.get(10)?,
+                path_key: text(r, 9)?,
+                top_node: opt_text(r, 10)?,
                 input_chars: r.get(11)?,
             });
         }
         Ok(())
     }
 
-    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()> {
+    fn scan_spans(&mut self, filter: &Filter, each: &mut dyn FnMut(SpanFacts<'_>)) -> Result<()> {
         let (cond, params) = where_clause(filter, ph, "req_started_at_us", false);
         let sql = format!("SELECT {SPAN_FACT_COLUMNS} FROM spans{cond}");
         let mut stmt = self.conn.prepare(&sql)?;
         let mut rows = stmt.query(params_from_iter(bind(params)))?;
         while let Some(r) = rows.next()? {
             each(SpanFacts {
-                topology_id: r.get(0)?,
-                version: r.get(1)?,
-                model_key: r.get(2)?,
+                topology_id: text(r, 0)?,
+                version: text(r, 1)?,
+                model_key: text(r, 2)?,
                 req_started_at_us: r.get(3)?,
-                node: r.get(4)?,
+                node: text(r, 4)?,
                 duration_us: r.get(5)?,
                 cost: r.get(6)?,
-                status: r.get(7)?,
+                status: text(r, 7)?,
             });
         }
         Ok(())
@@ -398,4 +402,18 @@ impl TraceStore for SqliteStore {
             Err(StoreError::Integrity(lines.join("; ")))
         }
     }
+}
+
+/// A text column, borrowed from the row.
+fn text<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+    r.get_ref(i)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// A nullable text column, borrowed from the row.
+fn opt_text<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    r.get_ref(i)?.as_str_or_null().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }

@@ -1,5 +1,8 @@
 //! The writer: records leave the request path through a bounded queue and are
-//! written in batches by one dedicated thread that owns the store.
+//! written in batches off the request path, by two threads in a pipeline:
+//! one groups spans with their request, redacts and encodes rows; the other
+//! owns the store and commits the batches, so encoding the next batch
+//! overlaps committing the last.
 //!
 //! - The engine's calls ([`TraceSink::span`], [`TraceSink::request`]) only
 //!   push onto the queue. When the queue is full they wait for room
@@ -134,21 +137,42 @@ impl StoreWriter {
         let (tx, rx) = sync_channel(capacity);
         let counters = Arc::new(Counters::default());
         let kind = store.kind();
-        let worker = Worker {
+        // Two encoded batches in flight at most: memory stays bounded and the
+        // encoder waits (back-pressure) when the store falls behind.
+        let (batches_tx, batches_rx) = sync_channel::<Batch>(1);
+        let committer = Committer {
             store,
+            counters: counters.clone(),
+            on_commit: options.on_commit,
+        };
+        let encoder = Encoder {
             redactor,
             counters: counters.clone(),
             max_batch: options.max_batch.max(1),
-            on_commit: options.on_commit,
             pending: HashMap::new(),
         };
-        let thread = std::thread::Builder::new()
-            .name("glassbox-trace-writer".into())
-            .spawn(move || worker.run(rx))
-            .map_err(|source| StoreError::Io {
-                context: "starting the trace writer thread".into(),
-                source,
-            })?;
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|source| StoreError::Io {
+                    context: "starting the trace writer threads".into(),
+                    source,
+                })
+        };
+        let commit_thread = spawn(
+            "glassbox-trace-commit",
+            Box::new(move || committer.run(batches_rx)),
+        )?;
+        let thread = spawn(
+            "glassbox-trace-encode",
+            Box::new(move || {
+                encoder.run(rx, &batches_tx);
+                drop(batches_tx);
+                // The committer ends once it has drained the last batch.
+                let _ = commit_thread.join();
+            }),
+        )?;
         Ok(StoreWriter {
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
@@ -276,14 +300,20 @@ impl Drop for StoreWriter {
     }
 }
 
-struct Worker {
-    store: Box<dyn TraceStore>,
+/// Groups spans with their request and encodes rows.
+struct Encoder {
     redactor: Redactor,
     counters: Arc<Counters>,
     max_batch: usize,
-    on_commit: Option<CommitHook>,
     /// Spans waiting for their request.
     pending: HashMap<RequestId, Vec<Arc<SpanRecord>>>,
+}
+
+/// Owns the store; commits encoded batches in order.
+struct Committer {
+    store: Box<dyn TraceStore>,
+    counters: Arc<Counters>,
+    on_commit: Option<CommitHook>,
 }
 
 #[derive(Default)]
@@ -295,8 +325,8 @@ struct Batch {
     records: usize,
 }
 
-impl Worker {
-    fn run(mut self, rx: Receiver<Msg>) {
+impl Encoder {
+    fn run(mut self, rx: Receiver<Msg>, out: &SyncSender<Batch>) {
         while let Ok(first) = rx.recv() {
             let mut batch = Batch::default();
             self.take(first, &mut batch);
@@ -306,7 +336,9 @@ impl Worker {
             {
                 self.take(msg, &mut batch);
             }
-            self.commit(batch);
+            if out.send(batch).is_err() {
+                return;
+            }
         }
         // Every sender is gone: write what is left, including spans whose
         // request never came, so nothing is lost silently.
@@ -325,7 +357,7 @@ impl Worker {
             .fetch_add(batch.spans.len() as u64, Ordering::Relaxed);
         batch.records = batch.spans.len();
         if batch.records > 0 {
-            self.commit(batch);
+            let _ = out.send(batch);
         }
     }
 
@@ -342,6 +374,14 @@ impl Worker {
                 batch.ids.push(record.request_id);
             }
             Msg::Flush(ack) => batch.acks.push(ack),
+        }
+    }
+}
+
+impl Committer {
+    fn run(mut self, batches: Receiver<Batch>) {
+        while let Ok(batch) = batches.recv() {
+            self.commit(batch);
         }
     }
 

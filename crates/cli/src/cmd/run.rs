@@ -5,13 +5,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use glassbox_engine::trace::{Lang, MemorySink, RequestRecord, SpanRecord};
+use glassbox_engine::trace::{Lang, NoopSink, RequestRecord, SpanRecord, TraceSink};
 use glassbox_engine::{
     BuildContext, BuildError, Outcome, Pipeline, PipelineError, PipelineOptions, RunOptions,
 };
 use serde_json::{Value, json};
 
 use super::common::{OutputFormat, load};
+use super::trace::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 
 #[derive(Debug, clap::Args)]
@@ -42,6 +43,11 @@ pub struct Args {
     /// Request deadline in milliseconds (overrides the topology's `deadline_ms`).
     #[arg(long)]
     pub deadline_ms: Option<u64>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Do not record the request in the trace store.
+    #[arg(long, conflicts_with = "store")]
+    pub no_store: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,9 +70,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let topology = Arc::new(load(&args.file)?);
     let registry = glassbox_nodes::registry();
-    let sink = Arc::new(MemorySink::new());
+    // The request is recorded off the request path by the store's writer;
+    // `close` below waits until it is durable.
+    let writer = if args.no_store {
+        None
+    } else {
+        let url =
+            glassbox_store::StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
+        let writer = glassbox_store::open_with(&url, glassbox_store::WriterOptions::default())
+            .map_err(store_error)?;
+        Some((Arc::new(writer), url))
+    };
+    let sink: Arc<dyn TraceSink> = match &writer {
+        Some((w, _)) => w.clone(),
+        None => Arc::new(NoopSink),
+    };
     let options = PipelineOptions {
-        sink: sink.clone(),
+        sink,
         ..PipelineOptions::default()
     };
     let cx = BuildContext::new(topology.clone());
@@ -84,6 +104,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..RunOptions::default()
     };
     let outcome = runtime.block_on(pipeline.run(input, run_options));
+    drop(pipeline);
+    if let Some((writer, url)) = writer {
+        match writer.close() {
+            Ok(_) if args.format == OutputFormat::Table => {
+                eprintln!("recorded as {} in {url}", outcome.trace.record.request_id);
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: the trace was not recorded in {url}: {e}"),
+        }
+    }
     match args.format {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&to_json(&outcome))?),
         OutputFormat::Table => print!("{}", render_table(&outcome)),

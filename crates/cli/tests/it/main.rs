@@ -7,5 +7,7 @@ mod cli;
 mod fixtures;
 mod plan;
 mod props;
+mod rag;
 mod run;
 mod support;
+mod traces;

@@ -35,7 +35,13 @@ pub fn topology_files(dir: &Path) -> Vec<PathBuf> {
 /// Runs `glassbox ARGS` in the repository root, with `stdin` fed if given.
 pub fn glassbox(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_glassbox"));
-    cmd.args(args).current_dir(root()).env("NO_COLOR", "1");
+    // Runs record into the default store under XDG_DATA_HOME: keep that
+    // inside the build's scratch space, never the user's home.
+    cmd.args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .env("XDG_DATA_HOME", env!("CARGO_TARGET_TMPDIR"))
+        .env_remove("GLASSBOX_STORE");
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {

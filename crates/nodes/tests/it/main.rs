@@ -1,10 +1,11 @@
 //! Integration tests for glassbox-nodes: the built-in runtimes inside real
-//! pipelines (router, template, output_guard, http), and the model-backed
-//! kinds' "not wired yet" build errors.
+//! pipelines (router, template, output_guard, http) and the model-backed
+//! kinds with the real local models.
 
 #![allow(clippy::unwrap_used)]
 
 mod guard;
 mod http;
+mod models;
 mod moderation;
 mod support;

@@ -36,10 +36,10 @@ impl TraceStore for Gated {
     fn list(&mut self, q: &ListQuery) -> Result<Vec<RequestSummary>> {
         self.inner.list(q)
     }
-    fn scan_requests(&mut self, f: &Filter, each: &mut dyn FnMut(RequestFacts)) -> Result<()> {
+    fn scan_requests(&mut self, f: &Filter, each: &mut dyn FnMut(RequestFacts<'_>)) -> Result<()> {
         self.inner.scan_requests(f, each)
     }
-    fn scan_spans(&mut self, f: &Filter, each: &mut dyn FnMut(SpanFacts)) -> Result<()> {
+    fn scan_spans(&mut self, f: &Filter, each: &mut dyn FnMut(SpanFacts<'_>)) -> Result<()> {
         self.inner.scan_spans(f, each)
     }
     fn counts(&mut self) -> Result<(u64, u64)> {

@@ -1,0 +1,97 @@
+//! The RAG example end to end with the real local models: a product question
+//! takes the retrieval path and is answered from the retrieved documents
+//! (the explanation lists their titles); small talk takes the direct path.
+
+use crate::support::{glassbox, root, stderr, stdout};
+
+fn run(topology: &str, question: &str) -> serde_json::Value {
+    let out = glassbox(
+        &["run", topology, "--question", question, "--format", "json"],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn node_status<'a>(v: &'a serde_json::Value, id: &str) -> &'a str {
+    v["path"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == id)
+        .and_then(|n| n["status"].as_str())
+        .unwrap_or("absent")
+}
+
+#[test]
+fn rag_example_routes_retrieves_and_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topology = dir.join("topology.yaml");
+    std::fs::copy(root().join("examples/rag-chat/topology.yaml"), &topology).unwrap();
+    let kb = root().join("examples/rag-chat/kb");
+    let index = dir.join("kb.index");
+    let built = glassbox(
+        &[
+            "index",
+            "build",
+            kb.to_str().unwrap(),
+            "--out",
+            index.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(
+        built.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&built),
+        stderr(&built)
+    );
+    let topology = topology.to_str().unwrap();
+
+    let product = run(
+        topology,
+        "How much does the Lumen Kettle Pro cost in the United States?",
+    );
+    assert_eq!(product["status"], "ok");
+    assert_eq!(product["labels"]["route"], "need_retrieval", "{product}");
+    for id in ["embed", "retrieve", "prompt", "llm", "validate"] {
+        assert_eq!(node_status(&product, id), "succeeded", "{id}: {product}");
+    }
+    let explanation = product["explanation"].as_str().unwrap();
+    assert!(
+        explanation.contains("Lumen Kettle Pro pricing and bundles"),
+        "{explanation}"
+    );
+    assert!(explanation.contains("mentions_product"), "{explanation}");
+    assert!(!product["answer"].as_str().unwrap().trim().is_empty());
+    let total: f64 = product["receipt"]["total"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(total > 0.0);
+    let llm_line = product["receipt"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["node"] == "llm" && l["unit"].as_str().is_some_and(|u| u.contains("output")));
+    assert!(
+        llm_line.is_some(),
+        "tokens are billed: {}",
+        product["receipt"]
+    );
+
+    let chat = run(topology, "hello, how are you?");
+    assert_eq!(chat["labels"]["route"], "direct_answer", "{chat}");
+    assert_eq!(node_status(&chat, "embed"), "skipped");
+    assert_eq!(node_status(&chat, "retrieve"), "skipped");
+    assert_eq!(node_status(&chat, "llm"), "succeeded");
+}

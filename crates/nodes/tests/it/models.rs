@@ -1,0 +1,193 @@
+//! The model-backed kinds with the real local models (fetched by
+//! `scripts/fetch-models.sh`, as the test command does): example routing by
+//! MiniLM similarity, SmolLM2 token streaming, and their error paths.
+
+use glassbox_engine::trace::{RequestStatus, SpanStatus};
+use glassbox_engine::{RunOptions, TokenChunk};
+use serde_json::json;
+
+use crate::support::{build, try_build};
+
+const ROUTER: &str = r#"
+topology_id: intent
+version: "1"
+nodes:
+  - id: route
+    type: router
+    config:
+      rules:
+        - { name: says_refund, when: 'input.question.contains("refund")', label: returns }
+      examples:
+        pricing: ["How much does it cost?", "What is the price of the Pro plan?"]
+        small_talk: ["hello there", "how are you today?", "tell me a joke"]
+      default: unknown
+      min_similarity: 0.35
+  - { id: pricing, type: template, config: { template: "pricing" } }
+  - { id: small_talk, type: template, config: { template: "chat" } }
+  - { id: returns, type: template, config: { template: "returns" } }
+  - { id: unknown, type: template, config: { template: "unknown" } }
+edges:
+  - { from: route, to: pricing, condition: pricing }
+  - { from: route, to: small_talk, condition: small_talk }
+  - { from: route, to: returns, condition: returns }
+  - { from: route, to: unknown, condition: unknown }
+"#;
+
+async fn label_of(p: &glassbox_engine::Pipeline, question: &str) -> (String, String) {
+    let out = p
+        .run(json!({ "question": question }), RunOptions::default())
+        .await;
+    let r = &out.trace.record;
+    assert_eq!(r.status, RequestStatus::Ok, "{:?}", out.result);
+    let label = r.labels.get("route").cloned().unwrap_or_default();
+    let why = out.trace.spans[0]
+        .tags
+        .get("similarity")
+        .cloned()
+        .unwrap_or_default();
+    (label, why)
+}
+
+#[tokio::test]
+async fn routers_fall_back_to_the_nearest_labelled_example() {
+    let p = build("intent.yaml", ROUTER);
+    // A rule still wins over the examples.
+    assert_eq!(label_of(&p, "I want a refund").await.0, "returns");
+    let (label, sim) = label_of(&p, "what's the cost of the pro plan").await;
+    assert_eq!(label, "pricing");
+    assert!(sim.parse::<f32>().unwrap() >= 0.35, "{sim}");
+    assert_eq!(label_of(&p, "hi, how are you doing?").await.0, "small_talk");
+    // Nothing like any example: the default, with the similarity recorded.
+    let (label, sim) = label_of(&p, "Quantum chromodynamics lattice gauge theory").await;
+    assert_eq!(label, "unknown", "similarity {sim}");
+}
+
+#[tokio::test]
+async fn the_explanation_says_which_example_was_nearest() {
+    let p = build("intent.yaml", ROUTER);
+    let out = p
+        .run(
+            json!({ "question": "what's the price?" }),
+            RunOptions::default(),
+        )
+        .await;
+    let text = &out.trace.record.explanation.text;
+    assert!(text.contains("nearest example “"), "{text}");
+    assert!(text.contains("similarity 0."), "{text}");
+}
+
+const LLM: &str = r#"
+topology_id: chat
+version: "1"
+nodes:
+  - id: llm
+    type: llm_inference
+    resource: { type: gpu, model: smollm2-135m }
+    config: { backend: local, model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, max_tokens: 12, temperature: 0, seed: 7 }
+edges: []
+"#;
+
+#[tokio::test]
+async fn llm_nodes_stream_tokens_that_add_up_to_the_answer() {
+    let p = build("chat.yaml", LLM);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<TokenChunk>();
+    let out = p
+        .run(
+            json!({ "question": "Name a colour." }),
+            RunOptions {
+                tokens: Some(tx),
+                ..RunOptions::default()
+            },
+        )
+        .await;
+    let answer = out.result.unwrap()["text"].as_str().unwrap().to_string();
+    let mut streamed = String::new();
+    let mut chunks = 0;
+    while let Ok(c) = rx.try_recv() {
+        assert_eq!((&*c.node, c.attempt), ("llm", 1));
+        streamed.push_str(&c.text);
+        chunks += 1;
+    }
+    assert!(chunks > 1, "{chunks} chunk(s)");
+    assert_eq!(streamed, answer);
+    let span = &out.trace.spans[0];
+    let generated = span.usage.output_tokens.unwrap();
+    assert!((1..=12).contains(&generated), "{generated} tokens");
+    assert!(
+        span.tags["model_version"].contains("SmolLM2"),
+        "{:?}",
+        span.tags
+    );
+
+    // Same seed, same text, streamed or not.
+    let again = p
+        .run(
+            json!({ "question": "Name a colour." }),
+            RunOptions::default(),
+        )
+        .await;
+    assert_eq!(again.result.unwrap()["text"], json!(answer));
+}
+
+#[test]
+fn a_missing_model_file_names_the_path_and_the_fix() {
+    let err = try_build(
+        "chat.yaml",
+        &LLM.replace("SmolLM2-135M-Instruct.Q4_1.gguf", "nope.gguf"),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("nope.gguf"), "{text}");
+    assert!(text.contains("glassbox models fetch"), "{text}");
+}
+
+#[test]
+fn a_missing_index_names_the_build_command() {
+    let err = try_build(
+        "search.yaml",
+        r#"
+topology_id: s
+version: "1"
+nodes:
+  - { id: search, type: vector_search, config: { index: does-not-exist.index, top_k: 3 } }
+edges: []
+"#,
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("does-not-exist.index"), "{text}");
+    assert!(text.contains("glassbox index build"), "{text}");
+}
+
+#[tokio::test]
+async fn an_unreachable_openai_server_fails_the_node_with_a_complete_trace() {
+    // Port 9 (discard) on loopback: nothing listens, the connection is refused.
+    let p = build(
+        "remote.yaml",
+        r#"
+topology_id: remote
+version: "1"
+nodes:
+  - id: embed
+    type: embedding
+    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: text-embedding-3-small }
+  - id: llm
+    type: llm_inference
+    timeout_ms: 2000
+    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: gpt-4o-mini }
+edges:
+  - { from: embed, to: llm }
+"#,
+    );
+    let out = p
+        .run(json!({ "question": "hi" }), RunOptions::default())
+        .await;
+    let err = out.result.unwrap_err();
+    assert!(err.to_string().contains("embed"), "{err}");
+    assert!(err.to_string().contains("127.0.0.1:9"), "{err}");
+    let r = &out.trace.record;
+    assert_eq!(r.status, RequestStatus::Failed);
+    assert_eq!(out.trace.spans[0].status, SpanStatus::Error);
+    let llm = r.path.nodes.iter().find(|n| &*n.id == "llm").unwrap();
+    assert_eq!(llm.status.as_str(), "not_run", "{r:?}");
+}
