@@ -25,5 +25,8 @@ cargo fmt --all -- --check
 step "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "openai Python client (server tests)"
+./scripts/install-test-python.sh
+
 step "tests"
 cargo test --workspace --locked

@@ -47,6 +47,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Cost and latency report per topology: P50/P95/P99, node shares, path mix, rates.
     Report(cmd::report::Args),
+    /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
+    Serve(cmd::serve::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
     Bench(cmd::bench::Args),
 }
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     };
     match result {

@@ -11,5 +11,6 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod serve;
 pub mod trace;
 pub mod validate;

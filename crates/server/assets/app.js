@@ -1,0 +1,1 @@
+// The dashboard (placeholder; the dashboard fills this in).

@@ -1,0 +1,13 @@
+//! Integration tests: a real `glassbox serve` (in-process) on an ephemeral
+//! port, real HTTP, a temp SQLite store and a temp topologies directory.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod api;
+mod auth;
+mod limits;
+mod openai;
+mod openapi;
+mod reload;
+mod support;
