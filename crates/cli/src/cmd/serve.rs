@@ -1,0 +1,104 @@
+//! `glassbox serve`: the HTTP API, the OpenAI-compatible endpoints,
+//! `/metrics` and the dashboard, over every topology in a directory.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use glassbox_server::api::system::describe;
+use glassbox_server::{Config, ServerError, ServerOptions};
+use glassbox_store::StoreUrl;
+
+use super::trace::{StoreArg, store_error};
+use crate::exit::{self, Coded};
+
+/// The environment variable holding a clear-text API key (every scope).
+pub const API_KEY_ENV: &str = "GLASSBOX_API_KEY";
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "API keys come from GLASSBOX_API_KEY (every scope) or the config \
+                        file (SHA-256 hashes with scopes); with none the server listens on \
+                        127.0.0.1 only. See docs/server.md.\n\nExit codes: 0 stopped \
+                        cleanly, 1 traces could not be flushed, 2 usage, 69 the address or \
+                        the store is unavailable, 78 invalid config or directory."
+)]
+pub struct Args {
+    /// Directory of topology files (json, yaml, yml); edits are picked up
+    /// while serving.
+    #[arg(long, value_name = "DIR", required_unless_present = "openapi")]
+    pub topologies: Option<PathBuf>,
+    /// Port [default: the config's, else 8080].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to listen on [default: 0.0.0.0 with keys, 127.0.0.1 without].
+    #[arg(long)]
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Server config file (TOML): keys, limits, CORS.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the OpenAPI document and exit.
+    #[arg(long)]
+    pub openapi: bool,
+}
+
+fn server_error(err: ServerError) -> anyhow::Error {
+    let code = match err {
+        ServerError::Store(e) => return store_error(e),
+        ServerError::ConfigIo { .. }
+        | ServerError::Config { .. }
+        | ServerError::TopologiesDir { .. } => exit::INVALID,
+        ServerError::Bind { .. } => exit::UNAVAILABLE,
+        ServerError::Io(_) => exit::FAILED,
+    };
+    anyhow::Error::new(Coded {
+        code,
+        message: format!("{err} [{}]", err.code()),
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.openapi {
+        print!("{}", glassbox_server::openapi::json());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(dir) = args.topologies else {
+        return Err(anyhow::Error::new(Coded {
+            code: exit::USAGE,
+            message: "give `--topologies DIR`".into(),
+        }));
+    };
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).map_err(server_error)?,
+        None => Config::default(),
+    };
+    if let Ok(key) = std::env::var(API_KEY_ENV)
+        && !key.is_empty()
+    {
+        config.add_env_key(&key);
+    }
+    let store = StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
+    let mut options = ServerOptions::new(dir, store.clone());
+    options.config = config;
+    options.host = args.host;
+    options.port = args.port;
+    let stats = glassbox_server::serve_until_signal(options, |server| {
+        for change in server.initial_changes() {
+            eprintln!("glassbox serve: {}", describe(change));
+        }
+        for note in server.notes() {
+            eprintln!("glassbox serve: {note}");
+        }
+        eprintln!(
+            "glassbox serve: listening on http://{} (traces in {store}); dashboard at /, API under /v1, metrics at /metrics",
+            server.local_addr()
+        );
+    })
+    .map_err(server_error)?;
+    eprintln!(
+        "glassbox serve: stopped; {} requests and {} spans written to the trace store",
+        stats.requests_written, stats.spans_written
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,159 @@
+//! `POST /v1/topologies/{id}/runs`: one request through a topology.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use glassbox_engine::{ExecError, NodeError, Outcome, RunOptions};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::api::body::JsonBody;
+use crate::error::{ApiError, ErrorBody, ErrorDetail};
+use crate::state::AppState;
+
+/// A finished request: its output and how it was produced.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunResponse {
+    /// Also the trace id: `GET /v1/traces/{request_id}`.
+    pub request_id: String,
+    pub topology_id: String,
+    pub version: String,
+    /// `ok`, `failed` or `cancelled`.
+    pub status: String,
+    /// True when a fallback or a degraded node produced the answer.
+    pub degraded: bool,
+    /// The output of the topology (null when it failed).
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// Every node (status, timing, attempts, label) and every edge (taken or
+    /// not, and why).
+    #[schema(value_type = Object)]
+    pub path: Value,
+    /// Exact cost: one line per node and unit, and the total.
+    #[schema(value_type = Object)]
+    pub receipt: Value,
+    /// Why the request took its path, in plain language.
+    pub explanation: String,
+    pub duration_us: u64,
+    /// Present when the request failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
+/// The HTTP status of a failed run, and a hint.
+pub fn failure_status(err: &ExecError) -> (StatusCode, Option<&'static str>) {
+    fn root(err: &ExecError) -> &ExecError {
+        match err {
+            ExecError::FallbackFailed { cause, .. } => root(cause),
+            other => other,
+        }
+    }
+    match root(err) {
+        ExecError::NodeFailed {
+            source: NodeError::BadInput(_),
+            ..
+        } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("check the input fields this topology reads"),
+        ),
+        ExecError::NodeFailed {
+            source: NodeError::Unavailable(_),
+            ..
+        } => (StatusCode::SERVICE_UNAVAILABLE, None),
+        ExecError::NodeTimeout { .. } | ExecError::DeadlineExceeded { .. } => {
+            (StatusCode::GATEWAY_TIMEOUT, None)
+        }
+        ExecError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, None),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
+    }
+}
+
+impl RunResponse {
+    pub fn from_outcome(outcome: &Outcome) -> RunResponse {
+        let r = &outcome.trace.record;
+        let (output, error) = match &outcome.result {
+            Ok(v) => (v.clone(), None),
+            Err(e) => (
+                Value::Null,
+                Some(ErrorDetail {
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                    hint: failure_status(e).1.map(str::to_string),
+                }),
+            ),
+        };
+        RunResponse {
+            request_id: r.request_id.to_string(),
+            topology_id: r.topology_id.to_string(),
+            version: r.version.to_string(),
+            status: r.status.as_str().to_string(),
+            degraded: r.degraded,
+            output,
+            path: serde_json::to_value(&r.path).unwrap_or(Value::Null),
+            receipt: serde_json::to_value(&r.receipt).unwrap_or(Value::Null),
+            explanation: r.explanation.text.clone(),
+            duration_us: r.duration_us,
+            error,
+        }
+    }
+}
+
+/// The input must be a JSON object.
+pub fn check_input(input: &Value) -> Result<(), ApiError> {
+    if input.is_object() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "bad_input",
+            "the request body must be a JSON object (the topology's input)",
+        )
+        .hint(r#"for example {"question": "What is the price of Pro?"}"#))
+    }
+}
+
+/// Runs one request. A failed run still answers with its trace (path,
+/// receipt, explanation) and an `error`, under a 4xx/5xx status.
+#[utoipa::path(
+    post,
+    path = "/v1/topologies/{id}/runs",
+    tag = "runs",
+    params(("id" = String, Path, description = "Topology id")),
+    request_body(content = Object, description = "The request input, a JSON object, e.g. `{\"question\": \"...\"}`"),
+    responses(
+        (status = 200, description = "The request succeeded", body = RunResponse),
+        (status = 400, description = "The body is not a JSON object", body = ErrorBody),
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key lacks the `run` scope", body = ErrorBody),
+        (status = 404, description = "No such topology", body = ErrorBody),
+        (status = 413, description = "The body is over the limit", body = ErrorBody),
+        (status = 422, description = "The run failed on bad input (body: RunResponse with `error`)", body = RunResponse),
+        (status = 429, description = "Over the topology's concurrency or the key's rate limit; see `Retry-After`", body = ErrorBody),
+        (status = 500, description = "The run failed (body: RunResponse with `error`)", body = RunResponse),
+        (status = 504, description = "A timeout or the deadline ended the run", body = RunResponse),
+    ),
+    security(("api_key" = ["run"]))
+)]
+pub async fn create_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(input): JsonBody<Value>,
+) -> Result<Response, ApiError> {
+    check_input(&input)?;
+    let admitted = state.admit(&id)?;
+    let outcome = admitted
+        .served
+        .pipeline
+        .run(input, RunOptions::default())
+        .await;
+    drop(admitted);
+    let body = RunResponse::from_outcome(&outcome);
+    let status = match &outcome.result {
+        Ok(_) => StatusCode::OK,
+        Err(e) => failure_status(e).0,
+    };
+    let mut response = (status, Json(body)).into_response();
+    crate::api::request_id_header(&mut response, &outcome.trace.record.request_id.to_string());
+    Ok(response)
+}

@@ -1,0 +1,228 @@
+//! `GET /v1/topologies` and `GET /v1/topologies/{id}` (with its graph).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::catalog::{FileProblem, Served, StreamMode};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+
+/// One served topology, in a list.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TopologySummary {
+    pub id: String,
+    pub version: String,
+    pub description: Option<String>,
+    /// The file it was loaded from.
+    pub file: String,
+    /// When this version was loaded (microseconds since the epoch).
+    pub loaded_at_us: u64,
+    pub node_count: usize,
+    pub edge_count: usize,
+    /// How `/v1/chat/completions` streams it: `live` (tokens as generated)
+    /// or `buffered` (the final, guarded output in one piece).
+    pub streaming: String,
+    /// Usable as a model of `/v1/embeddings`.
+    pub embeddings: bool,
+}
+
+/// A topology file that is not served, or whose latest edit was rejected.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FileProblemBody {
+    pub file: String,
+    /// The rendered diagnostics.
+    pub message: String,
+    /// The topology id still served from this file (its previous version).
+    pub still_serving: Option<String>,
+}
+
+impl From<FileProblem> for FileProblemBody {
+    fn from(p: FileProblem) -> Self {
+        FileProblemBody {
+            file: p.file.display().to_string(),
+            message: p.message,
+            still_serving: p.still_serving,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TopologyList {
+    pub topologies: Vec<TopologySummary>,
+    /// Invalid files, and files whose last edit was rejected.
+    pub problems: Vec<FileProblemBody>,
+}
+
+/// A node as drawn in the graph.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GraphNode {
+    pub id: String,
+    /// The node kind, e.g. `router`, `llm_inference`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub description: Option<String>,
+    pub resource: GraphResource,
+    /// The node this one falls back to.
+    pub fallback: Option<String>,
+    /// Only runs as another node's fallback.
+    pub is_fallback: bool,
+    /// Has no incoming edge: starts every request.
+    pub entry: bool,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GraphResource {
+    /// `cpu` or `gpu`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GraphEdge {
+    pub from: String,
+    pub to: String,
+    /// A label or a CEL expression; absent: always taken.
+    pub condition: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Graph {
+    pub nodes: Vec<GraphNode>,
+    pub edges: Vec<GraphEdge>,
+}
+
+/// One topology in full.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TopologyDetail {
+    #[serde(flatten)]
+    pub summary: TopologySummary,
+    pub currency: String,
+    pub deadline_ms: Option<u64>,
+    pub graph: Graph,
+    /// The topology as written (defaults not applied).
+    #[schema(value_type = Object)]
+    pub spec: Value,
+    /// Why the latest edit of its file was rejected (the version above is
+    /// still the one served).
+    pub reload_error: Option<String>,
+}
+
+fn summary(s: &Served) -> TopologySummary {
+    let t = &s.topology;
+    TopologySummary {
+        id: t.id.clone(),
+        version: t.version.clone(),
+        description: t.description.clone(),
+        file: s.file.display().to_string(),
+        loaded_at_us: s.loaded_at_us,
+        node_count: t.nodes.len(),
+        edge_count: t.edges.len(),
+        streaming: match s.stream {
+            StreamMode::Live { .. } => "live".into(),
+            StreamMode::Buffered { .. } => "buffered".into(),
+        },
+        embeddings: s.embeds,
+    }
+}
+
+/// Builds the graph of a served topology.
+pub fn graph(s: &Served) -> Graph {
+    let t = &s.topology;
+    let entries = t.entries();
+    Graph {
+        nodes: t
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| GraphNode {
+                id: n.id.clone(),
+                kind: n.kind.clone(),
+                description: n.description.clone(),
+                resource: GraphResource {
+                    kind: n.resource.kind.as_str().to_string(),
+                    model: n.resource.model.clone(),
+                },
+                fallback: n.fallback.map(|f| t.node(f).id.clone()),
+                is_fallback: n.is_fallback,
+                entry: entries.iter().any(|e| e.0 == i),
+            })
+            .collect(),
+        edges: t
+            .edges
+            .iter()
+            .map(|e| GraphEdge {
+                from: t.node(e.from).id.clone(),
+                to: t.node(e.to).id.clone(),
+                condition: e.condition.as_ref().map(|c| c.as_str().to_string()),
+                description: e.description.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Served topologies and the files that could not be loaded.
+#[utoipa::path(
+    get,
+    path = "/v1/topologies",
+    tag = "topologies",
+    responses(
+        (status = 200, body = TopologyList),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]))
+)]
+pub async fn list_topologies(State(state): State<AppState>) -> Json<TopologyList> {
+    Json(TopologyList {
+        topologies: state.catalog.list().iter().map(|s| summary(s)).collect(),
+        problems: state
+            .catalog
+            .problems()
+            .into_iter()
+            .map(FileProblemBody::from)
+            .collect(),
+    })
+}
+
+/// One topology: version, source file, graph and spec.
+#[utoipa::path(
+    get,
+    path = "/v1/topologies/{id}",
+    tag = "topologies",
+    params(("id" = String, Path, description = "Topology id")),
+    responses(
+        (status = 200, body = TopologyDetail),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]))
+)]
+pub async fn get_topology(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TopologyDetail>, ApiError> {
+    let s = state.topology(&id)?;
+    let reload_error = state
+        .catalog
+        .problems()
+        .into_iter()
+        .find(|p| p.file == s.file)
+        .map(|p| p.message);
+    Ok(Json(TopologyDetail {
+        summary: summary(&s),
+        currency: s.topology.currency.clone(),
+        deadline_ms: s
+            .topology
+            .deadline
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        graph: graph(&s),
+        spec: serde_json::to_value(&s.topology.spec).unwrap_or(Value::Null),
+        reload_error,
+    }))
+}

@@ -1,0 +1,236 @@
+//! `GET /v1/traces` (filtered, sorted) and `GET /v1/traces/{request_id}`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use glassbox_store::{Filter, ListQuery, RequestSummary, Sort, StoredTrace};
+use glassbox_trace::RequestId;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+
+/// Most traces one list returns.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// Which requests (shared by traces and reports).
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FilterParams {
+    /// Only this topology id.
+    pub topology: Option<String>,
+    /// Only this topology version.
+    pub version: Option<String>,
+    /// Started at or after: `2026-11-30`, `2026-11-30T12:00:00Z`, Unix
+    /// seconds, or an age like `90m`, `24h`, `7d`.
+    pub since: Option<String>,
+    /// Started before (same forms as `since`).
+    pub until: Option<String>,
+}
+
+impl FilterParams {
+    pub fn filter(&self, status: Option<String>) -> Result<Filter, ApiError> {
+        let now = glassbox_trace::unix_micros_now();
+        let time = |t: &Option<String>, name: &str| -> Result<Option<i64>, ApiError> {
+            t.as_deref()
+                .map(|s| {
+                    crate::time::parse_time(s, now)
+                        .map_err(|e| ApiError::bad_request("bad_query", format!("`{name}`: {e}")))
+                })
+                .transpose()
+        };
+        Ok(Filter {
+            topology: self.topology.clone().filter(|t| !t.is_empty()),
+            version: self.version.clone().filter(|v| !v.is_empty()),
+            status,
+            since_us: time(&self.since, "since")?,
+            until_us: time(&self.until, "until")?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// `ok`, `failed` or `cancelled`.
+    pub status: Option<String>,
+    /// `recent` (default), `slowest` or `costliest`.
+    pub sort: Option<String>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// One stored request, in a list.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TraceSummary {
+    pub request_id: String,
+    pub topology_id: String,
+    pub version: String,
+    pub started_at_us: i64,
+    pub duration_us: i64,
+    pub status: String,
+    pub degraded: bool,
+    pub error_code: Option<String>,
+    /// Exact decimal, as text.
+    pub cost: String,
+    pub currency: String,
+    /// The taken nodes, `route>prompt>llm`.
+    pub path: String,
+    pub span_count: i64,
+}
+
+impl From<RequestSummary> for TraceSummary {
+    fn from(r: RequestSummary) -> Self {
+        TraceSummary {
+            request_id: r.request_id,
+            topology_id: r.topology_id,
+            version: r.version,
+            started_at_us: r.started_at_us,
+            duration_us: r.duration_us,
+            status: r.status,
+            degraded: r.degraded,
+            error_code: r.error_code,
+            cost: r.cost,
+            currency: r.currency,
+            path: r.path,
+            span_count: r.span_count,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TraceList {
+    pub traces: Vec<TraceSummary>,
+}
+
+/// One stored request in full.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TraceDetail {
+    pub request_id: String,
+    /// The request record: status, timing, path (nodes and edges with the
+    /// reason each edge was or was not taken), labels, models, receipt,
+    /// explanation.
+    #[schema(value_type = Object)]
+    pub request: Value,
+    /// Every node attempt, in the order they finished, with timing, usage,
+    /// cost and input/output summaries.
+    #[schema(value_type = Vec<Object>)]
+    pub spans: Vec<Value>,
+    #[schema(value_type = Object)]
+    pub receipt: Value,
+    pub explanation: String,
+    pub input_summary: String,
+    pub output_summary: String,
+}
+
+impl From<StoredTrace> for TraceDetail {
+    fn from(t: StoredTrace) -> Self {
+        let r = &t.record;
+        TraceDetail {
+            request_id: r.request_id.to_string(),
+            receipt: serde_json::to_value(&r.receipt).unwrap_or(Value::Null),
+            explanation: r.explanation.text.clone(),
+            input_summary: r.input_summary.clone(),
+            output_summary: r.output_summary.clone(),
+            spans: t
+                .spans
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+                .collect(),
+            request: serde_json::to_value(r).unwrap_or(Value::Null),
+        }
+    }
+}
+
+fn sort(s: Option<&str>) -> Result<Sort, ApiError> {
+    match s.unwrap_or("recent") {
+        "recent" => Ok(Sort::Recent),
+        "slowest" => Ok(Sort::Slowest),
+        "costliest" => Ok(Sort::Costliest),
+        other => Err(
+            ApiError::bad_request("bad_query", format!("`sort={other}` is not an order"))
+                .hint("use recent, slowest or costliest"),
+        ),
+    }
+}
+
+fn status(s: Option<&str>) -> Result<Option<String>, ApiError> {
+    match s.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s @ ("ok" | "failed" | "cancelled")) => Ok(Some(s.to_string())),
+        Some(other) => Err(ApiError::bad_request(
+            "bad_query",
+            format!("`status={other}` is not a status"),
+        )
+        .hint("use ok, failed or cancelled")),
+    }
+}
+
+/// Stored requests, newest (or slowest, or costliest) first.
+#[utoipa::path(
+    get,
+    path = "/v1/traces",
+    tag = "traces",
+    params(FilterParams, ListParams),
+    responses(
+        (status = 200, body = TraceList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]))
+)]
+pub async fn list_traces(
+    State(state): State<AppState>,
+    Query(filter): Query<FilterParams>,
+    Query(list): Query<ListParams>,
+) -> Result<Json<TraceList>, ApiError> {
+    let query = ListQuery {
+        filter: filter.filter(status(list.status.as_deref())?)?,
+        sort: sort(list.sort.as_deref())?,
+        limit: list.limit.unwrap_or(50).clamp(1, MAX_LIMIT),
+    };
+    let rows = state
+        .with_store(move |store| store.list(&query).map_err(ApiError::from))
+        .await?;
+    Ok(Json(TraceList {
+        traces: rows.into_iter().map(TraceSummary::from).collect(),
+    }))
+}
+
+/// One stored request: record, spans, receipt, explanation, summaries.
+#[utoipa::path(
+    get,
+    path = "/v1/traces/{request_id}",
+    tag = "traces",
+    params(("request_id" = String, Path, description = "Request id (32 hex digits, dashes allowed)")),
+    responses(
+        (status = 200, body = TraceDetail),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]))
+)]
+pub async fn get_trace(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TraceDetail>, ApiError> {
+    let rid: RequestId = id
+        .parse()
+        .map_err(|e| ApiError::bad_request("bad_request_id", format!("`{id}`: {e}")))?;
+    let get =
+        move |store: &mut dyn glassbox_store::TraceStore| store.get(rid).map_err(ApiError::from);
+    let mut found = state.with_store(get).await?;
+    if found.is_none() {
+        // Read your writes: the request may still sit in the writer's queue.
+        state.flush_traces().await?;
+        found = state.with_store(get).await?;
+    }
+    found.map(|t| Json(t.into())).ok_or_else(|| {
+        ApiError::not_found("trace_not_found", format!("no stored request `{id}`"))
+            .hint("GET /v1/traces lists stored requests")
+    })
+}

@@ -1,0 +1,390 @@
+//! The served topologies: every valid topology file in one directory, kept
+//! in sync with the directory by polling it.
+//!
+//! Why polling: a rescan every second reads a handful of small files, needs
+//! no platform watcher (inotify limits, network file systems, editors that
+//! replace files by rename) and no extra dependency. Files are compared by
+//! content, so an edit is seen even within one mtime tick.
+//!
+//! Rules: a new or changed file is validated and its pipeline built (model
+//! handles are cached by the nodes crate); if either fails, the version
+//! already served from that file stays live and the reason is logged. A
+//! deleted file unloads its topology. Two files claiming one topology id:
+//! the first one loaded keeps it.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use glassbox_engine::{BuildContext, Pipeline, PipelineOptions, Registry};
+use glassbox_store::StoreWriter;
+use glassbox_topology::{KindSet, Topology, TopologyError};
+
+use crate::error::ServerError;
+use crate::metrics::{MeteredSink, Metrics};
+
+/// How chat completions stream a topology's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamMode {
+    /// Tokens of these LLM nodes (the last LLMs on any path) go out as
+    /// they are generated.
+    Live { nodes: Vec<String> },
+    /// The final output is sent once the request ends: the topology has no
+    /// LLM, or an output guard checks LLM text before it leaves.
+    Buffered { reason: &'static str },
+}
+
+/// A topology being served.
+#[derive(Debug)]
+pub struct Served {
+    pub topology: Arc<Topology>,
+    pub pipeline: Pipeline,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// When this version was loaded (microseconds since the epoch).
+    pub loaded_at_us: u64,
+    pub stream: StreamMode,
+    /// The entry or only node is an `embedding` (usable by `/v1/embeddings`).
+    pub embeds: bool,
+}
+
+/// A file that is not being served (or whose last edit was rejected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileProblem {
+    pub file: PathBuf,
+    /// The rendered diagnostics or build errors (no colour).
+    pub message: String,
+    /// The topology id still served from this file, if any.
+    pub still_serving: Option<String>,
+}
+
+/// What a rescan changed, for logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Loaded {
+        id: String,
+        version: String,
+        file: PathBuf,
+        replaced: Option<String>,
+    },
+    Unloaded {
+        id: String,
+        file: PathBuf,
+    },
+    Rejected(FileProblem),
+}
+
+#[derive(Debug)]
+struct FileState {
+    hash: u64,
+    id: Option<String>,
+    problem: Option<FileProblem>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    files: BTreeMap<PathBuf, FileState>,
+    by_id: BTreeMap<String, Arc<Served>>,
+}
+
+/// A new or changed file: path, content, content hash.
+type Edited = (PathBuf, Vec<u8>, u64);
+
+/// What building a pipeline needs.
+pub struct Builder {
+    pub registry: Registry,
+    pub kinds: KindSet,
+    pub metrics: Arc<Metrics>,
+    pub writer: Arc<StoreWriter>,
+    pub summary_chars: usize,
+}
+
+/// The topologies of one directory.
+pub struct Catalog {
+    dir: PathBuf,
+    builder: Builder,
+    inner: RwLock<Inner>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").field("dir", &self.dir).finish()
+    }
+}
+
+fn is_topology_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("json" | "yaml" | "yml")
+    ) && path.is_file()
+}
+
+fn hash_of(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+impl Catalog {
+    pub fn new(dir: PathBuf, builder: Builder) -> Catalog {
+        Catalog {
+            dir,
+            builder,
+            inner: RwLock::default(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Served>> {
+        self.read().by_id.get(id).cloned()
+    }
+
+    /// Served topologies, by id.
+    pub fn list(&self) -> Vec<Arc<Served>> {
+        self.read().by_id.values().cloned().collect()
+    }
+
+    /// Files with a problem (invalid, or an edit that was rejected).
+    pub fn problems(&self) -> Vec<FileProblem> {
+        self.read()
+            .files
+            .values()
+            .filter_map(|f| f.problem.clone())
+            .collect()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.read().by_id.keys().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Brings the catalog in line with the directory. Blocking (reads files,
+    /// may load models): call it from a blocking thread.
+    pub fn rescan(&self) -> Result<Vec<Change>, ServerError> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|source| ServerError::TopologiesDir {
+                path: self.dir.display().to_string(),
+                source,
+            })?;
+        let mut present: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !is_topology_file(&path) {
+                continue;
+            }
+            // A file removed between listing and reading is simply gone.
+            if let Ok(bytes) = std::fs::read(&path) {
+                present.insert(path, bytes);
+            }
+        }
+        let mut changes = Vec::new();
+        // Work out what changed under the read lock, build outside any lock.
+        let (gone, changed): (Vec<PathBuf>, Vec<Edited>) = {
+            let inner = self.read();
+            let gone = inner
+                .files
+                .keys()
+                .filter(|p| !present.contains_key(*p))
+                .cloned()
+                .collect();
+            let changed = present
+                .into_iter()
+                .filter_map(|(p, bytes)| {
+                    let h = hash_of(&bytes);
+                    match inner.files.get(&p) {
+                        Some(f) if f.hash == h => None,
+                        _ => Some((p, bytes, h)),
+                    }
+                })
+                .collect();
+            (gone, changed)
+        };
+        let built: Vec<(PathBuf, u64, Result<Served, String>)> = changed
+            .into_iter()
+            .map(|(p, bytes, h)| {
+                let r = self.build(&p, bytes);
+                (p, h, r)
+            })
+            .collect();
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        for path in gone {
+            if let Some(state) = inner.files.remove(&path)
+                && let Some(id) = state.id
+                && inner.by_id.get(&id).is_some_and(|s| s.file == path)
+            {
+                inner.by_id.remove(&id);
+                changes.push(Change::Unloaded { id, file: path });
+            }
+        }
+        for (path, hash, result) in built {
+            let previous_id = inner.files.get(&path).and_then(|f| f.id.clone());
+            match result {
+                Ok(served) => {
+                    let id = served.topology.id.clone();
+                    let owner = inner.by_id.get(&id).map(|s| s.file.clone());
+                    if let Some(owner) = owner.filter(|o| *o != path) {
+                        let problem = FileProblem {
+                            file: path.clone(),
+                            message: format!(
+                                "topology id `{id}` is already served from `{}`",
+                                owner.display()
+                            ),
+                            still_serving: previous_id.clone(),
+                        };
+                        changes.push(Change::Rejected(problem.clone()));
+                        inner.files.insert(
+                            path,
+                            FileState {
+                                hash,
+                                id: previous_id,
+                                problem: Some(problem),
+                            },
+                        );
+                        continue;
+                    }
+                    let mut replaced = inner.by_id.get(&id).map(|s| s.topology.version.clone());
+                    if let Some(old) = previous_id.filter(|old| *old != id) {
+                        inner.by_id.remove(&old);
+                        replaced = Some(old);
+                    }
+                    changes.push(Change::Loaded {
+                        id: id.clone(),
+                        version: served.topology.version.clone(),
+                        file: path.clone(),
+                        replaced,
+                    });
+                    inner.by_id.insert(id.clone(), Arc::new(served));
+                    inner.files.insert(
+                        path,
+                        FileState {
+                            hash,
+                            id: Some(id),
+                            problem: None,
+                        },
+                    );
+                }
+                Err(message) => {
+                    let still_serving = previous_id.clone();
+                    let problem = FileProblem {
+                        file: path.clone(),
+                        message,
+                        still_serving,
+                    };
+                    changes.push(Change::Rejected(problem.clone()));
+                    inner.files.insert(
+                        path,
+                        FileState {
+                            hash,
+                            id: previous_id,
+                            problem: Some(problem),
+                        },
+                    );
+                }
+            }
+        }
+        self.builder.metrics.set_topologies(inner.by_id.len());
+        Ok(changes)
+    }
+
+    fn build(&self, path: &Path, bytes: Vec<u8>) -> Result<Served, String> {
+        let name = path.display().to_string();
+        let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
+        let source = glassbox_topology::Source::new(name.clone(), text);
+        let validated = match glassbox_topology::load_source(source, &self.builder.kinds) {
+            Ok(v) => v,
+            Err(TopologyError::Invalid(report)) => return Err(report.render(false)),
+            Err(TopologyError::Io { path, source }) => {
+                return Err(format!("cannot read `{path}`: {source}"));
+            }
+        };
+        let topology = Arc::new(validated.topology);
+        let options = PipelineOptions {
+            sink: Arc::new(MeteredSink {
+                topology: Arc::from(topology.id.as_str()),
+                metrics: self.builder.metrics.clone(),
+                inner: self.builder.writer.clone(),
+            }),
+            worker: "server".into(),
+            summary_chars: self.builder.summary_chars,
+            ..PipelineOptions::default()
+        };
+        let cx = BuildContext::new(topology.clone());
+        let pipeline = Pipeline::build(topology.clone(), &self.builder.registry, &cx, options)
+            .map_err(|err| {
+                let lines: Vec<String> = err.errors.iter().map(|e| format!("  {e}")).collect();
+                format!(
+                    "`{name}`: the pipeline cannot be built:\n{}",
+                    lines.join("\n")
+                )
+            })?;
+        Ok(Served {
+            stream: stream_mode(&topology),
+            embeds: embeds(&topology),
+            topology,
+            pipeline,
+            file: path.to_path_buf(),
+            loaded_at_us: glassbox_trace::unix_micros_now(),
+        })
+    }
+}
+
+const LLM: &str = "llm_inference";
+const GUARD: &str = "output_guard";
+
+/// Nodes reachable from `start` (not including it).
+fn downstream(t: &Topology, start: glassbox_topology::NodeId) -> HashSet<usize> {
+    let mut seen = HashSet::new();
+    let mut stack = vec![start];
+    while let Some(n) = stack.pop() {
+        for e in t.outgoing(n) {
+            let to = t.edge(*e).to;
+            if seen.insert(to.0) {
+                stack.push(to);
+            }
+        }
+        // A fallback runs in the node's place: what follows it follows too.
+        if let Some(fb) = t.node(n).fallback
+            && seen.insert(fb.0)
+        {
+            stack.push(fb);
+        }
+    }
+    seen
+}
+
+/// Live streaming unless an output guard sits after an LLM (its text must
+/// not leave unchecked) or there is no LLM at all.
+pub fn stream_mode(t: &Topology) -> StreamMode {
+    let llms: Vec<usize> = (0..t.nodes.len())
+        .filter(|&i| t.nodes[i].kind == LLM)
+        .collect();
+    if llms.is_empty() {
+        return StreamMode::Buffered { reason: "no_llm" };
+    }
+    let mut last = Vec::new();
+    for &i in &llms {
+        let after = downstream(t, glassbox_topology::NodeId(i));
+        if after.iter().any(|&j| t.nodes[j].kind == GUARD) {
+            return StreamMode::Buffered {
+                reason: "output_guard",
+            };
+        }
+        if !after.iter().any(|&j| t.nodes[j].kind == LLM) {
+            last.push(t.nodes[i].id.clone());
+        }
+    }
+    StreamMode::Live { nodes: last }
+}
+
+/// Every entry node is an `embedding`: the topology turns text into a vector.
+fn embeds(t: &Topology) -> bool {
+    !t.entries().is_empty() && t.entries().iter().all(|e| t.node(*e).kind == "embedding")
+}

@@ -1,0 +1,323 @@
+//! The server config file (TOML) and the resolved [`Config`].
+//!
+//! API keys are never stored in clear: the file holds the SHA-256 of each key
+//! (hex), so a leaked config does not leak credentials. A key from
+//! `GLASSBOX_API_KEY` is hashed on start and gets every scope.
+//!
+//! ```toml
+//! host = "0.0.0.0"             # needs at least one key
+//! port = 8080
+//! body_limit_bytes = 1048576
+//! max_concurrency = 16         # in-flight requests per topology
+//! cors_origins = ["https://app.example.com"]
+//!
+//! [rate_limit]                 # per key (token bucket); absent: no limit
+//! requests_per_second = 20.0
+//! burst = 40
+//!
+//! [topologies.rag-chat]
+//! max_concurrency = 2
+//!
+//! [[keys]]
+//! name = "ci"
+//! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+//! scopes = ["run", "read"]
+//! rate_limit = { requests_per_second = 5.0, burst = 5 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::ServerError;
+
+/// Default request body limit: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+/// Default in-flight requests per topology.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
+/// Default port.
+pub const DEFAULT_PORT: u16 = 8080;
+
+/// What a key may do. `admin` implies the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Run topologies: `/v1/topologies/{id}/runs`, `/v1/chat/completions`, `/v1/embeddings`.
+    Run,
+    /// Read topologies, traces and reports.
+    Read,
+    /// Everything, including `/v1/admin/*`.
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Run => "run",
+            Scope::Read => "read",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// A token bucket: `burst` requests at once, refilled at `requests_per_second`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub requests_per_second: f64,
+    pub burst: u32,
+}
+
+/// One API key as written in the config file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySpec {
+    /// Shown in logs and metrics instead of the key.
+    pub name: String,
+    /// Lowercase hex SHA-256 of the key (`printf %s KEY | sha256sum`).
+    pub sha256: String,
+    pub scopes: Vec<Scope>,
+    /// Overrides the file's `[rate_limit]` for this key.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// Per-topology settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySettings {
+    pub max_concurrency: Option<usize>,
+}
+
+/// The config file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub body_limit_bytes: Option<usize>,
+    pub max_concurrency: Option<usize>,
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
+    pub rate_limit: Option<RateLimit>,
+    #[serde(default)]
+    pub topologies: BTreeMap<String, TopologySettings>,
+    #[serde(default)]
+    pub keys: Vec<KeySpec>,
+}
+
+/// A key the server accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKey {
+    pub name: String,
+    /// Lowercase hex SHA-256.
+    pub sha256: String,
+    pub scopes: Vec<Scope>,
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl ApiKey {
+    pub fn allows(&self, scope: Scope) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| *s == scope || *s == Scope::Admin)
+    }
+}
+
+/// Resolved settings (file, then command-line overrides applied by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub host: Option<String>,
+    pub port: u16,
+    pub body_limit_bytes: usize,
+    pub max_concurrency: usize,
+    pub cors_origins: Vec<String>,
+    pub rate_limit: Option<RateLimit>,
+    pub topologies: BTreeMap<String, TopologySettings>,
+    pub keys: Vec<ApiKey>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_file(ConfigFile::default())
+    }
+}
+
+/// Lowercase hex SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ServerError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ServerError::ConfigIo {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|message| ServerError::Config {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses config text; the error names the field and what is wrong.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let file: ConfigFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut problems = Vec::new();
+        for (i, k) in file.keys.iter().enumerate() {
+            let hash = &k.sha256;
+            if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                problems.push(format!(
+                    "keys[{i}] (`{}`): `sha256` must be 64 hex digits (hint: `printf %s KEY | sha256sum`)",
+                    k.name
+                ));
+            }
+            if k.scopes.is_empty() {
+                problems.push(format!(
+                    "keys[{i}] (`{}`): `scopes` is empty (expected some of run, read, admin)",
+                    k.name
+                ));
+            }
+        }
+        let limits = file
+            .rate_limit
+            .iter()
+            .chain(file.keys.iter().filter_map(|k| k.rate_limit.as_ref()));
+        for r in limits {
+            if !(r.requests_per_second > 0.0 && r.requests_per_second.is_finite()) || r.burst == 0 {
+                problems.push(format!(
+                    "rate_limit: `requests_per_second` must be > 0 and `burst` >= 1 (got {} and {})",
+                    r.requests_per_second, r.burst
+                ));
+            }
+        }
+        if file.body_limit_bytes == Some(0) {
+            problems.push("`body_limit_bytes` must be at least 1".into());
+        }
+        if file.max_concurrency == Some(0)
+            || file
+                .topologies
+                .values()
+                .any(|t| t.max_concurrency == Some(0))
+        {
+            problems.push("`max_concurrency` must be at least 1".into());
+        }
+        if problems.is_empty() {
+            Ok(Config::from_file(file))
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    fn from_file(file: ConfigFile) -> Config {
+        Config {
+            host: file.host,
+            port: file.port.unwrap_or(DEFAULT_PORT),
+            body_limit_bytes: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
+            max_concurrency: file.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+            cors_origins: file.cors_origins,
+            rate_limit: file.rate_limit,
+            topologies: file.topologies,
+            keys: file
+                .keys
+                .into_iter()
+                .map(|k| ApiKey {
+                    name: k.name,
+                    sha256: k.sha256.to_ascii_lowercase(),
+                    scopes: k.scopes,
+                    rate_limit: k.rate_limit,
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds a clear-text key (from `GLASSBOX_API_KEY`) with every scope.
+    pub fn add_env_key(&mut self, key: &str) {
+        self.keys.push(ApiKey {
+            name: "env".into(),
+            sha256: sha256_hex(key),
+            scopes: vec![Scope::Admin],
+            rate_limit: None,
+        });
+    }
+
+    /// In-flight limit for one topology.
+    pub fn concurrency_for(&self, topology: &str) -> usize {
+        self.topologies
+            .get(topology)
+            .and_then(|t| t.max_concurrency)
+            .unwrap_or(self.max_concurrency)
+            .max(1)
+    }
+
+    /// Whether requests must carry a key.
+    pub fn auth_required(&self) -> bool {
+        !self.keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keys_and_limits() {
+        let c = Config::parse(&format!(
+            r#"
+            body_limit_bytes = 100
+            [rate_limit]
+            requests_per_second = 2.0
+            burst = 3
+            [topologies.moderation]
+            max_concurrency = 1
+            [[keys]]
+            name = "ci"
+            sha256 = "{}"
+            scopes = ["read"]
+            "#,
+            sha256_hex("secret")
+        ))
+        .unwrap();
+        assert_eq!(c.body_limit_bytes, 100);
+        assert_eq!(c.concurrency_for("moderation"), 1);
+        assert_eq!(c.concurrency_for("other"), DEFAULT_MAX_CONCURRENCY);
+        assert!(c.keys[0].allows(Scope::Read));
+        assert!(!c.keys[0].allows(Scope::Run));
+    }
+
+    #[test]
+    fn reports_every_problem() {
+        let err = Config::parse(
+            r#"
+            max_concurrency = 0
+            [[keys]]
+            name = "a"
+            sha256 = "nothex"
+            scopes = []
+            "#,
+        )
+        .unwrap_err();
+        assert!(err.contains("64 hex digits"), "{err}");
+        assert!(err.contains("`scopes` is empty"), "{err}");
+        assert!(err.contains("`max_concurrency`"), "{err}");
+    }
+
+    #[test]
+    fn rejects_unknown_fields() {
+        assert!(Config::parse("prot = 1").unwrap_err().contains("prot"));
+    }
+
+    #[test]
+    fn hashes_like_sha256sum() {
+        assert_eq!(
+            sha256_hex("test"),
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        );
+    }
+}

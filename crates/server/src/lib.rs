@@ -1,0 +1,410 @@
+//! # glassbox-server
+//!
+//! `glassbox serve`: the HTTP face of Glassbox. Every valid topology in a
+//! directory is served (and hot-reloaded); each request runs through its
+//! pipeline and is recorded as a trace in the store.
+//!
+//! - `/v1/topologies/{id}/runs`: run one request (output, path, receipt,
+//!   explanation, request id).
+//! - `/v1/topologies`, `/v1/traces`, `/v1/reports/summary`: what is served,
+//!   what happened, what it cost.
+//! - `/v1/chat/completions`, `/v1/embeddings`, `/v1/models`: the OpenAI API,
+//!   topologies as models, streaming by SSE ([`openai`]).
+//! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
+//!
+//! Main types: [`Server`] (bind, then run until a shutdown signal),
+//! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
+//! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`].
+//!
+//! Why this shape: the server is a thin layer over the engine and the store.
+//! Admission control happens before any work (API key and scope, per-key
+//! token bucket, per-topology semaphore answered with 429 rather than a
+//! queue), so overload shows up as fast rejections, never as unbounded
+//! memory or latency. Metrics are derived from the very trace records that
+//! go to the store, so the two cannot disagree.
+
+pub mod api;
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod dashboard;
+pub mod error;
+pub mod metrics;
+pub mod openai;
+pub mod openapi;
+pub mod state;
+pub mod time;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{get, post};
+use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+pub use catalog::{Catalog, Change};
+pub use config::{Config, Scope};
+pub use error::{ApiError, ServerError};
+pub use state::AppState;
+
+use crate::auth::{Guard, Keys, RateLimiter, guard};
+use crate::catalog::Builder;
+use crate::config::DEFAULT_PORT;
+use crate::metrics::Metrics;
+use crate::state::Gates;
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The directory of topology files (json, yaml, yml).
+    pub topologies_dir: PathBuf,
+    pub store: StoreUrl,
+    pub config: Config,
+    /// Overrides the config's `host`.
+    pub host: Option<String>,
+    /// Overrides the config's `port` (0: any free port).
+    pub port: Option<u16>,
+    /// How often the directory is rescanned.
+    pub poll_interval: Duration,
+    /// Longest input/output summary kept in traces.
+    pub summary_chars: usize,
+}
+
+impl ServerOptions {
+    pub fn new(topologies_dir: PathBuf, store: StoreUrl) -> ServerOptions {
+        ServerOptions {
+            topologies_dir,
+            store,
+            config: Config::default(),
+            host: None,
+            port: None,
+            poll_interval: Duration::from_secs(1),
+            summary_chars: 200,
+        }
+    }
+}
+
+/// A bound server, not yet accepting requests.
+pub struct Server {
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    notes: Vec<String>,
+    initial: Vec<Change>,
+    poll_interval: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+fn blocking_error(e: tokio::task::JoinError) -> ServerError {
+    ServerError::Io(std::io::Error::other(e.to_string()))
+}
+
+impl Server {
+    /// Opens the store, loads the topologies and binds the socket.
+    pub async fn bind(options: ServerOptions) -> Result<Server, ServerError> {
+        let ServerOptions {
+            topologies_dir,
+            store,
+            config,
+            host,
+            port,
+            poll_interval,
+            summary_chars,
+        } = options;
+        let config = Arc::new(config);
+        let url = store.clone();
+        let (writer, reader) = tokio::task::spawn_blocking(move || {
+            let writer = glassbox_store::open_with(&url, WriterOptions::default())?;
+            let reader = glassbox_store::open_store(&url)?;
+            Ok::<_, glassbox_store::StoreError>((writer, reader))
+        })
+        .await
+        .map_err(blocking_error)??;
+        let writer = Arc::new(writer);
+        let metrics = Arc::new(Metrics::new());
+        let registry = glassbox_nodes::registry();
+        let catalog = Arc::new(Catalog::new(
+            topologies_dir,
+            Builder {
+                kinds: registry.kind_set(),
+                registry,
+                metrics: metrics.clone(),
+                writer: writer.clone(),
+                summary_chars,
+            },
+        ));
+        let scan = catalog.clone();
+        let initial = tokio::task::spawn_blocking(move || scan.rescan())
+            .await
+            .map_err(blocking_error)??;
+
+        let mut notes = Vec::new();
+        let requested = host.or_else(|| config.host.clone());
+        let host = if config.auth_required() {
+            requested.unwrap_or_else(|| "0.0.0.0".into())
+        } else {
+            let loopback = "127.0.0.1".to_string();
+            match requested {
+                Some(h) if h != loopback && h != "localhost" => notes.push(format!(
+                    "no API key is configured, so listening on 127.0.0.1 only (not {h}); \
+                     set GLASSBOX_API_KEY or add keys to the config file to listen elsewhere"
+                )),
+                _ => notes.push(
+                    "no API key is configured: listening on 127.0.0.1 only, every caller has every scope"
+                        .into(),
+                ),
+            }
+            loopback
+        };
+        let port = port.unwrap_or(if config.port == 0 {
+            DEFAULT_PORT
+        } else {
+            config.port
+        });
+        let addr = format!("{host}:{port}");
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: addr.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let state = AppState {
+            keys: Arc::new(Keys::new(&config)),
+            gates: Arc::new(Gates::new(config.clone())),
+            config,
+            catalog,
+            limiter: Arc::new(RateLimiter::default()),
+            metrics,
+            writer,
+            reader: Arc::new(Mutex::new(reader)),
+            ready: Arc::new(AtomicBool::new(false)),
+        };
+        Ok(Server {
+            state,
+            listener,
+            addr,
+            notes,
+            initial,
+            poll_interval,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Things the operator should know (e.g. loopback-only without keys).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// What the first scan of the topologies directory found.
+    pub fn initial_changes(&self) -> &[Change] {
+        &self.initial
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, waits for
+    /// in-flight requests to finish and flushes the trace writer.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<WriterStats, ServerError> {
+        let state = self.state.clone();
+        let stop = glassbox_engine::CancellationToken::new();
+        let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
+        state.ready.store(true, Ordering::Release);
+        let ready = state.ready.clone();
+        let draining = stop.clone();
+        let app = router(state.clone());
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                ready.store(false, Ordering::Release);
+                draining.cancel();
+            })
+            .await?;
+        stop.cancel();
+        let _ = poller.await;
+        let writer = state.writer.clone();
+        let stats = tokio::task::spawn_blocking(move || writer.close())
+            .await
+            .map_err(blocking_error)??;
+        Ok(stats)
+    }
+}
+
+async fn poll(state: AppState, every: Duration, stop: glassbox_engine::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let catalog = state.catalog.clone();
+        match tokio::task::spawn_blocking(move || catalog.rescan()).await {
+            Ok(Ok(changes)) => {
+                for c in &changes {
+                    eprintln!("glassbox serve: {}", api::system::describe(c));
+                }
+            }
+            Ok(Err(e)) => eprintln!("glassbox serve: rescan failed: {e}"),
+            Err(e) => eprintln!("glassbox serve: rescan failed: {e}"),
+        }
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+fn guarded(
+    state: &AppState,
+    scopes: &'static [Scope],
+    routes: Router<AppState>,
+) -> Router<AppState> {
+    routes.route_layer(from_fn_with_state(
+        Guard {
+            state: state.clone(),
+            scopes,
+        },
+        guard,
+    ))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("not_found", "no such endpoint").hint(
+        "GET /v1/topologies, /v1/traces, /v1/models; the API is described in docs/openapi.json",
+    )
+}
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    use crate::api::{reports, runs, system, topologies, traces};
+    let run = guarded(
+        &state,
+        &[Scope::Run],
+        Router::new()
+            .route("/v1/topologies/{id}/runs", post(runs::create_run))
+            .route("/v1/chat/completions", post(openai::chat_completions))
+            .route("/v1/embeddings", post(openai::embeddings)),
+    );
+    let read = guarded(
+        &state,
+        &[Scope::Read],
+        Router::new()
+            .route("/v1/topologies", get(topologies::list_topologies))
+            .route("/v1/topologies/{id}", get(topologies::get_topology))
+            .route("/v1/traces", get(traces::list_traces))
+            .route("/v1/traces/{request_id}", get(traces::get_trace))
+            .route("/v1/reports", get(reports::get_summary))
+            .route("/v1/reports/{name}", get(reports::get_report)),
+    );
+    let models = guarded(
+        &state,
+        &[Scope::Run, Scope::Read],
+        Router::new().route("/v1/models", get(openai::models)),
+    );
+    let admin = guarded(
+        &state,
+        &[Scope::Admin],
+        Router::new().route("/v1/admin/reload", post(system::reload)),
+    );
+    let public = Router::new()
+        .route("/healthz", get(system::healthz))
+        .route("/readyz", get(system::readyz))
+        .route("/metrics", get(system::metrics))
+        .route("/", get(dashboard::index))
+        .route("/assets/{file}", get(dashboard::asset));
+    let mut app = Router::new()
+        .merge(run)
+        .merge(read)
+        .merge(models)
+        .merge(admin)
+        .merge(public)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(state.config.body_limit_bytes));
+    if let Some(cors) = cors(&state.config) {
+        app = app.layer(cors);
+    }
+    app.with_state(state)
+}
+
+/// CORS is off unless origins are configured (`*` allows any).
+fn cors(config: &Config) -> Option<CorsLayer> {
+    if config.cors_origins.is_empty() {
+        return None;
+    }
+    let origin = if config.cors_origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            config
+                .cors_origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(origin)
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+            .expose_headers([
+                HeaderName::from_static(api::REQUEST_ID_HEADER),
+                header::RETRY_AFTER,
+            ]),
+    )
+}
+
+/// Binds and serves on a new multi-threaded runtime until SIGINT/SIGTERM;
+/// `started` sees the bound server first (to print its address and notes).
+/// For callers without a runtime of their own (the `glassbox` binary).
+pub fn serve_until_signal(
+    options: ServerOptions,
+    started: impl FnOnce(&Server),
+) -> Result<WriterStats, ServerError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("glassbox-server")
+        .build()?;
+    runtime.block_on(async move {
+        let server = Server::bind(options).await?;
+        started(&server);
+        server.run(shutdown_signal()).await
+    })
+}

@@ -1,0 +1,255 @@
+//! Prometheus metrics (OpenMetrics text at `/metrics`), all prefixed
+//! `glassbox_`.
+//!
+//! Request and node numbers come from the trace records themselves: each
+//! pipeline's sink is a [`MeteredSink`] that counts a record and then hands it
+//! to the store writer, so metrics and traces can never disagree.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use glassbox_store::StoreWriter;
+use glassbox_trace::{RequestRecord, SpanRecord, TraceSink};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use rust_decimal::prelude::ToPrimitive;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopologyLabel {
+    topology: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    topology: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    topology: String,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CostLabels {
+    topology: String,
+    currency: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabels {
+    topology: String,
+    reason: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every series the server exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<StatusLabels, Counter>,
+    request_seconds: HistogramFamily<TopologyLabel>,
+    node_seconds: HistogramFamily<NodeLabels>,
+    cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    in_flight: Family<TopologyLabel, Gauge>,
+    rejections: Family<RejectLabels, Counter>,
+    queue_depth: Gauge,
+    queue_capacity: Gauge,
+    topologies: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("glassbox");
+        let requests = Family::<StatusLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests finished, by topology and status (ok, failed, cancelled)",
+            requests.clone(),
+        );
+        let request_seconds: HistogramFamily<TopologyLabel> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "request_duration",
+            "Request latency per topology",
+            Unit::Seconds,
+            request_seconds.clone(),
+        );
+        let node_seconds: HistogramFamily<NodeLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "node_duration",
+            "Node attempt latency per topology and node",
+            Unit::Seconds,
+            node_seconds.clone(),
+        );
+        let cost = Family::<CostLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "cost",
+            "Cost of finished requests (sum of receipts), by topology and currency",
+            cost.clone(),
+        );
+        let in_flight = Family::<TopologyLabel, Gauge>::default();
+        registry.register(
+            "in_flight_requests",
+            "Requests running now, per topology",
+            in_flight.clone(),
+        );
+        let rejections = Family::<RejectLabels, Counter>::default();
+        registry.register(
+            "rejections",
+            "Requests turned away before running (overloaded, rate_limited)",
+            rejections.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "trace_queue_depth",
+            "Records waiting in the trace writer's queue",
+            queue_depth.clone(),
+        );
+        let queue_capacity = Gauge::default();
+        registry.register(
+            "trace_queue_capacity",
+            "Capacity of the trace writer's queue",
+            queue_capacity.clone(),
+        );
+        let topologies = Gauge::default();
+        registry.register("topologies", "Topologies being served", topologies.clone());
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            node_seconds,
+            cost,
+            in_flight,
+            rejections,
+            queue_depth,
+            queue_capacity,
+            topologies,
+        }
+    }
+
+    /// A request turned away before it ran.
+    pub fn rejected(&self, topology: &str, reason: &str) {
+        self.rejections
+            .get_or_create(&RejectLabels {
+                topology: topology.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a request as running until the guard drops.
+    pub fn in_flight(self: &Arc<Self>, topology: &str) -> InFlight {
+        let label = TopologyLabel {
+            topology: topology.to_string(),
+        };
+        self.in_flight.get_or_create(&label).inc();
+        InFlight {
+            metrics: self.clone(),
+            label,
+        }
+    }
+
+    pub fn set_topologies(&self, n: usize) {
+        self.topologies.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    fn span(&self, topology: &str, span: &SpanRecord) {
+        self.node_seconds
+            .get_or_create(&NodeLabels {
+                topology: topology.to_string(),
+                node: span.node.to_string(),
+            })
+            .observe(span.usage.wall_us as f64 / 1e6);
+    }
+
+    fn request(&self, record: &RequestRecord) {
+        let topology = record.topology_id.to_string();
+        self.requests
+            .get_or_create(&StatusLabels {
+                topology: topology.clone(),
+                status: record.status.as_str().to_string(),
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&TopologyLabel {
+                topology: topology.clone(),
+            })
+            .observe(record.duration_us as f64 / 1e6);
+        let cost = record.receipt.total.to_f64().unwrap_or(0.0);
+        self.cost
+            .get_or_create(&CostLabels {
+                topology,
+                currency: record.receipt.currency.to_string(),
+            })
+            .inc_by(cost.max(0.0));
+    }
+
+    /// The text exposition, with the writer's queue sampled now.
+    pub fn encode(&self, writer: &StoreWriter) -> String {
+        let stats = writer.stats();
+        self.queue_depth
+            .set(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX));
+        self.queue_capacity
+            .set(i64::try_from(stats.queue_capacity).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Decrements the in-flight gauge when dropped.
+pub struct InFlight {
+    metrics: Arc<Metrics>,
+    label: TopologyLabel,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.metrics.in_flight.get_or_create(&self.label).dec();
+    }
+}
+
+/// A pipeline's sink: counts each record, then passes it to the store writer.
+pub struct MeteredSink {
+    pub topology: Arc<str>,
+    pub metrics: Arc<Metrics>,
+    pub inner: Arc<StoreWriter>,
+}
+
+impl TraceSink for MeteredSink {
+    fn span(&self, span: Arc<SpanRecord>) {
+        self.metrics.span(&self.topology, &span);
+        self.inner.span(span);
+    }
+
+    fn request(&self, record: Arc<RequestRecord>) {
+        self.metrics.request(&record);
+        self.inner.request(record);
+    }
+}

@@ -1,0 +1,150 @@
+//! What every handler shares, and admission: finding a topology and taking a
+//! slot of its bounded concurrency.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::StatusCode;
+use glassbox_store::{StoreWriter, TraceStore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::auth::{Keys, RateLimiter};
+use crate::catalog::{Catalog, Served};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::{InFlight, Metrics};
+
+/// Shared by every handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub catalog: Arc<Catalog>,
+    pub config: Arc<Config>,
+    pub keys: Arc<Keys>,
+    pub limiter: Arc<RateLimiter>,
+    pub metrics: Arc<Metrics>,
+    pub writer: Arc<StoreWriter>,
+    /// One read connection, used from blocking threads.
+    pub reader: Arc<Mutex<Box<dyn TraceStore>>>,
+    pub gates: Arc<Gates>,
+    /// False until the first scan is done, and again once shutdown begins.
+    pub ready: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("catalog", &self.catalog)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One semaphore per topology id, kept across reloads so that a new version
+/// does not get a fresh allowance while the old one still runs.
+#[derive(Debug)]
+pub struct Gates {
+    config: Arc<Config>,
+    map: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Gates {
+    pub fn new(config: Arc<Config>) -> Gates {
+        Gates {
+            config,
+            map: Mutex::default(),
+        }
+    }
+
+    fn semaphore(&self, id: &str) -> Arc<Semaphore> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry(id.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.concurrency_for(id))))
+            .clone()
+    }
+}
+
+/// A request allowed to run: holds its concurrency slot and in-flight count.
+pub struct Admitted {
+    pub served: Arc<Served>,
+    _permit: OwnedSemaphorePermit,
+    _in_flight: InFlight,
+}
+
+impl AppState {
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The served topology `id`, or 404 naming the ones that exist.
+    pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
+        self.catalog.get(id).ok_or_else(|| {
+            let ids = self.catalog.ids();
+            let hint =
+                match glassbox_topology::diagnostic::closest(id, ids.iter().map(String::as_str)) {
+                    Some(c) => format!("did you mean `{c}`? (GET /v1/topologies lists them)"),
+                    None if ids.is_empty() => {
+                        "no topology is served: check the server log for invalid files".into()
+                    }
+                    None => format!("served: {}", ids.join(", ")),
+                };
+            ApiError::not_found(
+                "topology_not_found",
+                format!("no topology `{id}` is served"),
+            )
+            .hint(hint)
+        })
+    }
+
+    /// Finds the topology and takes a concurrency slot, or answers 429 at
+    /// once: requests never wait in an unbounded queue.
+    pub fn admit(&self, id: &str) -> Result<Admitted, ApiError> {
+        let served = self.topology(id)?;
+        let sem = self.gates.semaphore(id);
+        let permit = sem.try_acquire_owned().map_err(|_| {
+            self.metrics.rejected(id, "overloaded");
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "overloaded",
+                format!(
+                    "topology `{id}` is running its limit of {} concurrent requests",
+                    self.config.concurrency_for(id)
+                ),
+            )
+            .hint("retry after the number of seconds in `Retry-After`, or raise `max_concurrency` for this topology")
+            .retry_after(1)
+        })?;
+        Ok(Admitted {
+            served,
+            _permit: permit,
+            _in_flight: self.metrics.in_flight(id),
+        })
+    }
+
+    /// Runs `f` with the read connection on a blocking thread.
+    pub async fn with_store<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut dyn TraceStore) -> Result<T, ApiError> + Send + 'static,
+    {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut store = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut **store)
+        })
+        .await
+        .map_err(|e| {
+            ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
+        })?
+    }
+
+    /// Waits until every trace sent so far is committed.
+    pub async fn flush_traces(&self) -> Result<(), ApiError> {
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || writer.flush())
+            .await
+            .map_err(|e| {
+                ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
+            })?
+            .map_err(ApiError::from)
+    }
+}

@@ -1,0 +1,74 @@
+//! Times in query strings: `2026-11-30`, `2026-11-30T12:00:00Z`, Unix
+//! seconds, or an age like `90m`, `24h`, `7d` (the forms `glassbox trace
+//! list --since` accepts).
+
+use glassbox_store::report::days_from_civil;
+
+/// Microseconds since the epoch (UTC), or why `s` is not a time.
+pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
+    let now = i64::try_from(now_us).unwrap_or(i64::MAX);
+    let s = s.trim();
+    let units = [
+        ('s', 1_000_000i64),
+        ('m', 60_000_000),
+        ('h', 3_600_000_000),
+        ('d', 86_400_000_000),
+        ('w', 604_800_000_000),
+    ];
+    if let Some(last) = s.chars().last()
+        && let Some((_, scale)) = units.iter().find(|(c, _)| *c == last)
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+    {
+        return Ok(now.saturating_sub(n.saturating_mul(*scale)));
+    }
+    if let Ok(secs) = s.parse::<i64>() {
+        return Ok(secs.saturating_mul(1_000_000));
+    }
+    let bad = || {
+        format!(
+            "`{s}` is not a time (expected 2026-11-30, 2026-11-30T12:00:00Z, Unix seconds or an age like 24h)"
+        )
+    };
+    let (date, clock) = match s.split_once(['T', ' ']) {
+        Some((d, c)) => (d, Some(c.trim_end_matches('Z'))),
+        None => (s, None),
+    };
+    let parts: Vec<&str> = date.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let y: i64 = y.parse().map_err(|_| bad())?;
+    let m: u32 = m.parse().map_err(|_| bad())?;
+    let d: u32 = d.parse().map_err(|_| bad())?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    let mut us = days_from_civil(y, m, d) * 86_400_000_000;
+    if let Some(c) = clock {
+        let mut scale = 3_600_000_000i64;
+        for part in c.split(':').take(3) {
+            let v: f64 = part.parse().map_err(|_| bad())?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad());
+            }
+            us += (v * scale as f64) as i64;
+            scale /= 60;
+        }
+    }
+    Ok(us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        assert_eq!(parse_time("1970-01-02", 0), Ok(86_400_000_000));
+        assert_eq!(parse_time("1970-01-01T00:01:00Z", 0), Ok(60_000_000));
+        assert_eq!(parse_time("10", 0), Ok(10_000_000));
+        assert_eq!(parse_time("1h", 3_600_000_000), Ok(0));
+        assert!(parse_time("yesterday", 0).is_err());
+        assert!(parse_time("2026-13-01", 0).is_err());
+    }
+}
