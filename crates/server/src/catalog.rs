@@ -16,7 +16,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use glassbox_engine::{BuildContext, Pipeline, PipelineOptions, Registry};
 use glassbox_store::StoreWriter;
@@ -106,6 +106,8 @@ pub struct Catalog {
     dir: PathBuf,
     builder: Builder,
     inner: RwLock<Inner>,
+    /// One rescan at a time (the poller and `/v1/admin/reload`).
+    scanning: Mutex<()>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -133,6 +135,7 @@ impl Catalog {
             dir,
             builder,
             inner: RwLock::default(),
+            scanning: Mutex::default(),
         }
     }
 
@@ -169,6 +172,7 @@ impl Catalog {
     /// Brings the catalog in line with the directory. Blocking (reads files,
     /// may load models): call it from a blocking thread.
     pub fn rescan(&self) -> Result<Vec<Change>, ServerError> {
+        let _one_at_a_time = self.scanning.lock().unwrap_or_else(PoisonError::into_inner);
         let entries =
             std::fs::read_dir(&self.dir).map_err(|source| ServerError::TopologiesDir {
                 path: self.dir.display().to_string(),

@@ -21,7 +21,7 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use glassbox_engine::{CancellationToken, Outcome, RunOptions, text_of};
 use glassbox_trace::RequestId;
@@ -374,7 +374,10 @@ fn stream(
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|ev| (Ok::<Event, Infallible>(ev), rx))
     });
-    let mut r = Sse::new(body).into_response();
+    // Comments every 15 s keep proxies from closing a quiet (buffered) stream.
+    let mut r = Sse::new(body)
+        .keep_alive(KeepAlive::default())
+        .into_response();
     request_id_header(&mut r, &rid.to_string());
     r
 }

@@ -127,3 +127,19 @@ fn without_keys_the_server_listens_on_loopback_only_and_says_so() {
         server.notes()
     );
 }
+
+#[test]
+fn cors_is_off_by_default_and_allows_configured_origins() {
+    let origin = "https://app.example.com";
+    let s = TestServer::start(&[("moderation.yaml", MODERATION)], Config::default());
+    let r = s.get_with("/v1/topologies", &[("Origin", origin)]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+
+    let config = Config::parse(&format!("cors_origins = [\"{origin}\"]")).unwrap();
+    let s = TestServer::start(&[("moderation.yaml", MODERATION)], config);
+    let r = s.get_with("/v1/topologies", &[("Origin", origin)]);
+    assert_eq!(r.header("access-control-allow-origin"), Some(origin));
+    let r = s.get_with("/v1/topologies", &[("Origin", "https://evil.example")]);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+}

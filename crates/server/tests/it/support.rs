@@ -151,6 +151,15 @@ impl TestServer {
         reply(req.call().unwrap())
     }
 
+    /// `GET path` with extra headers.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        reply(req.call().unwrap())
+    }
+
     pub fn post(&self, path: &str, key: Option<&str>, body: &str) -> Reply {
         let mut req = self
             .agent
