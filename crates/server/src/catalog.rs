@@ -392,3 +392,52 @@ pub fn stream_mode(t: &Topology) -> StreamMode {
 fn embeds(t: &Topology) -> bool {
     !t.entries().is_empty() && t.entries().iter().all(|e| t.node(*e).kind == "embedding")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology(nodes: &str, edges: &str) -> Topology {
+        let text = format!("topology_id: t\nversion: 1.0.0\nnodes:\n{nodes}edges:\n{edges}");
+        let source = glassbox_topology::Source::new("t.yaml", text);
+        match glassbox_topology::load_source(source, &glassbox_nodes::builtin_kinds()) {
+            Ok(v) => v.topology,
+            Err(TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const LLM: &str = "  - id: llm\n    type: llm_inference\n    config: { backend: local, model: m.gguf, prompt: '{{ input.question }}' }\n";
+    const LLM2: &str = "  - id: llm2\n    type: llm_inference\n    config: { backend: local, model: m.gguf, prompt: '{{ outputs.llm.text }}' }\n";
+    const GUARD: &str = "  - id: check\n    type: output_guard\n    config: { blocklist: [x] }\n";
+    const TEMPLATE: &str =
+        "  - id: t\n    type: template\n    config: { template_id: a, template: hi }\n";
+
+    #[test]
+    fn a_guard_after_an_llm_buffers_the_stream() {
+        let t = topology(&format!("{LLM}{GUARD}"), "  - { from: llm, to: check }\n");
+        assert_eq!(
+            stream_mode(&t),
+            StreamMode::Buffered {
+                reason: "output_guard"
+            }
+        );
+    }
+
+    #[test]
+    fn the_last_llm_streams_live() {
+        let t = topology(&format!("{LLM}{LLM2}"), "  - { from: llm, to: llm2 }\n");
+        assert_eq!(
+            stream_mode(&t),
+            StreamMode::Live {
+                nodes: vec!["llm2".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn no_llm_is_buffered() {
+        let t = topology(TEMPLATE, "  []\n");
+        assert_eq!(stream_mode(&t), StreamMode::Buffered { reason: "no_llm" });
+    }
+}
