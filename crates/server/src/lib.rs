@@ -57,7 +57,6 @@ pub use state::AppState;
 
 use crate::auth::{Guard, Keys, RateLimiter, guard};
 use crate::catalog::Builder;
-use crate::config::DEFAULT_PORT;
 use crate::metrics::Metrics;
 use crate::state::Gates;
 
@@ -169,12 +168,12 @@ impl Server {
             }
             loopback
         };
-        let port = port.unwrap_or(if config.port == 0 {
-            DEFAULT_PORT
+        let port = port.unwrap_or(config.port);
+        let addr = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
         } else {
-            config.port
-        });
-        let addr = format!("{host}:{port}");
+            format!("{host}:{port}")
+        };
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .map_err(|source| ServerError::Bind {
