@@ -6,6 +6,7 @@
 
 mod api;
 mod auth;
+mod dashboard;
 mod limits;
 mod openai;
 mod openapi;

@@ -1,0 +1,379 @@
+//! The web dashboard in headless Chromium, against the real server.
+//!
+//! The server runs with a temporary store and topologies directory; requests
+//! are created through the run API; then every page is loaded in a fresh
+//! document and checked for the elements it must show for those requests,
+//! and for the absence of console errors, uncaught exceptions and failed
+//! loads. Chromium is driven over the DevTools protocol ([`cdp`]). A machine
+//! without Chromium fails these tests with a message naming
+//! `scripts/install-deps.sh`; they never skip.
+
+mod cdp;
+
+use glassbox_server::Config;
+use serde_json::{Value, json};
+
+use crate::support::{MODERATION, TestServer};
+use cdp::Browser;
+
+/// The real server with `examples/moderation.yaml` (no model needed).
+fn serve(config: Config) -> TestServer {
+    TestServer::start(&[("moderation.yaml", MODERATION)], config)
+}
+
+/// `GET path` as JSON, failing on anything but 200.
+fn get_json(server: &TestServer, path: &str) -> Value {
+    let r = server.get(path, None);
+    assert_eq!(r.status, 200, "GET {path}: {}", r.text);
+    r.json()
+}
+
+/// Three questions, one per branch of `examples/moderation.yaml`.
+const QUESTIONS: [&str; 3] = ["What is the price of Pro?", "you idiot", "hello there"];
+
+/// A served topology, traces created through the API, and a browser.
+struct Fixture {
+    server: TestServer,
+    browser: Browser,
+    /// The run responses, in `QUESTIONS` order.
+    runs: Vec<Value>,
+}
+
+impl Fixture {
+    fn start() -> Fixture {
+        // Check for the browser first: a missing one is the likeliest failure.
+        cdp::chromium_path();
+        let server = serve(Config::default());
+        let runs = QUESTIONS
+            .iter()
+            .map(|q| {
+                let body = json!({ "question": q }).to_string();
+                let r = server.post("/v1/topologies/moderation/runs", None, &body);
+                assert_eq!(r.status, 200, "run {q:?}: {}", r.text);
+                r.json()
+            })
+            .collect();
+        Fixture {
+            server,
+            browser: Browser::launch(),
+            runs,
+        }
+    }
+
+    fn url(&self, hash: &str) -> String {
+        format!("{}/{hash}", self.server.base)
+    }
+
+    /// Opens a page and waits until it has rendered (or failed).
+    fn open(&mut self, hash: &str) {
+        let url = self.url(hash);
+        self.browser.open(&url);
+        let state = self.browser.wait_for(
+            "(() => { const s = document.querySelector('main')?.dataset.state; \
+             return s && s !== 'loading' ? s : null; })()",
+            &format!("{hash} to render"),
+        );
+        let text = self
+            .browser
+            .eval("document.querySelector('main').innerText.slice(0, 600)");
+        assert_eq!(state, "ready", "{hash} did not render: {text}");
+    }
+
+    /// Fails on any console error, exception or failed load since the last check.
+    fn assert_clean(&mut self, page: &str) {
+        let problems = self.browser.problems();
+        assert!(
+            problems.is_empty(),
+            "{page}: the browser reported problems:\n{}",
+            problems.join("\n")
+        );
+    }
+
+    fn count(&mut self, selector: &str) -> u64 {
+        let expr = format!("document.querySelectorAll({}).length", json!(selector));
+        self.browser.eval(&expr).as_u64().unwrap_or(0)
+    }
+
+    fn texts(&mut self, selector: &str, attr: Option<&str>) -> Vec<String> {
+        let pick = match attr {
+            Some(a) => format!("e.getAttribute({})", json!(a)),
+            None => "e.textContent.trim()".to_owned(),
+        };
+        let expr = format!(
+            "Array.from(document.querySelectorAll({})).map(e => {pick})",
+            json!(selector)
+        );
+        serde_json::from_value(self.browser.eval(&expr)).unwrap_or_default()
+    }
+
+    fn request_id(&self, i: usize) -> String {
+        self.runs[i]["request_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("run {i} answered no request_id: {}", self.runs[i]))
+            .to_owned()
+    }
+}
+
+#[test]
+fn dashboard_pages_show_topologies_traces_and_reports_without_console_errors() {
+    let mut f = Fixture::start();
+
+    // Topologies list.
+    f.open("#/");
+    f.browser.wait_for(
+        "document.querySelector('[data-testid=topology-row][data-topology=moderation]')",
+        "the moderation topology in the list",
+    );
+    f.assert_clean("topologies");
+
+    // Topology graph: one SVG node per topology node, one path per edge,
+    // a label per conditional edge.
+    let topo = get_json(&f.server, "/v1/topologies/moderation");
+    let graph = topo.get("graph").unwrap_or(&topo);
+    let mut want_nodes: Vec<String> = graph["nodes"]
+        .as_array()
+        .expect("graph nodes")
+        .iter()
+        .map(|n| n["id"].as_str().expect("node id").to_owned())
+        .collect();
+    want_nodes.sort();
+    let edges = graph["edges"].as_array().expect("graph edges");
+    let conditional = edges.iter().filter(|e| e["condition"].is_string()).count();
+    f.open("#/topologies/moderation");
+    f.browser.wait_for(
+        "document.querySelector('[data-testid=topology-graph]')",
+        "the topology graph",
+    );
+    let mut drawn = f.texts(
+        "[data-testid=topology-graph] [data-testid=graph-node]",
+        Some("data-node"),
+    );
+    drawn.sort();
+    assert_eq!(drawn, want_nodes, "one SVG node per topology node");
+    assert_eq!(
+        f.count("[data-testid=topology-graph] [data-testid=graph-edge]"),
+        edges.len() as u64
+    );
+    assert_eq!(
+        f.count("[data-testid=topology-graph] [data-testid=graph-edge-label]"),
+        conditional as u64
+    );
+    let labels = f.texts("[data-testid=graph-node] text", None).join(" ");
+    for word in ["route", "router", "check", "output_guard", "cpu"] {
+        assert!(labels.contains(word), "node labels lack `{word}`: {labels}");
+    }
+    f.assert_clean("topology");
+
+    // Trace list: every created request, then a filter that matches none.
+    f.open("#/traces?topology=moderation");
+    let listed = f.texts("[data-testid=trace-row]", Some("data-request-id"));
+    for i in 0..QUESTIONS.len() {
+        let id = f.request_id(i);
+        assert!(
+            listed.contains(&id),
+            "{id} not in the trace list {listed:?}"
+        );
+    }
+    let row = f.texts(
+        &format!(
+            "[data-testid=trace-row][data-request-id='{}'] td",
+            f.request_id(0)
+        ),
+        None,
+    );
+    assert!(
+        row.iter().any(|c| c.starts_with("moderation@")),
+        "topology@version column: {row:?}"
+    );
+    assert!(
+        row.iter()
+            .any(|c| c.contains("route → pricing_answer → check")),
+        "path column: {row:?}"
+    );
+    f.open("#/traces?status=failed");
+    assert_eq!(f.count("[data-testid=trace-row]"), 0, "no failed requests");
+    f.assert_clean("trace list");
+
+    // Trace page of the pricing question.
+    let id = f.request_id(0);
+    let stored = get_json(&f.server, &format!("/v1/traces/{id}"));
+    let record = &stored["request"];
+    let spans = stored["spans"].as_array().expect("spans").len();
+    f.open(&format!("#/traces/{id}"));
+    assert_eq!(
+        f.count("[data-testid=waterfall-bar]"),
+        spans as u64,
+        "a waterfall bar per span"
+    );
+    let taken = f.texts(
+        "[data-testid=path-graph] [data-testid=graph-node][data-state=taken]",
+        Some("data-node"),
+    );
+    assert_eq!(
+        taken,
+        ["route", "pricing_answer", "check"].map(String::from)
+    );
+    let skipped = f.texts(
+        "[data-testid=path-graph] [data-testid=graph-node][data-state=skipped]",
+        Some("data-node"),
+    );
+    assert!(
+        skipped.contains(&"general_answer".to_owned()) && skipped.contains(&"refuse".to_owned()),
+        "skipped nodes: {skipped:?}"
+    );
+    // Greyed out: drawn translucent; the taken path drawn thicker.
+    let opacity = f.browser.eval(
+        "getComputedStyle(document.querySelector('[data-testid=path-graph] [data-node=general_answer]')).opacity",
+    );
+    assert!(
+        opacity
+            .as_str()
+            .and_then(|o| o.parse::<f64>().ok())
+            .is_some_and(|o| o < 1.0),
+        "a skipped node is greyed out (opacity {opacity})"
+    );
+    let widths = f.browser.eval(
+        "['pricing_answer','general_answer'].map(to => parseFloat(getComputedStyle(document.querySelector(\
+         `[data-testid=path-graph] [data-testid=graph-edge][data-from=route][data-to=${to}]`)).strokeWidth))",
+    );
+    assert!(
+        widths[0].as_f64() > widths[1].as_f64(),
+        "the taken edge is highlighted: {widths}"
+    );
+    assert_eq!(
+        f.texts("[data-testid=waterfall-idle]", Some("data-node"))
+            .len(),
+        2,
+        "the two skipped nodes are listed greyed in the waterfall"
+    );
+    let total = record["receipt"]["total"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| record["receipt"]["total"].to_string());
+    assert_eq!(f.texts("[data-testid=receipt-total]", None), [total]);
+    assert_eq!(
+        f.count("[data-testid=receipt-line]"),
+        record["receipt"]["lines"].as_array().map_or(0, Vec::len) as u64
+    );
+    let explanation = record["explanation"]["text"].as_str().expect("explanation");
+    assert!(explanation.contains("pricing"), "{explanation}");
+    assert_eq!(f.texts("[data-testid=explanation]", None), [explanation]);
+    // Each node's input and output summaries, behind an expandable row.
+    let hidden = f.browser.eval(
+        "document.querySelector('[data-testid=waterfall-row][data-node=route] [data-testid=span-input]').checkVisibility()",
+    );
+    assert_eq!(hidden, false, "summaries start collapsed");
+    f.browser.eval(
+        "document.querySelector('[data-testid=waterfall-row][data-node=route] summary').click()",
+    );
+    let input = f.browser.wait_for(
+        "(() => { const e = document.querySelector('[data-testid=waterfall-row][data-node=route] [data-testid=span-input]'); \
+         return e.checkVisibility() ? e.textContent : null; })()",
+        "the route node's input summary after expanding its row",
+    );
+    assert!(
+        input.as_str().is_some_and(|t| t.contains(QUESTIONS[0])),
+        "input summary: {input}"
+    );
+    f.assert_clean("trace");
+
+    // Reports: cost and latency charts with P50/P95/P99 series.
+    f.open("#/reports?topology=moderation");
+    for chart in ["cost-chart", "latency-chart"] {
+        for series in ["p50", "p95", "p99"] {
+            let sel = format!(
+                "[data-testid=report-topology][data-topology=moderation] [data-testid={chart}] [data-testid=series-{series}] circle"
+            );
+            assert!(f.count(&sel) >= 1, "{chart} has a {series} point");
+            let legend = format!("[data-testid={chart}] [data-testid=legend-{series}]");
+            assert_eq!(
+                f.texts(&legend, None),
+                [series.to_uppercase()],
+                "{chart} legend"
+            );
+        }
+    }
+    let axis = f.texts("[data-testid=latency-chart] .axis-label", None);
+    assert!(
+        axis.contains(&"Latency (ms)".to_owned()),
+        "axis labels {axis:?}"
+    );
+    f.assert_clean("reports");
+}
+
+/// The graph layout puts every edge downwards (longest-path layers) and
+/// orders layers to remove crossings that declaration order would draw.
+#[test]
+fn graph_layout_layers_by_longest_path_and_removes_crossings() {
+    let server = serve(Config::default());
+    let mut b = Browser::launch();
+    b.open(&format!("{}/#/", server.base));
+    let result = b.wait_for(
+        r#"import('/assets/graph.js').then(({ layout }) => {
+            // a→b→c→d and a→d: d is layered below c, not next to b.
+            const long = layout(['a','b','c','d'].map(id => ({ id })),
+                [['a','b'],['b','c'],['c','d'],['a','d']].map(([from, to]) => ({ from, to })));
+            // Declaration order draws b→c across a→f; the sweeps must not.
+            const cross = layout(['a','b','c','d','e','f'].map(id => ({ id })),
+                [['a','f'],['b','c'],['b','f'],['d','e']].map(([from, to]) => ({ from, to })));
+            return {
+                layers: ['a','b','c','d'].map(id => long.nodes.get(id).layer),
+                crossings: cross.crossings,
+                edges: cross.edges.length,
+            };
+        })"#,
+        "the layout module",
+    );
+    assert_eq!(result["layers"], json!([0, 1, 2, 3]));
+    assert_eq!(result["crossings"], 0);
+    assert_eq!(result["edges"], 4);
+    let problems = b.problems();
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+/// With an API key configured, the dashboard asks for it on the first 401,
+/// keeps asking while it is wrong, and once given keeps it across loads.
+#[test]
+fn dashboard_asks_for_the_api_key_and_keeps_it() {
+    const KEY: &str = "gb-test-key-8c1f";
+    cdp::chromium_path();
+    let mut config = Config::default();
+    config.add_env_key(KEY);
+    let server = serve(config);
+    let mut b = Browser::launch();
+    let url = format!("{}/#/", server.base);
+    let prompted = "document.querySelector('main[data-state=auth]') && document.getElementById('key-dialog').open";
+    let rows = "document.querySelectorAll('[data-testid=topology-row]').length";
+
+    b.open(&url);
+    b.wait_for(prompted, "the key prompt");
+    assert_eq!(b.eval(rows), 0, "nothing is shown without a key");
+
+    let enter = |b: &mut Browser, key: &str| {
+        b.eval(&format!(
+            "document.getElementById('key-input').value = {}; \
+             document.querySelector('[data-testid=key-save]').click()",
+            json!(key)
+        ));
+    };
+    enter(&mut b, "not-the-key");
+    b.wait_for(prompted, "the key prompt again after a wrong key");
+
+    enter(&mut b, KEY);
+    b.wait_for(rows, "the topologies once the key is given");
+    assert_eq!(b.eval("document.getElementById('key-dialog').open"), false);
+
+    // A fresh load uses the stored key without asking.
+    b.open(&url);
+    b.wait_for(rows, "the topologies on a fresh load");
+    assert_eq!(b.eval("document.getElementById('key-dialog').open"), false);
+    assert_eq!(b.eval("localStorage.getItem('glassbox.apiKey')"), KEY);
+
+    // The 401s of the first two loads are the only complaints.
+    let unexpected: Vec<String> = b
+        .problems()
+        .into_iter()
+        .filter(|p| !p.contains("status of 401"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:#?}");
+}
