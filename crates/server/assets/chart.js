@@ -6,7 +6,7 @@ import { h, s } from './dom.js';
 
 const W = 640;
 const H = 280;
-const M = { top: 16, right: 40, bottom: 48, left: 72 };
+const M = { top: 16, right: 40, bottom: 48, left: 88 };
 
 /** 1, 2 or 5 × 10^k steps covering [0, max] in about `count` ticks. */
 export function niceTicks(max, count = 5) {
@@ -64,13 +64,15 @@ export function lineChart({ title, categories, series, format = String, yLabel, 
     s('line', { x1: M.left, x2: M.left, y1: M.top, y2: M.top + ih, class: 'axis' }),
     s('text', { x: M.left + iw / 2, y: H - 8, 'text-anchor': 'middle', class: 'axis-label' }, xLabel),
     s('text', {
-      x: 0, y: 0, transform: `translate(16 ${M.top + ih / 2}) rotate(-90)`,
+      x: 0, y: 0, transform: `translate(14 ${M.top + ih / 2}) rotate(-90)`,
       'text-anchor': 'middle', class: 'axis-label',
     }, yLabel),
   );
   svg.append(grid);
 
-  for (const sr of series) {
+  // Later series get smaller points, so equal values show as concentric
+  // rings instead of hiding each other.
+  series.forEach((sr, k) => {
     const g = s('g', { class: ['series', `series-${sr.key}`], testid: `series-${sr.key}`, 'data-series': sr.name });
     // Break the line where a day has no value.
     let d = '';
@@ -86,11 +88,11 @@ export function lineChart({ title, categories, series, format = String, yLabel, 
     if (d) g.append(s('path', { d: d.trim(), class: 'line' }));
     sr.values.forEach((v, i) => {
       if (v === null || !Number.isFinite(v)) return;
-      g.append(s('circle', { cx: x(i), cy: y(v), r: 3.5, class: 'point' },
+      g.append(s('circle', { cx: x(i), cy: y(v), r: Math.max(2, 6 - 1.75 * k), class: 'point' },
         s('title', {}, `${sr.name} on ${categories[i]}: ${format(v)}`)));
     });
     svg.append(g);
-  }
+  });
 
   const legend = h('ul', { class: 'legend', 'aria-label': `${title} legend` },
     series.map((sr) => h('li', { class: `series-${sr.key}`, testid: `legend-${sr.key}` },
