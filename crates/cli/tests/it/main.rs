@@ -3,6 +3,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod bench;
 mod cli;
 mod fixtures;
 mod plan;
