@@ -7,6 +7,8 @@
 //! - The engine's calls ([`TraceSink::span`], [`TraceSink::request`]) only
 //!   push onto the queue. When the queue is full they wait for room
 //!   (back-pressure, counted in `backpressure_waits`); nothing is dropped.
+//!   On a multi-threaded tokio runtime the waiting worker hands its other
+//!   tasks over first, so one full queue never freezes the reactor.
 //! - Spans wait in the writer until their request arrives, then the request
 //!   and its spans are committed in one transaction: a stored request is
 //!   never missing spans, and a crash never leaves half of one.
@@ -205,7 +207,7 @@ impl StoreWriter {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(msg)) => {
                 self.counters.waits.fetch_add(1, Ordering::Relaxed);
-                tx.send(msg).map_err(|_| StoreError::WriterClosed)
+                wait_for_room(|| tx.send(msg).map_err(|_| StoreError::WriterClosed))
             }
             Err(TrySendError::Disconnected(_)) => Err(StoreError::WriterClosed),
         };
@@ -280,6 +282,20 @@ impl StoreWriter {
             write_us_last: get(&c.write_last),
             failed_records: get(&c.failed),
         }
+    }
+}
+
+/// Runs a blocking wait for queue room. On a multi-threaded tokio runtime
+/// the worker thread is handed over first (`block_in_place`), so the other
+/// requests it was running move to another thread instead of stalling
+/// behind the trace queue.
+fn wait_for_room<T>(wait: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
     }
 }
 

@@ -105,6 +105,76 @@ fn a_full_queue_makes_senders_wait_and_nothing_is_dropped() {
 }
 
 #[test]
+fn a_full_queue_does_not_freeze_the_async_runtime() {
+    // A frozen runtime never returns: watch it from another thread so the
+    // test fails instead of hanging.
+    let (done, finished) = channel();
+    std::thread::spawn(move || {
+        full_queue_on_a_one_worker_runtime();
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the runtime froze while a sender waited for queue room");
+}
+
+fn full_queue_on_a_one_worker_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let (open_gate, gate) = channel();
+    let store = Gated {
+        inner: SqliteStore::open(&dir.path().join("t.db")).unwrap(),
+        gate: Mutex::new(gate),
+    };
+    let writer = Arc::new(
+        StoreWriter::spawn(
+            Box::new(store),
+            WriterOptions {
+                queue_capacity: 2,
+                max_batch: 1,
+                ..WriterOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    // One worker thread: if a blocked sender kept it, nothing else could run.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    rt.block_on(async {
+        let t = ticks.clone();
+        tokio::spawn(async move {
+            loop {
+                t.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        });
+        let w = writer.clone();
+        let producer = tokio::spawn(async move {
+            for i in 0..20 {
+                send(&w, i + 1);
+            }
+        });
+        while writer.stats().backpressure_waits == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The sender is blocked on the full queue; the ticker still runs.
+        let before = ticks.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) > before);
+        assert!(!producer.is_finished());
+        for _ in 0..1000 {
+            let _ = open_gate.send(());
+        }
+        producer.await.unwrap();
+    });
+    writer.flush().unwrap();
+    assert_eq!(writer.close().unwrap().requests_written, 20);
+}
+
+#[test]
 fn dropping_the_writer_flushes_everything_including_orphan_spans() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");
