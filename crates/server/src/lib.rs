@@ -33,7 +33,6 @@ pub mod metrics;
 pub mod openai;
 pub mod openapi;
 pub mod state;
-pub mod time;
 
 use std::future::Future;
 use std::net::SocketAddr;

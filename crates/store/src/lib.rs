@@ -37,6 +37,7 @@ pub mod report;
 pub mod row;
 pub mod sqlite;
 pub mod synth;
+pub mod time;
 pub mod writer;
 
 use std::path::PathBuf;

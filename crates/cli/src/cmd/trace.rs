@@ -3,12 +3,13 @@
 //! Also home of the pieces `explain` and `report` share: the `--store`
 //! option, opening the store with exit-coded errors, and time parsing.
 
+use glassbox_store::time::parse_time;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::str::FromStr;
 
 use glassbox_store::otlp::{OtlpExporter, Protocol};
-use glassbox_store::report::{day_key, days_from_civil};
+use glassbox_store::report::day_key;
 use glassbox_store::{
     Filter, ListQuery, RequestSummary, Sort, StoreError, StoreUrl, StoredTrace, TraceStore,
 };
@@ -84,60 +85,6 @@ impl FilterArgs {
             until_us: time(&self.until, "until")?,
         })
     }
-}
-
-/// Parses a time into microseconds since the epoch (UTC).
-pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
-    let now = i64::try_from(now_us).unwrap_or(i64::MAX);
-    let s = s.trim();
-    let units = [
-        ('s', 1_000_000i64),
-        ('m', 60_000_000),
-        ('h', 3_600_000_000),
-        ('d', 86_400_000_000),
-        ('w', 604_800_000_000),
-    ];
-    if let Some(last) = s.chars().last()
-        && let Some((_, scale)) = units.iter().find(|(c, _)| *c == last)
-        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
-    {
-        return Ok(now.saturating_sub(n.saturating_mul(*scale)));
-    }
-    if let Ok(secs) = s.parse::<i64>() {
-        return Ok(secs.saturating_mul(1_000_000));
-    }
-    let bad = || {
-        format!(
-            "`{s}` is not a time (expected 2026-11-30, 2026-11-30T12:00:00Z, Unix seconds or an age like 24h)"
-        )
-    };
-    let (date, clock) = match s.split_once(['T', ' ']) {
-        Some((d, c)) => (d, Some(c.trim_end_matches('Z'))),
-        None => (s, None),
-    };
-    let parts: Vec<&str> = date.split('-').collect();
-    let [y, m, d] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let (y, m, d) = (
-        i64::from_str(y).map_err(|_| bad())?,
-        u32::from_str(m).map_err(|_| bad())?,
-        u32::from_str(d).map_err(|_| bad())?,
-    );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return Err(bad());
-    }
-    let mut us = days_from_civil(y, m, d) * 86_400_000_000;
-    if let Some(c) = clock {
-        let hms: Vec<&str> = c.split(':').collect();
-        let mut scale = 3_600_000_000i64;
-        for part in hms.iter().take(3) {
-            let v = f64::from_str(part).map_err(|_| bad())?;
-            us += (v * scale as f64) as i64;
-            scale /= 60;
-        }
-    }
-    Ok(us)
 }
 
 /// `2026-11-30 12:00:03.120` (UTC).

@@ -35,7 +35,7 @@ impl FilterParams {
         let time = |t: &Option<String>, name: &str| -> Result<Option<i64>, ApiError> {
             t.as_deref()
                 .map(|s| {
-                    crate::time::parse_time(s, now)
+                    glassbox_store::time::parse_time(s, now)
                         .map_err(|e| ApiError::bad_request("bad_query", format!("`{name}`: {e}")))
                 })
                 .transpose()

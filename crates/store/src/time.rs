@@ -1,8 +1,8 @@
 //! Times in query strings: `2026-11-30`, `2026-11-30T12:00:00Z`, Unix
 //! seconds, or an age like `90m`, `24h`, `7d` (the forms `glassbox trace
-//! list --since` accepts).
+//! list --since` and the server's `/v1/traces?since=` accept).
 
-use glassbox_store::report::days_from_civil;
+use crate::report::days_from_civil;
 
 /// Microseconds since the epoch (UTC), or why `s` is not a time.
 pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
