@@ -32,6 +32,15 @@ fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }
 
+/// One decimal, or three below 1 req/s (model-backed topologies).
+fn rps(v: f64) -> String {
+    if v > 0.0 && v < 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
@@ -63,8 +72,11 @@ pub fn table(rep: &Report, buckets: &Buckets) -> String {
     }
     let _ = writeln!(
         out,
-        "throughput   offered {:.1} req/s, achieved {:.1} req/s (2xx), {:.1} req/s ok, over {:.2} s",
-        s.offered_rps, s.achieved_rps, s.success_rps, s.elapsed_s
+        "throughput   offered {} req/s, achieved {} req/s (2xx), {} req/s ok, over {:.2} s",
+        rps(s.offered_rps),
+        rps(s.achieved_rps),
+        rps(s.success_rps),
+        s.elapsed_s
     );
     let _ = writeln!(
         out,
@@ -243,6 +255,10 @@ mod tests {
         };
         let t = table(&rep, &b);
         assert!(t.contains("offered 3.0 req/s"), "{t}");
+        assert_eq!(
+            (rps(0.0271), rps(0.0), rps(1918.26)),
+            ("0.027".into(), "0.0".into(), "1918.3".into())
+        );
         assert!(t.contains("1 rejected 429 (33.3%)"), "{t}");
         assert!(t.contains("not sent (client saturated): 1"), "{t}");
         assert!(t.contains(" <64 "), "{t}");
