@@ -18,7 +18,7 @@ root=$PWD
 threads=${BENCH_THREADS:-2}
 only=${BENCH_ONLY:-}
 n=${BENCH_N:-100000}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target-models}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 out=$CARGO_TARGET_DIR/bench
 mkdir -p "$out"
 
