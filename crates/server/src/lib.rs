@@ -190,6 +190,7 @@ impl Server {
             writer,
             reader: Arc::new(Mutex::new(reader)),
             ready: Arc::new(AtomicBool::new(false)),
+            engine: Arc::new(state::EngineRuntime::new()?),
         };
         Ok(Server {
             state,

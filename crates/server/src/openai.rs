@@ -214,9 +214,7 @@ pub async fn chat_completions(
         return Ok(stream(admitted, req.model, input, include_usage));
     }
     let outcome = admitted
-        .served
-        .pipeline
-        .run(input, RunOptions::default())
+        .run(&state.engine, input, RunOptions::default())
         .await;
     let rid = outcome.trace.record.request_id.to_string();
     let output = match &outcome.result {

@@ -1,6 +1,7 @@
 //! What every handler shares, and admission: finding a topology and taking a
 //! slot of its bounded concurrency.
 
+use glassbox_engine::{CancellationToken, Outcome, RunOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,6 +30,38 @@ pub struct AppState {
     pub gates: Arc<Gates>,
     /// False until the first scan is done, and again once shutdown begins.
     pub ready: Arc<AtomicBool>,
+    /// Where pipelines run: a runtime of their own, so HTTP handlers wait
+    /// for them without holding an HTTP worker (see [`Admitted::run`]).
+    pub engine: Arc<EngineRuntime>,
+}
+
+/// The pipelines' runtime. Shut down in the background when dropped, which
+/// is allowed from inside another runtime (a plain drop is not).
+#[derive(Debug)]
+pub struct EngineRuntime(Option<tokio::runtime::Runtime>);
+
+impl EngineRuntime {
+    pub fn new() -> std::io::Result<EngineRuntime> {
+        let threads = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("glassbox-engine")
+            .enable_all()
+            .build()
+            .map(|rt| EngineRuntime(Some(rt)))
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(tokio::runtime::Runtime::handle)
+    }
+}
+
+impl Drop for EngineRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -68,6 +101,41 @@ pub struct Admitted {
     pub served: Arc<Served>,
     _permit: OwnedSemaphorePermit,
     _in_flight: InFlight,
+}
+
+impl Admitted {
+    /// Runs the request on the engine runtime, holding the admission (permit
+    /// and in-flight count) until it ends, while the HTTP handler waits
+    /// without occupying an HTTP worker. Requests that arrive meanwhile reach
+    /// [`AppState::admit`] and get 429 once the topology is full, even when
+    /// its nodes are pure CPU and never yield. Dropping the returned future
+    /// (the client went away) cancels the run.
+    pub async fn run(
+        self,
+        engine: &EngineRuntime,
+        input: serde_json::Value,
+        mut options: RunOptions,
+    ) -> Outcome {
+        let cancel = options
+            .cancel
+            .get_or_insert_with(CancellationToken::new)
+            .clone();
+        let _cancel_on_drop = cancel.drop_guard();
+        let pipeline = self.served.pipeline.clone();
+        let job = async move {
+            let outcome = pipeline.run(input, options).await;
+            drop(self);
+            outcome
+        };
+        let task = match engine.handle() {
+            Some(h) => h.spawn(job),
+            None => tokio::spawn(job),
+        };
+        match task.await {
+            Ok(outcome) => outcome,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
 }
 
 impl AppState {

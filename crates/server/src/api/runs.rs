@@ -143,11 +143,8 @@ pub async fn create_run(
     check_input(&input)?;
     let admitted = state.admit(&id)?;
     let outcome = admitted
-        .served
-        .pipeline
-        .run(input, RunOptions::default())
+        .run(&state.engine, input, RunOptions::default())
         .await;
-    drop(admitted);
     let body = RunResponse::from_outcome(&outcome);
     let status = match &outcome.result {
         Ok(_) => StatusCode::OK,
