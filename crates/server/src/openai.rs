@@ -437,28 +437,10 @@ fn inputs(v: &Value) -> Result<Vec<String>, ApiError> {
     Ok(list)
 }
 
-/// Standard base64 (with padding).
+/// Standard base64 (with padding), as OpenAI's `encoding_format: base64`.
 pub fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for c in bytes.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        out.push(char::from(A[(n >> 18) as usize & 63]));
-        out.push(char::from(A[(n >> 12) as usize & 63]));
-        out.push(if c.len() > 1 {
-            char::from(A[(n >> 6) as usize & 63])
-        } else {
-            '='
-        });
-        out.push(if c.len() > 2 {
-            char::from(A[n as usize & 63])
-        } else {
-            '='
-        });
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Embeddings through an embedding topology; each input is one traced request.
