@@ -123,7 +123,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut index = VectorIndex::build(chunks, &base, &options)?;
     let build_s = started.elapsed().as_secs_f64();
 
-    // Exact search: ground truth and its own speed.
+    // Exact search (brute force over the f32 vectors): ground truth and its
+    // own speed.
     let started = Instant::now();
     let mut truth = Vec::with_capacity(nq);
     for q in &queries {

@@ -82,6 +82,36 @@ fn damaged_index_is_reported() {
     std::fs::write(dir.path().join("index.usearch"), b"garbage").unwrap();
     let err = VectorIndex::load(dir.path()).unwrap_err();
     assert_eq!(err.code(), "index_corrupt", "{err}");
+
+    index.save(dir.path()).unwrap();
+    let vectors_file = dir.path().join("vectors.f32");
+    let bytes = std::fs::read(&vectors_file).unwrap();
+    std::fs::write(&vectors_file, &bytes[..bytes.len() - 4]).unwrap();
+    let err = VectorIndex::load(dir.path()).unwrap_err();
+    assert_eq!(err.code(), "index_corrupt", "{err}");
+    assert!(err.to_string().contains("vectors.f32"), "{err}");
+}
+
+#[test]
+fn scores_are_exact_cosines_although_the_graph_is_8_bit() {
+    let n = 1000;
+    let vectors = clustered(n, 384, 20, 5, 3);
+    let index = VectorIndex::build(chunks(n), &vectors, &IndexOptions::default()).unwrap();
+    let unit = |v: &[f32]| {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / norm).collect::<Vec<f32>>()
+    };
+    for q in clustered(20, 384, 20, 5, 4) {
+        let (keys, scores) = index.search_keys(&q, 5, false).unwrap();
+        assert_eq!(keys.len(), 5);
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+        let q = unit(&q);
+        for (&key, &score) in keys.iter().zip(&scores) {
+            let v = unit(&vectors[key]);
+            let cosine: f32 = q.iter().zip(&v).map(|(a, b)| a * b).sum();
+            assert!((cosine - score).abs() < 1e-5, "{cosine} vs {score}");
+        }
+    }
 }
 
 #[test]
