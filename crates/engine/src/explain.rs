@@ -145,15 +145,27 @@ fn en(node: &str, fact: &Fact) -> String {
                 plural(*count, "document was", "documents were")
             )
         }
-        Fact::Retrieved { count, titles } => format!(
-            "{} retrieved ({})",
-            plural(*count, "document was", "documents were"),
-            titles
+        Fact::Retrieved { count, titles } => {
+            let quoted = titles
                 .iter()
                 .map(|t| format!("“{t}”"))
                 .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .join(", ");
+            if titles.len() < *count {
+                // Several chunks of one document: say so, or the count and the
+                // titles listed disagree.
+                format!(
+                    "{} retrieved from {} ({quoted})",
+                    plural(*count, "passage was", "passages were"),
+                    plural(titles.len(), "document", "documents")
+                )
+            } else {
+                format!(
+                    "{} retrieved ({quoted})",
+                    plural(*count, "document was", "documents were")
+                )
+            }
+        }
         Fact::Embedded { model, count } => {
             format!(
                 "{} embedded by {model}",
@@ -240,14 +252,21 @@ fn zh(node: &str, fact: &Fact) -> String {
             None => format!("问题被归类为「{label}」（未命中规则，使用默认）"),
         },
         Fact::Retrieved { count, titles } if titles.is_empty() => format!("检索到 {count} 篇文档"),
-        Fact::Retrieved { count, titles } => format!(
-            "检索到 {count} 篇文档（{}）",
-            titles
+        Fact::Retrieved { count, titles } => {
+            let quoted = titles
                 .iter()
                 .map(|t| format!("《{t}》"))
                 .collect::<Vec<_>>()
-                .join("、")
-        ),
+                .join("、");
+            if titles.len() < *count {
+                format!(
+                    "检索到 {count} 个片段，来自 {} 篇文档（{quoted}）",
+                    titles.len()
+                )
+            } else {
+                format!("检索到 {count} 篇文档（{quoted}）")
+            }
+        }
         Fact::Embedded { model, count } => format!("{count} 段文本由 {model} 向量化"),
         Fact::Templated { template_id } => format!("提示词由模板 `{template_id}` 组装"),
         Fact::Generated {
@@ -368,6 +387,28 @@ mod tests {
             text,
             "问题被归类为「product」（规则 `mentions_product`），检索到 3 篇文档（《Pricing》、《Plans》、《Billing》），\
              回答由 chat-7b（v3.2.1，温度 0.2）生成，输出检查通过了 4 条规则。"
+        );
+    }
+
+    #[test]
+    fn passages_from_fewer_documents_say_so() {
+        let facts = vec![NodeFacts {
+            node: "retrieve".into(),
+            kind: "vector_search".into(),
+            facts: vec![Fact::Retrieved {
+                count: 3,
+                titles: vec!["Pricing".into(), "Plans".into()],
+            }],
+        }];
+        let en = compose(&facts, &PathRecord::default(), None, Lang::En);
+        assert!(
+            en.contains("3 passages were retrieved from 2 documents (“Pricing”, “Plans”)"),
+            "{en}"
+        );
+        let zh = compose(&facts, &PathRecord::default(), None, Lang::Zh);
+        assert!(
+            zh.contains("检索到 3 个片段，来自 2 篇文档（《Pricing》、《Plans》）"),
+            "{zh}"
         );
     }
 }
