@@ -1,80 +1,10 @@
 //! `glassbox bench` against a real `glassbox serve`: the counts add up and
 //! every admitted request has a trace.
 
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 
-use crate::support::{glassbox, root, stderr, stdout};
-
-/// A `glassbox serve` child, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `glassbox serve` on `dir/topologies` with a store in `dir`, and
-/// waits until it accepts connections.
-fn serve(dir: &Path) -> Server {
-    let topologies = dir.join("topologies");
-    std::fs::create_dir_all(&topologies).unwrap();
-    std::fs::copy(
-        root().join("examples/moderation.yaml"),
-        topologies.join("moderation.yaml"),
-    )
-    .unwrap();
-    let port = free_port();
-    let store = format!("sqlite://{}", dir.join("traces.db").display());
-    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
-        .args(["serve", "--topologies"])
-        .arg(&topologies)
-        .args(["--port", &port.to_string(), "--store", &store])
-        .env("NO_COLOR", "1")
-        .env_remove("GLASSBOX_API_KEY")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut server = Server {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    // A generous bound on start-up (debug build, busy machine), not a timing
-    // assertion.
-    let until = Instant::now() + Duration::from_secs(120);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            panic!(
-                "glassbox serve exited with {status}: {}",
-                std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < until, "glassbox serve did not start");
-        thread::sleep(Duration::from_millis(100));
-    }
-    server
-}
+use crate::serve::{free_port, serve};
+use crate::support::{glassbox, stderr, stdout};
 
 fn sum(v: &Value) -> u64 {
     v.as_object()

@@ -10,5 +10,6 @@ mod plan;
 mod props;
 mod rag;
 mod run;
+mod serve;
 mod support;
 mod traces;
