@@ -38,7 +38,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -124,10 +124,12 @@ impl Server {
         } = options;
         let config = Arc::new(config);
         let url = store.clone();
-        let (writer, reader) = tokio::task::spawn_blocking(move || {
+        let (writer, readers) = tokio::task::spawn_blocking(move || {
             let writer = glassbox_store::open_with(&url, WriterOptions::default())?;
-            let reader = glassbox_store::open_store(&url)?;
-            Ok::<_, glassbox_store::StoreError>((writer, reader))
+            let readers = (0..state::ReadPool::SIZE)
+                .map(|_| glassbox_store::open_store(&url))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, glassbox_store::StoreError>((writer, readers))
         })
         .await
         .map_err(blocking_error)??;
@@ -188,7 +190,7 @@ impl Server {
             limiter: Arc::new(RateLimiter::default()),
             metrics,
             writer,
-            reader: Arc::new(Mutex::new(reader)),
+            readers: Arc::new(state::ReadPool::new(readers)),
             ready: Arc::new(AtomicBool::new(false)),
             engine: Arc::new(state::EngineRuntime::new()?),
         };

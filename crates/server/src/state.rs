@@ -3,7 +3,7 @@
 
 use glassbox_engine::{CancellationToken, Outcome, RunOptions};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
@@ -25,14 +25,60 @@ pub struct AppState {
     pub limiter: Arc<RateLimiter>,
     pub metrics: Arc<Metrics>,
     pub writer: Arc<StoreWriter>,
-    /// One read connection, used from blocking threads.
-    pub reader: Arc<Mutex<Box<dyn TraceStore>>>,
+    /// Read connections, used from blocking threads.
+    pub readers: Arc<ReadPool>,
     pub gates: Arc<Gates>,
     /// False until the first scan is done, and again once shutdown begins.
     pub ready: Arc<AtomicBool>,
     /// Where pipelines run: a runtime of their own, so HTTP handlers wait
     /// for them without holding an HTTP worker (see [`Admitted::run`]).
     pub engine: Arc<EngineRuntime>,
+}
+
+/// A few read connections, so a slow read (a report over a million
+/// requests) does not hold up trace lookups. SQLite in WAL mode and
+/// PostgreSQL both serve concurrent readers.
+pub struct ReadPool {
+    conns: Vec<Mutex<Box<dyn TraceStore>>>,
+    next: AtomicUsize,
+}
+
+impl ReadPool {
+    /// How many connections the server opens.
+    pub const SIZE: usize = 4;
+
+    /// A pool of the given connections; at least one.
+    pub fn new(conns: Vec<Box<dyn TraceStore>>) -> ReadPool {
+        assert!(!conns.is_empty(), "a read pool needs a connection");
+        ReadPool {
+            conns: conns.into_iter().map(Mutex::new).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Runs `f` on a free connection, or waits for one if all are busy.
+    /// Blocking: call from a blocking thread.
+    pub fn with<T>(&self, f: impl FnOnce(&mut dyn TraceStore) -> T) -> T {
+        let n = self.conns.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            if let Ok(mut conn) = self.conns[(start + i) % n].try_lock() {
+                return f(&mut **conn);
+            }
+        }
+        let mut conn = self.conns[start % n]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut **conn)
+    }
+}
+
+impl std::fmt::Debug for ReadPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadPool")
+            .field("connections", &self.conns.len())
+            .finish()
+    }
 }
 
 /// The pipelines' runtime. Shut down in the background when dropped, which
@@ -188,21 +234,18 @@ impl AppState {
         })
     }
 
-    /// Runs `f` with the read connection on a blocking thread.
+    /// Runs `f` with a read connection on a blocking thread.
     pub async fn with_store<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&mut dyn TraceStore) -> Result<T, ApiError> + Send + 'static,
     {
-        let reader = self.reader.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut store = reader.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&mut **store)
-        })
-        .await
-        .map_err(|e| {
-            ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
-        })?
+        let readers = self.readers.clone();
+        tokio::task::spawn_blocking(move || readers.with(f))
+            .await
+            .map_err(|e| {
+                ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
+            })?
     }
 
     /// Waits until every trace sent so far is committed.
@@ -214,5 +257,52 @@ impl AppState {
                 ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
             })?
             .map_err(ApiError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_busy_read_connection_does_not_hold_up_the_next_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("traces.db");
+        let conns = (0..2)
+            .map(|_| {
+                glassbox_store::SqliteStore::open(&path)
+                    .map(|s| Box::new(s) as Box<dyn TraceStore>)
+                    .expect("open")
+            })
+            .collect();
+        let pool = Arc::new(ReadPool::new(conns));
+        let (held_tx, held_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let slow = {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                pool.with(|store| {
+                    held_tx.send(()).expect("send");
+                    // Held until the other read is done (or the test gave up).
+                    let _ = release_rx.recv_timeout(Duration::from_secs(60));
+                    store.counts().expect("counts")
+                })
+            })
+        };
+        held_rx.recv().expect("the slow read started");
+        let (done_tx, done_rx) = mpsc::channel();
+        {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                let _ = done_tx.send(pool.with(|store| store.counts().expect("counts")));
+            });
+        }
+        let other = done_rx.recv_timeout(Duration::from_secs(30));
+        release_tx.send(()).expect("release");
+        assert_eq!(other.expect("the second read waited for the first"), (0, 0));
+        assert_eq!(slow.join().expect("join"), (0, 0));
     }
 }
