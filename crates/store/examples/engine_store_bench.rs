@@ -31,7 +31,7 @@ use glassbox_engine::{
     BuildContext, BuildError, Call, Node, NodeCx, NodeKind, NodeOutput, Pipeline, PipelineOptions,
     Registry, RunOptions,
 };
-use glassbox_store::{SqliteStore, StoreWriter, WriterOptions};
+use glassbox_store::{StoreUrl, WriterOptions};
 use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
@@ -211,8 +211,9 @@ fn main() {
 
             let dir = tempfile::tempdir().unwrap();
             let writer = Arc::new(
-                StoreWriter::spawn(
-                    Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
+                // The product's path: what `glassbox run` and `serve` open.
+                glassbox_store::open_with(
+                    &StoreUrl::Sqlite(dir.path().join("t.db")),
                     WriterOptions::default(),
                 )
                 .unwrap(),

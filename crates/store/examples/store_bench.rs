@@ -50,7 +50,13 @@ fn ingest(kind: &str, n: u64) {
     let dir = tempfile::tempdir().unwrap();
     let _pg;
     let store: Box<dyn TraceStore> = match kind {
-        "sqlite" => Box::new(SqliteStore::open(&dir.path().join("bench.db")).unwrap()),
+        // What `open_with` (the product's path) opens for a writer.
+        "sqlite" => Box::new(
+            SqliteStore::open(&dir.path().join("bench.db"))
+                .unwrap()
+                .with_background_checkpoints()
+                .unwrap(),
+        ),
         "postgres" => {
             let pg = TempPostgres::start(TempPostgresOptions { durable: true }).unwrap();
             let url = pg.create_database("bench").unwrap();

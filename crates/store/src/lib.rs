@@ -147,7 +147,11 @@ pub fn open(url: Option<&str>) -> Result<StoreWriter> {
 
 /// [`open`] with explicit options.
 pub fn open_with(url: &StoreUrl, options: WriterOptions) -> Result<StoreWriter> {
-    StoreWriter::spawn(open_store(url)?, options)
+    let store: Box<dyn TraceStore> = match url {
+        StoreUrl::Sqlite(path) => Box::new(SqliteStore::open(path)?.with_background_checkpoints()?),
+        StoreUrl::Postgres(_) => open_store(url)?,
+    };
+    StoreWriter::spawn(store, options)
 }
 
 #[cfg(test)]

@@ -24,6 +24,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         2,
         include_str!("../migrations/postgres/002_report_index.sql"),
     ),
+    (
+        3,
+        include_str!("../migrations/postgres/003_drop_redundant_index.sql"),
+    ),
 ];
 
 /// Array types of `REQUEST_COLUMNS`, in order.

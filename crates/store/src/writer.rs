@@ -17,10 +17,10 @@
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -93,7 +93,6 @@ pub struct WriterStats {
 
 #[derive(Default)]
 struct Counters {
-    depth: AtomicU64,
     max_depth: AtomicU64,
     waits: AtomicU64,
     requests: AtomicU64,
@@ -113,9 +112,124 @@ enum Msg {
     Flush(SyncSender<()>),
 }
 
+/// The bounded queue between the engine and the encoder thread.
+///
+/// Not a channel: a channel hands over one message per receive, so once it is
+/// full every receive wakes a blocked sender for a single slot, and the two
+/// threads ping-pong through the scheduler per record. Here the encoder takes
+/// everything queued (up to a batch) under one lock, and blocked senders are
+/// woken once per take.
+struct Queue {
+    state: Mutex<QueueState>,
+    /// Signalled when a message arrives for a waiting encoder.
+    not_empty: Condvar,
+    /// Signalled when a take frees room for waiting senders.
+    not_full: Condvar,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct QueueState {
+    items: VecDeque<Msg>,
+    closed: bool,
+    encoder_waiting: bool,
+    senders_waiting: usize,
+}
+
+/// Why a push did not happen.
+enum Refused {
+    Full(Msg),
+    Closed,
+}
+
+impl Queue {
+    fn new(capacity: usize) -> Queue {
+        Queue {
+            state: Mutex::new(QueueState::default()),
+            not_empty: Condvar::new(),
+            not_full: Condvar::new(),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `msg` and returns the depth after it, if there is room now.
+    fn try_push(&self, msg: Msg) -> std::result::Result<usize, Refused> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(Refused::Closed);
+        }
+        if state.items.len() >= self.capacity {
+            return Err(Refused::Full(msg));
+        }
+        Ok(self.push_locked(&mut state, msg))
+    }
+
+    /// Waits for room, then queues `msg`; `None` if the queue closed.
+    fn push_waiting(&self, msg: Msg) -> Option<usize> {
+        let mut state = self.lock();
+        while !state.closed && state.items.len() >= self.capacity {
+            state.senders_waiting += 1;
+            state = self
+                .not_full
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+            state.senders_waiting -= 1;
+        }
+        (!state.closed).then(|| self.push_locked(&mut state, msg))
+    }
+
+    fn push_locked(&self, state: &mut QueueState, msg: Msg) -> usize {
+        state.items.push_back(msg);
+        if state.encoder_waiting {
+            state.encoder_waiting = false;
+            self.not_empty.notify_one();
+        }
+        state.items.len()
+    }
+
+    /// Moves up to `max` queued messages into `out`, waiting for at least
+    /// one; `false` once the queue is closed and empty.
+    fn take(&self, out: &mut Vec<Msg>, max: usize) -> bool {
+        let mut state = self.lock();
+        while state.items.is_empty() {
+            if state.closed {
+                return false;
+            }
+            state.encoder_waiting = true;
+            state = self
+                .not_empty
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let n = state.items.len().min(max);
+        out.extend(state.items.drain(..n));
+        if state.senders_waiting > 0 {
+            self.not_full.notify_all();
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        self.lock().items.len()
+    }
+
+    /// Refuses further pushes and wakes everyone; queued messages can still
+    /// be taken.
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        self.not_empty.notify_all();
+        self.not_full.notify_all();
+    }
+}
+
 /// A [`TraceSink`] that persists into a [`TraceStore`] off the request path.
 pub struct StoreWriter {
-    tx: Mutex<Option<SyncSender<Msg>>>,
+    queue: Arc<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     capacity: u64,
@@ -136,16 +250,18 @@ impl StoreWriter {
     pub fn spawn(store: Box<dyn TraceStore>, options: WriterOptions) -> Result<StoreWriter> {
         let redactor = Redactor::new(&options.redact)?;
         let capacity = options.queue_capacity.max(1);
-        let (tx, rx) = sync_channel(capacity);
+        let queue = Arc::new(Queue::new(capacity));
         let counters = Arc::new(Counters::default());
         let kind = store.kind();
         // Two encoded batches in flight at most: memory stays bounded and the
         // encoder waits (back-pressure) when the store falls behind.
         let (batches_tx, batches_rx) = sync_channel::<Batch>(1);
+        let (spent, spent_rx) = sync_channel::<Batch>(1);
         let committer = Committer {
             store,
             counters: counters.clone(),
             on_commit: options.on_commit,
+            spent: Some(spent),
         };
         let encoder = Encoder {
             redactor,
@@ -162,21 +278,29 @@ impl StoreWriter {
                     source,
                 })
         };
+        let free_thread = spawn(
+            "glassbox-trace-free",
+            Box::new(move || spent_rx.into_iter().for_each(drop)),
+        )?;
         let commit_thread = spawn(
             "glassbox-trace-commit",
-            Box::new(move || committer.run(batches_rx)),
+            Box::new(move || {
+                committer.run(batches_rx);
+                let _ = free_thread.join();
+            }),
         )?;
+        let rx = queue.clone();
         let thread = spawn(
             "glassbox-trace-encode",
             Box::new(move || {
-                encoder.run(rx, &batches_tx);
+                encoder.run(&rx, &batches_tx);
                 drop(batches_tx);
                 // The committer ends once it has drained the last batch.
                 let _ = commit_thread.join();
             }),
         )?;
         Ok(StoreWriter {
-            tx: Mutex::new(Some(tx)),
+            queue,
             thread: Mutex::new(Some(thread)),
             counters,
             capacity: capacity as u64,
@@ -189,33 +313,23 @@ impl StoreWriter {
         self.kind
     }
 
-    fn sender(&self) -> Option<SyncSender<Msg>> {
-        self.tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
     fn send(&self, msg: Msg) -> Result<()> {
-        let Some(tx) = self.sender() else {
+        let depth = match self.queue.try_push(msg) {
+            Ok(depth) => Some(depth),
+            Err(Refused::Full(msg)) => {
+                self.counters.waits.fetch_add(1, Ordering::Relaxed);
+                wait_for_room(|| self.queue.push_waiting(msg))
+            }
+            Err(Refused::Closed) => None,
+        };
+        let Some(depth) = depth else {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::WriterClosed);
         };
-        let depth = self.counters.depth.fetch_add(1, Ordering::Relaxed) + 1;
-        self.counters.max_depth.fetch_max(depth, Ordering::Relaxed);
-        let sent = match tx.try_send(msg) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(msg)) => {
-                self.counters.waits.fetch_add(1, Ordering::Relaxed);
-                wait_for_room(|| tx.send(msg).map_err(|_| StoreError::WriterClosed))
-            }
-            Err(TrySendError::Disconnected(_)) => Err(StoreError::WriterClosed),
-        };
-        if sent.is_err() {
-            self.counters.depth.fetch_sub(1, Ordering::Relaxed);
-            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        sent
+        self.counters
+            .max_depth
+            .fetch_max(depth as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Waits until everything sent before this call is committed; reports
@@ -229,12 +343,7 @@ impl StoreWriter {
 
     /// Flushes, stops the thread and returns the final counters.
     pub fn close(&self) -> Result<WriterStats> {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        drop(tx);
+        self.queue.close();
         let thread = self
             .thread
             .lock()
@@ -269,7 +378,7 @@ impl StoreWriter {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         WriterStats {
-            queue_depth: get(&c.depth),
+            queue_depth: self.queue.len() as u64,
             queue_capacity: self.capacity,
             max_queue_depth: get(&c.max_depth),
             backpressure_waits: get(&c.waits),
@@ -330,6 +439,9 @@ struct Committer {
     store: Box<dyn TraceStore>,
     counters: Arc<Counters>,
     on_commit: Option<CommitHook>,
+    /// Committed batches go here to be freed: a batch is ~10^5 strings, and
+    /// freeing them is work the commit thread (the bottleneck) need not do.
+    spent: Option<SyncSender<Batch>>,
 }
 
 #[derive(Default)]
@@ -342,17 +454,22 @@ struct Batch {
 }
 
 impl Encoder {
-    fn run(mut self, rx: Receiver<Msg>, out: &SyncSender<Batch>) {
-        while let Ok(first) = rx.recv() {
+    fn run(mut self, queue: &Queue, out: &SyncSender<Batch>) {
+        let mut msgs = Vec::with_capacity(self.max_batch);
+        while queue.take(&mut msgs, self.max_batch) {
+            // A batch ends at a flush (its ack must not wait for later
+            // records), at the size limit, or when the queue is drained.
             let mut batch = Batch::default();
-            self.take(first, &mut batch);
-            while batch.records < self.max_batch
-                && batch.acks.is_empty()
-                && let Ok(msg) = rx.try_recv()
-            {
+            for msg in msgs.drain(..) {
+                let flush = matches!(msg, Msg::Flush(_));
                 self.take(msg, &mut batch);
+                if (flush || batch.records >= self.max_batch)
+                    && out.send(std::mem::take(&mut batch)).is_err()
+                {
+                    return;
+                }
             }
-            if out.send(batch).is_err() {
+            if (batch.records > 0 || !batch.acks.is_empty()) && out.send(batch).is_err() {
                 return;
             }
         }
@@ -378,7 +495,6 @@ impl Encoder {
     }
 
     fn take(&mut self, msg: Msg, batch: &mut Batch) {
-        self.counters.depth.fetch_sub(1, Ordering::Relaxed);
         match msg {
             Msg::Span(span) => self.pending.entry(span.request_id).or_default().push(span),
             Msg::Request(record) => {
@@ -399,6 +515,7 @@ impl Committer {
         while let Ok(batch) = batches.recv() {
             self.commit(batch);
         }
+        drop(self.spent.take());
     }
 
     fn commit(&mut self, batch: Batch) {
@@ -437,8 +554,23 @@ impl Committer {
                 }
             }
         }
-        for ack in batch.acks {
+        let Batch {
+            requests,
+            spans,
+            ids,
+            acks,
+            ..
+        } = batch;
+        for ack in acks {
             let _ = ack.send(());
+        }
+        if let Some(spent) = &self.spent {
+            let _ = spent.send(Batch {
+                requests,
+                spans,
+                ids,
+                ..Batch::default()
+            });
         }
     }
 }

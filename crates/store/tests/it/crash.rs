@@ -20,7 +20,14 @@ fn crash_child() {
         return;
     };
     let writer = StoreWriter::spawn(
-        Box::new(SqliteStore::open(std::path::Path::new(&path)).unwrap()),
+        // The product's writer connection: checkpoints run on their own
+        // thread, concurrently with the commits being killed.
+        Box::new(
+            SqliteStore::open(std::path::Path::new(&path))
+                .unwrap()
+                .with_background_checkpoints()
+                .unwrap(),
+        ),
         WriterOptions {
             queue_capacity: 1024,
             max_batch: 256,

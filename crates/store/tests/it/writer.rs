@@ -234,3 +234,39 @@ fn a_closed_writer_reports_instead_of_dropping() {
     assert_eq!(writer.flush().unwrap_err().code(), "store_writer_closed");
     assert!(writer.stats().failed_records > 0);
 }
+
+#[test]
+fn checkpoints_run_in_the_background_while_the_writer_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let writer = glassbox_store::open_with(
+        &glassbox_store::StoreUrl::Sqlite(path.clone()),
+        WriterOptions {
+            max_batch: 512,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    // ~10 MB of rows: more than SQLite's default checkpoint threshold (4 MB)
+    // and far below the writer connection's own (64 MB).
+    for seed in 1..=2_000 {
+        send(&writer, seed);
+    }
+    writer.flush().unwrap();
+    // Only a checkpoint moves pages from the WAL into the database file; no
+    // connection has closed, so the background thread must have done it.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(&path).unwrap().len() < 4 << 20 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the database file stayed at {} bytes",
+            std::fs::metadata(&path).unwrap().len()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stats = writer.close().unwrap();
+    assert_eq!(stats.requests_written, 2_000);
+    let mut store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.counts().unwrap().0, 2_000);
+    store.integrity_check().unwrap();
+}
