@@ -459,7 +459,13 @@ impl Encoder {
         while queue.take(&mut msgs, self.max_batch) {
             // A batch ends at a flush (its ack must not wait for later
             // records), at the size limit, or when the queue is drained.
-            let mut batch = Batch::default();
+            // Sized up front: growing vectors of ~0.5 KB rows by doubling
+            // copied them over and over (memmove was 7% of the writer).
+            let mut batch = Batch {
+                requests: Vec::with_capacity(msgs.len() / 2),
+                spans: Vec::with_capacity(msgs.len()),
+                ..Batch::default()
+            };
             for msg in msgs.drain(..) {
                 let flush = matches!(msg, Msg::Flush(_));
                 self.take(msg, &mut batch);
