@@ -377,3 +377,45 @@ fn dashboard_asks_for_the_api_key_and_keeps_it() {
         .collect();
     assert!(unexpected.is_empty(), "{unexpected:#?}");
 }
+
+#[test]
+fn a_key_without_the_read_scope_is_told_so_not_shown_pages() {
+    const RUN_ONLY: &str = "gb-run-only-key-51d2";
+    cdp::chromium_path();
+    let config = Config::parse(&format!(
+        "[[keys]]\nname = \"runner\"\nsha256 = \"{}\"\nscopes = [\"run\"]\n",
+        glassbox_server::config::sha256_hex(RUN_ONLY)
+    ))
+    .unwrap();
+    let server = serve(config);
+    let mut b = Browser::launch();
+    let url = format!("{}/#/", server.base);
+    b.open(&url);
+    b.eval(&format!(
+        "localStorage.setItem('glassbox.apiKey', {})",
+        json!(RUN_ONLY)
+    ));
+    b.open(&url);
+    // The key is valid (no 401) but lacks `read`: the page says what is
+    // missing and offers to enter another key; nothing is listed.
+    b.wait_for(
+        "document.querySelector('main[data-state=auth]') && document.getElementById('key-dialog').open",
+        "the key prompt after a 403",
+    );
+    let said = b.eval("document.querySelector('main').textContent");
+    let said = said.as_str().unwrap_or_default().to_lowercase();
+    assert!(
+        said.contains("scope"),
+        "the page should name the missing scope: {said}"
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('[data-testid=topology-row]').length"),
+        0
+    );
+    let unexpected: Vec<String> = b
+        .problems()
+        .into_iter()
+        .filter(|p| !p.contains("status of 403"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:#?}");
+}
