@@ -5,11 +5,13 @@
 //! cargo run --release -p glassbox-store --example store_bench -- ingest postgres [REQUESTS]
 //! cargo run --release -p glassbox-store --example store_bench -- seed URL REQUESTS [DAYS]
 //! cargo run --release -p glassbox-store --example store_bench -- report URL
+//! cargo run --release -p glassbox-store --example store_bench -- encode [REQUESTS]
 //! ```
 //!
 //! `ingest` pushes synthetic requests (6 spans each) through the real
 //! `StoreWriter` (queue, batching, redaction, commit) into a fresh store and
 //! reports spans per second from the first send to the final flush.
+//! `encode` times the writer's encoding step alone (one thread).
 //! `seed` writes REQUESTS requests spread over DAYS days (for `glassbox
 //! report` timing), directly in large transactions.
 
@@ -125,6 +127,29 @@ fn seed(url: &str, n: u64, days: u64) {
     );
 }
 
+/// Times the writer's encoding step alone (redaction, JSON, rows), one
+/// thread: the part of ingest that runs beside the commits.
+fn encode_timing(n: u64) {
+    let red = Redactor::new(&RedactOptions::default()).unwrap();
+    let records: Vec<_> = (0..n)
+        .map(|i| {
+            let (r, s) = build(&synth(i, 7));
+            (r, s.into_iter().map(Arc::new).collect::<Vec<_>>())
+        })
+        .collect();
+    let start = Instant::now();
+    let mut spans = 0;
+    for (r, s) in &records {
+        let (_row, rows) = encode(r, s, &red);
+        spans += rows.len();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "encode: {n} requests, {spans} spans in {secs:.2} s = {:.1} µs per request",
+        secs * 1e6 / n as f64
+    );
+}
+
 /// Times `glassbox report --group-by day` (the same `report::build` call),
 /// with and without the per-node section, best of three each.
 fn report_timing(url: &str) {
@@ -166,8 +191,9 @@ fn main() {
             num(3, 30),
         ),
         Some("report") => report_timing(args.get(1).expect("report URL")),
+        Some("encode") => encode_timing(num(1, 100_000)),
         _ => eprintln!(
-            "usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS]"
+            "usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS] | report URL | encode [REQUESTS]"
         ),
     }
 }
