@@ -236,22 +236,6 @@ impl<'a> GroupId<'a> {
     }
 }
 
-fn group_key(by: GroupBy, started_us: i64, version: &str, model_key: &str) -> String {
-    match by {
-        GroupBy::All => "all".to_string(),
-        GroupBy::Day => day_key(started_us),
-        GroupBy::Week => week_key(started_us),
-        GroupBy::Version => version.to_string(),
-        GroupBy::Model => {
-            if model_key.is_empty() {
-                "(no model)".to_string()
-            } else {
-                model_key.to_string()
-            }
-        }
-    }
-}
-
 /// Nearest-rank percentiles of `values` (sorted in place).
 pub fn percentiles(values: &mut [f64]) -> Percentiles {
     if values.is_empty() {
@@ -344,16 +328,28 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
         }
     })?;
 
-    let mut nodes: HashMap<(String, String), BTreeMap<String, NodeAcc>> = HashMap::new();
+    // Per-node accumulators, by group index (as `accs`). Spans of groups no
+    // reported request falls into are not reported, so they are skipped.
+    let mut nodes: Vec<BTreeMap<String, NodeAcc>> = Vec::new();
+    nodes.resize_with(accs.len(), BTreeMap::new);
     if options.nodes {
         let mut filter = options.filter.clone();
         filter.status = None;
+        // Same run-of-keys shortcut as the request scan: no allocation per span.
+        let mut last: Option<(String, GroupId<'static>, Option<usize>)> = None;
         store.scan_spans(&filter, &mut |s: SpanFacts<'_>| {
-            let key = (
-                s.topology_id.to_string(),
-                group_key(by, s.req_started_at_us, s.version, s.model_key),
-            );
-            let per_node = nodes.entry(key).or_default();
+            let gid = GroupId::of(by, s.req_started_at_us, s.version, s.model_key);
+            let i = match &last {
+                Some((t, g, i)) if t == s.topology_id && g.matches(&gid) => *i,
+                _ => {
+                    let i = index.get(&(s.topology_id.to_string(), gid.name())).copied();
+                    last = Some((s.topology_id.to_string(), gid.owned(), i));
+                    i
+                }
+            };
+            let Some(per_node) = i.and_then(|i| nodes.get_mut(i)) else {
+                return;
+            };
             let acc = match per_node.get_mut(s.node) {
                 Some(acc) => acc,
                 None => per_node.entry(s.node.to_string()).or_default(),
@@ -367,13 +363,11 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
     let mut accs: Vec<Option<Acc>> = accs.into_iter().map(Some).collect();
     let mut out: Vec<GroupReport> = index
         .into_iter()
-        .filter_map(|(key, i)| Some((key, accs.get_mut(i)?.take()?)))
-        .map(|((topology_id, group), mut acc)| {
+        .filter_map(|(key, i)| Some((key, i, accs.get_mut(i)?.take()?)))
+        .map(|((topology_id, group), i, mut acc)| {
             let n = acc.durations.len() as u64;
             let cost_total: f64 = acc.costs.iter().sum();
-            let node_accs = nodes
-                .remove(&(topology_id.clone(), group.clone()))
-                .unwrap_or_default();
+            let node_accs = nodes.get_mut(i).map(std::mem::take).unwrap_or_default();
             let node_cost: f64 = node_accs.values().map(|a| a.cost).sum();
             let mut node_reports: Vec<NodeReport> = node_accs
                 .into_iter()
