@@ -14,6 +14,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: the engine and the trace writer
+/// allocate many small, short-lived strings across threads, where glibc spent
+/// a third of the writer's encoding time (docs/adr/0003-allocator.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Glassbox: run AI request pipelines as declarative topologies, see every
 /// request's path, cost and reasoning, and plan the compute they need.
 #[derive(Debug, Parser)]

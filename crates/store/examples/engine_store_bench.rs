@@ -23,6 +23,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

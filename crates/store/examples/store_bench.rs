@@ -29,6 +29,9 @@ use glassbox_store::{
 };
 use glassbox_trace::TraceSink;
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const T0: u64 = 1_795_996_800_000_000;
 
 fn synth(i: u64, days: u64) -> SynthRequest {
