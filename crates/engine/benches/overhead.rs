@@ -14,6 +14,9 @@
 //!
 //! Prints one JSON object per topology on stdout.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
