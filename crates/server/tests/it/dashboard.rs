@@ -370,10 +370,16 @@ fn dashboard_asks_for_the_api_key_and_keeps_it() {
     assert_eq!(b.eval("localStorage.getItem('glassbox.apiKey')"), KEY);
 
     // The 401s of the first two loads are the only complaints.
+    assert_only_problems(&mut b, "status of 401");
+}
+
+/// Fails on any console error, exception or failed load except those
+/// containing `expected` (the HTTP status a test provokes on purpose).
+fn assert_only_problems(b: &mut Browser, expected: &str) {
     let unexpected: Vec<String> = b
         .problems()
         .into_iter()
-        .filter(|p| !p.contains("status of 401"))
+        .filter(|p| !p.contains(expected))
         .collect();
     assert!(unexpected.is_empty(), "{unexpected:#?}");
 }
@@ -412,10 +418,5 @@ fn a_key_without_the_read_scope_is_told_so_not_shown_pages() {
         b.eval("document.querySelectorAll('[data-testid=topology-row]').length"),
         0
     );
-    let unexpected: Vec<String> = b
-        .problems()
-        .into_iter()
-        .filter(|p| !p.contains("status of 403"))
-        .collect();
-    assert!(unexpected.is_empty(), "{unexpected:#?}");
+    assert_only_problems(&mut b, "status of 403");
 }
