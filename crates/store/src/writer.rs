@@ -1,8 +1,8 @@
 //! The writer: records leave the request path through a bounded queue and are
-//! written in batches off the request path, by two threads in a pipeline:
-//! one groups spans with their request, redacts and encodes rows; the other
-//! owns the store and commits the batches, so encoding the next batch
-//! overlaps committing the last.
+//! written in batches off the request path, by threads in a pipeline: one
+//! groups spans with their request, redacts and encodes rows; one owns the
+//! store and commits the batches, so encoding the next batch overlaps
+//! committing the last; one frees committed batches.
 //!
 //! - The engine's calls ([`TraceSink::span`], [`TraceSink::request`]) only
 //!   push onto the queue. When the queue is full they wait for room
@@ -232,7 +232,6 @@ pub struct StoreWriter {
     queue: Arc<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
-    capacity: u64,
     kind: &'static str,
 }
 
@@ -303,7 +302,6 @@ impl StoreWriter {
             queue,
             thread: Mutex::new(Some(thread)),
             counters,
-            capacity: capacity as u64,
             kind,
         })
     }
@@ -379,7 +377,7 @@ impl StoreWriter {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         WriterStats {
             queue_depth: self.queue.len() as u64,
-            queue_capacity: self.capacity,
+            queue_capacity: self.queue.capacity as u64,
             max_queue_depth: get(&c.max_depth),
             backpressure_waits: get(&c.waits),
             requests_written: get(&c.requests),
@@ -524,7 +522,7 @@ impl Committer {
         drop(self.spent.take());
     }
 
-    fn commit(&mut self, batch: Batch) {
+    fn commit(&mut self, mut batch: Batch) {
         if !batch.requests.is_empty() || !batch.spans.is_empty() {
             let started = Instant::now();
             let mut result = self.store.write(&batch.requests, &batch.spans);
@@ -560,23 +558,11 @@ impl Committer {
                 }
             }
         }
-        let Batch {
-            requests,
-            spans,
-            ids,
-            acks,
-            ..
-        } = batch;
-        for ack in acks {
+        for ack in batch.acks.drain(..) {
             let _ = ack.send(());
         }
         if let Some(spent) = &self.spent {
-            let _ = spent.send(Batch {
-                requests,
-                spans,
-                ids,
-                ..Batch::default()
-            });
+            let _ = spent.send(batch);
         }
     }
 }
