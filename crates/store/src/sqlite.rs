@@ -37,6 +37,18 @@ pub struct SqliteStore {
     checkpointer: Option<Checkpointer>,
 }
 
+/// A connection to the file at `path`. Several processes may share the file
+/// (a server writing, the CLI reading): it waits for locks instead of failing
+/// at once.
+fn connect(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|e| StoreError::Open {
+        url: format!("sqlite://{}", path.display()),
+        message: e.to_string(),
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
 /// Copies committed WAL frames into the database file on its own thread and
 /// connection, so the writer's commits do not also pay for checkpoints (they
 /// took a sixth of the commit thread's time). Woken after each commit;
@@ -48,11 +60,7 @@ struct Checkpointer {
 
 impl Checkpointer {
     fn start(path: &Path) -> Result<Checkpointer> {
-        let conn = Connection::open(path).map_err(|e| StoreError::Open {
-            url: format!("sqlite://{}", path.display()),
-            message: e.to_string(),
-        })?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = connect(path)?;
         let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name("glassbox-trace-checkpoint".into())
@@ -134,13 +142,7 @@ impl SqliteStore {
                 source,
             })?;
         }
-        let conn = Connection::open(path).map_err(|e| StoreError::Open {
-            url: format!("sqlite://{}", path.display()),
-            message: e.to_string(),
-        })?;
-        // Several processes may share the file (a server writing, the CLI
-        // reading): wait for locks instead of failing at once.
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = connect(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "OFF")?;

@@ -4,7 +4,7 @@
 //! every candidate is then scored exactly against the full-precision vector.
 //! Search is bound by memory reads (each comparison touches a vector at a
 //! random address), so a quarter of the bytes per comparison makes the walk
-//! about 2.5× faster than over `f32` vectors; the exact rescoring keeps the
+//! about twice as fast as over `f32` vectors; the exact rescoring keeps the
 //! scores (which `min_score` compares against) exact and lifts recall past
 //! what 8-bit distances alone reach. See docs/BENCHMARKS.md, "Local models".
 //!
@@ -405,13 +405,18 @@ impl VectorIndex {
         }
         let vectors_path = dir.join(VECTORS_FILE);
         let bytes = std::fs::read(&vectors_path).map_err(io("reading", &vectors_path))?;
-        if bytes.len() != manifest.count * manifest.dimensions * 4 {
+        // Checked: a damaged manifest must not overflow.
+        let needed = manifest
+            .count
+            .checked_mul(manifest.dimensions)
+            .and_then(|n| n.checked_mul(4));
+        if needed != Some(bytes.len()) {
             return Err(corrupt(format!(
-                "`{VECTORS_FILE}` has {} bytes, {} vectors of {} dimensions need {}",
+                "`{VECTORS_FILE}` has {} bytes; {} vectors of {} dimensions need {}",
                 bytes.len(),
                 manifest.count,
                 manifest.dimensions,
-                manifest.count * manifest.dimensions * 4
+                needed.map_or_else(|| "more than fits in memory".to_owned(), |n| n.to_string())
             )));
         }
         let vectors = bytes
