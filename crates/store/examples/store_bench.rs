@@ -1,8 +1,8 @@
 //! Trace-store benchmarks and seeding (see docs/BENCHMARKS.md, "Trace store").
 //!
 //! ```text
-//! cargo run --release -p glassbox-store --example store_bench -- ingest sqlite [REQUESTS]
-//! cargo run --release -p glassbox-store --example store_bench -- ingest postgres [REQUESTS]
+//! cargo run --release -p glassbox-store --example store_bench -- ingest sqlite [REQUESTS] [DAYS]
+//! cargo run --release -p glassbox-store --example store_bench -- ingest postgres [REQUESTS] [DAYS]
 //! cargo run --release -p glassbox-store --example store_bench -- seed URL REQUESTS [DAYS]
 //! cargo run --release -p glassbox-store --example store_bench -- report URL
 //! cargo run --release -p glassbox-store --example store_bench -- encode [REQUESTS]
@@ -10,7 +10,11 @@
 //!
 //! `ingest` pushes synthetic requests (6 spans each) through the real
 //! `StoreWriter` (queue, batching, redaction, commit) into a fresh store and
-//! reports spans per second from the first send to the final flush.
+//! reports spans per second from the first send to the final flush. With
+//! DAYS = 1 (the default) requests arrive in start-time order, as a live
+//! writer receives them; DAYS > 1 deals them round-robin over that many days,
+//! so every batch inserts at DAYS places in each time-ordered index (a
+//! harder case: a backfill or several clocks).
 //! `encode` times the writer's encoding step alone (one thread).
 //! `seed` writes REQUESTS requests spread over DAYS days (for `glassbox
 //! report` timing), directly in large transactions.
@@ -51,7 +55,7 @@ fn synth(i: u64, days: u64) -> SynthRequest {
     r
 }
 
-fn ingest(kind: &str, n: u64) {
+fn ingest(kind: &str, n: u64, days: u64) {
     let dir = tempfile::tempdir().unwrap();
     let _pg;
     let store: Box<dyn TraceStore> = match kind {
@@ -73,7 +77,7 @@ fn ingest(kind: &str, n: u64) {
     // Build the records first: the benchmark measures the store, not synth.
     let records: Vec<_> = (0..n)
         .map(|i| {
-            let (r, s) = build(&synth(i, 7));
+            let (r, s) = build(&synth(i, days));
             (Arc::new(r), s.into_iter().map(Arc::new).collect::<Vec<_>>())
         })
         .collect();
@@ -90,7 +94,7 @@ fn ingest(kind: &str, n: u64) {
     let secs = start.elapsed().as_secs_f64();
     let stats = writer.close().unwrap();
     println!(
-        "{kind}: {n} requests, {spans} spans in {secs:.2} s = {:.0} spans/s ({:.0} requests/s); \
+        "{kind} ({days} day(s)): {n} requests, {spans} spans in {secs:.2} s = {:.0} spans/s ({:.0} requests/s); \
          batches {}, mean commit {:.1} ms, max commit {:.1} ms, max queue depth {}, back-pressure waits {}",
         spans as f64 / secs,
         n as f64 / secs,
@@ -187,6 +191,7 @@ fn main() {
         Some("ingest") => ingest(
             args.get(1).map_or("sqlite", String::as_str),
             num(2, 200_000),
+            num(3, 1),
         ),
         Some("seed") => seed(
             args.get(1).expect("seed URL REQUESTS [DAYS]"),
@@ -196,7 +201,7 @@ fn main() {
         Some("report") => report_timing(args.get(1).expect("report URL")),
         Some("encode") => encode_timing(num(1, 100_000)),
         _ => eprintln!(
-            "usage: store_bench ingest sqlite|postgres [REQUESTS] | seed URL REQUESTS [DAYS] | report URL | encode [REQUESTS]"
+            "usage: store_bench ingest sqlite|postgres [REQUESTS] [DAYS] | seed URL REQUESTS [DAYS] | report URL | encode [REQUESTS]"
         ),
     }
 }

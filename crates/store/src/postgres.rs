@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use glassbox_trace::RequestId;
 use postgres::types::ToSql;
 use postgres::{Client, NoTls};
+use uuid::Uuid;
 
 use crate::error::{Result, StoreError};
 use crate::query::{
@@ -16,7 +17,7 @@ use crate::query::{
     SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace, TraceStore, order_by,
     where_clause,
 };
-use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
+use crate::row::{Packed, RequestRow, SpanRow, decode_request, decode_span};
 
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../migrations/postgres/001_init.sql")),
@@ -28,18 +29,22 @@ const MIGRATIONS: &[(u32, &str)] = &[
         3,
         include_str!("../migrations/postgres/003_drop_redundant_index.sql"),
     ),
+    (
+        4,
+        include_str!("../migrations/postgres/004_compact_rows.sql"),
+    ),
 ];
 
 /// Array types of `REQUEST_COLUMNS`, in order.
 const REQUEST_TYPES: &[&str] = &[
-    "text", "text", "text", "int8", "int8", "int8", "text", "bool", "text", "text", "text", "text",
-    "text", "text", "text", "text", "text", "int8", "text", "float8", "text", "text", "int8",
-    "text", "text", "text", "int8",
+    "uuid", "text", "text", "int8", "int8", "int8", "text", "bool", "text", "text", "text",
+    "bytea", "text", "text", "text", "text", "text", "int8", "text", "float8", "text", "text",
+    "int8", "bytea", "bytea", "text", "int8",
 ];
 
 /// Array types of `SPAN_COLUMNS`, in order.
 const SPAN_TYPES: &[&str] = &[
-    "text", "int8", "text", "text", "text", "int8", "text", "text", "int8", "text", "text", "int8",
+    "uuid", "int8", "text", "text", "text", "int8", "text", "text", "int8", "text", "text", "int8",
     "int8", "int8", "int8", "text", "text", "text", "int8", "int8", "int8", "int8", "text",
     "float8", "text", "text", "text",
 ];
@@ -179,9 +184,28 @@ macro_rules! column {
     };
 }
 
+/// A packed column as a `bytea[]` parameter (borrowed, not copied).
+macro_rules! packed_column {
+    ($rows:expr, $field:ident) => {
+        $rows
+            .iter()
+            .map(|r| r.$field.as_bytes())
+            .collect::<Vec<&[u8]>>()
+    };
+}
+
+/// Request ids are `uuid`s holding the id's 128 bits.
+fn id_key(id: RequestId) -> Uuid {
+    Uuid::from_u128(id.0)
+}
+
+fn id_at(r: &postgres::Row, i: usize) -> Result<RequestId> {
+    Ok(RequestId(r.try_get::<_, Uuid>(i)?.as_u128()))
+}
+
 fn request_row(r: &postgres::Row) -> Result<RequestRow> {
     Ok(RequestRow {
-        request_id: r.try_get(0)?,
+        request_id: id_at(r, 0)?,
         topology_id: r.try_get(1)?,
         version: r.try_get(2)?,
         started_at_us: r.try_get(3)?,
@@ -192,7 +216,7 @@ fn request_row(r: &postgres::Row) -> Result<RequestRow> {
         error_code: r.try_get(8)?,
         error: r.try_get(9)?,
         path_key: r.try_get(10)?,
-        path: r.try_get(11)?,
+        path: Packed::from_stored(r.try_get(11)?),
         labels: r.try_get(12)?,
         models: r.try_get(13)?,
         model_key: r.try_get(14)?,
@@ -204,8 +228,8 @@ fn request_row(r: &postgres::Row) -> Result<RequestRow> {
         currency: r.try_get(20)?,
         top_node: r.try_get(21)?,
         timeouts: r.try_get(22)?,
-        receipt: r.try_get(23)?,
-        explanation: r.try_get(24)?,
+        receipt: Packed::from_stored(r.try_get(23)?),
+        explanation: Packed::from_stored(r.try_get(24)?),
         worker: r.try_get(25)?,
         span_count: r.try_get(26)?,
     })
@@ -213,7 +237,7 @@ fn request_row(r: &postgres::Row) -> Result<RequestRow> {
 
 fn span_row(r: &postgres::Row) -> Result<SpanRow> {
     Ok(SpanRow {
-        request_id: r.try_get(0)?,
+        request_id: id_at(r, 0)?,
         seq: r.try_get(1)?,
         topology_id: r.try_get(2)?,
         version: r.try_get(3)?,
@@ -259,9 +283,9 @@ impl TraceStore for PostgresStore {
     fn write(&mut self, requests: &[RequestRow], spans: &[SpanRow]) -> Result<()> {
         let mut tx = self.client.transaction()?;
         if !requests.is_empty() {
-            let r = last_per_key(requests, |r| r.request_id.clone());
+            let r = last_per_key(requests, |r| r.request_id);
             let (c0, c1, c2, c3) = (
-                column!(r, request_id),
+                r.iter().map(|r| id_key(r.request_id)).collect::<Vec<_>>(),
                 column!(r, topology_id),
                 column!(r, version),
                 column!(r, started_at_us),
@@ -276,7 +300,7 @@ impl TraceStore for PostgresStore {
                 column!(r, error_code),
                 column!(r, error),
                 column!(r, path_key),
-                column!(r, path),
+                packed_column!(r, path),
             );
             let (c12, c13, c14, c15) = (
                 column!(r, labels),
@@ -294,10 +318,10 @@ impl TraceStore for PostgresStore {
                 column!(r, currency),
                 column!(r, top_node),
                 column!(r, timeouts),
-                column!(r, receipt),
+                packed_column!(r, receipt),
             );
             let (c24, c25, c26) = (
-                column!(r, explanation),
+                packed_column!(r, explanation),
                 column!(r, worker),
                 column!(r, span_count),
             );
@@ -310,9 +334,9 @@ impl TraceStore for PostgresStore {
             )?;
         }
         if !spans.is_empty() {
-            let s = last_per_key(spans, |s| (s.request_id.clone(), s.seq));
+            let s = last_per_key(spans, |s| (s.request_id, s.seq));
             let (c0, c1, c2, c3) = (
-                column!(s, request_id),
+                s.iter().map(|s| id_key(s.request_id)).collect::<Vec<_>>(),
                 column!(s, seq),
                 column!(s, topology_id),
                 column!(s, version),
@@ -365,7 +389,7 @@ impl TraceStore for PostgresStore {
     }
 
     fn get(&mut self, id: RequestId) -> Result<Option<StoredTrace>> {
-        let key = id.to_string();
+        let key = id_key(id);
         let sql = format!(
             "SELECT {} FROM requests WHERE request_id = $1",
             REQUEST_COLUMNS.join(", ")
@@ -398,7 +422,7 @@ impl TraceStore for PostgresStore {
         rows.iter()
             .map(|r| {
                 Ok(RequestSummary {
-                    request_id: r.try_get(0)?,
+                    request_id: id_at(r, 0)?.to_string(),
                     topology_id: r.try_get(1)?,
                     version: r.try_get(2)?,
                     started_at_us: r.try_get(3)?,

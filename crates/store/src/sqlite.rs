@@ -17,7 +17,7 @@ use crate::query::{
     SPAN_COLUMNS, SPAN_FACT_COLUMNS, SUMMARY_COLUMNS, SpanFacts, StoredTrace, TraceStore, order_by,
     where_clause,
 };
-use crate::row::{RequestRow, SpanRow, decode_request, decode_span};
+use crate::row::{Packed, RequestRow, SpanRow, decode_request, decode_span};
 
 /// Migrations: (version, SQL). Applied in order, each in its own transaction.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -27,6 +27,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         3,
         include_str!("../migrations/sqlite/003_drop_redundant_index.sql"),
     ),
+    (4, include_str!("../migrations/sqlite/004_compact_rows.sql")),
 ];
 
 /// A trace store in one SQLite file.
@@ -211,9 +212,38 @@ impl SqliteStore {
     }
 }
 
+/// Packed documents are BLOBs; rows from before schema 4 hold TEXT.
+impl rusqlite::types::ToSql for Packed {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(
+            rusqlite::types::ValueRef::Blob(self.as_bytes()),
+        ))
+    }
+}
+
+impl rusqlite::types::FromSql for Packed {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        match value {
+            rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => {
+                Ok(Packed::from_stored(b.to_vec()))
+            }
+            _ => Err(rusqlite::types::FromSqlError::InvalidType),
+        }
+    }
+}
+
+/// Request ids are 16-byte BLOBs, big-endian: they sort by start time.
+fn id_key(id: RequestId) -> [u8; 16] {
+    id.0.to_be_bytes()
+}
+
+fn id_at(r: &Row<'_>, i: usize) -> rusqlite::Result<RequestId> {
+    Ok(RequestId(u128::from_be_bytes(r.get(i)?)))
+}
+
 fn request_row(r: &Row<'_>) -> rusqlite::Result<RequestRow> {
     Ok(RequestRow {
-        request_id: r.get(0)?,
+        request_id: id_at(r, 0)?,
         topology_id: r.get(1)?,
         version: r.get(2)?,
         started_at_us: r.get(3)?,
@@ -245,7 +275,7 @@ fn request_row(r: &Row<'_>) -> rusqlite::Result<RequestRow> {
 
 fn span_row(r: &Row<'_>) -> rusqlite::Result<SpanRow> {
     Ok(SpanRow {
-        request_id: r.get(0)?,
+        request_id: id_at(r, 0)?,
         seq: r.get(1)?,
         topology_id: r.get(2)?,
         version: r.get(3)?,
@@ -290,7 +320,7 @@ impl TraceStore for SqliteStore {
             let mut stmt = tx.prepare_cached(&self.insert_request)?;
             for r in requests {
                 stmt.execute(rusqlite::params![
-                    r.request_id,
+                    id_key(r.request_id),
                     r.topology_id,
                     r.version,
                     r.started_at_us,
@@ -322,7 +352,7 @@ impl TraceStore for SqliteStore {
             let mut stmt = tx.prepare_cached(&self.insert_span)?;
             for s in spans {
                 stmt.execute(rusqlite::params![
-                    s.request_id,
+                    id_key(s.request_id),
                     s.seq,
                     s.topology_id,
                     s.version,
@@ -360,7 +390,7 @@ impl TraceStore for SqliteStore {
     }
 
     fn get(&mut self, id: RequestId) -> Result<Option<StoredTrace>> {
-        let key = id.to_string();
+        let key = id_key(id);
         let sql = format!(
             "SELECT {} FROM requests WHERE request_id = ?1",
             REQUEST_COLUMNS.join(", ")
@@ -393,7 +423,7 @@ impl TraceStore for SqliteStore {
         let rows = stmt
             .query_map(params_from_iter(bind(params)), |r| {
                 Ok(RequestSummary {
-                    request_id: r.get(0)?,
+                    request_id: id_at(r, 0)?.to_string(),
                     topology_id: r.get(1)?,
                     version: r.get(2)?,
                     started_at_us: r.get(3)?,

@@ -480,13 +480,10 @@ impl Encoder {
         // Every sender is gone: write what is left, including spans whose
         // request never came, so nothing is lost silently.
         let mut batch = Batch::default();
-        let empty = RequestRow::empty();
         for (_, spans) in std::mem::take(&mut self.pending) {
             for (seq, s) in spans.iter().enumerate() {
                 let seq = crate::row::i(seq as u64);
-                batch
-                    .spans
-                    .push(encode_span(s, seq, &empty, &self.redactor));
+                batch.spans.push(encode_span(s, seq, None, &self.redactor));
             }
         }
         self.counters

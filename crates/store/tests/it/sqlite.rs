@@ -21,3 +21,75 @@ fn default_path_follows_xdg_data_home() {
     let path = glassbox_store::default_sqlite_path().unwrap();
     assert!(path.ends_with("glassbox/traces.db"), "{}", path.display());
 }
+
+/// A store written at schema 3 (text ids, JSON text) opens at schema 4 with
+/// every request readable and its ids converted.
+#[test]
+fn migrates_schema_3_rows() {
+    use glassbox_store::TraceStore;
+    use glassbox_store::synth::{SynthRequest, build};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let mut reqs = Vec::new();
+    {
+        let mut store = glassbox_store::SqliteStore::open(&path).unwrap();
+        for i in 0..3u64 {
+            let mut r = SynthRequest::new(10 + i, crate::suite::T0 + i);
+            r.fallback = i == 1;
+            crate::suite::put(&mut store, &r);
+            reqs.push(r);
+        }
+        // Rewrite the rows as schema 3 stored them.
+        let conn = store.connection();
+        for r in &reqs {
+            let (record, _) = build(r);
+            conn.execute(
+                "UPDATE requests SET path = ?2, receipt = ?3, explanation = ?4 WHERE request_id = ?1",
+                rusqlite::params![
+                    record.request_id.0.to_be_bytes(),
+                    serde_json::to_string(&record.path).unwrap(),
+                    serde_json::to_string(&record.receipt).unwrap(),
+                    serde_json::to_string(&record.explanation).unwrap(),
+                ],
+            )
+            .unwrap();
+        }
+        let dashed = "lower(substr(hex(request_id), 1, 8) || '-' || substr(hex(request_id), 9, 4) \
+             || '-' || substr(hex(request_id), 13, 4) || '-' || substr(hex(request_id), 17, 4) \
+             || '-' || substr(hex(request_id), 21))";
+        conn.execute_batch(&format!(
+            "UPDATE requests SET request_id = {dashed};
+             UPDATE spans SET request_id = {dashed};
+             DELETE FROM schema_version WHERE version = 4;"
+        ))
+        .unwrap();
+        let kinds: Vec<String> = conn
+            .prepare("SELECT DISTINCT typeof(request_id) || typeof(path) FROM requests")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(kinds, ["texttext"]);
+    }
+    let mut store = glassbox_store::SqliteStore::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 4);
+    for r in &reqs {
+        let (record, spans) = build(r);
+        let got = store.get(r.id).unwrap().expect("migrated request");
+        assert_eq!(got.record, record);
+        assert_eq!(got.spans, spans);
+    }
+    let text_ids: i64 = store
+        .connection()
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM requests WHERE typeof(request_id) <> 'blob')
+                  + (SELECT COUNT(*) FROM spans WHERE typeof(request_id) <> 'blob')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(text_ids, 0);
+    store.integrity_check().unwrap();
+}

@@ -56,11 +56,11 @@ pub fn put(store: &mut dyn TraceStore, req: &SynthRequest) {
 }
 
 pub fn schema_is_versioned(f: &mut Fixture) {
-    assert_eq!(f.store.schema_version().unwrap(), 3);
+    assert_eq!(f.store.schema_version().unwrap(), 4);
     put(&mut *f.store, &SynthRequest::new(1, T0));
     // Opening again migrates nothing and keeps the data.
     let mut again = f.reopen();
-    assert_eq!(again.schema_version().unwrap(), 3);
+    assert_eq!(again.schema_version().unwrap(), 4);
     assert_eq!(again.counts().unwrap().0, 1);
     again.integrity_check().unwrap();
 }
