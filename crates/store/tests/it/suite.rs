@@ -32,6 +32,10 @@ macro_rules! store_suite {
             crate::suite::rewriting_replaces(&mut $open())
         }
         #[test]
+        fn large_batches_round_trip() {
+            crate::suite::large_batches_round_trip(&mut $open())
+        }
+        #[test]
         fn report_numbers() {
             crate::suite::report_numbers(&mut $open())
         }
@@ -180,6 +184,49 @@ pub fn rewriting_replaces(f: &mut Fixture) {
     put(&mut *f.store, &req);
     put(&mut *f.store, &req);
     assert_eq!(f.store.counts().unwrap(), (1, 6));
+}
+
+/// One write of many rows (SQLite inserts them 16 to a statement), with a
+/// request repeated inside the batch: every row lands, the later copy wins.
+pub fn large_batches_round_trip(f: &mut Fixture) {
+    let red = Redactor::new(&RedactOptions::default()).unwrap();
+    let mut rows = Vec::new();
+    let mut span_rows = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..37u64 {
+        let mut req = SynthRequest::new(100 + i, T0 + i * 10);
+        req.retrieval = i % 3 != 0;
+        req.fallback = i % 5 == 1;
+        let (record, spans) = build(&req);
+        let spans: Vec<_> = spans.into_iter().map(Arc::new).collect();
+        let (row, srows) = encode(&record, &spans, &red);
+        rows.push(row);
+        span_rows.extend(srows);
+        expected.push((req, record, spans));
+    }
+    // Request 100 again, now failed: same id, same span keys.
+    let mut again = SynthRequest::new(100, T0);
+    again.failed = true;
+    let (failed, failed_spans) = build(&again);
+    let failed_spans: Vec<_> = failed_spans.into_iter().map(Arc::new).collect();
+    let (row, srows) = encode(&failed, &failed_spans, &red);
+    rows.push(row);
+    span_rows.extend(srows);
+    assert!(span_rows.len() > 100, "{}", span_rows.len());
+    f.store.write(&rows, &span_rows).unwrap();
+
+    for (req, record, spans) in &expected[1..] {
+        let got = f.store.get(req.id).unwrap().expect("stored");
+        assert_eq!(&got.record, record);
+        let spans: Vec<_> = spans.iter().map(|s| (**s).clone()).collect();
+        assert_eq!(got.spans, spans);
+    }
+    let got = f.store.get(again.id).unwrap().expect("stored");
+    assert_eq!(got.record, failed);
+    let (_, first_spans) = build(&SynthRequest::new(100, T0));
+    let kept = first_spans.len().max(failed_spans.len());
+    let total: usize = expected[1..].iter().map(|(_, _, s)| s.len()).sum::<usize>() + kept;
+    assert_eq!(f.store.counts().unwrap(), (37, total as u64));
 }
 
 pub fn report_numbers(f: &mut Fixture) {
