@@ -34,9 +34,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
 pub struct SqliteStore {
     conn: Connection,
     insert_request: String,
-    insert_requests: String,
     insert_span: String,
-    insert_spans: String,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -114,20 +112,12 @@ fn ph(n: usize) -> String {
     format!("?{n}")
 }
 
-/// `INSERT OR REPLACE` of `rows` rows at once.
-fn insert_sql(table: &str, columns: &[&str], rows: usize) -> String {
-    let tuples: Vec<String> = (0..rows)
-        .map(|r| {
-            let marks: Vec<String> = (1..=columns.len())
-                .map(|c| ph(r * columns.len() + c))
-                .collect();
-            format!("({})", marks.join(", "))
-        })
-        .collect();
+fn insert_sql(table: &str, columns: &[&str]) -> String {
+    let marks: Vec<String> = (1..=columns.len()).map(ph).collect();
     format!(
-        "INSERT OR REPLACE INTO {table} ({}) VALUES {}",
+        "INSERT OR REPLACE INTO {table} ({}) VALUES ({})",
         columns.join(", "),
-        tuples.join(", ")
+        marks.join(", ")
     )
 }
 
@@ -162,10 +152,8 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(32);
         let mut store = SqliteStore {
             conn,
-            insert_request: insert_sql("requests", REQUEST_COLUMNS, 1),
-            insert_requests: insert_sql("requests", REQUEST_COLUMNS, ROWS_PER_INSERT),
-            insert_span: insert_sql("spans", SPAN_COLUMNS, 1),
-            insert_spans: insert_sql("spans", SPAN_COLUMNS, ROWS_PER_INSERT),
+            insert_request: insert_sql("requests", REQUEST_COLUMNS),
+            insert_span: insert_sql("spans", SPAN_COLUMNS),
             checkpointer: None,
         };
         store.migrate()?;
@@ -253,115 +241,6 @@ fn id_at(r: &Row<'_>, i: usize) -> rusqlite::Result<RequestId> {
     Ok(RequestId(u128::from_be_bytes(r.get(i)?)))
 }
 
-/// Rows per multi-row `INSERT`: one statement step per 16 rows instead of
-/// per row (16 × 27 parameters, far under SQLite's 32,766).
-const ROWS_PER_INSERT: usize = 16;
-
-/// Inserts `rows` with `sql[1]` (ROWS_PER_INSERT rows per statement), the
-/// rest one at a time with `sql[0]`.
-fn insert_rows<T>(
-    tx: &rusqlite::Transaction<'_>,
-    sql: [&str; 2],
-    width: usize,
-    rows: &[T],
-    bind: fn(&mut rusqlite::Statement<'_>, usize, &T) -> rusqlite::Result<()>,
-) -> Result<()> {
-    let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
-    if chunks.len() > 0 {
-        let mut many = tx.prepare_cached(sql[1])?;
-        for chunk in &mut chunks {
-            for (k, row) in chunk.iter().enumerate() {
-                bind(&mut many, k * width, row)?;
-            }
-            many.raw_execute()?;
-        }
-    }
-    if !chunks.remainder().is_empty() {
-        let mut one = tx.prepare_cached(sql[0])?;
-        for row in chunks.remainder() {
-            bind(&mut one, 0, row)?;
-            one.raw_execute()?;
-        }
-    }
-    Ok(())
-}
-
-/// Binds a request's columns at parameters `base + 1 ..`.
-fn bind_request(
-    stmt: &mut rusqlite::Statement<'_>,
-    base: usize,
-    r: &RequestRow,
-) -> rusqlite::Result<()> {
-    let mut n = base;
-    let mut b = |v: &dyn rusqlite::ToSql| {
-        n += 1;
-        stmt.raw_bind_parameter(n, v)
-    };
-    b(&id_key(r.request_id))?;
-    b(&r.topology_id)?;
-    b(&r.version)?;
-    b(&r.started_at_us)?;
-    b(&r.ended_at_us)?;
-    b(&r.duration_us)?;
-    b(&r.status)?;
-    b(&r.degraded)?;
-    b(&r.error_code)?;
-    b(&r.error)?;
-    b(&r.path_key)?;
-    b(&r.path)?;
-    b(&r.labels)?;
-    b(&r.models)?;
-    b(&r.model_key)?;
-    b(&r.input_summary)?;
-    b(&r.output_summary)?;
-    b(&r.input_chars)?;
-    b(&r.cost)?;
-    b(&r.cost_f)?;
-    b(&r.currency)?;
-    b(&r.top_node)?;
-    b(&r.timeouts)?;
-    b(&r.receipt)?;
-    b(&r.explanation)?;
-    b(&r.worker)?;
-    b(&r.span_count)
-}
-
-/// Binds a span's columns at parameters `base + 1 ..`.
-fn bind_span(stmt: &mut rusqlite::Statement<'_>, base: usize, s: &SpanRow) -> rusqlite::Result<()> {
-    let mut n = base;
-    let mut b = |v: &dyn rusqlite::ToSql| {
-        n += 1;
-        stmt.raw_bind_parameter(n, v)
-    };
-    b(&id_key(s.request_id))?;
-    b(&s.seq)?;
-    b(&s.topology_id)?;
-    b(&s.version)?;
-    b(&s.model_key)?;
-    b(&s.req_started_at_us)?;
-    b(&s.node)?;
-    b(&s.kind)?;
-    b(&s.attempt)?;
-    b(&s.role)?;
-    b(&s.role_ref)?;
-    b(&s.started_at_us)?;
-    b(&s.start_us)?;
-    b(&s.end_us)?;
-    b(&s.duration_us)?;
-    b(&s.status)?;
-    b(&s.error)?;
-    b(&s.tags)?;
-    b(&s.wall_us)?;
-    b(&s.cpu_us)?;
-    b(&s.input_tokens)?;
-    b(&s.output_tokens)?;
-    b(&s.cost)?;
-    b(&s.cost_f)?;
-    b(&s.worker)?;
-    b(&s.input_summary)?;
-    b(&s.output_summary)
-}
-
 fn request_row(r: &Row<'_>) -> rusqlite::Result<RequestRow> {
     Ok(RequestRow {
         request_id: id_at(r, 0)?,
@@ -437,20 +316,72 @@ impl TraceStore for SqliteStore {
 
     fn write(&mut self, requests: &[RequestRow], spans: &[SpanRow]) -> Result<()> {
         let tx = self.conn.transaction()?;
-        insert_rows(
-            &tx,
-            [&self.insert_request, &self.insert_requests],
-            REQUEST_COLUMNS.len(),
-            requests,
-            bind_request,
-        )?;
-        insert_rows(
-            &tx,
-            [&self.insert_span, &self.insert_spans],
-            SPAN_COLUMNS.len(),
-            spans,
-            bind_span,
-        )?;
+        {
+            let mut stmt = tx.prepare_cached(&self.insert_request)?;
+            for r in requests {
+                stmt.execute(rusqlite::params![
+                    id_key(r.request_id),
+                    r.topology_id,
+                    r.version,
+                    r.started_at_us,
+                    r.ended_at_us,
+                    r.duration_us,
+                    r.status,
+                    r.degraded,
+                    r.error_code,
+                    r.error,
+                    r.path_key,
+                    r.path,
+                    r.labels,
+                    r.models,
+                    r.model_key,
+                    r.input_summary,
+                    r.output_summary,
+                    r.input_chars,
+                    r.cost,
+                    r.cost_f,
+                    r.currency,
+                    r.top_node,
+                    r.timeouts,
+                    r.receipt,
+                    r.explanation,
+                    r.worker,
+                    r.span_count,
+                ])?;
+            }
+            let mut stmt = tx.prepare_cached(&self.insert_span)?;
+            for s in spans {
+                stmt.execute(rusqlite::params![
+                    id_key(s.request_id),
+                    s.seq,
+                    s.topology_id,
+                    s.version,
+                    s.model_key,
+                    s.req_started_at_us,
+                    s.node,
+                    s.kind,
+                    s.attempt,
+                    s.role,
+                    s.role_ref,
+                    s.started_at_us,
+                    s.start_us,
+                    s.end_us,
+                    s.duration_us,
+                    s.status,
+                    s.error,
+                    s.tags,
+                    s.wall_us,
+                    s.cpu_us,
+                    s.input_tokens,
+                    s.output_tokens,
+                    s.cost,
+                    s.cost_f,
+                    s.worker,
+                    s.input_summary,
+                    s.output_summary,
+                ])?;
+            }
+        }
         tx.commit()?;
         if let Some(c) = &self.checkpointer {
             c.poke();
