@@ -20,8 +20,10 @@ mkdir -p "$out"
 cargo build -q --release -p glassbox-store --example store_bench --example engine_store_bench
 bin=target/release/examples
 
-echo "== ingest (SQLite)" >&2
-"$bin/store_bench" ingest sqlite "$requests"
+echo "== ingest (SQLite): requests in start-time order (a live stream), 3 runs" >&2
+for _ in 1 2 3; do sync; "$bin/store_bench" ingest sqlite "$requests" 1; done
+echo "== ingest (SQLite): requests interleaved over 7 days (a backfill), 3 runs" >&2
+for _ in 1 2 3; do sync; "$bin/store_bench" ingest sqlite "$requests" 7; done
 echo "== ingest (PostgreSQL, throwaway server, fsync on)" >&2
 "$bin/store_bench" ingest postgres "$requests"
 
