@@ -118,14 +118,19 @@ impl Packed {
         if json.len() < PACK_MIN_LEN {
             return Packed(json.into_bytes());
         }
-        let mut out =
-            Vec::with_capacity(1 + lz4_flex::block::get_maximum_output_size(json.len()) + 4);
-        out.push(PACKED_TAG);
-        out.extend_from_slice(&lz4_flex::block::compress_prepend_size(json.as_bytes()));
-        if out.len() < json.len() {
-            Packed(out)
-        } else {
-            Packed(json.into_bytes())
+        let Ok(len) = u32::try_from(json.len()) else {
+            return Packed(json.into_bytes());
+        };
+        // Tag, length, block, written in place: no second buffer to copy.
+        let mut out = vec![0; 5 + lz4_flex::block::get_maximum_output_size(json.len())];
+        out[0] = PACKED_TAG;
+        out[1..5].copy_from_slice(&len.to_le_bytes());
+        match lz4_flex::block::compress_into(json.as_bytes(), &mut out[5..]) {
+            Ok(n) if 5 + n < json.len() => {
+                out.truncate(5 + n);
+                Packed(out)
+            }
+            _ => Packed(json.into_bytes()),
         }
     }
 
