@@ -64,7 +64,7 @@ impl Checkpointer {
         let conn = connect(path)?;
         let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
-            .name("glassbox-trace-checkpoint".into())
+            .name("gb-trace-ckpt".into())
             .spawn(move || {
                 while woken.recv().is_ok() {
                     // Busy or failed checkpoints are retried at the next

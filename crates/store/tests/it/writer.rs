@@ -270,3 +270,56 @@ fn checkpoints_run_in_the_background_while_the_writer_is_open() {
     assert_eq!(store.counts().unwrap().0, 2_000);
     store.integrity_check().unwrap();
 }
+
+/// The nice value (field 19 of `/proc/<pid>/task/<tid>/stat`) of every
+/// thread of this process named `prefix`.
+#[cfg(target_os = "linux")]
+fn nice_of_threads(prefix: &str) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
+            continue;
+        };
+        let name = name.trim().to_string();
+        if name != prefix {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // After the `(comm)` field: state is field 3, nice is field 19.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice: i64 = rest.split(' ').nth(16).unwrap().parse().unwrap();
+        out.push((name, nice));
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn encode_and_free_threads_yield_to_requests_and_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+    let writer = StoreWriter::spawn(Box::new(store), WriterOptions::default()).unwrap();
+    send(&writer, 1);
+    writer.flush().unwrap();
+    // Field 19 of the process's own stat line: the nice value it started with.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let base: i64 = rest.split(' ').nth(16).unwrap().parse().unwrap();
+    let low = (base + 10).min(19);
+    // Other tests run writers at the same time: every one must agree.
+    for (name, want) in [
+        ("gb-trace-encode", low),
+        ("gb-trace-free", low),
+        ("gb-trace-commit", base),
+    ] {
+        let found = nice_of_threads(name);
+        assert!(!found.is_empty(), "no `{name}` thread");
+        assert!(
+            found.iter().all(|(_, n)| *n == want),
+            "{name}: {found:?}, want {want}"
+        );
+    }
+    writer.close().unwrap();
+}
