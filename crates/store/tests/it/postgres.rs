@@ -50,12 +50,7 @@ fn migrates_schema_3_rows() {
         .unwrap();
     let mut store = PostgresStore::connect(&url).unwrap();
     assert_eq!(store.schema_version().unwrap(), 4);
-    for r in &reqs {
-        let (record, spans) = build(r);
-        let got = store.get(r.id).unwrap().expect("migrated request");
-        assert_eq!(got.record, record);
-        assert_eq!(got.spans, spans);
-    }
+    crate::suite::assert_stored(&mut store, &reqs);
     let ty: String = client
         .query_one(
             "SELECT data_type FROM information_schema.columns

@@ -75,12 +75,7 @@ fn migrates_schema_3_rows() {
     }
     let mut store = glassbox_store::SqliteStore::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), 4);
-    for r in &reqs {
-        let (record, spans) = build(r);
-        let got = store.get(r.id).unwrap().expect("migrated request");
-        assert_eq!(got.record, record);
-        assert_eq!(got.spans, spans);
-    }
+    crate::suite::assert_stored(&mut store, &reqs);
     let text_ids: i64 = store
         .connection()
         .query_row(

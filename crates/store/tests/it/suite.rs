@@ -59,6 +59,16 @@ pub fn put(store: &mut dyn TraceStore, req: &SynthRequest) {
     store.write(&[row], &span_rows).unwrap();
 }
 
+/// Each request reads back exactly as built, spans included.
+pub fn assert_stored(store: &mut dyn TraceStore, reqs: &[SynthRequest]) {
+    for r in reqs {
+        let (record, spans) = build(r);
+        let got = store.get(r.id).unwrap().expect("stored request");
+        assert_eq!(got.record, record);
+        assert_eq!(got.spans, spans);
+    }
+}
+
 pub fn schema_is_versioned(f: &mut Fixture) {
     assert_eq!(f.store.schema_version().unwrap(), 4);
     put(&mut *f.store, &SynthRequest::new(1, T0));
