@@ -83,11 +83,22 @@ fn a_full_queue_makes_senders_wait_and_nothing_is_dropped() {
     let w = writer.clone();
     let producer =
         std::thread::spawn(move || (0..20).map(|i| send(&w, i + 1)).collect::<Vec<_>>().len());
-    // The writer is stuck on its first write; wait until a sender is too.
-    while writer.stats().backpressure_waits == 0 {
+    // The writer is stuck on its first write; wait until a sender is too
+    // and the queue is full. The encoder may still be moving records on to
+    // the (stuck) committer when the first wait is counted, so both are
+    // awaited together, with a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let stats = loop {
+        let stats = writer.stats();
+        if (stats.backpressure_waits > 0 && stats.queue_depth >= 2)
+            || std::time::Instant::now() > deadline
+        {
+            break stats;
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(writer.stats().queue_depth >= 2);
+    };
+    assert!(stats.backpressure_waits > 0, "{stats:?}");
+    assert!(stats.queue_depth >= 2, "{stats:?}");
     for _ in 0..1000 {
         let _ = open_gate.send(());
     }
