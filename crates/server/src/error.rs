@@ -97,7 +97,9 @@ impl From<glassbox_store::StoreError> for ApiError {
     fn from(err: glassbox_store::StoreError) -> ApiError {
         use glassbox_store::StoreError;
         let status = match &err {
-            StoreError::BadUrl { .. } | StoreError::BadPattern { .. } => StatusCode::BAD_REQUEST,
+            StoreError::BadUrl { .. }
+            | StoreError::BadPattern { .. }
+            | StoreError::BadRedactRule { .. } => StatusCode::BAD_REQUEST,
             StoreError::Open { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -29,6 +29,10 @@ pub enum StoreError {
     /// A redaction rule is not a valid regular expression.
     #[error("invalid redaction pattern `{pattern}`: {message}")]
     BadPattern { pattern: String, message: String },
+    /// A redaction rule's name, or a built-in detector named to disable, is
+    /// not usable.
+    #[error("invalid redaction rule {rule}: {message}")]
+    BadRedactRule { rule: String, message: String },
     /// The store's integrity check reported problems.
     #[error("integrity check failed: {0}")]
     Integrity(String),
@@ -61,6 +65,7 @@ impl StoreError {
             StoreError::Postgres(_) => "store_postgres",
             StoreError::Decode { .. } => "store_decode",
             StoreError::BadPattern { .. } => "store_bad_pattern",
+            StoreError::BadRedactRule { .. } => "store_bad_redact_rule",
             StoreError::Integrity(_) => "store_integrity",
             StoreError::WriterClosed => "store_writer_closed",
             StoreError::WriteFailed { .. } => "store_write_failed",

@@ -24,8 +24,9 @@
 //! - The schema is plain SQL migrations in `migrations/{sqlite,postgres}`,
 //!   recorded in a `schema_version` table; both backends share row structs
 //!   ([`row`]) and one report aggregator, so they answer identically.
-//! - Summaries are redacted (API keys, e-mail addresses, phone numbers, plus
-//!   configured regexes) and truncated before they reach the disk.
+//! - Summaries are redacted (keys and tokens, payment cards, national ids,
+//!   IBANs, e-mail addresses, phone numbers, plus configured rules; checksums
+//!   weed out look-alikes) and truncated before they reach the disk.
 
 pub mod error;
 pub mod otlp;
@@ -47,7 +48,7 @@ pub use postgres::PostgresStore;
 pub use query::{
     Filter, ListQuery, RequestFacts, RequestSummary, Sort, SpanFacts, StoredTrace, TraceStore,
 };
-pub use redact::{RedactOptions, Redactor};
+pub use redact::{RedactOptions, RedactRule, Redactor};
 pub use report::{GroupBy, Report, ReportOptions};
 pub use sqlite::SqliteStore;
 pub use writer::{StoreWriter, WriterOptions, WriterStats};

@@ -39,7 +39,9 @@ impl StoreArg {
 /// Maps store errors onto documented exit codes.
 pub fn store_error(err: StoreError) -> anyhow::Error {
     let code = match &err {
-        StoreError::BadUrl { .. } | StoreError::BadPattern { .. } => exit::INVALID,
+        StoreError::BadUrl { .. }
+        | StoreError::BadPattern { .. }
+        | StoreError::BadRedactRule { .. } => exit::INVALID,
         StoreError::Open { .. } | StoreError::Export { .. } => exit::UNAVAILABLE,
         _ => exit::FAILED,
     };
