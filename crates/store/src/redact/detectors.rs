@@ -191,7 +191,7 @@ pub const DETECTORS: &[Detector] = &[
     detector(
         "secret_kv",
         "secret",
-        r#"(?i)(?-u:\b)[A-Za-z0-9_-]*?(?:token|secret|password|passwd|pwd|api[_-]?key|apikey|authorization|private[_-]?key|access[_-]?key|credentials?)(?-u:\b)["']?\s*[:=]\s*["']?(?P<secret>[^\s"',;&]{6,})"#,
+        r#"(?i)(?-u:\b)[A-Za-z0-9_-]*?(?:token|secret|password|passwd|api[_-]?key|apikey|authorization|private[_-]?key|access[_-]?key|credentials?)(?-u:\b)["']?\s*[:=]\s*["']?(?P<secret>[^\s"',;&]{6,})"#,
         Check::Valid(is_not_plain_word),
     ),
     // +44 20 7946 0958, +1 (415) 555-0100, +8613812345678.
@@ -208,11 +208,12 @@ pub const DETECTORS: &[Detector] = &[
         r"(?:\([2-9][0-9]{2}\) ?|(?-u:\b)[2-9][0-9]{2}[ .-])[2-9][0-9]{2}[ .-][0-9]{4}(?-u:\b)",
         Check::None,
     ),
-    // National numbers with a trunk 0: 020 7946 0958, 07700 900123, 030-1234 5678.
+    // National numbers with a trunk 0: 020 7946 0958, 07700 900123,
+    // 030-1234 5678, (02) 9876 5432.
     detector(
         "phone_national",
         "phone",
-        r"(?-u:\b)0[1-9][0-9]{1,3}[ .-][0-9]{3,4}[ .-]?[0-9]{3,4}(?-u:\b)",
+        r"(?:\(0[1-9][0-9]{0,3}\) ?|(?-u:\b)0[1-9][0-9]{0,3}[ .-])[0-9]{3,4}[ .-]?[0-9]{3,4}(?-u:\b)",
         Check::None,
     ),
     // Mainland China mobile numbers.
