@@ -2,7 +2,8 @@
 # Install the system packages the local model runtime needs to build llama.cpp
 # (through the `llama-cpp-2` crate): cmake, a C/C++ compiler and libclang for
 # bindgen; and Debian's `chromium` for the dashboard's headless-browser tests
-# (crates/server/tests/it/dashboard.rs). Idempotent: installs only what is missing, and runs `apt-get update`
+# (crates/server/tests/it/dashboard.rs), and `qemu-user` for the portability tests
+# (crates/cli/tests/it/portability.rs). Idempotent: installs only what is missing, and runs `apt-get update`
 # at most once, only when something has to be installed.
 set -euo pipefail
 
@@ -17,9 +18,11 @@ if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
 fi
 # The dashboard tests drive headless Chromium at this path.
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+# The portability tests run the binary on older CPU models under user-mode QEMU.
+command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, chromium)"
+  echo "build and test dependencies present (cmake, clang, libclang, chromium, qemu-user)"
   exit 0
 fi
 

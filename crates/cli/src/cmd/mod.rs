@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod common;
 pub mod diff;
+pub mod doctor;
 pub mod explain;
 pub mod graph;
 pub mod index;

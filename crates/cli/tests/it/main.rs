@@ -5,8 +5,10 @@
 
 mod bench;
 mod cli;
+mod doctor;
 mod fixtures;
 mod plan;
+mod portability;
 mod props;
 mod rag;
 mod run;

@@ -2,20 +2,14 @@
 //! takes the retrieval path and is answered from the retrieved documents
 //! (the explanation lists their titles); small talk takes the direct path.
 
-use crate::support::{glassbox, root, stderr, stdout};
+use crate::support::{assert_exit, glassbox, root, stderr, stdout};
 
 fn run(topology: &str, question: &str) -> serde_json::Value {
     let out = glassbox(
         &["run", topology, "--question", question, "--format", "json"],
         None,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_exit(&out, 0);
     serde_json::from_str(&stdout(&out)).unwrap()
 }
 
@@ -47,13 +41,7 @@ fn rag_example_routes_retrieves_and_answers() {
         ],
         None,
     );
-    assert_eq!(
-        built.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&built),
-        stderr(&built)
-    );
+    assert_exit(&built, 0);
     let topology = topology.to_str().unwrap();
 
     let product = run(

@@ -12,6 +12,8 @@ pub fn root() -> PathBuf {
 }
 
 /// Files under a directory (recursively) with a topology extension, sorted.
+/// Folders that hold a vector index (what `glassbox index build` writes, e.g.
+/// `examples/rag-chat/kb.index`) are data, never topologies, and are skipped.
 pub fn topology_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -19,7 +21,9 @@ pub fn topology_files(dir: &Path) -> Vec<PathBuf> {
         for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                todo.push(path);
+                if !glassbox_models::VectorIndex::is_index_dir(&path) {
+                    todo.push(path);
+                }
             } else if matches!(
                 path.extension().and_then(|e| e.to_str()),
                 Some("json" | "yaml" | "yml")
@@ -59,6 +63,41 @@ pub fn glassbox(args: &[&str], stdin: Option<&str>) -> Output {
             .unwrap();
     }
     child.wait_with_output().unwrap()
+}
+
+/// How a process ended, in words: `exit code 1`, or `killed by signal 4
+/// (SIGILL: illegal instruction)` when native code crashed.
+pub fn how_it_ended(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => {
+            let name = match sig {
+                4 => "SIGILL: illegal instruction",
+                6 => "SIGABRT: aborted",
+                7 => "SIGBUS: bus error",
+                8 => "SIGFPE: arithmetic exception",
+                9 => "SIGKILL: killed",
+                11 => "SIGSEGV: segmentation fault",
+                _ => "see `kill -l`",
+            };
+            format!("killed by signal {sig} ({name})")
+        }
+        (None, None) => "an unknown end".to_owned(),
+    }
+}
+
+/// Asserts the process exited with `code`; a crash is reported by its signal
+/// with the process's output, so a SIGILL in native code reads as one.
+#[track_caller]
+pub fn assert_exit(o: &Output, code: i32) {
+    assert!(
+        o.status.code() == Some(code),
+        "expected exit code {code}, got {}\n--- stdout\n{}\n--- stderr\n{}",
+        how_it_ended(o.status),
+        stdout(o),
+        stderr(o)
+    );
 }
 
 pub fn stdout(o: &Output) -> String {

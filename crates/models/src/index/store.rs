@@ -135,6 +135,12 @@ fn threads(options: &IndexOptions) -> usize {
 }
 
 impl VectorIndex {
+    /// Whether `dir` holds a saved index (its graph file is there). Tools that
+    /// walk a folder for topologies skip such folders: they are data.
+    pub fn is_index_dir(dir: &Path) -> bool {
+        dir.join(GRAPH_FILE).is_file()
+    }
+
     /// Builds an index: `vectors[i]` is the embedding of `chunks[i]`. Vectors
     /// are normalised; all must have the same length.
     pub fn build(

@@ -8,7 +8,7 @@
 //! API). The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
-mod session;
+pub(crate) mod session;
 mod stop;
 mod worker;
 

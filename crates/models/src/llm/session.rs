@@ -23,7 +23,7 @@ use super::stop::TextAssembler;
 use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
 
 /// llama.cpp's process-wide backend: initialised once, never freed.
-fn backend() -> Result<&'static LlamaBackend, LlmError> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend, LlmError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
@@ -31,6 +31,8 @@ fn backend() -> Result<&'static LlamaBackend, LlmError> {
             llama_cpp_2::send_logs_to_tracing(
                 llama_cpp_2::LogOptions::default().with_logs_enabled(false),
             );
+            // The CPU kernels for this CPU, before the backend enumerates devices.
+            crate::cpu::load_kernels().map_err(|e| e.to_string())?;
             LlamaBackend::init().map_err(|e| e.to_string())
         })
         .as_ref()

@@ -106,3 +106,53 @@ fn corrupted_weights_are_an_error() {
     let err = Embedder::load(dir.path(), EmbedderOptions::default()).unwrap_err();
     assert_eq!(err.code(), "embed_weights", "{err}");
 }
+
+/// Our vectors agree with sentence-transformers' (the model's reference
+/// implementation), recorded by `scripts/make-embedding-reference.py`.
+#[test]
+fn vectors_agree_with_sentence_transformers() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/minilm-reference.json");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let sentences: Vec<&str> = reference["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let ours = embedder().embed(&sentences).unwrap();
+    for ((text, v), want) in sentences
+        .iter()
+        .zip(&ours)
+        .zip(reference["vectors"].as_array().unwrap())
+    {
+        let want: Vec<f32> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        let cos = cosine(v, &want);
+        assert!(cos > 0.9999, "{text:?}: cosine {cos} with sentence-transformers");
+    }
+}
+
+#[test]
+fn the_converted_gguf_is_reused_and_rebuilt_when_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = glassbox_models::minilm_dir(&models());
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let gguf = glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
+    let first = std::fs::metadata(&gguf).unwrap().modified().unwrap();
+    // Present and newer than the weights: kept as is.
+    glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
+    assert_eq!(std::fs::metadata(&gguf).unwrap().modified().unwrap(), first);
+    // A damaged file is not trusted: it is converted again.
+    std::fs::write(&gguf, b"GGUF damaged").unwrap();
+    glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
+    let e = Embedder::load(dir.path(), EmbedderOptions::default()).unwrap();
+    assert_eq!(e.embed_one("hello").unwrap().len(), 384);
+}
