@@ -18,11 +18,14 @@ if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
 fi
 # The dashboard tests drive headless Chromium at this path.
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+# ccache: llama.cpp's CPU backend is compiled once per x86-64 level (14
+# times); a rebuild with unchanged sources then takes seconds.
+command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 # The portability tests run the binary on older CPU models under user-mode QEMU.
 command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, chromium, qemu-user)"
+  echo "build and test dependencies present (cmake, clang, libclang, ccache, chromium, qemu-user)"
   exit 0
 fi
 

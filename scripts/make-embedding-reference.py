@@ -2,7 +2,7 @@
 """Writes crates/models/tests/data/minilm-reference.json: all-MiniLM-L6-v2
 vectors computed by sentence-transformers (the model's reference
 implementation) for a few sentences, so the test suite can check that our
-llama.cpp embedder agrees with it without Python at test time.
+candle embedder agrees with it without Python at test time.
 
 Run with the benchmark venv: .venv-bench/bin/python scripts/make-embedding-reference.py
 """

@@ -9,6 +9,11 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "system packages (cmake, clang for llama.cpp, chromium, qemu-user)"
 ./scripts/install-deps.sh
+# llama.cpp is built by CMake, which picks these up: unchanged C/C++ sources
+# are not compiled again (it is built once per CPU level; ADR 0004).
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 
 step "PostgreSQL server binaries (trace-store tests)"
 ./scripts/install-postgres.sh

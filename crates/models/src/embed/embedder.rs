@@ -1,34 +1,25 @@
-//! The BERT embedder itself: `tokenizers` in the caller's thread, llama.cpp
-//! on the embedder's own thread.
+//! The BERT embedder itself.
 
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 
-use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
-use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::token::LlamaToken;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::{EmbedError, EmbedderOptions, gguf};
+use super::{EmbedError, EmbedderOptions};
 use crate::hash::file_sha256;
-
-/// llama.cpp allows at most this many sequences in one batch (`LLAMA_MAX_SEQ`).
-const MAX_SEQS: usize = 256;
 
 /// A sentence embedder: text in, L2-normalised vectors out.
 ///
 /// `Send + Sync`: share it behind an `Arc` and call [`embed`](Self::embed) from
-/// several threads. Tokenizing runs in the caller's thread; the model runs on
-/// the embedder's own thread, one forward pass at a time over all cores
-/// (async callers use `spawn_blocking`). The thread stops when the embedder is
-/// dropped.
+/// several threads (each call is CPU-bound; async callers use `spawn_blocking`).
 pub struct Embedder {
+    model: BertModel,
     tokenizer: Tokenizer,
-    jobs: mpsc::Sender<Job>,
+    device: Device,
     dim: usize,
+    pad_id: u32,
     options: EmbedderOptions,
     version: String,
 }
@@ -43,12 +34,6 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
-/// Token ids of several texts, embedded in one forward pass.
-struct Job {
-    batch: Vec<Vec<u32>>,
-    reply: mpsc::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
-}
-
 fn require(path: PathBuf) -> Result<PathBuf, EmbedError> {
     if path.is_file() {
         Ok(path)
@@ -57,26 +42,21 @@ fn require(path: PathBuf) -> Result<PathBuf, EmbedError> {
     }
 }
 
-fn invalid(field: &'static str, message: String) -> EmbedError {
-    EmbedError::InvalidOption { field, message }
-}
-
 impl Embedder {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`
-    /// (e.g. [`minilm_dir`](crate::minilm_dir)`(&models_dir())`), converting
-    /// the weights to `model.gguf` beside them the first time.
+    /// (e.g. [`minilm_dir`](crate::minilm_dir)`(&models_dir())`).
     pub fn load(dir: &Path, options: EmbedderOptions) -> Result<Self, EmbedError> {
-        if options.batch_size == 0 || options.batch_size > MAX_SEQS {
-            return Err(invalid(
-                "batch_size",
-                format!("must be 1 to {MAX_SEQS}, got {}", options.batch_size),
-            ));
+        if options.batch_size == 0 {
+            return Err(EmbedError::InvalidOption {
+                field: "batch_size",
+                message: "must be at least 1, got 0".to_owned(),
+            });
         }
         if options.max_tokens < 2 {
-            return Err(invalid(
-                "max_tokens",
-                format!("must be at least 2, got {}", options.max_tokens),
-            ));
+            return Err(EmbedError::InvalidOption {
+                field: "max_tokens",
+                message: format!("must be at least 2, got {}", options.max_tokens),
+            });
         }
         let config_path = require(dir.join("config.json"))?;
         let tokenizer_path = require(dir.join("tokenizer.json"))?;
@@ -86,6 +66,11 @@ impl Embedder {
             std::fs::read_to_string(&config_path).map_err(|source| EmbedError::Io {
                 path: config_path.clone(),
                 source,
+            })?;
+        let config: Config =
+            serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
+                path: config_path.clone(),
+                detail: e.to_string(),
             })?;
         let raw: serde_json::Value =
             serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
@@ -105,16 +90,12 @@ impl Embedder {
             .and_then(serde_json::Value::as_u64)
             .map_or(usize::MAX, |p| usize::try_from(p).unwrap_or(usize::MAX));
         let max_tokens = options.max_tokens.min(max_positions);
-        let options = EmbedderOptions {
-            max_tokens,
-            tokens_per_pass: options.tokens_per_pass.max(max_tokens),
-            ..options
-        };
 
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Tokenizer {
                 detail: format!("{}: {e}", tokenizer_path.display()),
             })?;
+        let pad_id = tokenizer.get_padding().map_or(0, |p| p.pad_id);
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
@@ -125,6 +106,19 @@ impl Embedder {
                 detail: e.to_string(),
             })?;
 
+        let weights = std::fs::read(&weights_path).map_err(|source| EmbedError::Io {
+            path: weights_path.clone(),
+            source,
+        })?;
+        let device = Device::Cpu;
+        let weights_err = |e: candle_core::Error| EmbedError::Weights {
+            path: weights_path.clone(),
+            detail: e.to_string(),
+        };
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(weights_err)?;
+        let model = BertModel::load(vb, &config).map_err(weights_err)?;
+
         let hash = file_sha256(&weights_path).map_err(|source| EmbedError::Io {
             path: weights_path.clone(),
             source,
@@ -134,23 +128,16 @@ impl Embedder {
             |n| n.to_string_lossy().into_owned(),
         );
         let version = format!("{name}@{}", &hash[..12]);
-
-        let gguf = gguf::ensure_gguf(dir)?;
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread_options = options.clone();
-        std::thread::Builder::new()
-            .name("glassbox-embed".to_owned())
-            .spawn(move || worker(&gguf, &thread_options, dim, &queue, &ready_tx))
-            .map_err(|e| EmbedError::Inference(format!("spawning the embedder thread: {e}")))?;
-        ready_rx
-            .recv()
-            .map_err(|_| EmbedError::Inference("the embedder thread stopped".to_owned()))??;
         Ok(Self {
+            model,
             tokenizer,
-            jobs,
+            device,
             dim,
-            options,
+            pad_id,
+            options: EmbedderOptions {
+                max_tokens,
+                ..options
+            },
             version,
         })
     }
@@ -196,147 +183,56 @@ impl Embedder {
             .ok_or_else(|| EmbedError::Inference("no output".to_owned()))
     }
 
-    /// Embeds `texts`; vector `i` belongs to `texts[i]`. An empty slice gives
-    /// an empty result; an empty string embeds `[CLS] [SEP]`.
-    ///
-    /// Texts are packed into forward passes of at most `batch_size` texts and
-    /// `tokens_per_pass` tokens. Nothing is padded: each text is its own
-    /// sequence, and attention never crosses sequences.
+    /// Embeds `texts` in batches; vector `i` belongs to `texts[i]`. An empty
+    /// slice gives an empty result; an empty string embeds `[CLS] [SEP]`.
     pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encoded = Vec::with_capacity(texts.len());
         for text in texts {
             encoded.push(self.tokenize(text.as_ref())?);
         }
-        let mut out = Vec::with_capacity(encoded.len());
-        let mut batch: Vec<Vec<u32>> = Vec::new();
-        let mut tokens = 0;
-        for ids in encoded {
-            if !batch.is_empty()
-                && (batch.len() == self.options.batch_size
-                    || tokens + ids.len() > self.options.tokens_per_pass)
-            {
-                out.extend(self.forward(std::mem::take(&mut batch))?);
-                tokens = 0;
+        // Longest first, so each batch pads to a length close to its members'.
+        let mut order: Vec<usize> = (0..encoded.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encoded[i].len()));
+        let mut out = vec![Vec::new(); encoded.len()];
+        for batch in order.chunks(self.options.batch_size) {
+            let ids: Vec<&[u32]> = batch.iter().map(|&i| encoded[i].as_slice()).collect();
+            let vectors = self.forward(&ids)?;
+            for (&i, v) in batch.iter().zip(vectors) {
+                out[i] = v;
             }
-            tokens += ids.len();
-            batch.push(ids);
-        }
-        if !batch.is_empty() {
-            out.extend(self.forward(batch)?);
         }
         Ok(out)
     }
 
-    fn forward(&self, batch: Vec<Vec<u32>>) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let gone = || EmbedError::Inference("the embedder thread stopped".to_owned());
-        let (reply, answer) = mpsc::channel();
-        self.jobs.send(Job { batch, reply }).map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
-    }
-}
-
-/// The embedder's thread: loads the model, says so, then serves jobs until
-/// every sender is gone.
-fn worker(
-    gguf: &Path,
-    options: &EmbedderOptions,
-    dim: usize,
-    queue: &mpsc::Receiver<Job>,
-    ready: &mpsc::Sender<Result<(), EmbedError>>,
-) {
-    let weights_err = |detail: String| EmbedError::Weights {
-        path: gguf.to_path_buf(),
-        detail,
-    };
-    let backend = match crate::llm::session::backend() {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = ready.send(Err(EmbedError::Inference(e.to_string())));
-            return;
+    /// One forward pass over a batch of token-id sequences.
+    fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let n = batch.len();
+        let len = batch.iter().map(|ids| ids.len()).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for seq in batch {
+            ids.extend_from_slice(seq);
+            ids.extend(std::iter::repeat_n(self.pad_id, len - seq.len()));
+            mask.extend(std::iter::repeat_n(1u32, seq.len()));
+            mask.extend(std::iter::repeat_n(0u32, len - seq.len()));
         }
-    };
-    let model = match LlamaModel::load_from_file(
-        backend,
-        gguf,
-        &LlamaModelParams::default().with_use_mmap(true),
-    ) {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = ready.send(Err(weights_err(format!("llama.cpp refused it: {e}"))));
-            return;
-        }
-    };
-    if usize::try_from(model.n_embd()).ok() != Some(dim) {
-        let _ = ready.send(Err(weights_err(format!(
-            "{} dimensions, config.json says {dim}",
-            model.n_embd()
-        ))));
-        return;
+        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let type_ids = ids.zeros_like()?;
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
+        // Masked mean pooling, then L2 normalisation.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dim)
+        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (n, 1)
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
+        let normalised = mean.broadcast_div(&norm)?;
+        Ok(normalised.to_vec2::<f32>()?)
     }
-    let threads = i32::try_from(options.thread_count()).unwrap_or(i32::MAX);
-    let per_pass = u32::try_from(options.tokens_per_pass).unwrap_or(u32::MAX);
-    let seqs = u32::try_from(options.batch_size).unwrap_or(1);
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(per_pass))
-        .with_n_batch(per_pass)
-        .with_n_ubatch(per_pass)
-        .with_n_seq_max(seqs)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads)
-        .with_embeddings(true)
-        .with_pooling_type(LlamaPoolingType::Mean);
-    let mut ctx = match model.new_context(backend, params) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = ready.send(Err(EmbedError::Inference(format!(
-                "creating the llama.cpp context: {e}"
-            ))));
-            return;
-        }
-    };
-    let mut batch = LlamaBatch::new(options.tokens_per_pass, i32::try_from(seqs).unwrap_or(1));
-    if ready.send(Ok(())).is_err() {
-        return;
-    }
-    while let Ok(job) = queue.recv() {
-        let result = run(&mut ctx, &mut batch, &job.batch, dim);
-        let _ = job.reply.send(result);
-    }
-}
-
-/// One forward pass: every text its own sequence, mean-pooled, normalised.
-fn run(
-    ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
-    batch: &mut LlamaBatch<'_>,
-    texts: &[Vec<u32>],
-    dim: usize,
-) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| EmbedError::Inference(format!("{what}: {e}"));
-    batch.clear();
-    for (seq, ids) in texts.iter().enumerate() {
-        let seq = i32::try_from(seq).map_err(|e| fail("sequence id", &e))?;
-        for (pos, &id) in ids.iter().enumerate() {
-            let token = LlamaToken(i32::try_from(id).map_err(|e| fail("token id", &e))?);
-            let pos = i32::try_from(pos).map_err(|e| fail("position", &e))?;
-            batch
-                .add(token, pos, &[seq], true)
-                .map_err(|e| fail("filling the batch", &e))?;
-        }
-    }
-    ctx.encode(batch).map_err(|e| fail("llama_encode", &e))?;
-    let mut out = Vec::with_capacity(texts.len());
-    for seq in 0..texts.len() {
-        let seq = i32::try_from(seq).map_err(|e| fail("sequence id", &e))?;
-        let pooled = ctx
-            .embeddings_seq_ith(seq)
-            .map_err(|e| fail("reading the pooled vector", &e))?;
-        let pooled = pooled.get(..dim).ok_or_else(|| {
-            EmbedError::Inference(format!("{} values, expected {dim}", pooled.len()))
-        })?;
-        let norm = pooled.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        out.push(pooled.iter().map(|x| x / norm).collect());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -354,17 +250,15 @@ mod tests {
     }
 
     #[test]
-    fn zero_or_too_large_batch_size_is_rejected() {
-        for batch_size in [0, MAX_SEQS + 1] {
-            let err = Embedder::load(
-                Path::new("/nonexistent"),
-                EmbedderOptions {
-                    batch_size,
-                    ..Default::default()
-                },
-            )
-            .unwrap_err();
-            assert_eq!(err.code(), "embed_invalid_option");
-        }
+    fn zero_batch_size_is_rejected() {
+        let err = Embedder::load(
+            Path::new("/nonexistent"),
+            EmbedderOptions {
+                batch_size: 0,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "embed_invalid_option");
     }
 }

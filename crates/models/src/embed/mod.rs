@@ -1,15 +1,13 @@
 //! Sentence embeddings from a local BERT-family model (all-MiniLM-L6-v2).
 //!
-//! llama.cpp runs the encoder, with the same run-time-chosen CPU kernels as
-//! the chat model ([`crate::cpu`]); the sentence-transformers weights are
-//! converted to GGUF once, beside them ([`gguf`]). `tokenizers` reads the
-//! model's own `tokenizer.json`, so token ids are exactly sentence-
-//! transformers'. Inputs are truncated at the model's 256 tokens and never
-//! padded: each text is its own sequence in the batch, mean-pooled over its
-//! tokens and L2-normalised, as sentence-transformers does.
+//! candle runs the encoder; `tokenizers` reads the model's `tokenizer.json`.
+//! The shipped tokenizer pads every input to 128 tokens, which wastes most of
+//! the compute on short chunks, so padding is switched off and each batch is
+//! padded to its longest input instead; inputs are truncated at the model's
+//! 256 tokens. Like sentence-transformers, inputs are sorted by length before
+//! batching (less padding) and results come back in input order.
 
 mod embedder;
-pub mod gguf;
 
 use std::path::PathBuf;
 
@@ -20,16 +18,10 @@ use crate::paths::FETCH_HINT;
 /// How to run the embedder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedderOptions {
-    /// The most texts in one forward pass (1 to 256).
+    /// Texts per forward pass.
     pub batch_size: usize,
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub max_tokens: usize,
-    /// The most tokens in one forward pass (raised to `max_tokens` if lower).
-    /// Attention is computed over the whole pass with other texts masked out,
-    /// so a smaller pass wastes less; a larger one has less per-pass overhead.
-    pub tokens_per_pass: usize,
-    /// CPU threads; `None` = all cores.
-    pub threads: Option<usize>,
 }
 
 impl Default for EmbedderOptions {
@@ -37,18 +29,7 @@ impl Default for EmbedderOptions {
         Self {
             batch_size: 32,
             max_tokens: 256,
-            tokens_per_pass: 512,
-            threads: None,
         }
-    }
-}
-
-impl EmbedderOptions {
-    pub(crate) fn thread_count(&self) -> usize {
-        self.threads
-            .filter(|&n| n > 0)
-            .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-            .unwrap_or(1)
     }
 }
 
@@ -90,6 +71,12 @@ impl EmbedError {
             Self::InvalidOption { .. } => "embed_invalid_option",
             Self::Inference(_) => "embed_inference",
         }
+    }
+}
+
+impl From<candle_core::Error> for EmbedError {
+    fn from(e: candle_core::Error) -> Self {
+        Self::Inference(e.to_string())
     }
 }
 

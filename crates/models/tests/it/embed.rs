@@ -137,22 +137,3 @@ fn vectors_agree_with_sentence_transformers() {
         assert!(cos > 0.9999, "{text:?}: cosine {cos} with sentence-transformers");
     }
 }
-
-#[test]
-fn the_converted_gguf_is_reused_and_rebuilt_when_stale() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = glassbox_models::minilm_dir(&models());
-    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
-        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
-    }
-    let gguf = glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
-    let first = std::fs::metadata(&gguf).unwrap().modified().unwrap();
-    // Present and newer than the weights: kept as is.
-    glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
-    assert_eq!(std::fs::metadata(&gguf).unwrap().modified().unwrap(), first);
-    // A damaged file is not trusted: it is converted again.
-    std::fs::write(&gguf, b"GGUF damaged").unwrap();
-    glassbox_models::embed::gguf::ensure_gguf(dir.path()).unwrap();
-    let e = Embedder::load(dir.path(), EmbedderOptions::default()).unwrap();
-    assert_eq!(e.embed_one("hello").unwrap().len(), 384);
-}
