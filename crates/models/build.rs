@@ -100,6 +100,10 @@ fn place(file: &Path, dir: &Path, name: &str) {
         .and_then(|_| std::fs::rename(&tmp, &dest));
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
-        println!("cargo:warning=copying {} to {}: {e}", file.display(), dest.display());
+        println!(
+            "cargo:warning=copying {} to {}: {e}",
+            file.display(),
+            dest.display()
+        );
     }
 }

@@ -208,13 +208,41 @@ const AVX512_BASE: [Feature; 7] = [Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512];
 
 /// ggml's x86-64 variants (`ggml/src/CMakeLists.txt`, `GGML_CPU_ALL_VARIANTS`).
 pub const X86_VARIANTS: &[Variant] = &[
-    Variant { name: "x64", requires: &[], excluded: None },
-    Variant { name: "sse42", requires: &[Sse42], excluded: None },
-    Variant { name: "sandybridge", requires: &[Sse42, Avx], excluded: None },
-    Variant { name: "ivybridge", requires: &[Sse42, Avx, F16c], excluded: None },
-    Variant { name: "piledriver", requires: &[Sse42, Avx, F16c, Fma], excluded: None },
-    Variant { name: "haswell", requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2], excluded: None },
-    Variant { name: "skylakex", requires: &AVX512_BASE, excluded: None },
+    Variant {
+        name: "x64",
+        requires: &[],
+        excluded: None,
+    },
+    Variant {
+        name: "sse42",
+        requires: &[Sse42],
+        excluded: None,
+    },
+    Variant {
+        name: "sandybridge",
+        requires: &[Sse42, Avx],
+        excluded: None,
+    },
+    Variant {
+        name: "ivybridge",
+        requires: &[Sse42, Avx, F16c],
+        excluded: None,
+    },
+    Variant {
+        name: "piledriver",
+        requires: &[Sse42, Avx, F16c, Fma],
+        excluded: None,
+    },
+    Variant {
+        name: "haswell",
+        requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2],
+        excluded: None,
+    },
+    Variant {
+        name: "skylakex",
+        requires: &AVX512_BASE,
+        excluded: None,
+    },
     Variant {
         name: "cannonlake",
         requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi],
@@ -227,12 +255,16 @@ pub const X86_VARIANTS: &[Variant] = &[
     },
     Variant {
         name: "icelake",
-        requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni],
+        requires: &[
+            Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni,
+        ],
         excluded: None,
     },
     Variant {
         name: "cooperlake",
-        requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vnni, Avx512Bf16],
+        requires: &[
+            Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vnni, Avx512Bf16,
+        ],
         excluded: None,
     },
     Variant {
@@ -250,8 +282,8 @@ pub const X86_VARIANTS: &[Variant] = &[
     Variant {
         name: "sapphirerapids",
         requires: &[
-            Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16,
-            AmxTile, AmxInt8,
+            Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16, AmxTile,
+            AmxInt8,
         ],
         excluded: Some(
             "ggml's AMX matmul crashes on AMX Xeons (SIGSEGV/SIGILL in ggml_backend_amx_mul_mat); \
@@ -340,11 +372,15 @@ pub enum KernelError {
         "this CPU cannot run CPU variant `{name}` (missing {missing})\n  hint: unset GLASSBOX_CPU_VARIANT to let Glassbox choose"
     )]
     Unsupported { name: String, missing: String },
-    #[error("CPU variant `{name}` was not built into this installation\n  hint: unset GLASSBOX_CPU_VARIANT")]
+    #[error(
+        "CPU variant `{name}` was not built into this installation\n  hint: unset GLASSBOX_CPU_VARIANT"
+    )]
     NotBuilt { name: String },
     #[error("none of the CPU kernel libraries runs on this CPU\n  hint: run `glassbox doctor`")]
     NoneRuns,
-    #[error("llama.cpp refused to load {path}\n  hint: run `glassbox doctor`; the file may be damaged")]
+    #[error(
+        "llama.cpp refused to load {path}\n  hint: run `glassbox doctor`; the file may be damaged"
+    )]
     LoadFailed { path: PathBuf },
 }
 
@@ -390,7 +426,11 @@ fn variants_in(dir: &Path) -> Vec<(&'static Variant, PathBuf)> {
     X86_VARIANTS
         .iter()
         .filter_map(|v| {
-            let path = dir.join(format!("{PREFIX}{}{}", v.name, std::env::consts::DLL_SUFFIX));
+            let path = dir.join(format!(
+                "{PREFIX}{}{}",
+                v.name,
+                std::env::consts::DLL_SUFFIX
+            ));
             path.is_file().then_some((v, path))
         })
         .collect()
@@ -553,7 +593,10 @@ mod tests {
         }
         // AVX2 without BMI2 (some VMs hide it): not haswell.
         let no_bmi2 = cpu(&[Sse42, Avx, F16c, Fma, Avx2]);
-        assert_eq!(choose_variant(&no_bmi2, &all(), None).unwrap().name, "piledriver");
+        assert_eq!(
+            choose_variant(&no_bmi2, &all(), None).unwrap().name,
+            "piledriver"
+        );
     }
 
     #[test]
@@ -563,7 +606,10 @@ mod tests {
             .iter()
             .filter(|v| ["x64", "sse42"].contains(&v.name))
             .collect();
-        assert_eq!(choose_variant(&haswell_cpu, &some, None).unwrap().name, "sse42");
+        assert_eq!(
+            choose_variant(&haswell_cpu, &some, None).unwrap().name,
+            "sse42"
+        );
         assert!(matches!(
             choose_variant(&haswell_cpu, &[], None),
             Err(KernelError::NoneRuns)
@@ -573,7 +619,10 @@ mod tests {
     #[test]
     fn a_forced_variant_must_exist_and_run_here() {
         let old = cpu(&[Sse42]);
-        assert_eq!(choose_variant(&old, &all(), Some("x64")).unwrap().name, "x64");
+        assert_eq!(
+            choose_variant(&old, &all(), Some("x64")).unwrap().name,
+            "x64"
+        );
         match choose_variant(&old, &all(), Some("haswell")) {
             Err(KernelError::Unsupported { missing, .. }) => assert!(missing.contains("AVX2")),
             other => panic!("expected Unsupported, got {other:?}"),

@@ -79,7 +79,10 @@ impl Check {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let models = args.models.clone().unwrap_or_else(glassbox_models::models_dir);
+    let models = args
+        .models
+        .clone()
+        .unwrap_or_else(glassbox_models::models_dir);
     let mut checks = vec![cpu_check()];
     let kernels_ok = checks[0].status != Status::Fail;
     checks.push(models_check(&models));

@@ -31,7 +31,15 @@ fn doctor_on(cpu: &str) -> serde_json::Value {
     let store = format!("sqlite://{}", tmp.path().join("traces.db").display());
     let out = Command::new(qemu())
         .args(["-cpu", cpu, env!("CARGO_BIN_EXE_glassbox")])
-        .args(["doctor", "--format", "json", "--threads", "2", "--store", &store])
+        .args([
+            "doctor",
+            "--format",
+            "json",
+            "--threads",
+            "2",
+            "--store",
+            &store,
+        ])
         .current_dir(root())
         .env_remove("GLASSBOX_CPU_VARIANT")
         .env_remove("GLASSBOX_GGML_BACKENDS")

@@ -111,8 +111,8 @@ fn corrupted_weights_are_an_error() {
 /// implementation), recorded by `scripts/make-embedding-reference.py`.
 #[test]
 fn vectors_agree_with_sentence_transformers() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/minilm-reference.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/minilm-reference.json");
     let reference: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let sentences: Vec<&str> = reference["sentences"]
@@ -134,6 +134,9 @@ fn vectors_agree_with_sentence_transformers() {
             .map(|x| x.as_f64().unwrap() as f32)
             .collect();
         let cos = cosine(v, &want);
-        assert!(cos > 0.9999, "{text:?}: cosine {cos} with sentence-transformers");
+        assert!(
+            cos > 0.9999,
+            "{text:?}: cosine {cos} with sentence-transformers"
+        );
     }
 }
