@@ -42,7 +42,6 @@ enum Format {
 #[serde(rename_all = "lowercase")]
 enum Status {
     Ok,
-    Warn,
     Fail,
 }
 
@@ -53,7 +52,7 @@ struct Check {
     status: Status,
     /// What was found, one fact a line.
     details: Vec<String>,
-    /// What to do about a warning or failure.
+    /// What to do about a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
 }
@@ -136,7 +135,6 @@ fn print_table(checks: &[Check], failed: usize) {
     for c in checks {
         let mark = match c.status {
             Status::Ok => "ok  ",
-            Status::Warn => "warn",
             Status::Fail => "FAIL",
         };
         println!("[{mark}] {}", c.name);
