@@ -1,11 +1,17 @@
 //! API keys, scopes and the per-key rate limit, as one middleware in front of
 //! every protected route.
 //!
-//! A request carries `Authorization: Bearer KEY`; the server hashes KEY and
-//! looks the hash up, so clear-text keys exist only in the client and in
-//! `GLASSBOX_API_KEY`. No key: 401. A key without the route's scope: 403. A
-//! key over its rate: 429 with `Retry-After`. With no key configured at all
-//! the server only listens on 127.0.0.1 and every caller is `anonymous`.
+//! A request carries `Authorization: Bearer KEY` (the scheme in any case,
+//! RFC 7235); the server hashes KEY and looks the hash up, so clear-text keys
+//! exist only in the client and in `GLASSBOX_API_KEY`. No key: 401. A key
+//! without the route's scope: 403. A key over its rate: 429 with
+//! `Retry-After`. With no key configured at all the server only listens on
+//! 127.0.0.1 and every caller is `anonymous` (see [`crate::keyless`]).
+//!
+//! Rate limits count work, not HTTP requests: the guard takes one unit when a
+//! request arrives, and a handler that learns from the body that the request
+//! is bigger (an embeddings call with 500 inputs, a chat with a long prompt)
+//! charges the rest with [`RateLimiter::charge`] before any work starts.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -25,6 +31,32 @@ use crate::state::AppState;
 pub struct Caller {
     /// The key's name, or `anonymous` when no keys are configured.
     pub name: String,
+    /// The key's rate limit, if it has one.
+    pub limit: Option<RateLimit>,
+}
+
+/// What a request costs against its key's rate limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Runs: one per request, one per embedding input.
+    pub units: u64,
+    /// Estimated tokens (prompt text and requested completion tokens).
+    pub tokens: u64,
+}
+
+impl Work {
+    /// One run and nothing else: what the guard takes for every request.
+    pub const ONE: Work = Work {
+        units: 1,
+        tokens: 0,
+    };
+}
+
+/// Rough token count of `text` before any tokenizer has seen it: about four
+/// characters a token for English (the usual rule of thumb), never zero for
+/// non-empty text. Used only to decide admission.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
 }
 
 /// The accepted keys, by hash.
@@ -51,18 +83,12 @@ impl Keys {
     }
 
     /// The caller, if the request may use a route that needs one of `scopes`.
-    pub fn check(
-        &self,
-        headers: &HeaderMap,
-        scopes: &[Scope],
-    ) -> Result<(Caller, Option<RateLimit>), ApiError> {
+    pub fn check(&self, headers: &HeaderMap, scopes: &[Scope]) -> Result<Caller, ApiError> {
         if !self.required() {
-            return Ok((
-                Caller {
-                    name: "anonymous".into(),
-                },
-                self.default_limit,
-            ));
+            return Ok(Caller {
+                name: "anonymous".into(),
+                limit: self.default_limit,
+            });
         }
         let unauthorized = |message: &str| {
             ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
@@ -74,12 +100,7 @@ impl Keys {
         let token = value
             .to_str()
             .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(bearer_token)
             .ok_or_else(|| unauthorized("the `Authorization` header is not `Bearer KEY`"))?;
         let key = self
             .by_hash
@@ -98,13 +119,23 @@ impl Keys {
             )
             .hint("use a key with that scope, or add it to the key in the config file"));
         }
-        Ok((
-            Caller {
-                name: key.name.clone(),
-            },
-            key.rate_limit.or(self.default_limit),
-        ))
+        Ok(Caller {
+            name: key.name.clone(),
+            limit: key.rate_limit.or(self.default_limit),
+        })
     }
+}
+
+/// The credentials of `Bearer TOKEN`; the scheme is case-insensitive
+/// (RFC 7235 section 2.1), so `bearer` and `BEARER` work too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_start();
+    let (scheme, rest) = value.split_once([' ', '\t'])?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim();
+    (!token.is_empty()).then_some(token)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,34 +144,196 @@ struct Bucket {
     last: Instant,
 }
 
-/// Token buckets, one per key name.
+impl Bucket {
+    fn full(capacity: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: capacity,
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, capacity: f64, per_second: f64, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * per_second).min(capacity);
+        self.last = now;
+    }
+
+    /// Seconds until `cost` fits.
+    fn wait_for(&self, cost: f64, per_second: f64) -> u64 {
+        let wait = (cost - self.tokens) / per_second;
+        wait.ceil().clamp(1.0, 86_400.0) as u64
+    }
+}
+
+/// A key's buckets: units of work, and estimated tokens when configured.
+#[derive(Debug, Clone, Copy)]
+struct Buckets {
+    units: Bucket,
+    tokens: Bucket,
+}
+
+/// Why [`RateLimiter::take`] said no.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Enough will be there in this many seconds.
+    Wait { secs: u64, what: Measure },
+    /// The request costs more than the bucket ever holds: it can never pass.
+    TooBig {
+        what: Measure,
+        cost: u64,
+        capacity: u64,
+    },
+}
+
+/// Which bucket refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Units,
+    Tokens,
+}
+
+/// Token buckets, one pair per key name.
 #[derive(Debug, Default)]
 pub struct RateLimiter {
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<String, Buckets>>,
 }
 
 impl RateLimiter {
-    /// Takes one token for `who`, or says in how many seconds one will be there.
-    pub fn take(&self, who: &str, limit: RateLimit) -> Result<(), u64> {
-        self.take_at(who, limit, Instant::now())
+    /// Takes `work` from `who`'s buckets (both or neither), or says why not.
+    pub fn take(&self, who: &str, limit: RateLimit, work: Work) -> Result<(), Refusal> {
+        self.take_at(who, limit, work, work, Instant::now())
     }
 
-    fn take_at(&self, who: &str, limit: RateLimit, now: Instant) -> Result<(), u64> {
+    /// Takes `more` for the caller, for a request whose whole cost is
+    /// `total` (the guard took part of it already), or answers 429 naming
+    /// the limit.
+    pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ApiError> {
+        let Some(limit) = caller.limit else {
+            return Ok(());
+        };
+        self.take_at(&caller.name, limit, more, total, Instant::now())
+            .map_err(|refusal| rate_limited(&caller.name, limit, total, refusal))
+    }
+
+    /// Takes `tokens` more without checking (the bucket may go into debt):
+    /// for usage learnt after the work was done, so that a request whose
+    /// real cost exceeded its estimate delays the key's next ones.
+    pub fn settle(&self, caller: &Caller, tokens: u64) {
+        let Some(limit) = caller.limit else { return };
+        let Some(per_minute) = limit.tokens_per_minute else {
+            return;
+        };
+        let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let capacity = per_minute as f64;
+        let b = buckets
+            .entry(caller.name.clone())
+            .or_insert_with(|| Buckets {
+                units: Bucket::full(f64::from(limit.burst.max(1)), now),
+                tokens: Bucket::full(capacity, now),
+            });
+        b.tokens.refill(capacity, capacity / 60.0, now);
+        b.tokens.tokens = (b.tokens.tokens - tokens as f64).max(-capacity);
+    }
+
+    /// Takes `work`; refuses for good when `total` (the request's whole
+    /// cost, `work` and what was taken before) can never fit.
+    fn take_at(
+        &self,
+        who: &str,
+        limit: RateLimit,
+        work: Work,
+        total: Work,
+        now: Instant,
+    ) -> Result<(), Refusal> {
         let burst = f64::from(limit.burst.max(1));
-        let b = buckets.entry(who.to_string()).or_insert(Bucket {
-            tokens: burst,
-            last: now,
+        let tpm = limit.tokens_per_minute.map(|t| t.max(1) as f64);
+        if total.units as f64 > burst {
+            return Err(Refusal::TooBig {
+                what: Measure::Units,
+                cost: total.units,
+                capacity: u64::from(limit.burst),
+            });
+        }
+        if let Some(capacity) = tpm
+            && total.tokens as f64 > capacity
+        {
+            return Err(Refusal::TooBig {
+                what: Measure::Tokens,
+                cost: total.tokens,
+                capacity: capacity as u64,
+            });
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let b = buckets.entry(who.to_string()).or_insert_with(|| Buckets {
+            units: Bucket::full(burst, now),
+            tokens: Bucket::full(tpm.unwrap_or(0.0), now),
         });
-        let elapsed = now.saturating_duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * limit.requests_per_second).min(burst);
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Ok(())
-        } else {
-            let wait = (1.0 - b.tokens) / limit.requests_per_second;
-            Err(wait.ceil().clamp(1.0, 86_400.0) as u64)
+        b.units.refill(burst, limit.requests_per_second, now);
+        let units = work.units as f64;
+        if b.units.tokens < units {
+            return Err(Refusal::Wait {
+                secs: b.units.wait_for(units, limit.requests_per_second),
+                what: Measure::Units,
+            });
+        }
+        if let Some(capacity) = tpm {
+            b.tokens.refill(capacity, capacity / 60.0, now);
+            let tokens = work.tokens as f64;
+            if b.tokens.tokens < tokens {
+                return Err(Refusal::Wait {
+                    secs: b.tokens.wait_for(tokens, capacity / 60.0),
+                    what: Measure::Tokens,
+                });
+            }
+            b.tokens.tokens -= tokens;
+        }
+        b.units.tokens -= units;
+        Ok(())
+    }
+}
+
+/// The 429 for a refused charge.
+fn rate_limited(who: &str, limit: RateLimit, work: Work, refusal: Refusal) -> ApiError {
+    let tpm = limit.tokens_per_minute.unwrap_or(0);
+    match refusal {
+        Refusal::Wait { secs, what } => {
+            let message = match what {
+                Measure::Units => format!(
+                    "key `{who}` is over its rate limit of {} requests per second (burst {}); \
+                     this request counts {} (one per run, one per embedding input)",
+                    limit.requests_per_second, limit.burst, work.units
+                ),
+                Measure::Tokens => format!(
+                    "key `{who}` is over its limit of {tpm} tokens per minute; \
+                     this request counts about {} tokens",
+                    work.tokens
+                ),
+            };
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+                .hint("retry after the number of seconds in `Retry-After`")
+                .retry_after(secs)
+        }
+        Refusal::TooBig {
+            what,
+            cost,
+            capacity,
+        } => {
+            let (unit, name) = match what {
+                Measure::Units => ("runs", "`burst`"),
+                Measure::Tokens => ("tokens", "`tokens_per_minute`"),
+            };
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "request_too_large_for_rate_limit",
+                format!(
+                    "this request counts {cost} {unit}, more than key `{who}`'s rate limit \
+                     ever allows at once ({name} = {capacity})"
+                ),
+            )
+            .hint(format!(
+                "split it into requests of at most {capacity} {unit}, or raise {name} in the server config"
+            ))
         }
     }
 }
@@ -154,25 +347,12 @@ pub struct Guard {
 
 /// The middleware: authenticate, authorise, rate-limit.
 pub async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
-    let (caller, limit) = match g.state.keys.check(req.headers(), g.scopes) {
+    let caller = match g.state.keys.check(req.headers(), g.scopes) {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    if let Some(limit) = limit
-        && let Err(secs) = g.state.limiter.take(&caller.name, limit)
-    {
-        g.state.metrics.rejected("-", "rate_limited");
-        return ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!(
-                "key `{}` is over its rate limit of {} requests per second (burst {})",
-                caller.name, limit.requests_per_second, limit.burst
-            ),
-        )
-        .hint("retry after the number of seconds in `Retry-After`")
-        .retry_after(secs)
-        .into_response();
+    if let Err(e) = g.state.charge(&caller, Work::ONE, Work::ONE) {
+        return e.into_response();
     }
     req.extensions_mut().insert(caller);
     next.run(req).await
@@ -183,19 +363,97 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn at(
+        l: &RateLimiter,
+        who: &str,
+        limit: RateLimit,
+        work: Work,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        l.take_at(who, limit, work, work, now)
+    }
+
     #[test]
     fn bucket_allows_burst_then_refills() {
         let l = RateLimiter::default();
         let limit = RateLimit {
             requests_per_second: 1.0,
             burst: 2,
+            tokens_per_minute: None,
         };
         let t0 = Instant::now();
-        assert!(l.take_at("a", limit, t0).is_ok());
-        assert!(l.take_at("a", limit, t0).is_ok());
-        assert_eq!(l.take_at("a", limit, t0), Err(1));
-        assert!(l.take_at("b", limit, t0).is_ok(), "buckets are per key");
-        assert!(l.take_at("a", limit, t0 + Duration::from_secs(1)).is_ok());
+        let one = Work::ONE;
+        assert!(at(&l, "a", limit, one, t0).is_ok());
+        assert!(at(&l, "a", limit, one, t0).is_ok());
+        let wait = Refusal::Wait {
+            secs: 1,
+            what: Measure::Units,
+        };
+        assert_eq!(at(&l, "a", limit, one, t0), Err(wait));
+        assert!(at(&l, "b", limit, one, t0).is_ok(), "buckets are per key");
+        assert!(at(&l, "a", limit, one, t0 + Duration::from_secs(1)).is_ok());
+    }
+
+    #[test]
+    fn work_counts_units_and_tokens_all_or_nothing() {
+        let l = RateLimiter::default();
+        let limit = RateLimit {
+            requests_per_second: 1.0,
+            burst: 10,
+            tokens_per_minute: Some(600),
+        };
+        let t0 = Instant::now();
+        let work = |units, tokens| Work { units, tokens };
+        assert!(at(&l, "a", limit, work(8, 100), t0).is_ok());
+        // 3 more units do not fit (2 left): nothing is taken.
+        assert_eq!(
+            at(&l, "a", limit, work(3, 10), t0),
+            Err(Refusal::Wait {
+                secs: 1,
+                what: Measure::Units
+            })
+        );
+        // 600 tokens per minute refill at 10 per second; 500 left.
+        assert_eq!(
+            at(&l, "a", limit, work(1, 520), t0),
+            Err(Refusal::Wait {
+                secs: 2,
+                what: Measure::Tokens
+            })
+        );
+        assert!(at(&l, "a", limit, work(2, 500), t0).is_ok());
+        assert!(matches!(
+            at(&l, "b", limit, work(11, 0), t0),
+            Err(Refusal::TooBig {
+                cost: 11,
+                capacity: 10,
+                ..
+            })
+        ));
+        assert!(matches!(
+            at(&l, "b", limit, work(1, 601), t0),
+            Err(Refusal::TooBig {
+                what: Measure::Tokens,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn estimates_about_four_characters_a_token() {
+        assert_eq!(estimate_tokens(""), 0);
+        assert_eq!(estimate_tokens("hi"), 1);
+        assert_eq!(estimate_tokens("hello world!"), 3);
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer k"), Some("k"));
+        assert_eq!(bearer_token("BEARER k"), Some("k"));
+        assert_eq!(bearer_token("bEaReR   k  "), Some("k"));
+        assert_eq!(bearer_token("Basic k"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearerk"), None);
     }
 
     #[test]
@@ -209,6 +467,7 @@ mod tests {
             rate_limit: None,
         });
         let keys = Keys::new(&c);
+        let name = |h: &HeaderMap, s| keys.check(h, s).map(|c| c.name);
         let mut h = HeaderMap::new();
         assert_eq!(
             keys.check(&h, &[Scope::Run]).unwrap_err().status,
@@ -219,9 +478,11 @@ mod tests {
             keys.check(&h, &[Scope::Run]).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
-        assert_eq!(keys.check(&h, &[Scope::Read]).unwrap().0.name, "reader");
+        assert_eq!(name(&h, &[Scope::Read]).unwrap(), "reader");
         h.insert(header::AUTHORIZATION, "Bearer k1".parse().unwrap());
-        assert_eq!(keys.check(&h, &[Scope::Run]).unwrap().0.name, "env");
+        assert_eq!(name(&h, &[Scope::Run]).unwrap(), "env");
+        h.insert(header::AUTHORIZATION, "BEARER k1".parse().unwrap());
+        assert_eq!(name(&h, &[Scope::Run]).unwrap(), "env");
         h.insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
         assert_eq!(
             keys.check(&h, &[Scope::Read]).unwrap_err().status,

@@ -10,10 +10,18 @@
 //! body_limit_bytes = 1048576
 //! max_concurrency = 16         # in-flight requests per topology
 //! cors_origins = ["https://app.example.com"]
+//! max_embedding_inputs = 256   # inputs per /v1/embeddings request
+//!
+//! [connections]                # every field optional; these are the defaults
+//! header_timeout_ms = 10000    # from a request's first byte to its last header
+//! body_timeout_ms = 30000      # from the headers to the body's last byte
+//! idle_timeout_ms = 60000      # a keep-alive connection with no request
+//! max_per_client = 512         # open connections per client IP address
 //!
 //! [rate_limit]                 # per key (token bucket); absent: no limit
-//! requests_per_second = 20.0
+//! requests_per_second = 20.0   # units of work: an embedding input is one
 //! burst = 40
+//! tokens_per_minute = 200000   # optional: estimated tokens (prompt + max_tokens)
 //!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
@@ -27,6 +35,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -39,6 +48,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 /// Default port.
 pub const DEFAULT_PORT: u16 = 8080;
+/// Default cap on the inputs of one `/v1/embeddings` request.
+pub const DEFAULT_MAX_EMBEDDING_INPUTS: usize = 256;
 
 /// What a key may do. `admin` implies the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -62,12 +73,57 @@ impl Scope {
     }
 }
 
-/// A token bucket: `burst` requests at once, refilled at `requests_per_second`.
+/// Token buckets: `burst` units of work at once, refilled at
+/// `requests_per_second`; a request costs one unit per run it makes (an
+/// embeddings call: one per input). With `tokens_per_minute`, a second
+/// bucket of that size counts estimated tokens (see [`crate::auth::Work`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
     pub requests_per_second: f64,
     pub burst: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// Time limits and a per-address cap for every inbound connection, so a
+/// client that sends slowly (or not at all) cannot hold connections open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Connections {
+    /// From the first byte of a request to the end of its headers.
+    pub header_timeout_ms: u64,
+    /// From the end of the headers to the last byte of the body.
+    pub body_timeout_ms: u64,
+    /// How long a connection may wait for its next request (keep-alive).
+    pub idle_timeout_ms: u64,
+    /// Open connections per client IP address; more are answered 429 and closed.
+    pub max_per_client: usize,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Connections {
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            max_per_client: 512,
+        }
+    }
+}
+
+impl Connections {
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
 }
 
 /// One API key as written in the config file.
@@ -101,6 +157,9 @@ pub struct ConfigFile {
     pub max_concurrency: Option<usize>,
     #[serde(default)]
     pub cors_origins: Vec<String>,
+    pub max_embedding_inputs: Option<usize>,
+    #[serde(default)]
+    pub connections: Connections,
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub topologies: BTreeMap<String, TopologySettings>,
@@ -134,6 +193,8 @@ pub struct Config {
     pub body_limit_bytes: usize,
     pub max_concurrency: usize,
     pub cors_origins: Vec<String>,
+    pub max_embedding_inputs: usize,
+    pub connections: Connections,
     pub rate_limit: Option<RateLimit>,
     pub topologies: BTreeMap<String, TopologySettings>,
     pub keys: Vec<ApiKey>,
@@ -196,6 +257,25 @@ impl Config {
                     r.requests_per_second, r.burst
                 ));
             }
+            if r.tokens_per_minute == Some(0) {
+                problems.push("rate_limit: `tokens_per_minute` must be at least 1".into());
+            }
+        }
+        let c = &file.connections;
+        for (name, ms) in [
+            ("header_timeout_ms", c.header_timeout_ms),
+            ("body_timeout_ms", c.body_timeout_ms),
+            ("idle_timeout_ms", c.idle_timeout_ms),
+        ] {
+            if ms == 0 {
+                problems.push(format!("connections: `{name}` must be at least 1"));
+            }
+        }
+        if c.max_per_client == 0 {
+            problems.push("connections: `max_per_client` must be at least 1".into());
+        }
+        if file.max_embedding_inputs == Some(0) {
+            problems.push("`max_embedding_inputs` must be at least 1".into());
         }
         if file.body_limit_bytes == Some(0) {
             problems.push("`body_limit_bytes` must be at least 1".into());
@@ -222,6 +302,10 @@ impl Config {
             body_limit_bytes: file.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             max_concurrency: file.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
             cors_origins: file.cors_origins,
+            max_embedding_inputs: file
+                .max_embedding_inputs
+                .unwrap_or(DEFAULT_MAX_EMBEDDING_INPUTS),
+            connections: file.connections,
             rate_limit: file.rate_limit,
             topologies: file.topologies,
             keys: file
@@ -306,6 +390,28 @@ mod tests {
         assert!(err.contains("64 hex digits"), "{err}");
         assert!(err.contains("`scopes` is empty"), "{err}");
         assert!(err.contains("`max_concurrency`"), "{err}");
+    }
+
+    #[test]
+    fn connection_limits_have_defaults_and_are_checked() {
+        let c = Config::default();
+        assert_eq!(c.connections.header_timeout(), Duration::from_secs(10));
+        assert_eq!(c.connections.body_timeout(), Duration::from_secs(30));
+        assert_eq!(c.connections.idle_timeout(), Duration::from_secs(60));
+        assert_eq!(c.max_embedding_inputs, DEFAULT_MAX_EMBEDDING_INPUTS);
+        let c = Config::parse("[connections]\nidle_timeout_ms = 500").unwrap();
+        assert_eq!(c.connections.idle_timeout_ms, 500);
+        assert_eq!(
+            c.connections.header_timeout_ms, 10_000,
+            "others keep defaults"
+        );
+        let err = Config::parse(
+            "max_embedding_inputs = 0\n[connections]\nbody_timeout_ms = 0\nmax_per_client = 0",
+        )
+        .unwrap_err();
+        assert!(err.contains("`body_timeout_ms`"), "{err}");
+        assert!(err.contains("`max_per_client`"), "{err}");
+        assert!(err.contains("`max_embedding_inputs`"), "{err}");
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! Errors: [`ApiError`] is what a request gets back (status code plus
 //! `{"error":{"code","message","hint"}}`), [`ServerError`] is why the server
-//! could not start or stop cleanly.
+//! could not start or stop cleanly. [`json_errors`] makes sure every error
+//! response is JSON, including those no handler wrote (unknown methods, a
+//! layer's bare status).
 
 use axum::Json;
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -90,6 +94,87 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::RETRY_AFTER, v);
         }
         response
+    }
+}
+
+/// The longest non-JSON error body kept as the message.
+const MAX_PLAIN_ERROR: usize = 4096;
+
+/// Middleware, outermost: an error response that is not JSON becomes an
+/// [`ApiError`] with the same status and headers, its text as the message.
+/// Handlers already answer JSON; this catches what they never see (a 405
+/// from the router, a rejection from an extractor added later).
+pub async fn json_errors(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_PLAIN_ERROR)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let error = if status == StatusCode::METHOD_NOT_ALLOWED {
+        let allowed = parts
+            .headers
+            .get(header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        ApiError::new(
+            status,
+            "method_not_allowed",
+            format!("`{method}` is not allowed on `{path}`"),
+        )
+        .hint(format!("allowed: {allowed}"))
+    } else {
+        let message = if text.is_empty() {
+            status
+                .canonical_reason()
+                .unwrap_or("error")
+                .to_ascii_lowercase()
+        } else {
+            text
+        };
+        ApiError::new(status, code_for(status), message)
+    };
+    let mut out = error.into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// A machine code for an error status nobody named.
+fn code_for(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "bad_request",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        408 => "request_timeout",
+        413 => "body_too_large",
+        415 => "unsupported_media_type",
+        422 => "invalid_body",
+        429 => "too_many_requests",
+        431 => "headers_too_large",
+        503 => "unavailable",
+        504 => "timeout",
+        500..=599 => "internal",
+        _ => "http_error",
     }
 }
 

@@ -18,17 +18,25 @@
 //!
 //! Why this shape: the server is a thin layer over the engine and the store.
 //! Admission control happens before any work (API key and scope, per-key
-//! token bucket, per-topology semaphore answered with 429 rather than a
-//! queue), so overload shows up as fast rejections, never as unbounded
-//! memory or latency. Metrics are derived from the very trace records that
-//! go to the store, so the two cannot disagree.
+//! token buckets that count work, per-topology semaphore answered with 429
+//! rather than a queue), so overload shows up as fast rejections, never as
+//! unbounded memory or latency. Metrics are derived from the very trace
+//! records that go to the store, so the two cannot disagree.
+//!
+//! Inbound hardening (docs/security.md): every connection has header, body
+//! and idle time limits and a per-address cap ([`connection`]); without API
+//! keys only loopback `Host`s and same-origin state changes are accepted
+//! ([`keyless`]); every error is JSON ([`error::json_errors`]); the
+//! dashboard is served under a strict Content-Security-Policy.
 
 pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod connection;
 pub mod dashboard;
 pub mod error;
+pub mod keyless;
 pub mod metrics;
 pub mod openai;
 pub mod openapi;
@@ -44,7 +52,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post};
 use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -235,13 +243,18 @@ impl Server {
         let ready = state.ready.clone();
         let draining = stop.clone();
         let app = router(state.clone());
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
+        connection::serve(
+            self.listener,
+            app,
+            state.config.connections,
+            state.metrics.clone(),
+            async move {
                 shutdown.await;
                 ready.store(false, Ordering::Release);
                 draining.cancel();
-            })
-            .await?;
+            },
+        )
+        .await;
         stop.cancel();
         let _ = poller.await;
         let writer = state.writer.clone();
@@ -351,7 +364,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(system::metrics))
         .route("/", get(dashboard::index))
         .route("/assets/{file}", get(dashboard::asset));
-    let mut app = Router::new()
+    let mut app: Router<AppState> = Router::new()
         .merge(run)
         .merge(read)
         .merge(models)
@@ -362,7 +375,11 @@ pub fn router(state: AppState) -> Router {
     if let Some(cors) = cors(&state.config) {
         app = app.layer(cors);
     }
-    app.with_state(state)
+    // Outermost: keyless checks before anything else runs, and every error
+    // on the way out is JSON (the keyless refusals included).
+    app.layer(from_fn_with_state(state.clone(), keyless::guard))
+        .layer(from_fn(error::json_errors))
+        .with_state(state)
 }
 
 /// CORS is off unless origins are configured (`*` allows any).

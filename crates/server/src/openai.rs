@@ -16,9 +16,15 @@
 //! Embeddings: `model` is a topology whose entry nodes are `embedding`
 //! nodes; each input string is one request (`{"question": TEXT}`) and the
 //! topology's output must carry `vector`.
+//!
+//! Rate limits count work: an embeddings call is charged one unit per input
+//! (at most `max_embedding_inputs` of them), and with `tokens_per_minute`
+//! chats and embeddings are charged their estimated tokens before they run
+//! and the difference to the real usage after ([`crate::auth`]).
 
 use std::convert::Infallible;
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -32,6 +38,7 @@ use utoipa::ToSchema;
 use crate::api::body::JsonBody;
 use crate::api::request_id_header;
 use crate::api::runs::failure_status;
+use crate::auth::{Caller, Work, estimate_tokens};
 use crate::catalog::StreamMode;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -63,6 +70,26 @@ pub struct ChatRequest {
     pub stream: bool,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// Counted against `tokens_per_minute` (the topology decides the real
+    /// limit); `max_completion_tokens` is read the same way.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+}
+
+impl ChatRequest {
+    /// Estimated tokens: every message's text and the completion asked for.
+    fn estimated_tokens(&self) -> u64 {
+        let prompt: u64 = self
+            .messages
+            .iter()
+            .filter_map(|m| content_text(&m.content))
+            .map(|t| estimate_tokens(&t))
+            .sum();
+        let completion = self.max_completion_tokens.or(self.max_tokens).unwrap_or(0);
+        prompt.saturating_add(completion)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
@@ -202,12 +229,20 @@ fn run_failed(outcome: &Outcome, err: &glassbox_engine::ExecError) -> ApiError {
 )]
 pub async fn chat_completions(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
     let admitted = state
         .admit(&req.model)
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
+    // The guard took the request's unit; this adds its tokens.
+    let estimate = req.estimated_tokens();
+    let more = Work {
+        units: 0,
+        tokens: estimate,
+    };
+    state.charge(&caller, more, Work { units: 1, ..more })?;
     let input = json!({ "question": text });
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
@@ -216,6 +251,10 @@ pub async fn chat_completions(
     let outcome = admitted
         .run(&state.engine, input, RunOptions::default())
         .await;
+    let usage = llm_usage(&outcome);
+    state
+        .limiter
+        .settle(&caller, usage.total_tokens.saturating_sub(estimate));
     let rid = outcome.trace.record.request_id.to_string();
     let output = match &outcome.result {
         Ok(v) => v,
@@ -239,7 +278,7 @@ pub async fn chat_completions(
             },
             finish_reason: "stop".into(),
         }],
-        usage: llm_usage(&outcome),
+        usage,
     };
     let mut r = Json(body).into_response();
     request_id_header(&mut r, &rid);
@@ -415,7 +454,20 @@ pub struct EmbeddingList {
     pub usage: EmbeddingUsage,
 }
 
-fn inputs(v: &Value) -> Result<Vec<String>, ApiError> {
+/// The input strings, at most `cap` of them.
+fn inputs(v: &Value, cap: usize) -> Result<Vec<String>, ApiError> {
+    if let Value::Array(items) = v
+        && items.len() > cap
+    {
+        return Err(ApiError::bad_request(
+            "too_many_inputs",
+            format!(
+                "`input` has {} items; this server takes at most {cap} per request",
+                items.len()
+            ),
+        )
+        .hint("split the inputs into several requests, or raise `max_embedding_inputs` in the server config"));
+    }
     let bad = || {
         ApiError::bad_request(
             "bad_input",
@@ -461,9 +513,10 @@ pub fn base64(bytes: &[u8]) -> String {
 )]
 pub async fn embeddings(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     JsonBody(req): JsonBody<EmbeddingRequest>,
 ) -> Result<Response, ApiError> {
-    let texts = inputs(&req.input)?;
+    let texts = inputs(&req.input, state.config.max_embedding_inputs)?;
     let base64_out = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -485,6 +538,20 @@ pub async fn embeddings(
         )
         .hint("GET /v1/topologies shows `embeddings: true` for topologies that can serve /v1/embeddings"));
     }
+    // Each input is one run: the guard took one unit, this takes the rest.
+    let estimate: u64 = texts.iter().map(|t| estimate_tokens(t)).sum();
+    let total = Work {
+        units: texts.len() as u64,
+        tokens: estimate,
+    };
+    state.charge(
+        &caller,
+        Work {
+            units: total.units.saturating_sub(1),
+            ..total
+        },
+        total,
+    )?;
     let mut data = Vec::with_capacity(texts.len());
     let mut ids = Vec::with_capacity(texts.len());
     let mut tokens = 0u64;
@@ -535,6 +602,9 @@ pub async fn embeddings(
             embedding,
         });
     }
+    state
+        .limiter
+        .settle(&caller, tokens.saturating_sub(estimate));
     let mut r = Json(EmbeddingList {
         object: "list".into(),
         data,
@@ -624,5 +694,28 @@ mod tests {
         let none: ChatRequest =
             serde_json::from_value(json!({"model": "m", "messages": []})).unwrap();
         assert_eq!(question(&none).unwrap_err().code, "bad_input");
+    }
+
+    #[test]
+    fn caps_embedding_inputs_and_names_the_cap() {
+        assert_eq!(inputs(&json!(["a", "b"]), 2).unwrap().len(), 2);
+        let e = inputs(&json!(["a", "b", "c"]), 2).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (400, "too_many_inputs"));
+        assert!(e.message.contains("at most 2"), "{}", e.message);
+        assert_eq!(inputs(&json!("one"), 1).unwrap(), vec!["one".to_string()]);
+    }
+
+    #[test]
+    fn chats_are_estimated_from_messages_and_max_tokens() {
+        let req: ChatRequest = serde_json::from_value(json!({
+            "model": "m",
+            "max_tokens": 100,
+            "messages": [
+                {"role": "system", "content": "12345678"},
+                {"role": "user", "content": "1234"}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(req.estimated_tokens(), 103);
     }
 }

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use glassbox_store::{StoreWriter, TraceStore};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::{Keys, RateLimiter};
+use crate::auth::{Caller, Keys, RateLimiter, Work};
 use crate::catalog::{Catalog, Served};
 use crate::config::Config;
 use crate::error::ApiError;
@@ -232,6 +232,14 @@ impl AppState {
             _permit: permit,
             _in_flight: self.metrics.in_flight(id),
         })
+    }
+
+    /// Takes `more` from the caller's rate limit for a request whose whole
+    /// cost is `total`, or answers 429.
+    pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ApiError> {
+        self.limiter
+            .charge(caller, more, total)
+            .inspect_err(|e| self.metrics.rejected("-", e.code))
     }
 
     /// Runs `f` with a read connection on a blocking thread.

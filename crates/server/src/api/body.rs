@@ -1,11 +1,14 @@
-//! A JSON body extractor whose rejections are [`ApiError`]s (so a malformed
-//! or oversized body gets the same error shape as everything else).
+//! A JSON body extractor whose rejections are [`ApiError`]s (so a malformed,
+//! oversized or too slowly sent body gets the same error shape as everything
+//! else).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::connection::BodyTimeout;
 use crate::error::ApiError;
 
 /// Like `axum::Json`, with JSON errors.
@@ -17,14 +20,37 @@ where
     T: DeserializeOwned,
     S: Send + Sync,
 {
-    type Rejection = ApiError;
+    type Rejection = Response;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(JsonBody(v)),
-            Err(rejection) => Err(rejection_error(rejection)),
+            Err(rejection) => match body_timeout(&rejection) {
+                Some(t) => {
+                    // The rest of the body may still be on its way: close.
+                    let mut r = ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", t.to_string())
+                        .hint("send the body faster, or raise `connections.body_timeout_ms` in the server config")
+                        .into_response();
+                    r.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    Err(r)
+                }
+                None => Err(rejection_error(rejection).into_response()),
+            },
         }
     }
+}
+
+/// The body deadline, if that is why reading the body failed.
+fn body_timeout(r: &JsonRejection) -> Option<BodyTimeout> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(r);
+    while let Some(e) = source {
+        if let Some(t) = e.downcast_ref::<BodyTimeout>() {
+            return Some(*t);
+        }
+        source = e.source();
+    }
+    None
 }
 
 fn rejection_error(r: JsonRejection) -> ApiError {

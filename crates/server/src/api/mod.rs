@@ -1,6 +1,7 @@
 //! The `/v1` JSON API, one module per resource.
 
 pub mod body;
+pub mod extract;
 pub mod reports;
 pub mod runs;
 pub mod system;

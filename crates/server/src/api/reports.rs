@@ -2,8 +2,9 @@
 //! report`): cost and latency P50/P95/P99 per topology and group (day, week,
 //! version, model), node shares, path mix and failure rates.
 
+use crate::api::extract::{Path, Query};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use glassbox_store::report::{self, GroupBy, ReportOptions};
 use serde::Deserialize;
 use serde_json::Value;

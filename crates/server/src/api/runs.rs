@@ -1,15 +1,17 @@
 //! `POST /v1/topologies/{id}/runs`: one request through a topology.
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use glassbox_engine::{ExecError, NodeError, Outcome, RunOptions};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::body::JsonBody;
+use crate::api::extract::Path;
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::state::AppState;
 
@@ -137,6 +139,7 @@ pub fn check_input(input: &Value) -> Result<(), ApiError> {
 )]
 pub async fn create_run(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     JsonBody(input): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
@@ -145,6 +148,11 @@ pub async fn create_run(
     let outcome = admitted
         .run(&state.engine, input, RunOptions::default())
         .await;
+    // A run's tokens are known only afterwards: they count against the
+    // key's `tokens_per_minute` from now on.
+    state
+        .limiter
+        .settle(&caller, crate::openai::llm_usage(&outcome).total_tokens);
     let body = RunResponse::from_outcome(&outcome);
     let status = match &outcome.result {
         Ok(_) => StatusCode::OK,

@@ -1,7 +1,8 @@
 //! `GET /v1/topologies` and `GET /v1/topologies/{id}` (with its graph).
 
+use crate::api::extract::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;

@@ -1,7 +1,8 @@
 //! `GET /v1/traces` (filtered, sorted) and `GET /v1/traces/{request_id}`.
 
+use crate::api::extract::{Path, Query};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use glassbox_store::{Filter, ListQuery, RequestSummary, Sort, StoredTrace};
 use glassbox_trace::RequestId;
 use serde::{Deserialize, Serialize};

@@ -108,6 +108,50 @@ fn bad_runs_get_json_errors_with_codes() {
     assert_eq!((r.status, r.code().as_str()), (404, "not_found"));
 }
 
+/// Issue 14, item 9: axum's own rejections (a path that is not UTF-8, a
+/// query of the wrong type, a method the route lacks) were plain text.
+#[test]
+fn rejections_and_fallbacks_are_json_too() {
+    let s = server();
+    let r = s.get("/v1/traces/%ff%fe", None);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "bad_path"),
+        "{}",
+        r.text
+    );
+    let r = s.get("/v1/traces?limit=-1", None);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "bad_query"),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit"),
+        "{}",
+        r.text
+    );
+    let r = s.get("/v1/admin/reload", None);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (405, "method_not_allowed"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.header("allow"), Some("POST"));
+    let r = s.raw(
+        &format!("DELETE /v1/traces HTTP/1.1\r\nHost: {}", s.addr()),
+        "",
+    );
+    assert_eq!((r.status, r.code().as_str()), (405, "method_not_allowed"));
+    let r = s.get("/assets/..%2Fsecret", None);
+    assert_eq!((r.status, r.code().as_str()), (404, "asset_not_found"));
+}
+
 #[test]
 fn topologies_show_their_graph_and_invalid_files_are_reported() {
     let s = server();

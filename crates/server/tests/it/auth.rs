@@ -104,6 +104,20 @@ fn scopes_decide_what_a_key_may_do() {
     );
 }
 
+/// Issue 14, item 9: `BEARER KEY` was refused; the scheme is
+/// case-insensitive (RFC 7235).
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let s = keyed();
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} read-key");
+        let r = s.get_with("/v1/topologies", &[("Authorization", &auth)]);
+        assert_eq!(r.status, 200, "{scheme}: {}", r.text);
+    }
+    let r = s.get_with("/v1/topologies", &[("Authorization", "Basic read-key")]);
+    assert_eq!((r.status, r.code().as_str()), (401, "unauthorized"));
+}
+
 #[test]
 fn without_keys_the_server_listens_on_loopback_only_and_says_so() {
     let dir = tempfile::tempdir().unwrap();

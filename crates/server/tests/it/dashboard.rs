@@ -299,6 +299,48 @@ fn dashboard_pages_show_topologies_traces_and_reports_without_console_errors() {
         "axis labels {axis:?}"
     );
     f.assert_clean("reports");
+
+    // Every page above ran under the dashboard's Content-Security-Policy
+    // with no violation; an inline script is refused, and reported.
+    f.browser.eval(
+        "(() => { const s = document.createElement('script'); \
+         s.textContent = 'window.inlineRan = true'; document.body.append(s); })()",
+    );
+    assert_eq!(f.browser.eval("window.inlineRan === true"), json!(false));
+    let problems = f.browser.problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("Content Security Policy")),
+        "the inline script was not reported as a CSP violation: {problems:#?}"
+    );
+}
+
+/// Issue 14, item 9: the dashboard sent no CSP or framing headers.
+#[test]
+fn dashboard_responses_forbid_framing_inline_code_and_sniffing() {
+    let server = serve(Config::default());
+    for path in [
+        "/",
+        "/assets/app.js",
+        "/assets/style.css",
+        "/assets/missing.js",
+    ] {
+        let r = server.get(path, None);
+        let csp = r
+            .header("content-security-policy")
+            .unwrap_or_else(|| panic!("{path}: no Content-Security-Policy"));
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{path}");
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+    }
 }
 
 /// The graph layout puts every edge downwards (longest-path layers) and

@@ -6,7 +6,9 @@
 
 mod api;
 mod auth;
+mod connections;
 mod dashboard;
+mod keyless;
 mod limits;
 mod openai;
 mod openapi;

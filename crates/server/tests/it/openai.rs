@@ -245,6 +245,61 @@ fn embeddings_come_from_embedding_topologies() {
     assert_eq!((r.status, r.code().as_str()), (400, "bad_input"));
 }
 
+/// Issue 14, item 7: one call with 500 inputs took one rate token and ran
+/// 500 embeddings. Now each input counts, and a request has a cap.
+#[test]
+fn embedding_inputs_count_against_the_rate_limit_and_are_capped() {
+    let config = Config::parse(
+        "max_embedding_inputs = 10\n[rate_limit]\nrequests_per_second = 0.001\nburst = 8",
+    )
+    .unwrap();
+    let s = TestServer::start(&[("embed.yaml", EMBED)], config);
+    let body = |n: usize| {
+        let input: Vec<String> = (0..n).map(|i| format!("text {i}")).collect();
+        json!({"model": "embed", "input": input}).to_string()
+    };
+    // Every request takes one unit when it arrives (8 → 7).
+    let r = s.post("/v1/embeddings", None, &body(11));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "too_many_inputs"),
+        "{}",
+        r.text
+    );
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("at most 10"), "{message}");
+    // 7 → 6; nine inputs never fit a burst of eight.
+    let r = s.post("/v1/embeddings", None, &body(9));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (429, "request_too_large_for_rate_limit"),
+        "{}",
+        r.text
+    );
+    // 6 → 3: three inputs, three units.
+    let r = s.post("/v1/embeddings", None, &body(3));
+    assert_eq!(r.status, 200, "{}", r.text);
+    // 3 → 2, and four inputs do not fit in what is left: nothing runs.
+    let r = s.post("/v1/embeddings", None, &body(4));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (429, "rate_limited"),
+        "{}",
+        r.text
+    );
+    assert!(r.header("retry-after").is_some());
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("counts 4"),
+        "{}",
+        r.text
+    );
+    // 2 → 1: one input still fits.
+    assert_eq!(s.post("/v1/embeddings", None, &body(1)).status, 200);
+}
+
 /// The official `openai` client (installed by `scripts/install-test-python.sh`)
 /// completes a chat, a streamed chat and an embedding request.
 #[test]

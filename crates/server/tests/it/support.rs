@@ -289,3 +289,73 @@ impl Upstream {
         self.release.send(()).unwrap();
     }
 }
+
+impl TestServer {
+    /// `host:port` of the server.
+    pub fn addr(&self) -> String {
+        self.base.trim_start_matches("http://").to_string()
+    }
+
+    /// A plain TCP connection to the server, for requests a normal client
+    /// would not send (odd `Host`s, slow headers, half a body).
+    pub fn connect(&self) -> std::net::TcpStream {
+        std::net::TcpStream::connect(self.addr()).unwrap()
+    }
+
+    /// Sends `head` (request line and headers, without the blank line) and
+    /// `body` on a new connection with `Connection: close`, and reads the answer.
+    pub fn raw(&self, head: &str, body: &str) -> Reply {
+        let mut conn = self.connect();
+        conn.set_read_timeout(Some(Duration::from_secs(120)))
+            .unwrap();
+        write!(
+            conn,
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        read_reply(&mut conn).unwrap_or_else(|| panic!("no answer to {head:?}"))
+    }
+}
+
+/// Reads one whole answer (until the server closes); None if it sent nothing.
+pub fn read_reply(conn: &mut std::net::TcpStream) -> Option<Reply> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let _ = conn.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let mut lines = head.lines();
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Some(Reply {
+        status,
+        headers,
+        text: body.to_string(),
+    })
+}
+
+/// Whether the server closed `conn` within `limit`, while `poke` is written
+/// every 100 ms (a slow client); false if it was still open.
+pub fn closed_within(conn: &mut std::net::TcpStream, limit: Duration, poke: &[u8]) -> bool {
+    use std::io::{ErrorKind, Read};
+    conn.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < limit {
+        if !poke.is_empty() && conn.write_all(poke).is_err() {
+            return true;
+        }
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
