@@ -2,7 +2,7 @@
 //! takes the retrieval path and is answered from the retrieved documents
 //! (the explanation lists their titles); small talk takes the direct path.
 
-use crate::support::{assert_exit, glassbox, root, stderr, stdout};
+use crate::support::{assert_exit, glassbox, root, stdout};
 
 fn run(topology: &str, question: &str) -> serde_json::Value {
     let out = glassbox(
