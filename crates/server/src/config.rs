@@ -15,6 +15,9 @@
 //! requests_per_second = 20.0
 //! burst = 40
 //!
+//! [outbound]                   # what nodes may reach despite the deny list
+//! allow_ranges = ["10.20.0.0/16"]  # loopback, link-local, private: refused unless listed
+//!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
 //!
@@ -30,6 +33,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use glassbox_nodes::outbound::IpRange;
 
 use crate::error::ServerError;
 
@@ -91,6 +96,16 @@ pub struct TopologySettings {
     pub max_concurrency: Option<usize>,
 }
 
+/// Outbound requests (nodes, model backends): see `glassbox_nodes::outbound`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSettings {
+    /// Address ranges (`10.0.0.0/8`, `127.0.0.1`, `fd00::/8`) nodes may
+    /// reach although the deny list covers them.
+    #[serde(default)]
+    pub allow_ranges: Vec<String>,
+}
+
 /// The config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,6 +121,8 @@ pub struct ConfigFile {
     pub topologies: BTreeMap<String, TopologySettings>,
     #[serde(default)]
     pub keys: Vec<KeySpec>,
+    #[serde(default)]
+    pub outbound: OutboundSettings,
 }
 
 /// A key the server accepts.
@@ -137,6 +154,8 @@ pub struct Config {
     pub rate_limit: Option<RateLimit>,
     pub topologies: BTreeMap<String, TopologySettings>,
     pub keys: Vec<ApiKey>,
+    /// Ranges outbound calls may reach despite the deny list.
+    pub outbound_allow: Vec<IpRange>,
 }
 
 impl Default for Config {
@@ -208,6 +227,13 @@ impl Config {
         {
             problems.push("`max_concurrency` must be at least 1".into());
         }
+        for (i, r) in file.outbound.allow_ranges.iter().enumerate() {
+            if IpRange::parse(r).is_none() {
+                problems.push(format!(
+                    "outbound.allow_ranges[{i}]: `{r}` is not an address or a range (write e.g. `10.0.0.0/8` or `127.0.0.1`)"
+                ));
+            }
+        }
         if problems.is_empty() {
             Ok(Config::from_file(file))
         } else {
@@ -224,6 +250,12 @@ impl Config {
             cors_origins: file.cors_origins,
             rate_limit: file.rate_limit,
             topologies: file.topologies,
+            outbound_allow: file
+                .outbound
+                .allow_ranges
+                .iter()
+                .filter_map(|r| IpRange::parse(r))
+                .collect(),
             keys: file
                 .keys
                 .into_iter()

@@ -11,4 +11,5 @@ mod limits;
 mod openai;
 mod openapi;
 mod reload;
+mod secrets;
 mod support;
