@@ -129,6 +129,7 @@ impl Drop for SpanGuard {
             message: message.into(),
             node: Some(self.req.ids[self.node.0].clone()),
             attempt: Some(self.attempt),
+            detail: None,
         };
         self.record(End {
             status,
@@ -292,9 +293,15 @@ fn conclude(
                 status,
                 error: Some(ErrorRecord {
                     code: code.into(),
-                    message: err.describe(),
+                    message: glassbox_topology::secret::mask_text(&err.describe()).into_owned(),
                     node: Some(node),
                     attempt: Some(attempt),
+                    detail: match &err {
+                        AttemptError::Node(e) => e
+                            .detail()
+                            .map(|d| glassbox_topology::secret::mask_text(d).into_owned()),
+                        AttemptError::Timeout(_) => None,
+                    },
                 }),
                 usage: Usage {
                     wall_us: 0,

@@ -19,6 +19,10 @@ pub enum BuildError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A secret reference in the config (`${env:NAME}`, `${file:/path}`)
+    /// could not be resolved.
+    #[error(transparent)]
+    Secret(#[from] glassbox_topology::secret::SecretError),
 }
 
 impl BuildError {
@@ -28,6 +32,7 @@ impl BuildError {
             BuildError::Config { .. } => "bad_config",
             BuildError::NotWired { .. } => "not_wired",
             BuildError::Unavailable { .. } => "unavailable",
+            BuildError::Secret(e) => e.code(),
         }
     }
 
@@ -94,6 +99,16 @@ pub enum NodeError {
     },
     #[error("node panicked: {0}")]
     Panicked(String),
+    /// A remote server answered with an error. `message` is a short, safe
+    /// reason for callers (e.g. `api.example.com answered HTTP 503`);
+    /// `detail` (status, an excerpt of the body) is kept in the span's error
+    /// record for admins and never shown in a run's result.
+    #[error("unavailable: {message}")]
+    Upstream {
+        message: String,
+        detail: String,
+        retryable: bool,
+    },
 }
 
 impl NodeError {
@@ -105,6 +120,10 @@ impl NodeError {
             NodeError::RerunUpstream { .. } => "rerun_upstream",
             NodeError::Failed { .. } => "node_error",
             NodeError::Panicked(_) => "panicked",
+            NodeError::Upstream {
+                retryable: true, ..
+            } => "unavailable",
+            NodeError::Upstream { .. } => "upstream_rejected",
         }
     }
 
@@ -112,10 +131,20 @@ impl NodeError {
     pub fn retryable(&self) -> bool {
         match self {
             NodeError::Unavailable(_) | NodeError::Panicked(_) => true,
-            NodeError::Failed { retryable, .. } => *retryable,
+            NodeError::Failed { retryable, .. } | NodeError::Upstream { retryable, .. } => {
+                *retryable
+            }
             NodeError::BadInput(_) | NodeError::Rejected(_) | NodeError::RerunUpstream { .. } => {
                 false
             }
+        }
+    }
+
+    /// Admin-only detail kept in the span (see [`NodeError::Upstream`]).
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            NodeError::Upstream { detail, .. } => Some(detail),
+            _ => None,
         }
     }
 

@@ -182,9 +182,10 @@ pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
     let output = output_of(a.inner, a.req, a.nodes);
     let error = failure.as_ref().map(|f| ErrorRecord {
         code: f.code().to_string(),
-        message: f.to_string(),
+        message: glassbox_topology::secret::mask_text(&f.to_string()).into_owned(),
         node: f.node().map(Arc::from),
         attempt: f.attempt(),
+        detail: None,
     });
     let text = explain::compose(&facts, &path, error.as_ref(), a.lang);
     let duration_us = a.req.offset_us();

@@ -4,6 +4,7 @@
 //! clones or re-walks the topology.
 
 use crate::stream::TokenSink;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +97,29 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
+/// The node with the secret references of its config (`${env:NAME}`,
+/// `${file:/path}`) resolved, for its kind to build from. The copy lives
+/// only as long as the build: the topology keeps the references.
+fn with_secrets(
+    node: &glassbox_topology::Node,
+) -> Result<Cow<'_, glassbox_topology::Node>, BuildError> {
+    if !contains_reference(&node.config) {
+        return Ok(Cow::Borrowed(node));
+    }
+    let mut resolved = node.clone();
+    resolved.config = glassbox_topology::secret::resolve(&node.config, "config")?;
+    Ok(Cow::Owned(resolved))
+}
+
+fn contains_reference(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => glassbox_topology::secret::has_reference(s),
+        serde_json::Value::Array(a) => a.iter().any(contains_reference),
+        serde_json::Value::Object(m) => m.values().any(contains_reference),
+        _ => false,
+    }
+}
+
 impl Pipeline {
     /// Builds every node with its registered kind. Reports every node that
     /// fails to build, not just the first.
@@ -109,7 +133,7 @@ impl Pipeline {
         let mut errors = Vec::new();
         for node in &topology.nodes {
             let built = match registry.get(&node.kind) {
-                Some(kind) => kind.build(node, cx),
+                Some(kind) => with_secrets(node).and_then(|n| kind.build(&n, cx)),
                 None => Err(BuildError::UnknownKind {
                     kind: node.kind.clone(),
                 }),

@@ -9,6 +9,7 @@ pub const FIELDS: &[&str] = &[
     "model",
     "base_url",
     "api_key_env",
+    "allow_hosts",
     "text",
     "batch_size",
     "timeout_ms",
@@ -34,6 +35,7 @@ impl KindSchema for Embedding {
         obj.deny_unknown(cx, FIELDS);
         check::backend(&obj, cx);
         obj.str(cx, "model");
+        obj.str_list(cx, "allow_hosts");
         if let Some(text) = obj.str(cx, "text") {
             let path = cx.path_of("text");
             check::expr(&text, cx, &path);

@@ -42,9 +42,9 @@ impl NodeKind for Embedding {
         let c = &node.config;
         let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
             "openai" => {
-                Backend::OpenAi(Endpoint::from_config(c, node.timeout).ok_or_else(|| {
-                    BuildError::config("`backend: openai` needs `base_url` and `model`")
-                })?)
+                Backend::OpenAi(Endpoint::from_config(c, node.timeout, Some(cx)).ok_or_else(
+                    || BuildError::config("`backend: openai` needs `base_url` and `model`"),
+                )??)
             }
             _ => {
                 let name = c

@@ -10,6 +10,7 @@ pub const FIELDS: &[&str] = &[
     "headers",
     "body",
     "allow_hosts",
+    "max_redirects",
     "timeout_ms",
 ];
 
@@ -38,7 +39,7 @@ impl KindSchema for Http {
     }
 
     fn summary(&self) -> &'static str {
-        "calls a URL with a timeout; the host must be in `allow_hosts` (empty by default)"
+        "calls a URL with a timeout; the host must be in `allow_hosts` (empty by default), internal addresses must be named there, redirects are off unless `max_redirects` is set"
     }
 
     fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
@@ -62,12 +63,18 @@ impl KindSchema for Http {
         }
         obj.obj(cx, "headers");
         obj.uint(cx, "timeout_ms", 1, 3_600_000);
+        obj.uint(cx, "max_redirects", 0, crate::outbound::MAX_REDIRECTS_LIMIT);
         let Some(url) = obj.str(cx, "url") else {
             return;
         };
+        // A URL from a secret reference is checked when the node is built.
+        if glassbox_topology::secret::has_reference(&url.value) {
+            return;
+        }
+        let shown = glassbox_topology::secret::strip_userinfo(&url.value);
         match host_of(&url.value) {
             None => cx.report(
-                Diagnostic::error(Code::BadConfig, url.span, format!("`url` `{}` is not an http(s) URL", url.value))
+                Diagnostic::error(Code::BadConfig, url.span, format!("`url` `{shown}` is not an http(s) URL"))
                     .at(cx.path_of("url"))
                     .hint("write e.g. `https://api.example.com/lookup`"),
             ),

@@ -5,6 +5,11 @@
 //! it keeps tokio's network stack out of the build. 5xx answers and
 //! transport errors are retryable; 4xx are not.
 //!
+//! Every request goes through [`crate::outbound`]: the allowlist and the
+//! deny list are checked on every hop, redirects are off unless
+//! `max_redirects` is set, headers never follow a redirect to another
+//! origin, and an error answer's body stays out of the caller's error.
+//!
 //! Output: `{"status": <code>, "body": <JSON or text>}`.
 
 use std::io::Read;
@@ -18,14 +23,14 @@ use glassbox_engine::{
 use serde_json::{Value, json};
 
 use crate::http::{Http, host_of};
+use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
 
 /// Largest response body read, in bytes.
 const MAX_BODY: u64 = 4 * 1024 * 1024;
 
 struct Inner {
-    agent: ureq::Agent,
+    client: Client,
     url: String,
-    host: String,
     method: String,
     headers: Vec<(String, String)>,
     body: Option<Value>,
@@ -40,37 +45,54 @@ impl NodeKind for Http {
     fn build(
         &self,
         node: &glassbox_topology::Node,
-        _cx: &BuildContext,
+        cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
-        build(&node.config, node.timeout).map(|h| Arc::new(h) as Arc<dyn Node>)
+        build(&node.config, node.timeout, Some(cx)).map(|h| Arc::new(h) as Arc<dyn Node>)
     }
 }
 
-fn build(config: &Value, node_timeout: Duration) -> Result<HttpNode, BuildError> {
+fn build(
+    config: &Value,
+    node_timeout: Duration,
+    cx: Option<&BuildContext>,
+) -> Result<HttpNode, BuildError> {
     let url = config
         .get("url")
         .and_then(Value::as_str)
         .ok_or_else(|| BuildError::config("`url` is missing"))?;
-    let host =
-        host_of(url).ok_or_else(|| BuildError::config(format!("`{url}` is not an http(s) URL")))?;
-    let allowed = config
+    let host = host_of(url).ok_or_else(|| {
+        BuildError::config(format!("`{}` is not an http(s) URL", display_url(url)))
+    })?;
+    let allow_hosts: Vec<String> = config
         .get("allow_hosts")
         .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|h| h.as_str() == Some(host)));
-    if !allowed {
-        return Err(BuildError::config(format!(
-            "host `{host}` is not in `allow_hosts`"
-        )));
-    }
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
     let timeout = config
         .get("timeout_ms")
         .and_then(Value::as_u64)
         .map_or(node_timeout, Duration::from_millis);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let max_redirects = config
+        .get("max_redirects")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(crate::outbound::MAX_REDIRECTS_LIMIT) as u32;
+    let client = Client::new(
+        ClientOptions {
+            allow_hosts,
+            restrict_hosts: true,
+            max_redirects,
+            timeout,
+        },
+        cx,
+    );
+    client
+        .policy()
+        .check_static(host)
+        .map_err(|e| BuildError::config(e.to_string()))?;
     let headers = config
         .get("headers")
         .and_then(Value::as_object)
@@ -85,14 +107,13 @@ fn build(config: &Value, node_timeout: Duration) -> Result<HttpNode, BuildError>
         .collect();
     Ok(HttpNode {
         inner: Arc::new(Inner {
-            agent,
+            client,
             url: url.to_string(),
-            host: host.to_string(),
             method: config
                 .get("method")
                 .and_then(Value::as_str)
                 .unwrap_or("GET")
-                .to_string(),
+                .to_ascii_uppercase(),
             headers,
             body: config.get("body").cloned(),
         }),
@@ -101,35 +122,21 @@ fn build(config: &Value, node_timeout: Duration) -> Result<HttpNode, BuildError>
 
 impl Inner {
     fn call(&self, input: &Value) -> Result<NodeOutput, NodeError> {
-        let unavailable =
-            |e: ureq::Error| NodeError::Unavailable(format!("{} {}: {e}", self.method, self.url));
-        let mut response = match self.method.as_str() {
-            "GET" | "HEAD" | "DELETE" => {
-                let mut req = match self.method.as_str() {
-                    "HEAD" => self.agent.head(&self.url),
-                    "DELETE" => self.agent.delete(&self.url),
-                    _ => self.agent.get(&self.url),
-                };
-                for (k, v) in &self.headers {
-                    req = req.header(k, v);
-                }
-                req.call().map_err(unavailable)?
-            }
-            method => {
-                let mut req = match method {
-                    "PUT" => self.agent.put(&self.url),
-                    "PATCH" => self.agent.patch(&self.url),
-                    _ => self.agent.post(&self.url),
-                };
-                for (k, v) in &self.headers {
-                    req = req.header(k, v);
-                }
-                let body = self.body.as_ref().unwrap_or(input).to_string();
-                req.content_type("application/json")
-                    .send(body.as_bytes())
-                    .map_err(unavailable)?
-            }
+        let body = match self.method.as_str() {
+            "GET" | "HEAD" | "DELETE" => None,
+            _ => Some(self.body.as_ref().unwrap_or(input).to_string()),
         };
+        let answer = self
+            .client
+            .send(Request {
+                method: &self.method,
+                url: &self.url,
+                headers: &self.headers,
+                body: body.as_deref().map(str::as_bytes),
+            })
+            .map_err(|e| e.into_node_error())?;
+        let host = answer.host;
+        let mut response = answer.response;
         let status = response.status().as_u16();
         let mut text = String::new();
         response
@@ -137,29 +144,25 @@ impl Inner {
             .as_reader()
             .take(MAX_BODY)
             .read_to_string(&mut text)
-            .map_err(|e| {
-                NodeError::Unavailable(format!("reading the response of {}: {e}", self.url))
-            })?;
-        if status >= 500 {
-            return Err(NodeError::Unavailable(format!(
-                "{} answered HTTP {status}",
-                self.host
-            )));
-        }
+            .map_err(|e| NodeError::Unavailable(format!("reading the answer of {host}: {e}")))?;
         if status >= 400 {
-            return Err(NodeError::Rejected(format!(
-                "{} answered HTTP {status}",
-                self.host
-            )));
+            let err = upstream_error(&host, status, &text);
+            return Err(match err {
+                // 4xx: the request itself is wrong; not retried.
+                NodeError::Upstream { message, .. } if status < 500 && status != 429 => {
+                    NodeError::Rejected(message)
+                }
+                other => other,
+            });
         }
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok(NodeOutput::new(json!({ "status": status, "body": body }))
-            .tag("host", self.host.clone())
-            .tag("status", status.to_string())
-            .fact(Fact::Http {
-                host: self.host.clone(),
-                status,
-            }))
+        let mut out = NodeOutput::new(json!({ "status": status, "body": body }))
+            .tag("host", host.clone())
+            .tag("status", status.to_string());
+        if !answer.hops.is_empty() {
+            out = out.tag("redirects", answer.hops.join(" -> "));
+        }
+        Ok(out.fact(Fact::Http { host, status }))
     }
 }
 
@@ -177,11 +180,12 @@ mod tests {
     #[test]
     fn hosts_must_be_allowed() {
         let t = Duration::from_secs(1);
-        assert!(build(&json!({"url": "https://example.com/x"}), t).is_err());
+        assert!(build(&json!({"url": "https://example.com/x"}), t, None).is_err());
         assert!(
             build(
                 &json!({"url": "https://example.com/x", "allow_hosts": ["example.com"]}),
-                t
+                t,
+                None
             )
             .is_ok()
         );

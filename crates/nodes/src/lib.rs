@@ -21,6 +21,7 @@ pub mod llm;
 pub mod llm_run;
 pub mod model_cache;
 pub mod openai;
+pub mod outbound;
 pub mod router;
 pub mod router_run;
 pub mod schema_subset;

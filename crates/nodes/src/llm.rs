@@ -10,6 +10,7 @@ pub const FIELDS: &[&str] = &[
     "model",
     "base_url",
     "api_key_env",
+    "allow_hosts",
     "system",
     "prompt",
     "max_tokens",
@@ -41,6 +42,7 @@ impl KindSchema for LlmInference {
         obj.deny_unknown(cx, FIELDS);
         check::backend(&obj, cx);
         obj.str(cx, "model");
+        obj.str_list(cx, "allow_hosts");
         obj.str(cx, "system");
         obj.str(cx, "prompt");
         obj.uint(cx, "max_tokens", 1, 131_072);

@@ -1,37 +1,84 @@
 //! A small client for OpenAI-compatible servers (vLLM, SGLang, llama.cpp
 //! server, TGI, Ollama): `/chat/completions` and `/embeddings`. Blocking
 //! (`ureq`), run on the engine's blocking pool.
+//!
+//! Connections go through [`crate::outbound`]: the `base_url` host must pass
+//! the deny list (a local server needs `allow_hosts: ["127.0.0.1"]`),
+//! redirects are not followed, and an error answer's body goes to the
+//! span's admin-only detail, never into the caller's error.
 
 use std::time::Duration;
 
-use glassbox_engine::{NodeError, TokenStream};
+use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
+
+use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
 
 /// Where the server is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub base_url: String,
+    /// `base_url` without userinfo, for messages.
+    shown_url: String,
     pub model: String,
     /// The *name* of the environment variable holding the API key.
     pub api_key_env: Option<String>,
     pub timeout: Duration,
+    client: Client,
 }
 
 impl Endpoint {
-    pub fn from_config(config: &Value, timeout: Duration) -> Option<Endpoint> {
-        Some(Endpoint {
-            base_url: config
-                .get("base_url")?
-                .as_str()?
-                .trim_end_matches('/')
-                .to_string(),
-            model: config.get("model")?.as_str()?.to_string(),
+    /// The endpoint of a `backend: openai` node; `None` when `base_url` or
+    /// `model` is missing. The host of `base_url` is checked against the
+    /// outbound policy here and again on every connection.
+    pub fn from_config(
+        config: &Value,
+        timeout: Duration,
+        cx: Option<&BuildContext>,
+    ) -> Option<Result<Endpoint, BuildError>> {
+        let base_url = config
+            .get("base_url")?
+            .as_str()?
+            .trim_end_matches('/')
+            .to_string();
+        let model = config.get("model")?.as_str()?.to_string();
+        let allow_hosts = config
+            .get("allow_hosts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        let shown_url = display_url(&base_url);
+        let Some(host) = crate::http::host_of(&base_url) else {
+            return Some(Err(BuildError::config(format!(
+                "`base_url` `{shown_url}` is not an http(s) URL"
+            ))));
+        };
+        let client = Client::new(
+            ClientOptions {
+                allow_hosts,
+                restrict_hosts: false,
+                max_redirects: 0,
+                timeout,
+            },
+            cx,
+        );
+        if let Err(e) = client.policy().check_static(host) {
+            return Some(Err(BuildError::config(format!("`base_url`: {e}"))));
+        }
+        Some(Ok(Endpoint {
+            base_url,
+            shown_url,
+            model,
             api_key_env: config
                 .get("api_key_env")
                 .and_then(Value::as_str)
                 .map(str::to_string),
             timeout,
-        })
+            client,
+        }))
     }
 
     /// Sends `body` and returns the response once its status says success.
@@ -41,48 +88,60 @@ impl Endpoint {
         body: &Value,
     ) -> Result<ureq::http::Response<ureq::Body>, NodeError> {
         let url = format!("{}{path}", self.base_url);
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut req = agent.post(&url).header("content-type", "application/json");
+        let mut headers = Vec::new();
         if let Some(var) = &self.api_key_env {
             let key = std::env::var(var).map_err(|_| {
                 NodeError::BadInput(format!(
                     "environment variable `{var}` (api_key_env) is not set"
                 ))
             })?;
-            req = req.header("authorization", &format!("Bearer {key}"));
+            headers.push(("authorization".to_string(), format!("Bearer {key}")));
         }
-        let mut resp = req
-            .send(body.to_string().as_bytes())
-            .map_err(|e| NodeError::Unavailable(format!("{url}: {e}")))?;
+        let body = body.to_string();
+        let answer = self
+            .client
+            .send(Request {
+                method: "POST",
+                url: &url,
+                headers: &headers,
+                body: Some(body.as_bytes()),
+            })
+            .map_err(|e| e.into_node_error())?;
+        let mut resp = answer.response;
         let status = resp.status().as_u16();
-        if status < 400 {
+        if status < 300 {
             return Ok(resp);
         }
-        let text = resp.body_mut().read_to_string().unwrap_or_default();
-        let message = format!("{url} answered {status}: {}", snippet(&text));
-        Err(if status >= 500 || status == 429 {
-            NodeError::Unavailable(message)
-        } else {
-            NodeError::BadInput(message)
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_to_string()
+            .unwrap_or_default();
+        Err(match upstream_error(&answer.host, status, &text) {
+            NodeError::Upstream {
+                message, detail, ..
+            } if status < 500 && status != 429 => NodeError::Upstream {
+                message,
+                detail,
+                retryable: false,
+            },
+            other => other,
         })
     }
 
     fn post(&self, path: &str, body: &Value) -> Result<Value, NodeError> {
-        let url = format!("{}{path}", self.base_url);
         let text = self
             .send(path, body)?
             .body_mut()
             .read_to_string()
-            .map_err(|e| NodeError::Unavailable(format!("{url}: reading the answer: {e}")))?;
-        serde_json::from_str(&text).map_err(|e| {
-            NodeError::Unavailable(format!(
-                "{url} answered invalid JSON ({e}): {}",
-                snippet(&text)
-            ))
+            .map_err(|e| {
+                NodeError::Unavailable(format!("{}{path}: reading the answer: {e}", self.shown_url))
+            })?;
+        serde_json::from_str(&text).map_err(|e| NodeError::Upstream {
+            message: format!("{}{path} answered invalid JSON", self.shown_url),
+            detail: format!("{e}: {}", snippet(&text)),
+            retryable: true,
         })
     }
 
@@ -113,11 +172,13 @@ impl Endpoint {
         let text = v
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                NodeError::Unavailable(format!(
-                    "no `choices[0].message.content` in {}",
-                    snippet(&v.to_string())
-                ))
+            .ok_or_else(|| NodeError::Upstream {
+                message: format!(
+                    "{}/chat/completions answered without `choices[0].message.content`",
+                    self.shown_url
+                ),
+                detail: snippet(&v.to_string()),
+                retryable: true,
             })?
             .to_string();
         let model = v
@@ -139,7 +200,7 @@ impl Endpoint {
         stream: &TokenStream,
     ) -> Result<(String, u64, u64, String), NodeError> {
         use std::io::BufRead;
-        let url = format!("{}/chat/completions", self.base_url);
+        let url = format!("{}/chat/completions", self.shown_url);
         let mut resp = self.send("/chat/completions", body)?;
         let reader = std::io::BufReader::new(resp.body_mut().as_reader());
         let (mut text, mut tin, mut tout, mut model) = (String::new(), 0, 0, self.model.clone());
@@ -154,11 +215,10 @@ impl Endpoint {
                 done = true;
                 break;
             }
-            let v: Value = serde_json::from_str(data).map_err(|e| {
-                NodeError::Unavailable(format!(
-                    "{url} streamed invalid JSON ({e}): {}",
-                    snippet(data)
-                ))
+            let v: Value = serde_json::from_str(data).map_err(|e| NodeError::Upstream {
+                message: format!("{url} streamed invalid JSON"),
+                detail: format!("{e}: {}", snippet(data)),
+                retryable: true,
             })?;
             if let Some(m) = v.get("model").and_then(Value::as_str) {
                 model = m.to_string();

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use glassbox_engine::{BuildContext, Pipeline, PipelineOptions, Registry};
+use glassbox_nodes::outbound::ServerAllow;
 use glassbox_store::StoreWriter;
+use glassbox_topology::secret::mask_text;
 use glassbox_topology::{KindSet, Topology, TopologyError};
 
 use crate::error::ServerError;
@@ -99,6 +101,8 @@ pub struct Builder {
     pub metrics: Arc<Metrics>,
     pub writer: Arc<StoreWriter>,
     pub summary_chars: usize,
+    /// Address ranges outbound calls may reach despite the deny list.
+    pub outbound: Arc<ServerAllow>,
 }
 
 /// The topologies of one directory.
@@ -214,7 +218,7 @@ impl Catalog {
         let built: Vec<(PathBuf, u64, Result<Served, String>)> = changed
             .into_iter()
             .map(|(p, bytes, h)| {
-                let r = self.build(&p, bytes);
+                let r = self.build(&p, bytes, self.is_outside(&p));
                 (p, h, r)
             })
             .collect();
@@ -298,13 +302,30 @@ impl Catalog {
         Ok(changes)
     }
 
-    fn build(&self, path: &Path, bytes: Vec<u8>) -> Result<Served, String> {
+    /// Whether `path` (a link, or in a linked folder) resolves to a file
+    /// outside the topologies directory. Such a file may be anything (a
+    /// secrets file): its diagnostics never quote it.
+    fn is_outside(&self, path: &Path) -> bool {
+        match (
+            std::fs::canonicalize(path),
+            std::fs::canonicalize(&self.dir),
+        ) {
+            (Ok(file), Ok(dir)) => !file.starts_with(dir),
+            _ => true,
+        }
+    }
+
+    fn build(&self, path: &Path, bytes: Vec<u8>, outside: bool) -> Result<Served, String> {
         let name = path.display().to_string();
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
         let validated = match glassbox_topology::load_source(source, &self.builder.kinds) {
             Ok(v) => v,
-            Err(TopologyError::Invalid(report)) => return Err(report.render(false)),
+            Err(TopologyError::Invalid(report)) if outside => {
+                return Err(unquoted(&name, &report));
+            }
+            // Shown to read-scope keys: secret-bearing values masked.
+            Err(TopologyError::Invalid(report)) => return Err(report.masked().render(false)),
             Err(TopologyError::Io { path, source }) => {
                 return Err(format!("cannot read `{path}`: {source}"));
             }
@@ -320,10 +341,15 @@ impl Catalog {
             summary_chars: self.builder.summary_chars,
             ..PipelineOptions::default()
         };
-        let cx = BuildContext::new(topology.clone());
+        let mut cx = BuildContext::new(topology.clone());
+        cx.insert(self.builder.outbound.clone());
         let pipeline = Pipeline::build(topology.clone(), &self.builder.registry, &cx, options)
             .map_err(|err| {
-                let lines: Vec<String> = err.errors.iter().map(|e| format!("  {e}")).collect();
+                let lines: Vec<String> = err
+                    .errors
+                    .iter()
+                    .map(|e| format!("  {}", mask_text(&e.to_string())))
+                    .collect();
                 format!(
                     "`{name}`: the pipeline cannot be built:\n{}",
                     lines.join("\n")
@@ -338,6 +364,27 @@ impl Catalog {
             loaded_at_us: glassbox_trace::unix_micros_now(),
         })
     }
+}
+
+/// The problems of a file outside the topologies directory: codes and
+/// locations only, no message or line that could quote its contents.
+fn unquoted(name: &str, report: &glassbox_topology::Report) -> String {
+    let items: Vec<String> = report
+        .diagnostics
+        .iter()
+        .map(|d| {
+            format!(
+                "  {}[{}] at {}",
+                if d.is_error() { "error" } else { "warning" },
+                d.code.as_str(),
+                report.location(d)
+            )
+        })
+        .collect();
+    format!(
+        "`{name}` is not a valid topology; it resolves to a file outside the topologies directory, so its contents are not quoted (run `glassbox validate` on it to see them):\n{}",
+        items.join("\n")
+    )
 }
 
 const LLM: &str = "llm_inference";

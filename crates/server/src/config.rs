@@ -23,6 +23,9 @@
 //! burst = 40
 //! tokens_per_minute = 200000   # optional: estimated tokens (prompt + max_tokens)
 //!
+//! [outbound]                   # what nodes may reach despite the deny list
+//! allow_ranges = ["10.20.0.0/16"]  # loopback, link-local, private: refused unless listed
+//!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
 //!
@@ -39,6 +42,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use glassbox_nodes::outbound::IpRange;
 
 use crate::error::ServerError;
 
@@ -147,6 +152,16 @@ pub struct TopologySettings {
     pub max_concurrency: Option<usize>,
 }
 
+/// Outbound requests (nodes, model backends): see `glassbox_nodes::outbound`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSettings {
+    /// Address ranges (`10.0.0.0/8`, `127.0.0.1`, `fd00::/8`) nodes may
+    /// reach although the deny list covers them.
+    #[serde(default)]
+    pub allow_ranges: Vec<String>,
+}
+
 /// The config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -165,6 +180,8 @@ pub struct ConfigFile {
     pub topologies: BTreeMap<String, TopologySettings>,
     #[serde(default)]
     pub keys: Vec<KeySpec>,
+    #[serde(default)]
+    pub outbound: OutboundSettings,
 }
 
 /// A key the server accepts.
@@ -198,6 +215,8 @@ pub struct Config {
     pub rate_limit: Option<RateLimit>,
     pub topologies: BTreeMap<String, TopologySettings>,
     pub keys: Vec<ApiKey>,
+    /// Ranges outbound calls may reach despite the deny list.
+    pub outbound_allow: Vec<IpRange>,
 }
 
 impl Default for Config {
@@ -288,6 +307,13 @@ impl Config {
         {
             problems.push("`max_concurrency` must be at least 1".into());
         }
+        for (i, r) in file.outbound.allow_ranges.iter().enumerate() {
+            if IpRange::parse(r).is_none() {
+                problems.push(format!(
+                    "outbound.allow_ranges[{i}]: `{r}` is not an address or a range (write e.g. `10.0.0.0/8` or `127.0.0.1`)"
+                ));
+            }
+        }
         if problems.is_empty() {
             Ok(Config::from_file(file))
         } else {
@@ -308,6 +334,12 @@ impl Config {
             connections: file.connections,
             rate_limit: file.rate_limit,
             topologies: file.topologies,
+            outbound_allow: file
+                .outbound
+                .allow_ranges
+                .iter()
+                .filter_map(|r| IpRange::parse(r))
+                .collect(),
             keys: file
                 .keys
                 .into_iter()

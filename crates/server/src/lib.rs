@@ -152,6 +152,9 @@ impl Server {
                 metrics: metrics.clone(),
                 writer: writer.clone(),
                 summary_chars,
+                outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
+                    ranges: config.outbound_allow.clone(),
+                }),
             },
         ));
         let scan = catalog.clone();

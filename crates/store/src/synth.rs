@@ -174,12 +174,14 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
                 message: format!("`{}` timed out", step.node),
                 node: Some(node.clone()),
                 attempt: Some(1),
+                detail: None,
             }),
             _ => Some(ErrorRecord {
                 code: "guard_failed".into(),
                 message: "output failed 1 rule".into(),
                 node: Some(node.clone()),
                 attempt: Some(1),
+                detail: None,
             }),
         };
         spans.push(SpanRecord {
@@ -248,6 +250,7 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
         message: "`validate` failed: output failed 1 rule".into(),
         node: Some("validate".into()),
         attempt: Some(1),
+        detail: None,
     });
     let mut facts = vec![NodeFacts {
         node: "route".into(),

@@ -300,6 +300,42 @@ impl Report {
         out
     }
 
+    /// The same report over a copy of the source whose secret-bearing
+    /// values (header values, keys, tokens, URL userinfo) are overwritten
+    /// with `*`: render this one wherever people other than the file's
+    /// author read diagnostics (the server's `problems`).
+    pub fn masked(&self) -> Report {
+        let text = crate::secret::mask_source(self.source.text(), self.source.format());
+        let mut diagnostics = self.diagnostics.clone();
+        for d in &mut diagnostics {
+            d.message = crate::secret::mask_text(&d.message).into_owned();
+        }
+        Report {
+            source: Source::with_format(self.source.name(), text, self.source.format()),
+            diagnostics,
+        }
+    }
+
+    /// Every diagnostic as code, location, message and hint, quoting no
+    /// line of the source (for files whose contents must not be shown).
+    pub fn render_without_source(&self) -> String {
+        let mut out = String::new();
+        for d in &self.diagnostics {
+            let severity = if d.is_error() { "error" } else { "warning" };
+            out.push_str(&format!(
+                "{severity}[{}]: {}\n  at {}",
+                d.code.as_str(),
+                crate::secret::mask_text(&d.message),
+                self.location(d)
+            ));
+            if !d.path.is_empty() {
+                out.push_str(&format!(" ({})", d.path));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     /// One-line summary, e.g. `2 errors, 1 warning`.
     pub fn summary(&self) -> String {
         let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });

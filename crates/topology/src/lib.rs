@@ -26,6 +26,7 @@ pub mod model;
 pub mod parse;
 pub mod render;
 pub mod schema;
+pub mod secret;
 pub mod source;
 pub mod spec;
 pub mod validate;

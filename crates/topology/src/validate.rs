@@ -251,6 +251,9 @@ impl Checker<'_> {
             let mut cx = Cx::new(self.diags);
             let mut cx = cx.field(&node_path(node, "config"));
             schema.check_config(node.config_value.as_ref(), &mut cx);
+            if let Some(v) = node.config_value.as_ref() {
+                check_references(v, &node_path(node, "config"), self.diags);
+            }
             // A kind that forgot to give a span gets the node's `config` (or the node).
             let fallback_span = node
                 .config_value
@@ -884,5 +887,33 @@ fn merge_prices(
         cost_per_1k_output_tokens: pick(|p| p.cost_per_1k_output_tokens.as_ref().map(|d| d.value))
             .or(both),
         cost_per_cpu_ms: pick(|p| p.cost_per_cpu_ms.as_ref().map(|d| d.value)).or(cpu_default),
+    }
+}
+
+/// Reports every malformed secret reference (`${env:NAME}`, `${file:/path}`)
+/// in a node's config; resolving them happens when the node is built.
+fn check_references(value: &crate::value::Value, path: &str, diags: &mut Vec<Diagnostic>) {
+    use crate::value::Kind;
+    match &value.kind {
+        Kind::Str(s) if crate::secret::has_reference(s) => {
+            if let Err(problem) = crate::secret::references(s) {
+                diags.push(
+                    Diagnostic::error(Code::BadConfig, value.span, problem)
+                        .at(path.to_string())
+                        .hint("reference a secret as `${env:NAME}` or `${file:/absolute/path}`"),
+                );
+            }
+        }
+        Kind::Seq(items) => {
+            for (i, v) in items.iter().enumerate() {
+                check_references(v, &format!("{path}[{i}]"), diags);
+            }
+        }
+        Kind::Map(map) => {
+            for (k, v) in &map.entries {
+                check_references(v, &format!("{path}.{}", k.name), diags);
+            }
+        }
+        _ => {}
     }
 }

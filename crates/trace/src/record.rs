@@ -38,6 +38,10 @@ pub struct ErrorRecord {
     pub node: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// What a remote server answered (status, an excerpt of its body), for
+    /// admins reading the trace; never part of a run's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// What happened to one node in this request.

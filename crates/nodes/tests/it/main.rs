@@ -8,4 +8,5 @@ mod guard;
 mod http;
 mod models;
 mod moderation;
+mod outbound;
 mod support;

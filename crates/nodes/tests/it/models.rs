@@ -170,11 +170,11 @@ version: "1"
 nodes:
   - id: embed
     type: embedding
-    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: text-embedding-3-small }
+    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: text-embedding-3-small, allow_hosts: ["127.0.0.1"] }
   - id: llm
     type: llm_inference
     timeout_ms: 2000
-    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: gpt-4o-mini }
+    config: { backend: openai, base_url: "http://127.0.0.1:9/v1", model: gpt-4o-mini, allow_hosts: ["127.0.0.1"] }
 edges:
   - { from: embed, to: llm }
 "#,

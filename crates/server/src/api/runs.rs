@@ -61,7 +61,11 @@ pub fn failure_status(err: &ExecError) -> (StatusCode, Option<&'static str>) {
             Some("check the input fields this topology reads"),
         ),
         ExecError::NodeFailed {
-            source: NodeError::Unavailable(_),
+            source:
+                NodeError::Unavailable(_)
+                | NodeError::Upstream {
+                    retryable: true, ..
+                },
             ..
         } => (StatusCode::SERVICE_UNAVAILABLE, None),
         ExecError::NodeTimeout { .. } | ExecError::DeadlineExceeded { .. } => {
@@ -81,7 +85,7 @@ impl RunResponse {
                 Value::Null,
                 Some(ErrorDetail {
                     code: e.code().to_string(),
-                    message: e.to_string(),
+                    message: glassbox_topology::secret::mask_text(&e.to_string()).into_owned(),
                     hint: failure_status(e).1.map(str::to_string),
                 }),
             ),

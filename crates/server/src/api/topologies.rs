@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use glassbox_topology::secret::{mask_config, mask_text};
+
 use crate::catalog::{FileProblem, Served, StreamMode};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -105,12 +107,42 @@ pub struct TopologyDetail {
     pub currency: String,
     pub deadline_ms: Option<u64>,
     pub graph: Graph,
-    /// The topology as written (defaults not applied).
+    /// The topology as written (defaults not applied), with secret-bearing
+    /// config values masked (header values, keys, tokens, URL userinfo).
     #[schema(value_type = Object)]
     pub spec: Value,
     /// Why the latest edit of its file was rejected (the version above is
     /// still the one served).
     pub reload_error: Option<String>,
+}
+
+/// The spec as it may be shown to a read-scope key: every node's config
+/// through `mask_config`, userinfo stripped from every other string.
+fn masked_spec(spec: &glassbox_topology::TopologySpec) -> Value {
+    let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
+    mask_nodes(&mut v);
+    v
+}
+
+fn mask_nodes(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                if k == "config" {
+                    *child = mask_config(child);
+                } else {
+                    mask_nodes(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_nodes),
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(m) = mask_text(s) {
+                *s = m;
+            }
+        }
+        _ => {}
+    }
 }
 
 fn summary(s: &Served) -> TopologySummary {
@@ -223,7 +255,7 @@ pub async fn get_topology(
             .deadline
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         graph: graph(&s),
-        spec: serde_json::to_value(&s.topology.spec).unwrap_or(Value::Null),
+        spec: masked_spec(&s.topology.spec),
         reload_error,
     }))
 }

@@ -13,4 +13,5 @@ mod limits;
 mod openai;
 mod openapi;
 mod reload;
+mod secrets;
 mod support;
