@@ -118,3 +118,16 @@ pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) {
         );
     }
 }
+
+/// The strings of the array `key` in a node's raw config (none if absent or
+/// not an array; non-string items are skipped: `check` has reported them).
+pub fn string_list(config: &serde_json::Value, key: &str) -> Vec<String> {
+    config
+        .get(key)
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .map(str::to_string)
+        .collect()
+}

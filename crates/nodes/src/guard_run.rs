@@ -67,14 +67,7 @@ impl NodeKind for OutputGuard {
 }
 
 fn build(config: &Value) -> Result<GuardNode, BuildError> {
-    let words: Vec<String> = config
-        .get("blocklist")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect();
+    let words: Vec<String> = crate::check::string_list(config, "blocklist");
     let blocklist = if words.is_empty() {
         None
     } else {

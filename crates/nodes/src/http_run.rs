@@ -63,14 +63,7 @@ fn build(
     let host = host_of(url).ok_or_else(|| {
         BuildError::config(format!("`{}` is not an http(s) URL", display_url(url)))
     })?;
-    let allow_hosts: Vec<String> = config
-        .get("allow_hosts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect();
+    let allow_hosts: Vec<String> = crate::check::string_list(config, "allow_hosts");
     let timeout = config
         .get("timeout_ms")
         .and_then(Value::as_u64)

@@ -42,14 +42,7 @@ impl Endpoint {
             .trim_end_matches('/')
             .to_string();
         let model = config.get("model")?.as_str()?.to_string();
-        let allow_hosts = config
-            .get("allow_hosts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect();
+        let allow_hosts = crate::check::string_list(config, "allow_hosts");
         let shown_url = display_url(&base_url);
         let Some(host) = crate::http::host_of(&base_url) else {
             return Some(Err(BuildError::config(format!(

@@ -340,10 +340,10 @@ fn store_check(store: &StoreArg) -> Check {
             );
         }
     };
-    match store.open().and_then(|mut s| {
-        s.counts()
-            .map_err(|e| anyhow::anyhow!("{e} [{}]", e.code()))
-    }) {
+    match glassbox_store::open_store(&url)
+        .and_then(|mut s| s.counts())
+        .map_err(|e| anyhow::anyhow!("{e} [{}]", e.code()))
+    {
         Ok((requests, spans)) => Check::ok(
             "trace store",
             vec![format!("{url}: {requests} requests, {spans} spans")],

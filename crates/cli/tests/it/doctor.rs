@@ -1,10 +1,11 @@
 //! `glassbox doctor` on this machine: every check passes with the real
 //! models, and a missing piece fails its check with what to do about it.
 
-use crate::support::{assert_exit, glassbox, stdout};
+use crate::support::{assert_exit, glassbox, models_turn, stdout};
 
 #[test]
 fn doctor_passes_here_and_names_the_kernels() {
+    let _turn = models_turn();
     let tmp = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", tmp.path().join("t.db").display());
     let out = glassbox(&["doctor", "--store", &store], None);

@@ -9,7 +9,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::support::{assert_exit, root, stdout};
+use crate::support::{assert_exit, models_turn, root, stdout};
 
 fn qemu() -> &'static str {
     let found = Command::new("qemu-x86_64")
@@ -36,7 +36,7 @@ fn doctor_on(cpu: &str) -> serde_json::Value {
             "--format",
             "json",
             "--threads",
-            "2",
+            "1",
             "--store",
             &store,
         ])
@@ -70,6 +70,7 @@ fn details(check: &serde_json::Value) -> String {
 }
 
 fn assert_runs_on(cpu: &str, variant: &str) {
+    let _turn = models_turn();
     let report = doctor_on(cpu);
     assert_eq!(report["ok"], true, "{report:#}");
     let kernels = details(check(&report, "cpu kernels"));

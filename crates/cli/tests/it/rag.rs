@@ -2,7 +2,7 @@
 //! takes the retrieval path and is answered from the retrieved documents
 //! (the explanation lists their titles); small talk takes the direct path.
 
-use crate::support::{assert_exit, glassbox, root, stdout};
+use crate::support::{assert_exit, glassbox, models_turn, root, stdout};
 
 fn run(topology: &str, question: &str) -> serde_json::Value {
     let out = glassbox(
@@ -25,6 +25,7 @@ fn node_status<'a>(v: &'a serde_json::Value, id: &str) -> &'a str {
 
 #[test]
 fn rag_example_routes_retrieves_and_answers() {
+    let _turn = models_turn();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let topology = dir.join("topology.yaml");

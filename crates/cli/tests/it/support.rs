@@ -65,6 +65,16 @@ pub fn glassbox(args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Tests that run the local models through the binary take turns. Run side
+/// by side on a 2-core machine, llama.cpp's spinning worker threads starve
+/// each other (decode fell from ~60 to ~4 tok/s) and generations hit their
+/// timeouts; one at a time, each takes seconds.
+pub fn models_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// How a process ended, in words: `exit code 1`, or `killed by signal 4
 /// (SIGILL: illegal instruction)` when native code crashed.
 pub fn how_it_ended(status: std::process::ExitStatus) -> String {
