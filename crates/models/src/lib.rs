@@ -8,14 +8,15 @@
 //!   [`models_dir()`]. Nothing is fetched from a model hub at run time.
 //! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LlmHandle`]: a queue in front of
 //!   one model + context on its own thread).
-//! - [`embed`]: a BERT-family sentence embedder on candle ([`Embedder`]):
+//! - [`embed`]: a BERT-family sentence embedder on ONNX Runtime ([`Embedder`]):
 //!   masked mean pooling, L2-normalised, batched, padded to the longest input.
 //! - [`index`]: a chunker for Markdown/text documents and an on-disk HNSW
 //!   index ([`VectorIndex`], usearch) with exact search beside it.
 //!
 //! Why these engines: llama.cpp decodes SmolLM2 4–5× faster than candle's
-//! quantized llama on CPU, candle runs BERT without a Python or C++ toolchain
-//! (its matmuls pick AVX-512, AVX2 or SSE kernels at run time), and usearch is
+//! quantized llama on CPU; ONNX Runtime (loaded from the `onnxruntime` wheel,
+//! its kernels chosen per CPU at run time) runs MiniLM faster than torch does
+//! (`docs/adr/0005-embeddings-on-onnx-runtime.md`), and usearch is
 //! a maintained HNSW that matches hnswlib's speed and saves to a single file
 //! (see `docs/adr/0002-vector-index.md`).
 //!
@@ -47,4 +48,7 @@ pub use llm::{
     ChatMessage, Completion, CompletionStream, FinishReason, GenerateRequest, LlmError, LlmHandle,
     LlmOptions, ModelInfo, Role, Usage,
 };
-pub use paths::{MINILM_DIR, SMOLLM2_FILE, minilm_dir, models_dir, smollm2_path};
+pub use paths::{
+    MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE, minilm_dir, models_dir, onnxruntime_path,
+    smollm2_path,
+};

@@ -7,6 +7,9 @@ pub const SMOLLM2_FILE: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The all-MiniLM-L6-v2 directory (safetensors, config, tokenizer), relative to
 /// the models directory.
 pub const MINILM_DIR: &str = "all-minilm-l6-v2";
+/// The ONNX Runtime library (from the `onnxruntime` wheel) that runs the
+/// embedder, relative to the models directory.
+pub const ONNXRUNTIME_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 
 /// The models directory: `$GLASSBOX_MODELS`, else `$XDG_CACHE_HOME/glassbox/models`,
 /// else `$HOME/.cache/glassbox/models`, else `./.glassbox-models` when neither
@@ -36,6 +39,11 @@ pub fn smollm2_path(models: &Path) -> PathBuf {
 /// The MiniLM directory inside `models`.
 pub fn minilm_dir(models: &Path) -> PathBuf {
     models.join(MINILM_DIR)
+}
+
+/// The ONNX Runtime library inside `models`.
+pub fn onnxruntime_path(models: &Path) -> PathBuf {
+    models.join(ONNXRUNTIME_LIB)
 }
 
 /// The hint every "model missing" error carries.

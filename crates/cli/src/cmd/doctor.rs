@@ -103,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
     }
     if minilm.join("model.safetensors").is_file() {
-        checks.push(embedding_check(&minilm));
+        checks.push(embedding_check(&minilm, args.threads));
     } else {
         checks.push(Check::fail(
             "embedding",
@@ -202,6 +202,7 @@ fn models_check(dir: &Path) -> Check {
             "all-minilm-l6-v2 tokenizer",
             glassbox_models::minilm_dir(dir).join("tokenizer.json"),
         ),
+        ("onnx runtime", glassbox_models::onnxruntime_path(dir)),
     ];
     let mut details = vec![format!("dir: {}", dir.display())];
     let mut missing = false;
@@ -287,9 +288,13 @@ fn generation_check(path: &Path, threads: Option<usize>) -> Check {
     }
 }
 
-fn embedding_check(dir: &Path) -> Check {
+fn embedding_check(dir: &Path, threads: Option<usize>) -> Check {
     let started = Instant::now();
-    let embedder = match Embedder::load(dir, EmbedderOptions::default()) {
+    let options = EmbedderOptions {
+        threads: threads.unwrap_or(0),
+        ..EmbedderOptions::default()
+    };
+    let embedder = match Embedder::load(dir, options) {
         Ok(e) => e,
         Err(e) => {
             return Check::fail(
@@ -317,6 +322,7 @@ fn embedding_check(dir: &Path) -> Check {
                 "embedding",
                 vec![
                     format!("model: {} (loaded in {load_ms:.0} ms)", embedder.version()),
+                    format!("runtime: {}", embedder.runtime().display()),
                     format!("1 sentence, {} dimensions, in {ms:.1} ms", v.len()),
                 ],
             )

@@ -139,7 +139,7 @@ fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
         row("smollm2-135m-instruct", "llm (gguf, llama.cpp)", &llm, &llm)?,
         row(
             "all-minilm-l6-v2",
-            "embedding (bert, candle)",
+            "embedding (bert, onnx runtime)",
             &minilm,
             &weights,
         )?,

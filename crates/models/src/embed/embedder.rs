@@ -1,27 +1,32 @@
 //! The BERT embedder itself.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::Tensor;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::onnx::{self, BertConfig};
 use super::{EmbedError, EmbedderOptions};
 use crate::hash::file_sha256;
+use crate::paths::{ONNXRUNTIME_LIB, models_dir};
 
 /// A sentence embedder: text in, L2-normalised vectors out.
 ///
 /// `Send + Sync`: share it behind an `Arc` and call [`embed`](Self::embed) from
-/// several threads (each call is CPU-bound; async callers use `spawn_blocking`).
+/// several threads (each call is CPU-bound and uses the session's threads; calls
+/// take turns; async callers use `spawn_blocking`).
 pub struct Embedder {
-    model: BertModel,
+    session: Mutex<Session>,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
     pad_id: u32,
     options: EmbedderOptions,
     version: String,
+    runtime: PathBuf,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -30,6 +35,7 @@ impl std::fmt::Debug for Embedder {
             .field("version", &self.version)
             .field("dim", &self.dim)
             .field("options", &self.options)
+            .field("runtime", &self.runtime)
             .finish_non_exhaustive()
     }
 }
@@ -42,9 +48,53 @@ fn require(path: PathBuf) -> Result<PathBuf, EmbedError> {
     }
 }
 
+/// Where the ONNX Runtime library is: `$GLASSBOX_ONNXRUNTIME`, else beside the
+/// model directory in the models directory, else in [`models_dir()`].
+fn runtime_library(model_dir: &Path) -> Result<PathBuf, EmbedError> {
+    if let Some(path) = std::env::var_os("GLASSBOX_ONNXRUNTIME").filter(|v| !v.is_empty()) {
+        return require(PathBuf::from(path)).map_err(|_| EmbedError::RuntimeMissing {
+            path: PathBuf::from(std::env::var_os("GLASSBOX_ONNXRUNTIME").unwrap_or_default()),
+            hint: "`GLASSBOX_ONNXRUNTIME` names a file that does not exist; unset it to use the \
+                   fetched library",
+        });
+    }
+    let beside = model_dir
+        .parent()
+        .map(|models| models.join(ONNXRUNTIME_LIB));
+    let default = models_dir().join(ONNXRUNTIME_LIB);
+    beside
+        .iter()
+        .chain(std::iter::once(&default))
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or(EmbedError::RuntimeMissing {
+            path: beside.unwrap_or(default),
+            hint: crate::paths::FETCH_HINT,
+        })
+}
+
+/// The process-wide ONNX Runtime environment, loaded from `library` on first use.
+fn environment(library: &Path) -> Result<&'static Environment, EmbedError> {
+    static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        ort::init_from(library)
+            .map_err(|e| e.to_string())?
+            .with_name("glassbox")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|detail| EmbedError::Runtime {
+        path: library.to_path_buf(),
+        detail: detail.clone(),
+    })
+}
+
 impl Embedder {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`
-    /// (e.g. [`minilm_dir`](crate::minilm_dir)`(&models_dir())`).
+    /// (e.g. [`minilm_dir`](crate::minilm_dir)`(&models_dir())`) and ONNX
+    /// Runtime from the models directory.
     pub fn load(dir: &Path, options: EmbedderOptions) -> Result<Self, EmbedError> {
         if options.batch_size == 0 {
             return Err(EmbedError::InvalidOption {
@@ -61,35 +111,20 @@ impl Embedder {
         let config_path = require(dir.join("config.json"))?;
         let tokenizer_path = require(dir.join("tokenizer.json"))?;
         let weights_path = require(dir.join("model.safetensors"))?;
+        let runtime = runtime_library(dir)?;
 
         let config_text =
             std::fs::read_to_string(&config_path).map_err(|source| EmbedError::Io {
                 path: config_path.clone(),
                 source,
             })?;
-        let config: Config =
+        let config: BertConfig =
             serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
                 path: config_path.clone(),
                 detail: e.to_string(),
             })?;
-        let raw: serde_json::Value =
-            serde_json::from_str(&config_text).map_err(|e| EmbedError::Config {
-                path: config_path.clone(),
-                detail: e.to_string(),
-            })?;
-        let dim = raw
-            .get("hidden_size")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|d| usize::try_from(d).ok())
-            .ok_or_else(|| EmbedError::Config {
-                path: config_path.clone(),
-                detail: "no `hidden_size`".to_owned(),
-            })?;
-        let max_positions = raw
-            .get("max_position_embeddings")
-            .and_then(serde_json::Value::as_u64)
-            .map_or(usize::MAX, |p| usize::try_from(p).unwrap_or(usize::MAX));
-        let max_tokens = options.max_tokens.min(max_positions);
+        let dim = config.hidden_size;
+        let max_tokens = options.max_tokens.min(config.max_position_embeddings);
 
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Tokenizer {
@@ -110,14 +145,30 @@ impl Embedder {
             path: weights_path.clone(),
             source,
         })?;
-        let device = Device::Cpu;
-        let weights_err = |e: candle_core::Error| EmbedError::Weights {
+        let model = onnx::bert_model(&config, &weights).map_err(|e| EmbedError::Weights {
             path: weights_path.clone(),
             detail: e.to_string(),
+        })?;
+        drop(weights);
+        let env = environment(&runtime)?;
+        let session_err = |e: String| EmbedError::Runtime {
+            path: runtime.clone(),
+            detail: e,
         };
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(weights_err)?;
-        let model = BertModel::load(vb, &config).map_err(weights_err)?;
+        let mut builder = Session::builder(env)
+            .map_err(|e| session_err(e.to_string()))?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(|e| session_err(e.to_string()))?
+            .with_inter_threads(1)
+            .map_err(|e| session_err(e.to_string()))?;
+        if options.threads > 0 {
+            builder = builder
+                .with_intra_threads(options.threads)
+                .map_err(|e| session_err(e.to_string()))?;
+        }
+        let session = builder
+            .commit_from_memory(&model)
+            .map_err(|e| session_err(e.to_string()))?;
 
         let hash = file_sha256(&weights_path).map_err(|source| EmbedError::Io {
             path: weights_path.clone(),
@@ -129,9 +180,8 @@ impl Embedder {
         );
         let version = format!("{name}@{}", &hash[..12]);
         Ok(Self {
-            model,
+            session: Mutex::new(session),
             tokenizer,
-            device,
             dim,
             pad_id,
             options: EmbedderOptions {
@@ -139,6 +189,7 @@ impl Embedder {
                 ..options
             },
             version,
+            runtime,
         })
     }
 
@@ -155,6 +206,11 @@ impl Embedder {
 
     pub fn options(&self) -> &EmbedderOptions {
         &self.options
+    }
+
+    /// The ONNX Runtime library this embedder runs on.
+    pub fn runtime(&self) -> &Path {
+        &self.runtime
     }
 
     /// Token ids of `text` as the model sees it (`[CLS] ... [SEP]`, truncated).
@@ -204,34 +260,55 @@ impl Embedder {
         Ok(out)
     }
 
-    /// One forward pass over a batch of token-id sequences.
+    /// One forward pass over a batch of token-id sequences: masked mean
+    /// pooling of the last hidden states, then L2 normalisation.
     fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let n = batch.len();
         let len = batch.iter().map(|ids| ids.len()).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
+        let mut bias = Vec::with_capacity(n * len);
         for seq in batch {
-            ids.extend_from_slice(seq);
-            ids.extend(std::iter::repeat_n(self.pad_id, len - seq.len()));
-            mask.extend(std::iter::repeat_n(1u32, seq.len()));
-            mask.extend(std::iter::repeat_n(0u32, len - seq.len()));
+            ids.extend(seq.iter().map(|&t| i64::from(t)));
+            ids.extend(std::iter::repeat_n(i64::from(self.pad_id), len - seq.len()));
+            bias.extend(std::iter::repeat_n(0.0f32, seq.len()));
+            bias.extend(std::iter::repeat_n(onnx::MASKED, len - seq.len()));
         }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
-        let type_ids = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
-        // Masked mean pooling, then L2 normalisation.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dim)
-        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (n, 1)
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        let normalised = mean.broadcast_div(&norm)?;
-        Ok(normalised.to_vec2::<f32>()?)
+        let positions: Vec<i64> = (0..len as i64).collect();
+        let err = |e: ort::Error| EmbedError::Inference(e.to_string());
+        let inputs = ort::inputs![
+            "input_ids" => Tensor::from_array(([n, len], ids)).map_err(err)?,
+            "positions" => Tensor::from_array(([len], positions)).map_err(err)?,
+            "mask_bias" => Tensor::from_array(([n, 1, 1, len], bias)).map_err(err)?,
+        ];
+        let mut session = self
+            .session
+            .lock()
+            .map_err(|_| EmbedError::Inference("an earlier call panicked".to_owned()))?;
+        let outputs = session.run(inputs).map_err(err)?;
+        let (shape, hidden) = outputs["hidden"].try_extract_tensor::<f32>().map_err(err)?;
+        let dim = self.dim;
+        if shape.iter().map(|&d| d as usize).collect::<Vec<_>>() != [n, len, dim] {
+            return Err(EmbedError::Inference(format!(
+                "output shape {shape:?}, expected [{n}, {len}, {dim}]"
+            )));
+        }
+        let mut vectors = Vec::with_capacity(n);
+        for (row, seq) in batch.iter().enumerate() {
+            let tokens = seq.len().max(1);
+            let mut mean = vec![0.0f32; dim];
+            for t in 0..seq.len() {
+                let start = (row * len + t) * dim;
+                for (m, h) in mean.iter_mut().zip(&hidden[start..start + dim]) {
+                    *m += h;
+                }
+            }
+            let inv = 1.0 / tokens as f32;
+            mean.iter_mut().for_each(|m| *m *= inv);
+            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            mean.iter_mut().for_each(|m| *m /= norm);
+            vectors.push(mean);
+        }
+        Ok(vectors)
     }
 }
 

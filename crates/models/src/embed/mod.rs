@@ -1,6 +1,8 @@
 //! Sentence embeddings from a local BERT-family model (all-MiniLM-L6-v2).
 //!
-//! candle runs the encoder; `tokenizers` reads the model's `tokenizer.json`.
+//! ONNX Runtime runs the encoder, from a graph written at load time from the
+//! model's safetensors ([`onnx`]); `tokenizers` reads the model's
+//! `tokenizer.json`.
 //! The shipped tokenizer pads every input to 128 tokens, which wastes most of
 //! the compute on short chunks, so padding is switched off and each batch is
 //! padded to its longest input instead; inputs are truncated at the model's
@@ -8,6 +10,7 @@
 //! batching (less padding) and results come back in input order.
 
 mod embedder;
+pub mod onnx;
 
 use std::path::PathBuf;
 
@@ -22,6 +25,9 @@ pub struct EmbedderOptions {
     pub batch_size: usize,
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub max_tokens: usize,
+    /// Threads of the encoder's matrix products; 0 = ONNX Runtime's default
+    /// (one per physical core).
+    pub threads: usize,
 }
 
 impl Default for EmbedderOptions {
@@ -29,6 +35,7 @@ impl Default for EmbedderOptions {
         Self {
             batch_size: 32,
             max_tokens: 256,
+            threads: 0,
         }
     }
 }
@@ -55,6 +62,10 @@ pub enum EmbedError {
         field: &'static str,
         message: String,
     },
+    #[error("ONNX Runtime library `{}` not found; hint: {hint}", path.display())]
+    RuntimeMissing { path: PathBuf, hint: &'static str },
+    #[error("loading ONNX Runtime from `{}`: {detail}", path.display())]
+    Runtime { path: PathBuf, detail: String },
     #[error("running the model: {0}")]
     Inference(String),
 }
@@ -69,14 +80,10 @@ impl EmbedError {
             Self::Tokenizer { .. } => "embed_tokenizer",
             Self::Weights { .. } => "embed_weights",
             Self::InvalidOption { .. } => "embed_invalid_option",
+            Self::RuntimeMissing { .. } => "embed_runtime_missing",
+            Self::Runtime { .. } => "embed_runtime",
             Self::Inference(_) => "embed_inference",
         }
-    }
-}
-
-impl From<candle_core::Error> for EmbedError {
-    fn from(e: candle_core::Error) -> Self {
-        Self::Inference(e.to_string())
     }
 }
 
