@@ -23,7 +23,7 @@ out=$CARGO_TARGET_DIR/bench
 mkdir -p "$out"
 
 ./scripts/install-deps.sh
-./scripts/fetch-models.sh
+./scripts/fetch-models.sh --release
 echo "building release examples ..." >&2
 cargo build --release -p glassbox-models --examples --quiet
 bin=$CARGO_TARGET_DIR/release/examples
