@@ -51,17 +51,30 @@ fn require(path: PathBuf) -> Result<PathBuf, EmbedError> {
 /// Where the ONNX Runtime library is: `$GLASSBOX_ONNXRUNTIME`, else beside the
 /// model directory in the models directory, else in [`models_dir()`].
 fn runtime_library(model_dir: &Path) -> Result<PathBuf, EmbedError> {
-    if let Some(path) = std::env::var_os("GLASSBOX_ONNXRUNTIME").filter(|v| !v.is_empty()) {
-        return require(PathBuf::from(path)).map_err(|_| EmbedError::RuntimeMissing {
-            path: PathBuf::from(std::env::var_os("GLASSBOX_ONNXRUNTIME").unwrap_or_default()),
-            hint: "`GLASSBOX_ONNXRUNTIME` names a file that does not exist; unset it to use the \
-                   fetched library",
-        });
+    let chosen = std::env::var_os("GLASSBOX_ONNXRUNTIME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    find_runtime(chosen, model_dir, &models_dir())
+}
+
+fn find_runtime(
+    chosen: Option<PathBuf>,
+    model_dir: &Path,
+    models: &Path,
+) -> Result<PathBuf, EmbedError> {
+    if let Some(path) = chosen {
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(EmbedError::RuntimeMissing {
+                path,
+                hint: "`GLASSBOX_ONNXRUNTIME` names a file that does not exist; unset it to use \
+                       the library `glassbox models fetch` brings",
+            })
+        };
     }
-    let beside = model_dir
-        .parent()
-        .map(|models| models.join(ONNXRUNTIME_LIB));
-    let default = models_dir().join(ONNXRUNTIME_LIB);
+    let beside = model_dir.parent().map(|m| m.join(ONNXRUNTIME_LIB));
+    let default = models.join(ONNXRUNTIME_LIB);
     beside
         .iter()
         .chain(std::iter::once(&default))
@@ -324,6 +337,32 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("/nonexistent/minilm/config.json"), "{msg}");
         assert!(msg.contains("glassbox models fetch"), "{msg}");
+    }
+
+    #[test]
+    fn runtime_is_found_beside_the_model_or_named_by_the_variable() {
+        let models = tempfile::tempdir().unwrap();
+        let model_dir = models.path().join("all-minilm-l6-v2");
+        let lib = models.path().join(ONNXRUNTIME_LIB);
+        let err = find_runtime(None, &model_dir, Path::new("/nonexistent")).unwrap_err();
+        assert_eq!(err.code(), "embed_runtime_missing");
+        let msg = err.to_string();
+        assert!(msg.contains(&lib.display().to_string()), "{msg}");
+        assert!(msg.contains("glassbox models fetch"), "{msg}");
+
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"").unwrap();
+        assert_eq!(
+            find_runtime(None, &model_dir, Path::new("/nonexistent")).unwrap(),
+            lib
+        );
+        let err = find_runtime(
+            Some("/nonexistent/libonnxruntime.so".into()),
+            &model_dir,
+            models.path(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("GLASSBOX_ONNXRUNTIME"), "{err}");
     }
 
     #[test]
