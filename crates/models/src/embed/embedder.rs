@@ -158,10 +158,15 @@ impl Embedder {
             path: weights_path.clone(),
             source,
         })?;
-        let model = onnx::bert_model(&config, &weights).map_err(|e| EmbedError::Weights {
-            path: weights_path.clone(),
-            detail: e.to_string(),
-        })?;
+        let attention = match std::env::var("GLASSBOX_EMBED_ATTENTION").as_deref() {
+            Ok("standard") => onnx::Attention::Standard,
+            _ => onnx::Attention::Fused,
+        };
+        let model =
+            onnx::bert_model(&config, &weights, attention).map_err(|e| EmbedError::Weights {
+                path: weights_path.clone(),
+                detail: e.to_string(),
+            })?;
         drop(weights);
         let env = environment(&runtime)?;
         let session_err = |e: String| EmbedError::Runtime {
@@ -279,24 +284,42 @@ impl Embedder {
         let n = batch.len();
         let len = batch.iter().map(|ids| ids.len()).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(n * len);
-        let mut bias = Vec::with_capacity(n * len);
         for seq in batch {
             ids.extend(seq.iter().map(|&t| i64::from(t)));
             ids.extend(std::iter::repeat_n(i64::from(self.pad_id), len - seq.len()));
-            bias.extend(std::iter::repeat_n(0.0f32, seq.len()));
-            bias.extend(std::iter::repeat_n(onnx::MASKED, len - seq.len()));
         }
         let positions: Vec<i64> = (0..len as i64).collect();
         let err = |e: ort::Error| EmbedError::Inference(e.to_string());
-        let inputs = ort::inputs![
+        let mut inputs = ort::inputs![
             "input_ids" => Tensor::from_array(([n, len], ids)).map_err(err)?,
             "positions" => Tensor::from_array(([len], positions)).map_err(err)?,
-            "mask_bias" => Tensor::from_array(([n, 1, 1, len], bias)).map_err(err)?,
         ];
         let mut session = self
             .session
             .lock()
             .map_err(|_| EmbedError::Inference("an earlier call panicked".to_owned()))?;
+        if session.inputs().iter().any(|i| i.name() == "lengths") {
+            let lengths: Vec<i32> = batch
+                .iter()
+                .map(|seq| i32::try_from(seq.len()).unwrap_or(i32::MAX))
+                .collect();
+            inputs.push((
+                "lengths".into(),
+                Tensor::from_array(([n], lengths)).map_err(err)?.into(),
+            ));
+        } else {
+            let mut bias = Vec::with_capacity(n * len);
+            for seq in batch {
+                bias.extend(std::iter::repeat_n(0.0f32, seq.len()));
+                bias.extend(std::iter::repeat_n(onnx::MASKED, len - seq.len()));
+            }
+            inputs.push((
+                "mask_bias".into(),
+                Tensor::from_array(([n, 1, 1, len], bias))
+                    .map_err(err)?
+                    .into(),
+            ));
+        }
         let outputs = session.run(inputs).map_err(err)?;
         let (shape, hidden) = outputs["hidden"].try_extract_tensor::<f32>().map_err(err)?;
         let dim = self.dim;

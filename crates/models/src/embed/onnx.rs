@@ -111,6 +111,8 @@ pub(crate) mod proto {
         pub op_type: String,
         #[prost(message, repeated, tag = "5")]
         pub attribute: Vec<AttributeProto>,
+        #[prost(string, tag = "7")]
+        pub domain: String,
     }
 
     /// `AttributeProto.AttributeType` values we use.
@@ -137,6 +139,7 @@ pub(crate) mod proto {
 
     /// `TensorProto.DataType` values we use.
     pub const FLOAT: i32 = 1;
+    pub const INT32: i32 = 6;
     pub const INT64: i32 = 7;
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -202,6 +205,8 @@ use proto::{
 /// ONNX IR version 9 / opset 20: the first with a `Gelu` operator.
 const IR_VERSION: i64 = 9;
 const OPSET: i64 = 20;
+/// ONNX Runtime's own operators (`Attention`), version 1.
+const MS_DOMAIN: &str = "com.microsoft";
 
 /// Added to the attention scores of padding positions: far below any real
 /// score, yet finite, so a row of padding never turns into NaN.
@@ -209,24 +214,47 @@ pub const MASKED: f32 = -1e9;
 
 /// Writes the ONNX model (serialised `ModelProto`) of the BERT encoder whose
 /// weights are in `weights` (the bytes of a `model.safetensors`).
-pub fn bert_model(config: &BertConfig, weights: &[u8]) -> Result<Vec<u8>, GraphError> {
+pub fn bert_model(
+    config: &BertConfig,
+    weights: &[u8],
+    attention: Attention,
+) -> Result<Vec<u8>, GraphError> {
     let tensors =
         SafeTensors::deserialize(weights).map_err(|e| GraphError::Format(e.to_string()))?;
-    let graph = Builder::new(config, &tensors)?.build()?;
+    let mut builder = Builder::new(config, &tensors)?;
+    builder.fused = attention == Attention::Fused;
+    let graph = builder.build()?;
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: String::new(),
+        version: OPSET,
+    }];
+    if attention == Attention::Fused {
+        opset_import.push(OperatorSetIdProto {
+            domain: MS_DOMAIN.to_owned(),
+            version: 1,
+        });
+    }
     let model = ModelProto {
         ir_version: IR_VERSION,
         producer_name: "glassbox".to_owned(),
         producer_version: env!("CARGO_PKG_VERSION").to_owned(),
         graph: Some(graph),
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: OPSET,
-        }],
+        opset_import,
     };
     Ok(prost::Message::encode_to_vec(&model))
 }
 
+/// How self-attention is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attention {
+    /// ONNX Runtime's fused `com.microsoft.Attention` kernel; input `lengths`.
+    Fused,
+    /// Standard operators (MatMul, Softmax, ...); input `mask_bias`.
+    Standard,
+}
+
 struct Builder<'a> {
+    fused: bool,
     config: &'a BertConfig,
     tensors: &'a SafeTensors<'a>,
     /// Prefix of the tensor names: `""` (sentence-transformers) or `"bert."`.
@@ -263,6 +291,7 @@ impl<'a> Builder<'a> {
             ""
         };
         Ok(Self {
+            fused: false,
             config,
             tensors,
             prefix,
@@ -350,6 +379,7 @@ impl<'a> Builder<'a> {
             name: output.to_owned(),
             op_type: op.to_owned(),
             attribute: attributes,
+            domain: String::new(),
         });
         output.to_owned()
     }
@@ -406,6 +436,142 @@ impl<'a> Builder<'a> {
         ))
     }
 
+    /// Self-attention from standard operators; returns the context `[b, len, h]`
+    /// (before the output projection). The 1/sqrt(d) score scale is folded into
+    /// the query.
+    fn attention(
+        &mut self,
+        x: &str,
+        n: &str,
+        l: &str,
+        split: &str,
+        merge: &str,
+        scale: &str,
+    ) -> Result<String, GraphError> {
+        let h = self.config.hidden_size;
+        // Self-attention; the 1/sqrt(d) score scale is folded into the query.
+        let q = self.linear(
+            x,
+            &format!("{n}.attention.self.query"),
+            h,
+            h,
+            Some(scale),
+            &format!("{l}.q"),
+        )?;
+        let k = self.linear(
+            x,
+            &format!("{n}.attention.self.key"),
+            h,
+            h,
+            None,
+            &format!("{l}.k"),
+        )?;
+        let v = self.linear(
+            x,
+            &format!("{n}.attention.self.value"),
+            h,
+            h,
+            None,
+            &format!("{l}.v"),
+        )?;
+        let q = self.node("Reshape", &[&q, split], &format!("{l}.q.split"), vec![]);
+        let k = self.node("Reshape", &[&k, split], &format!("{l}.k.split"), vec![]);
+        let v = self.node("Reshape", &[&v, split], &format!("{l}.v.split"), vec![]);
+        // [b, len, heads, d] -> q, v: [b, heads, len, d]; k: [b, heads, d, len]
+        let q = self.node(
+            "Transpose",
+            &[&q],
+            &format!("{l}.q.t"),
+            vec![attr_ints("perm", &[0, 2, 1, 3])],
+        );
+        let k = self.node(
+            "Transpose",
+            &[&k],
+            &format!("{l}.k.t"),
+            vec![attr_ints("perm", &[0, 2, 3, 1])],
+        );
+        let v = self.node(
+            "Transpose",
+            &[&v],
+            &format!("{l}.v.t"),
+            vec![attr_ints("perm", &[0, 2, 1, 3])],
+        );
+        let scores = self.node("MatMul", &[&q, &k], &format!("{l}.scores"), vec![]);
+        let scores = self.node(
+            "Add",
+            &[&scores, "mask_bias"],
+            &format!("{l}.scores.masked"),
+            vec![],
+        );
+        let probs = self.node(
+            "Softmax",
+            &[&scores],
+            &format!("{l}.probs"),
+            vec![attr_int("axis", -1)],
+        );
+        let ctx = self.node("MatMul", &[&probs, &v], &format!("{l}.ctx"), vec![]);
+        let ctx = self.node(
+            "Transpose",
+            &[&ctx],
+            &format!("{l}.ctx.t"),
+            vec![attr_ints("perm", &[0, 2, 1, 3])],
+        );
+        let ctx = self.node(
+            "Reshape",
+            &[&ctx, merge],
+            &format!("{l}.ctx.merged"),
+            vec![],
+        );
+        Ok(ctx)
+    }
+
+    /// Self-attention as ONNX Runtime's fused `com.microsoft.Attention`: one
+    /// `[h, 3h]` projection for query, key and value, scaled dot products,
+    /// softmax over the real tokens (`lengths`) and the weighted sum, in one
+    /// kernel. Returns the context `[b, len, h]`.
+    fn fused_attention(&mut self, x: &str, n: &str, l: &str) -> Result<String, GraphError> {
+        let h = self.config.hidden_size;
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for part in ["query", "key", "value"] {
+            let name = format!("{n}.attention.self.{part}");
+            let w = self.weight(&format!("{name}.weight"), &[h, h])?;
+            let b = self.weight(&format!("{name}.bias"), &[h])?;
+            let w = self.init_f32(&format!("{name}.weight"), &[h, h], w);
+            let b = self.init_f32(&format!("{name}.bias"), &[h], b);
+            weights.push(self.node(
+                "Transpose",
+                &[&w],
+                &format!("{name}.weight.t"),
+                vec![attr_ints("perm", &[1, 0])],
+            ));
+            biases.push(b);
+        }
+        let w = self.node(
+            "Concat",
+            &[&weights[0], &weights[1], &weights[2]],
+            &format!("{l}.qkv.weight"),
+            vec![attr_int("axis", 1)],
+        );
+        let b = self.node(
+            "Concat",
+            &[&biases[0], &biases[1], &biases[2]],
+            &format!("{l}.qkv.bias"),
+            vec![attr_int("axis", 0)],
+        );
+        let heads = self.config.num_attention_heads as i64;
+        let out = format!("{l}.ctx");
+        self.nodes.push(NodeProto {
+            input: vec![x.to_owned(), w, b, "lengths".to_owned()],
+            output: vec![out.clone()],
+            name: out.clone(),
+            op_type: "Attention".to_owned(),
+            attribute: vec![attr_int("num_heads", heads)],
+            domain: MS_DOMAIN.to_owned(),
+        });
+        Ok(out)
+    }
+
     fn build(mut self) -> Result<GraphProto, GraphError> {
         let c = self.config.clone();
         let (h, heads) = (c.hidden_size, c.num_attention_heads);
@@ -459,79 +625,11 @@ impl<'a> Builder<'a> {
         for layer in 0..c.num_hidden_layers {
             let n = format!("encoder.layer.{layer}");
             let l = format!("l{layer}");
-            // Self-attention; the 1/sqrt(d) score scale is folded into the query.
-            let q = self.linear(
-                &x,
-                &format!("{n}.attention.self.query"),
-                h,
-                h,
-                Some(&scale),
-                &format!("{l}.q"),
-            )?;
-            let k = self.linear(
-                &x,
-                &format!("{n}.attention.self.key"),
-                h,
-                h,
-                None,
-                &format!("{l}.k"),
-            )?;
-            let v = self.linear(
-                &x,
-                &format!("{n}.attention.self.value"),
-                h,
-                h,
-                None,
-                &format!("{l}.v"),
-            )?;
-            let q = self.node("Reshape", &[&q, &split], &format!("{l}.q.split"), vec![]);
-            let k = self.node("Reshape", &[&k, &split], &format!("{l}.k.split"), vec![]);
-            let v = self.node("Reshape", &[&v, &split], &format!("{l}.v.split"), vec![]);
-            // [b, len, heads, d] -> q, v: [b, heads, len, d]; k: [b, heads, d, len]
-            let q = self.node(
-                "Transpose",
-                &[&q],
-                &format!("{l}.q.t"),
-                vec![attr_ints("perm", &[0, 2, 1, 3])],
-            );
-            let k = self.node(
-                "Transpose",
-                &[&k],
-                &format!("{l}.k.t"),
-                vec![attr_ints("perm", &[0, 2, 3, 1])],
-            );
-            let v = self.node(
-                "Transpose",
-                &[&v],
-                &format!("{l}.v.t"),
-                vec![attr_ints("perm", &[0, 2, 1, 3])],
-            );
-            let scores = self.node("MatMul", &[&q, &k], &format!("{l}.scores"), vec![]);
-            let scores = self.node(
-                "Add",
-                &[&scores, "mask_bias"],
-                &format!("{l}.scores.masked"),
-                vec![],
-            );
-            let probs = self.node(
-                "Softmax",
-                &[&scores],
-                &format!("{l}.probs"),
-                vec![attr_int("axis", -1)],
-            );
-            let ctx = self.node("MatMul", &[&probs, &v], &format!("{l}.ctx"), vec![]);
-            let ctx = self.node(
-                "Transpose",
-                &[&ctx],
-                &format!("{l}.ctx.t"),
-                vec![attr_ints("perm", &[0, 2, 1, 3])],
-            );
-            let ctx = self.node(
-                "Reshape",
-                &[&ctx, &merge],
-                &format!("{l}.ctx.merged"),
-                vec![],
-            );
+            let ctx = if self.fused {
+                self.fused_attention(&x, &n, &l)?
+            } else {
+                self.attention(&x, &n, &l, &split, &merge, &scale)?
+            };
             let attn = self.linear(
                 &ctx,
                 &format!("{n}.attention.output.dense"),
@@ -573,6 +671,7 @@ impl<'a> Builder<'a> {
             x = self.layer_norm(&res, &format!("{n}.output.LayerNorm"), &format!("{l}.out"))?;
         }
         self.node("Identity", &[&x], "hidden", vec![]);
+        let fused = self.fused;
 
         Ok(GraphProto {
             node: self.nodes,
@@ -585,16 +684,20 @@ impl<'a> Builder<'a> {
                     &[dim_param("batch"), dim_param("len")],
                 ),
                 value_info("positions", proto::INT64, &[dim_param("len")]),
-                value_info(
-                    "mask_bias",
-                    proto::FLOAT,
-                    &[
-                        dim_param("batch"),
-                        dim_value(1),
-                        dim_value(1),
-                        dim_param("len"),
-                    ],
-                ),
+                if fused {
+                    value_info("lengths", proto::INT32, &[dim_param("batch")])
+                } else {
+                    value_info(
+                        "mask_bias",
+                        proto::FLOAT,
+                        &[
+                            dim_param("batch"),
+                            dim_value(1),
+                            dim_value(1),
+                            dim_param("len"),
+                        ],
+                    )
+                },
             ],
             output: vec![value_info(
                 "hidden",
@@ -687,7 +790,7 @@ mod tests {
 
     #[test]
     fn non_safetensors_bytes_are_a_format_error() {
-        let err = bert_model(&tiny_config(), b"not safetensors").unwrap_err();
+        let err = bert_model(&tiny_config(), b"not safetensors", Attention::Fused).unwrap_err();
         assert!(matches!(err, GraphError::Format(_)), "{err}");
     }
 
@@ -712,7 +815,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let err = bert_model(&tiny_config(), &empty).unwrap_err();
+        let err = bert_model(&tiny_config(), &empty, Attention::Standard).unwrap_err();
         assert!(
             err.to_string()
                 .contains("embeddings.word_embeddings.weight"),
