@@ -14,13 +14,23 @@
 //!   never missing spans, and a crash never leaves half of one.
 //! - [`StoreWriter::flush`] returns once everything queued before it is
 //!   committed; [`StoreWriter::close`] (or drop) flushes and joins the thread.
+//! - [`StoreWriter::durable`] registers a request before it runs and returns
+//!   a [`Durable`] ticket that completes when the transaction holding that
+//!   request has committed (or with the commit's error). This is group
+//!   commit: tickets never end a batch, so every request queued while the
+//!   last batch was committing shares the next transaction, and a server
+//!   that answers only after its ticket pays one commit per batch, not one
+//!   per request. "Committed" is what the backend's commit promises: for
+//!   SQLite (WAL, `synchronous = NORMAL`) the request survives a crash of
+//!   this process, for PostgreSQL (`synchronous_commit = on`) its WAL is
+//!   flushed by the database server.
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 //! - On Linux the encode and free threads run at nice +10, so under CPU
 //!   contention requests and commits come first.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -28,6 +38,7 @@ use std::time::Instant;
 
 use glassbox_trace::{RequestId, RequestRecord, SpanRecord, TraceSink};
 use serde::Serialize;
+use tokio::sync::oneshot;
 
 use crate::error::{Result, StoreError};
 use crate::query::TraceStore;
@@ -110,8 +121,126 @@ struct Counters {
 
 enum Msg {
     Span(Arc<SpanRecord>),
-    Request(Arc<RequestRecord>),
+    /// A request, with the ticket of whoever awaits its commit.
+    Request(Arc<RequestRecord>, Option<Ticket>),
     Flush(SyncSender<()>),
+}
+
+/// Where the committer reports the fate of one awaited request.
+type Ticket = oneshot::Sender<Committed>;
+
+/// What a ticket receives: `Ok`, or why its batch was not written.
+type Committed = std::result::Result<(), CommitFailure>;
+
+#[derive(Debug, Clone)]
+struct CommitFailure {
+    /// Records in the failed batch.
+    records: u64,
+    message: Arc<str>,
+}
+
+/// Requests whose commit someone awaits, by id ([`StoreWriter::durable`]).
+#[derive(Default)]
+struct Awaited {
+    /// Entries in `tickets`: with none, a request does not take the lock.
+    len: AtomicUsize,
+    tickets: Mutex<HashMap<RequestId, Ticket>>,
+}
+
+impl Awaited {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Ticket>> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn insert(&self, id: RequestId, ticket: Ticket) {
+        let mut tickets = self.lock();
+        if tickets.insert(id, ticket).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn remove(&self, id: RequestId) -> Option<Ticket> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let ticket = self.lock().remove(&id);
+        if ticket.is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        ticket
+    }
+}
+
+/// A request's commit, awaited: from [`StoreWriter::durable`], registered
+/// before the request runs. Dropping it stops waiting (the request is
+/// still written).
+#[must_use = "a ticket does nothing unless its commit is awaited"]
+pub struct Durable {
+    id: RequestId,
+    awaited: Arc<Awaited>,
+    /// `None` once taken by [`Durable::wait`].
+    rx: Option<oneshot::Receiver<Committed>>,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable").field("id", &self.id).finish()
+    }
+}
+
+impl Durable {
+    pub fn request_id(&self) -> RequestId {
+        self.id
+    }
+
+    /// Waits, without holding a thread, until the transaction holding the
+    /// request has committed. Call once the request has ended: its record
+    /// must already have been sent to the writer, or this answers
+    /// [`StoreError::NotRecorded`] rather than wait for it forever.
+    pub async fn committed(mut self) -> Result<()> {
+        self.unsent()?;
+        match self.rx.as_mut() {
+            Some(rx) => settle(rx.await),
+            None => Err(StoreError::WriterClosed),
+        }
+    }
+
+    /// [`Durable::committed`] for a thread outside an async runtime.
+    pub fn wait(mut self) -> Result<()> {
+        self.unsent()?;
+        match self.rx.take() {
+            Some(rx) => settle(rx.blocking_recv()),
+            None => Err(StoreError::WriterClosed),
+        }
+    }
+
+    /// Fails if the request never reached the writer: its ticket is still
+    /// registered.
+    fn unsent(&mut self) -> Result<()> {
+        match self.awaited.remove(self.id) {
+            Some(_) => Err(StoreError::NotRecorded { request: self.id }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn settle(result: std::result::Result<Committed, oneshot::error::RecvError>) -> Result<()> {
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(f)) => Err(StoreError::WriteFailed {
+            failed: f.records,
+            last: f.message.to_string(),
+        }),
+        // The writer dropped the ticket unanswered: it is closed or stopped.
+        Err(_) => Err(StoreError::WriterClosed),
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        // Not awaited after all (e.g. the client went away): unregister.
+        let _ = self.awaited.remove(self.id);
+    }
 }
 
 /// The bounded queue between the engine and the encoder thread.
@@ -232,6 +361,7 @@ impl Queue {
 /// A [`TraceSink`] that persists into a [`TraceStore`] off the request path.
 pub struct StoreWriter {
     queue: Arc<Queue>,
+    awaited: Arc<Awaited>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     kind: &'static str,
@@ -306,6 +436,7 @@ impl StoreWriter {
         )?;
         Ok(StoreWriter {
             queue,
+            awaited: Arc::default(),
             thread: Mutex::new(Some(thread)),
             counters,
             kind,
@@ -334,6 +465,20 @@ impl StoreWriter {
             .max_depth
             .fetch_max(depth as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Registers request `id`, which has not run yet: the returned ticket
+    /// completes once the transaction holding the request has committed.
+    /// Requests are written as before; the ticket only rides along, so many
+    /// tickets share one commit (group commit).
+    pub fn durable(&self, id: RequestId) -> Durable {
+        let (tx, rx) = oneshot::channel();
+        self.awaited.insert(id, tx);
+        Durable {
+            id,
+            awaited: self.awaited.clone(),
+            rx: Some(rx),
+        }
     }
 
     /// Waits until everything sent before this call is committed; reports
@@ -419,7 +564,10 @@ impl TraceSink for StoreWriter {
     }
 
     fn request(&self, record: Arc<RequestRecord>) {
-        let _ = self.send(Msg::Request(record));
+        // If the writer is closed, the ticket is dropped with the message
+        // and its holder hears `WriterClosed`.
+        let ticket = self.awaited.remove(record.request_id);
+        let _ = self.send(Msg::Request(record, ticket));
     }
 }
 
@@ -478,6 +626,8 @@ struct Batch {
     spans: Vec<SpanRow>,
     ids: Vec<RequestId>,
     acks: Vec<SyncSender<()>>,
+    /// Completed when this batch has committed (or failed).
+    tickets: Vec<Ticket>,
     records: usize,
 }
 
@@ -528,7 +678,8 @@ impl Encoder {
     fn take(&mut self, msg: Msg, batch: &mut Batch) {
         match msg {
             Msg::Span(span) => self.pending.entry(span.request_id).or_default().push(span),
-            Msg::Request(record) => {
+            Msg::Request(record, ticket) => {
+                batch.tickets.extend(ticket);
                 let spans = self.pending.remove(&record.request_id).unwrap_or_default();
                 let (row, span_rows) = encode(&record, &spans, &self.redactor);
                 batch.records += 1 + span_rows.len();
@@ -550,6 +701,7 @@ impl Committer {
     }
 
     fn commit(&mut self, mut batch: Batch) {
+        let mut committed: Committed = Ok(());
         if !batch.requests.is_empty() || !batch.spans.is_empty() {
             let started = Instant::now();
             let mut result = self.store.write(&batch.requests, &batch.spans);
@@ -576,14 +728,20 @@ impl Committer {
                     }
                 }
                 Err(err) => {
-                    c.failed.fetch_add(
-                        (batch.requests.len() + batch.spans.len()) as u64,
-                        Ordering::Relaxed,
-                    );
-                    *c.last_error.lock().unwrap_or_else(PoisonError::into_inner) =
-                        Some(format!("{err} [{}]", err.code()));
+                    let records = (batch.requests.len() + batch.spans.len()) as u64;
+                    c.failed.fetch_add(records, Ordering::Relaxed);
+                    let message = format!("{err} [{}]", err.code());
+                    committed = Err(CommitFailure {
+                        records,
+                        message: message.as_str().into(),
+                    });
+                    *c.last_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(message);
                 }
             }
+        }
+        for ticket in batch.tickets.drain(..) {
+            // The holder may have stopped waiting (client gone): fine.
+            let _ = ticket.send(committed.clone());
         }
         for ack in batch.acks.drain(..) {
             let _ = ack.send(());
