@@ -149,9 +149,7 @@ pub async fn create_run(
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
     let admitted = state.admit(&id)?;
-    let outcome = admitted
-        .run(&state.engine, input, RunOptions::default())
-        .await;
+    let outcome = admitted.run(&state, input, RunOptions::default()).await?;
     // A run's tokens are known only afterwards: they count against the
     // key's `tokens_per_minute` from now on.
     state
