@@ -217,13 +217,14 @@ fn run_failed(outcome: &Outcome, err: &glassbox_engine::ExecError) -> ApiError {
     tag = "openai",
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "A `chat.completion`, or with `stream: true` a `text/event-stream` of `chat.completion.chunk` events ending in `data: [DONE]`; the request id is in `x-request-id`", body = ChatCompletion),
+        (status = 200, description = "A `chat.completion`, or with `stream: true` a `text/event-stream` of `chat.completion.chunk` events ending in `data: [DONE]`; the request id is in `x-request-id`. The answer (a stream: its closing chunks) is sent once the request's trace has committed; a stream whose trace cannot be stored ends with an error event (`trace_not_stored`)", body = ChatCompletion),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, description = "No such model (topology)", body = ErrorBody),
         (status = 429, body = ErrorBody),
         (status = 500, body = ErrorBody),
+        (status = 503, description = "The request's trace could not be stored (`trace_not_stored`)", body = ErrorBody),
     ),
     security(("api_key" = ["run"]))
 )]
@@ -536,6 +537,7 @@ pub fn base64(bytes: &[u8]) -> String {
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
+        (status = 503, description = "An input's trace could not be stored (`trace_not_stored`)", body = ErrorBody),
     ),
     security(("api_key" = ["run"]))
 )]

@@ -77,8 +77,7 @@ fn acknowledged_then_killed(dir: &std::path::Path, store: &str) -> Vec<String> {
     for c in clients {
         c.join().unwrap();
     }
-    let acked = acked.lock().unwrap().clone();
-    acked
+    acked.lock().unwrap().clone()
 }
 
 /// The acknowledged ids that the store at `url` does not hold.
