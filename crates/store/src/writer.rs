@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -384,9 +384,8 @@ impl StoreWriter {
         let queue = Arc::new(Queue::new(capacity));
         let counters = Arc::new(Counters::default());
         let kind = store.kind();
-        // Two encoded batches in flight at most: memory stays bounded and the
-        // encoder waits (back-pressure) when the store falls behind.
-        let (batches_tx, batches_rx) = sync_channel::<Batch>(1);
+        let max_batch = options.max_batch.max(1);
+        let handoff = Arc::new(Handoff::new(max_batch));
         let (spent, spent_rx) = sync_channel::<Batch>(1);
         let committer = Committer {
             store,
@@ -397,7 +396,7 @@ impl StoreWriter {
         let encoder = Encoder {
             redactor,
             counters: counters.clone(),
-            max_batch: options.max_batch.max(1),
+            max_batch,
             pending: HashMap::new(),
         };
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -416,20 +415,25 @@ impl StoreWriter {
                 spent_rx.into_iter().for_each(drop);
             }),
         )?;
+        // Each side marks the hand-off when it ends, however it ends (even
+        // if its thread never started), so the other never waits forever.
+        let gone = CommitterGone(handoff.clone());
         let commit_thread = spawn(
             "gb-trace-commit",
             Box::new(move || {
-                committer.run(batches_rx);
+                committer.run(&gone.0);
+                drop(gone);
                 let _ = free_thread.join();
             }),
         )?;
         let rx = queue.clone();
+        let done = EncoderDone(handoff);
         let thread = spawn(
             "gb-trace-encode",
             Box::new(move || {
                 run_in_background();
-                encoder.run(&rx, &batches_tx);
-                drop(batches_tx);
+                encoder.run(&rx, &done.0);
+                drop(done);
                 // The committer ends once it has drained the last batch.
                 let _ = commit_thread.join();
             }),
@@ -620,6 +624,108 @@ struct Committer {
     spent: Option<SyncSender<Batch>>,
 }
 
+/// Between the encoder and the committer: at most one encoded batch waits,
+/// and while the committer is busy the encoder adds to it (up to the batch
+/// size) instead of queueing another. Each commit so takes everything encoded
+/// during the previous one: that is what makes group commit effective. With
+/// a queue of batches, each commit took the small batch cut right after the
+/// previous one was handed over (measured on PostgreSQL, 8 clients waiting
+/// for their commit: 2.1 requests per commit). Memory stays bounded: the
+/// encoder waits (back-pressure) when the waiting batch is full.
+struct Handoff {
+    slot: Mutex<Slot>,
+    changed: Condvar,
+    max_batch: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    waiting: Option<Batch>,
+    encoder_done: bool,
+    committer_gone: bool,
+}
+
+impl Handoff {
+    fn new(max_batch: usize) -> Handoff {
+        Handoff {
+            slot: Mutex::default(),
+            changed: Condvar::new(),
+            max_batch,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `batch` over, merged into the waiting one if it fits; waits
+    /// while the waiting batch is full. `false` once the committer is gone.
+    fn put(&self, mut batch: Batch) -> bool {
+        let mut slot = self.lock();
+        loop {
+            if slot.committer_gone {
+                return false;
+            }
+            match &mut slot.waiting {
+                None => {
+                    slot.waiting = Some(batch);
+                    self.changed.notify_all();
+                    return true;
+                }
+                Some(w) if w.records + batch.records <= self.max_batch => {
+                    w.absorb(&mut batch);
+                    return true;
+                }
+                Some(_) => {
+                    slot = self
+                        .changed
+                        .wait(slot)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+
+    /// The next batch to commit; `None` once the encoder is done and
+    /// nothing waits.
+    fn take(&self) -> Option<Batch> {
+        let mut slot = self.lock();
+        loop {
+            if let Some(batch) = slot.waiting.take() {
+                self.changed.notify_all();
+                return Some(batch);
+            }
+            if slot.encoder_done {
+                return None;
+            }
+            slot = self
+                .changed
+                .wait(slot)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Marks the hand-off when the encoder ends (dropped on its thread).
+struct EncoderDone(Arc<Handoff>);
+
+impl Drop for EncoderDone {
+    fn drop(&mut self) {
+        self.0.lock().encoder_done = true;
+        self.0.changed.notify_all();
+    }
+}
+
+/// Marks the hand-off when the committer ends (dropped on its thread).
+struct CommitterGone(Arc<Handoff>);
+
+impl Drop for CommitterGone {
+    fn drop(&mut self) {
+        self.0.lock().committer_gone = true;
+        self.0.changed.notify_all();
+    }
+}
+
 #[derive(Default)]
 struct Batch {
     requests: Vec<RequestRow>,
@@ -631,12 +737,26 @@ struct Batch {
     records: usize,
 }
 
+impl Batch {
+    /// Moves `other`'s rows, acks and tickets to the end of this batch.
+    fn absorb(&mut self, other: &mut Batch) {
+        self.requests.append(&mut other.requests);
+        self.spans.append(&mut other.spans);
+        self.ids.append(&mut other.ids);
+        self.acks.append(&mut other.acks);
+        self.tickets.append(&mut other.tickets);
+        self.records += std::mem::take(&mut other.records);
+    }
+}
+
 impl Encoder {
-    fn run(mut self, queue: &Queue, out: &SyncSender<Batch>) {
+    fn run(mut self, queue: &Queue, out: &Handoff) {
         let mut msgs = Vec::with_capacity(self.max_batch);
         while queue.take(&mut msgs, self.max_batch) {
-            // A batch ends at a flush (its ack must not wait for later
-            // records), at the size limit, or when the queue is drained.
+            // A batch ends at a flush, at the size limit, or when the queue
+            // is drained; the hand-off may still merge it with the next ones
+            // while the committer is busy (then a flush's ack comes with
+            // that larger commit).
             // Sized up front: growing vectors of ~0.5 KB rows by doubling
             // copied them over and over (memmove was 7% of the writer).
             let mut batch = Batch {
@@ -648,12 +768,12 @@ impl Encoder {
                 let flush = matches!(msg, Msg::Flush(_));
                 self.take(msg, &mut batch);
                 if (flush || batch.records >= self.max_batch)
-                    && out.send(std::mem::take(&mut batch)).is_err()
+                    && !out.put(std::mem::take(&mut batch))
                 {
                     return;
                 }
             }
-            if (batch.records > 0 || !batch.acks.is_empty()) && out.send(batch).is_err() {
+            if (batch.records > 0 || !batch.acks.is_empty()) && !out.put(batch) {
                 return;
             }
         }
@@ -671,7 +791,7 @@ impl Encoder {
             .fetch_add(batch.spans.len() as u64, Ordering::Relaxed);
         batch.records = batch.spans.len();
         if batch.records > 0 {
-            let _ = out.send(batch);
+            let _ = out.put(batch);
         }
     }
 
@@ -693,8 +813,8 @@ impl Encoder {
 }
 
 impl Committer {
-    fn run(mut self, batches: Receiver<Batch>) {
-        while let Ok(batch) = batches.recv() {
+    fn run(mut self, batches: &Handoff) {
+        while let Some(batch) = batches.take() {
             self.commit(batch);
         }
         drop(self.spent.take());

@@ -78,7 +78,12 @@ fn concurrent_tickets_share_one_commit() {
             await_on_thread(ticket)
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(100));
+    // Give the encoder time to take and encode everything queued.
+    let until = std::time::Instant::now() + EVENTUALLY;
+    while writer.stats().queue_depth > 0 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     for d in &done {
         assert!(matches!(
             d.try_recv(),
@@ -93,11 +98,10 @@ fn concurrent_tickets_share_one_commit() {
     }
     let stats = writer.close().unwrap();
     assert_eq!(stats.requests_written, 9);
-    // One commit per request would be 9. The pipeline holds at most three
-    // batches while the gate is shut (committing, handed over, encoded), so
-    // everything queued behind them goes in a fourth: 8 tickets, at most 3
-    // commits, whatever the thread timing.
-    assert!(stats.batches <= 4, "{stats:?}");
+    // One commit per request would be 9. While the first commit is held,
+    // everything encoded waits as one batch: 2 commits in all, or 3 if the
+    // (low-priority) encoder was still encoding when the gate opened.
+    assert!(stats.batches <= 3, "{stats:?}");
 }
 
 /// A store whose writes always fail.
