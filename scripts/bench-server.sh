@@ -125,6 +125,10 @@ for c in $concurrencies; do
 done
 capacity="$(jq -n --argjson cap "$capacity" '($cap * 10 | floor) / 10')"
 echo "capacity: $capacity req/s (closed loop, concurrency $best_c)"
+# The trace writer's counters: requests written (vs answered) and queue depth
+# show whether it kept up; requests ÷ commits is the group-commit size.
+curl -fsS "$url/metrics" | grep -E '^glassbox_trace_(requests_written|commits|commit_seconds|queue_depth) ' |
+  awk '{printf "%s %s  ", $1, $2} END {print ""}'
 if [[ "${OPEN_LOOP:-1}" == 0 ]]; then
   exit 0
 fi
