@@ -74,6 +74,26 @@ impl ReadPool {
     }
 }
 
+impl Drop for ReadPool {
+    /// A PostgreSQL connection closes by blocking on a runtime of its own,
+    /// which panics inside another runtime, and the pool is dropped with the
+    /// server's state on a runtime thread: SIGTERM on a PostgreSQL store
+    /// ended in an abort (exit 134) after the traces were flushed. So the
+    /// connections are closed on a plain thread.
+    fn drop(&mut self) {
+        let conns = std::mem::take(&mut self.conns);
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let closing = std::thread::Builder::new()
+            .name("gb-store-close".into())
+            .spawn(move || drop(conns));
+        if let Ok(thread) = closing {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl std::fmt::Debug for ReadPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadPool")

@@ -137,3 +137,35 @@ fn kill_9_under_load_loses_no_acknowledged_trace_postgres() {
         &missing[..missing.len().min(5)]
     );
 }
+
+#[test]
+fn sigterm_on_postgres_drains_and_exits_0() {
+    let pg = TempPostgres::start(TempPostgresOptions::default()).unwrap_or_else(|e| {
+        panic!("PostgreSQL tests need a throwaway server and it did not start: {e}")
+    });
+    let url = pg.create_database("term").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = serve_on(dir.path(), &[], &url, &[]);
+    let agent = agent();
+    assert!(run_ok(&agent, &server.url, r#"{"question": "hello"}"#).is_some());
+    let killed = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", server.child.id())])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let until = Instant::now() + Duration::from_secs(120);
+    let exit = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < until,
+            "the server did not exit after SIGTERM"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    // It aborted (134) closing its PostgreSQL read connections.
+    assert_eq!(exit.code(), Some(0), "{log}");
+    assert!(log.contains("stopped; 1 requests and"), "{log}");
+}
