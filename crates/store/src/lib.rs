@@ -10,6 +10,10 @@
 //! - [`open`]`(url)` → a [`StoreWriter`]: a [`glassbox_trace::TraceSink`] to
 //!   hand to the engine; call [`StoreWriter::flush`] / [`StoreWriter::close`]
 //!   at the end (drop also closes).
+//! - [`StoreWriter::durable`]`(id)` before a request runs → a [`Durable`]
+//!   ticket that completes once the transaction holding that request has
+//!   committed; tickets share commits (group commit). `glassbox serve`
+//!   answers only after its ticket.
 //! - [`open_store`]`(url)` → a `Box<dyn TraceStore>` for reading (`trace
 //!   list/show`, `explain`, `report`).
 //! - [`StoreUrl::resolve`]: `--store URL`, else `GLASSBOX_STORE`, else
