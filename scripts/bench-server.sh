@@ -15,7 +15,9 @@
 # PROFILE (release or dev, default release), BIN (a built `glassbox` to use
 # instead of building one), RAG (0/1), RAG_RATE (default 0.2),
 # RAG_SECS (default 60), SERVE_ARGS (extra `glassbox serve` arguments, e.g. a
-# `--config FILE` with a lower concurrency bound).
+# `--config FILE` with a lower concurrency bound or `[store] durability`),
+# STORE (trace store URL, default a temp SQLite file), OPEN_LOOP (0: stop
+# after the closed-loop steps, default 1).
 # Exit 1 if the server died, answered nothing, or a trace is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,9 +76,10 @@ inputs="$tmp/inputs.txt"
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 url="http://127.0.0.1:$port"
+store="${STORE:-sqlite://$tmp/traces.db}"
 # shellcheck disable=SC2086 # SERVE_ARGS is a list of words.
 "$bin" serve --topologies "$tmp/topologies" --port "$port" \
-  --store "sqlite://$tmp/traces.db" ${SERVE_ARGS:-} >"$tmp/serve.log" 2>&1 &
+  --store "$store" ${SERVE_ARGS:-} >"$tmp/serve.log" 2>&1 &
 server_pid=$!
 
 for _ in $(seq 1 300); do
@@ -91,7 +94,7 @@ done
 curl -fsS "$url/healthz" >/dev/null
 
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "== binary: $profile, server at $url"
+echo "== binary: $profile, server at $url, store ${store%%://*}, args: ${SERVE_ARGS:-none}"
 
 bench() {
   "$bin" bench --url "$url" --topology "$1" --inputs "$inputs" "${@:2}"
@@ -122,6 +125,13 @@ for c in $concurrencies; do
 done
 capacity="$(jq -n --argjson cap "$capacity" '($cap * 10 | floor) / 10')"
 echo "capacity: $capacity req/s (closed loop, concurrency $best_c)"
+# The trace writer's counters: requests written (vs answered) and queue depth
+# show whether it kept up; requests ÷ commits is the group-commit size.
+curl -fsS "$url/metrics" | grep -E '^glassbox_trace_(requests_written|commits|commit_seconds|queue_depth) ' |
+  awk '{printf "%s %s  ", $1, $2} END {print ""}'
+if [[ "${OPEN_LOOP:-1}" == 0 ]]; then
+  exit 0
+fi
 
 rate="$(jq -n --argjson cap "$capacity" --argjson k "$overload" '($cap * $k * 10 | floor) / 10')"
 echo

@@ -23,6 +23,10 @@
 //! burst = 40
 //! tokens_per_minute = 200000   # optional: estimated tokens (prompt + max_tokens)
 //!
+//! [store]
+//! durability = "commit"        # default: answer only once the trace has committed;
+//!                              # "async": answer at once (a crash can lose traces)
+//!
 //! [outbound]                   # what nodes may reach despite the deny list
 //! allow_ranges = ["10.20.0.0/16"]  # loopback, link-local, private: refused unless listed
 //!
@@ -152,6 +156,29 @@ pub struct TopologySettings {
     pub max_concurrency: Option<usize>,
 }
 
+/// When a response may leave, relative to its trace's commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// A response (and a stream's last chunk) is sent only after the
+    /// transaction holding its request's trace has committed. Commits are
+    /// shared by every request waiting at the time (group commit).
+    #[default]
+    Commit,
+    /// Responses do not wait for the commit: more throughput and lower
+    /// latency, but a crash (kill -9, OOM kill, power loss) loses the traces
+    /// of requests already answered, up to the writer's queue (65,536
+    /// records).
+    Async,
+}
+
+/// The trace store (its URL comes from `--store` / `GLASSBOX_STORE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    pub durability: Durability,
+}
+
 /// Outbound requests (nodes, model backends): see `glassbox_nodes::outbound`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -182,6 +209,8 @@ pub struct ConfigFile {
     pub keys: Vec<KeySpec>,
     #[serde(default)]
     pub outbound: OutboundSettings,
+    #[serde(default)]
+    pub store: StoreSettings,
 }
 
 /// A key the server accepts.
@@ -217,6 +246,7 @@ pub struct Config {
     pub keys: Vec<ApiKey>,
     /// Ranges outbound calls may reach despite the deny list.
     pub outbound_allow: Vec<IpRange>,
+    pub store: StoreSettings,
 }
 
 impl Default for Config {
@@ -332,6 +362,7 @@ impl Config {
                 .max_embedding_inputs
                 .unwrap_or(DEFAULT_MAX_EMBEDDING_INPUTS),
             connections: file.connections,
+            store: file.store,
             rate_limit: file.rate_limit,
             topologies: file.topologies,
             outbound_allow: file
@@ -444,6 +475,15 @@ mod tests {
         assert!(err.contains("`body_timeout_ms`"), "{err}");
         assert!(err.contains("`max_per_client`"), "{err}");
         assert!(err.contains("`max_embedding_inputs`"), "{err}");
+    }
+
+    #[test]
+    fn traces_are_durable_unless_opted_out() {
+        assert_eq!(Config::default().store.durability, Durability::Commit);
+        let c = Config::parse("[store]\ndurability = \"async\"").unwrap();
+        assert_eq!(c.store.durability, Durability::Async);
+        let err = Config::parse("[store]\ndurability = \"later\"").unwrap_err();
+        assert!(err.contains("commit") && err.contains("async"), "{err}");
     }
 
     #[test]

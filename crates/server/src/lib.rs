@@ -58,7 +58,7 @@ use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use catalog::{Catalog, Change};
-pub use config::{Config, Scope};
+pub use config::{Config, Durability, Scope};
 pub use error::{ApiError, ServerError};
 pub use state::AppState;
 

@@ -65,6 +65,9 @@ pub struct Metrics {
     rejections: Family<RejectLabels, Counter>,
     queue_depth: Gauge,
     queue_capacity: Gauge,
+    commits: Gauge,
+    requests_written: Gauge,
+    commit_seconds: Gauge<f64, AtomicU64>,
     topologies: Gauge,
 }
 
@@ -135,6 +138,27 @@ impl Metrics {
             "Capacity of the trace writer's queue",
             queue_capacity.clone(),
         );
+        // Sampled from the writer's counters at each scrape. Requests written
+        // over commits is the group-commit size; commit seconds over
+        // commits the mean time an answer waits on its commit.
+        let commits = Gauge::default();
+        registry.register(
+            "trace_commits",
+            "Transactions the trace writer has committed (one per batch)",
+            commits.clone(),
+        );
+        let requests_written = Gauge::default();
+        registry.register(
+            "trace_requests_written",
+            "Requests the trace writer has committed",
+            requests_written.clone(),
+        );
+        let commit_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "trace_commit_seconds",
+            "Time the trace writer has spent in commits, in total",
+            commit_seconds.clone(),
+        );
         let topologies = Gauge::default();
         registry.register("topologies", "Topologies being served", topologies.clone());
         Metrics {
@@ -147,6 +171,9 @@ impl Metrics {
             rejections,
             queue_depth,
             queue_capacity,
+            commits,
+            requests_written,
+            commit_seconds,
             topologies,
         }
     }
@@ -215,6 +242,11 @@ impl Metrics {
             .set(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX));
         self.queue_capacity
             .set(i64::try_from(stats.queue_capacity).unwrap_or(i64::MAX));
+        self.commits
+            .set(i64::try_from(stats.batches).unwrap_or(i64::MAX));
+        self.requests_written
+            .set(i64::try_from(stats.requests_written).unwrap_or(i64::MAX));
+        self.commit_seconds.set(stats.write_us_total as f64 / 1e6);
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

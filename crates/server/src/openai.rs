@@ -217,13 +217,14 @@ fn run_failed(outcome: &Outcome, err: &glassbox_engine::ExecError) -> ApiError {
     tag = "openai",
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "A `chat.completion`, or with `stream: true` a `text/event-stream` of `chat.completion.chunk` events ending in `data: [DONE]`; the request id is in `x-request-id`", body = ChatCompletion),
+        (status = 200, description = "A `chat.completion`, or with `stream: true` a `text/event-stream` of `chat.completion.chunk` events ending in `data: [DONE]`; the request id is in `x-request-id`. The answer (a stream: its closing chunks) is sent once the request's trace has committed; a stream whose trace cannot be stored ends with an error event (`trace_not_stored`)", body = ChatCompletion),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 404, description = "No such model (topology)", body = ErrorBody),
         (status = 429, body = ErrorBody),
         (status = 500, body = ErrorBody),
+        (status = 503, description = "The request's trace could not be stored (`trace_not_stored`)", body = ErrorBody),
     ),
     security(("api_key" = ["run"]))
 )]
@@ -246,11 +247,20 @@ pub async fn chat_completions(
     let input = json!({ "question": text });
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        return Ok(stream(admitted, req.model, input, include_usage));
+        let rid = RequestId::new();
+        let ticket = state.trace_ticket(rid);
+        return Ok(stream(
+            admitted,
+            Streamed {
+                rid,
+                ticket,
+                model: req.model,
+                include_usage,
+            },
+            input,
+        ));
     }
-    let outcome = admitted
-        .run(&state.engine, input, RunOptions::default())
-        .await;
+    let outcome = admitted.run(&state, input, RunOptions::default()).await?;
     let usage = llm_usage(&outcome);
     state
         .limiter
@@ -320,13 +330,25 @@ impl Chunks {
     }
 }
 
-fn stream(
-    admitted: crate::state::Admitted,
+/// A stream's request: its id, and the ticket of its trace's commit.
+struct Streamed {
+    rid: RequestId,
+    ticket: Option<glassbox_store::Durable>,
     model: String,
-    input: Value,
     include_usage: bool,
-) -> Response {
-    let rid = RequestId::new();
+}
+
+/// Streams a run's chunks. With durability `commit`, the closing chunks
+/// (the buffered answer or `finish_reason`, usage, `[DONE]`) wait for the
+/// trace's commit; live tokens go out as they come. A trace that cannot be
+/// stored ends the stream with an error event instead.
+fn stream(admitted: crate::state::Admitted, streamed: Streamed, input: Value) -> Response {
+    let Streamed {
+        rid,
+        ticket,
+        model,
+        include_usage,
+    } = streamed;
     let chunks = Chunks {
         id: format!("chatcmpl-{rid}"),
         model,
@@ -383,6 +405,13 @@ fn stream(
                     .send(chunks.delta(json!({"content": chunk.text}), None))
                     .await;
             }
+        }
+        if let Err(e) = crate::state::trace_committed(ticket).await {
+            let _ = events
+                .send(Event::default().data(json!(e.body()).to_string()))
+                .await;
+            let _ = events.send(Event::default().data("[DONE]")).await;
+            return;
         }
         match &outcome.result {
             Ok(output) => {
@@ -508,6 +537,7 @@ pub fn base64(bytes: &[u8]) -> String {
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
+        (status = 503, description = "An input's trace could not be stored (`trace_not_stored`)", body = ErrorBody),
     ),
     security(("api_key" = ["run"]))
 )]
@@ -554,17 +584,29 @@ pub async fn embeddings(
     )?;
     let mut data = Vec::with_capacity(texts.len());
     let mut ids = Vec::with_capacity(texts.len());
+    let mut tickets = Vec::with_capacity(texts.len());
     let mut tokens = 0u64;
     for (index, text) in texts.into_iter().enumerate() {
+        let rid = RequestId::new();
+        tickets.push(state.trace_ticket(rid));
+        let options = RunOptions {
+            request_id: Some(rid),
+            ..RunOptions::default()
+        };
         let outcome = admitted
             .served
             .pipeline
-            .run(json!({ "question": text }), RunOptions::default())
+            .run(json!({ "question": text }), options)
             .await;
-        ids.push(outcome.trace.record.request_id.to_string());
+        ids.push(rid.to_string());
         let output = match &outcome.result {
             Ok(v) => v,
-            Err(err) => return Err(run_failed(&outcome, err)),
+            Err(err) => {
+                // The error names this request's trace: it must exist.
+                let e = run_failed(&outcome, err);
+                all_committed(tickets).await?;
+                return Err(e);
+            }
         };
         let vector: Vec<f32> = output
             .get("vector")
@@ -605,6 +647,9 @@ pub async fn embeddings(
     state
         .limiter
         .settle(&caller, tokens.saturating_sub(estimate));
+    // The inputs' traces were queued one after another, so they mostly share
+    // one commit.
+    all_committed(tickets).await?;
     let mut r = Json(EmbeddingList {
         object: "list".into(),
         data,
@@ -617,6 +662,14 @@ pub async fn embeddings(
     .into_response();
     request_id_header(&mut r, &ids.join(","));
     Ok(r)
+}
+
+/// Waits for every ticket, in order.
+async fn all_committed(tickets: Vec<Option<glassbox_store::Durable>>) -> Result<(), ApiError> {
+    for ticket in tickets {
+        crate::state::trace_committed(ticket).await?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

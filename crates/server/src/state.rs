@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
-use glassbox_store::{StoreWriter, TraceStore};
+use glassbox_store::{Durable, StoreWriter, TraceStore};
+use glassbox_trace::RequestId;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{Caller, Keys, RateLimiter, Work};
 use crate::catalog::{Catalog, Served};
-use crate::config::Config;
+use crate::config::{Config, Durability};
 use crate::error::ApiError;
 use crate::metrics::{InFlight, Metrics};
 
@@ -70,6 +71,26 @@ impl ReadPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         f(&mut **conn)
+    }
+}
+
+impl Drop for ReadPool {
+    /// A PostgreSQL connection closes by blocking on a runtime of its own,
+    /// which panics inside another runtime, and the pool is dropped with the
+    /// server's state on a runtime thread: SIGTERM on a PostgreSQL store
+    /// ended in an abort (exit 134) after the traces were flushed. So the
+    /// connections are closed on a plain thread.
+    fn drop(&mut self) {
+        let conns = std::mem::take(&mut self.conns);
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let closing = std::thread::Builder::new()
+            .name("gb-store-close".into())
+            .spawn(move || drop(conns));
+        if let Ok(thread) = closing {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -156,12 +177,19 @@ impl Admitted {
     /// [`AppState::admit`] and get 429 once the topology is full, even when
     /// its nodes are pure CPU and never yield. Dropping the returned future
     /// (the client went away) cancels the run.
+    ///
+    /// Returns once the request's trace has committed (see
+    /// [`AppState::trace_ticket`]), so the answer built from the outcome
+    /// never names a trace a crash could still lose; a trace that cannot be
+    /// stored is an error (503) instead of an answer.
     pub async fn run(
         self,
-        engine: &EngineRuntime,
+        state: &AppState,
         input: serde_json::Value,
         mut options: RunOptions,
-    ) -> Outcome {
+    ) -> Result<Outcome, ApiError> {
+        let id = *options.request_id.get_or_insert_with(RequestId::new);
+        let ticket = state.trace_ticket(id);
         let cancel = options
             .cancel
             .get_or_insert_with(CancellationToken::new)
@@ -173,15 +201,38 @@ impl Admitted {
             drop(self);
             outcome
         };
-        let task = match engine.handle() {
+        let task = match state.engine.handle() {
             Some(h) => h.spawn(job),
             None => tokio::spawn(job),
         };
-        match task.await {
+        let outcome = match task.await {
             Ok(outcome) => outcome,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
-        }
+        };
+        trace_committed(ticket).await?;
+        Ok(outcome)
     }
+}
+
+/// Waits for a ticket from [`AppState::trace_ticket`], once its request has
+/// ended; `None` (durability `async`) returns at once.
+pub async fn trace_committed(ticket: Option<Durable>) -> Result<(), ApiError> {
+    let Some(ticket) = ticket else {
+        return Ok(());
+    };
+    let id = ticket.request_id();
+    ticket.committed().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "trace_not_stored",
+            format!(
+                "request {id} ran, but its trace could not be stored, so its answer is withheld: {e} [{}]",
+                e.code()
+            ),
+        )
+        .hint("the trace store is failing or the server is stopping: check the server log (`glassbox doctor` checks the store), then retry")
+        .retry_after(1)
+    })
 }
 
 impl AppState {
@@ -254,6 +305,14 @@ impl AppState {
             .map_err(|e| {
                 ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
             })?
+    }
+
+    /// With `[store] durability = "commit"` (the default), a ticket for
+    /// request `id`, which has not run yet: [`trace_committed`] then waits
+    /// until its trace has committed, sharing the commit with every other
+    /// request waiting at the time (group commit). `None` with `async`.
+    pub fn trace_ticket(&self, id: RequestId) -> Option<Durable> {
+        (self.config.store.durability == Durability::Commit).then(|| self.writer.durable(id))
     }
 
     /// Waits until every trace sent so far is committed.

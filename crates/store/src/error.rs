@@ -39,6 +39,10 @@ pub enum StoreError {
     /// The writer thread is gone (it panicked or was closed).
     #[error("the trace writer has stopped")]
     WriterClosed,
+    /// A request whose commit was awaited ended without its record reaching
+    /// the writer.
+    #[error("request `{request}` ended without sending its trace to the writer")]
+    NotRecorded { request: glassbox_trace::RequestId },
     /// Some records could not be written; they are counted, not dropped silently.
     #[error("{failed} record(s) could not be written; last error: {last}")]
     WriteFailed { failed: u64, last: String },
@@ -68,6 +72,7 @@ impl StoreError {
             StoreError::BadRedactRule { .. } => "store_bad_redact_rule",
             StoreError::Integrity(_) => "store_integrity",
             StoreError::WriterClosed => "store_writer_closed",
+            StoreError::NotRecorded { .. } => "store_not_recorded",
             StoreError::WriteFailed { .. } => "store_write_failed",
             StoreError::Export { .. } => "store_export",
             StoreError::Io { .. } => "store_io",

@@ -10,6 +10,10 @@
 //! - [`open`]`(url)` → a [`StoreWriter`]: a [`glassbox_trace::TraceSink`] to
 //!   hand to the engine; call [`StoreWriter::flush`] / [`StoreWriter::close`]
 //!   at the end (drop also closes).
+//! - [`StoreWriter::durable`]`(id)` before a request runs → a [`Durable`]
+//!   ticket that completes once the transaction holding that request has
+//!   committed; tickets share commits (group commit). `glassbox serve`
+//!   answers only after its ticket.
 //! - [`open_store`]`(url)` → a `Box<dyn TraceStore>` for reading (`trace
 //!   list/show`, `explain`, `report`).
 //! - [`StoreUrl::resolve`]: `--store URL`, else `GLASSBOX_STORE`, else
@@ -51,7 +55,7 @@ pub use query::{
 pub use redact::{RedactOptions, RedactRule, Redactor};
 pub use report::{GroupBy, Report, ReportOptions};
 pub use sqlite::SqliteStore;
-pub use writer::{StoreWriter, WriterOptions, WriterStats};
+pub use writer::{Durable, StoreWriter, WriterOptions, WriterStats};
 
 /// The environment variable naming the store when `--store` is not given.
 pub const STORE_ENV: &str = "GLASSBOX_STORE";

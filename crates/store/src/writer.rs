@@ -14,20 +14,31 @@
 //!   never missing spans, and a crash never leaves half of one.
 //! - [`StoreWriter::flush`] returns once everything queued before it is
 //!   committed; [`StoreWriter::close`] (or drop) flushes and joins the thread.
+//! - [`StoreWriter::durable`] registers a request before it runs and returns
+//!   a [`Durable`] ticket that completes when the transaction holding that
+//!   request has committed (or with the commit's error). This is group
+//!   commit: tickets never end a batch, so every request queued while the
+//!   last batch was committing shares the next transaction, and a server
+//!   that answers only after its ticket pays one commit per batch, not one
+//!   per request. "Committed" is what the backend's commit promises: for
+//!   SQLite (WAL, `synchronous = NORMAL`) the request survives a crash of
+//!   this process, for PostgreSQL (`synchronous_commit = on`) its WAL is
+//!   flushed by the database server.
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 //! - On Linux the encode and free threads run at nice +10, so under CPU
 //!   contention requests and commits come first.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use glassbox_trace::{RequestId, RequestRecord, SpanRecord, TraceSink};
 use serde::Serialize;
+use tokio::sync::oneshot;
 
 use crate::error::{Result, StoreError};
 use crate::query::TraceStore;
@@ -110,8 +121,126 @@ struct Counters {
 
 enum Msg {
     Span(Arc<SpanRecord>),
-    Request(Arc<RequestRecord>),
+    /// A request, with the ticket of whoever awaits its commit.
+    Request(Arc<RequestRecord>, Option<Ticket>),
     Flush(SyncSender<()>),
+}
+
+/// Where the committer reports the fate of one awaited request.
+type Ticket = oneshot::Sender<Committed>;
+
+/// What a ticket receives: `Ok`, or why its batch was not written.
+type Committed = std::result::Result<(), CommitFailure>;
+
+#[derive(Debug, Clone)]
+struct CommitFailure {
+    /// Records in the failed batch.
+    records: u64,
+    message: Arc<str>,
+}
+
+/// Requests whose commit someone awaits, by id ([`StoreWriter::durable`]).
+#[derive(Default)]
+struct Awaited {
+    /// Entries in `tickets`: with none, a request does not take the lock.
+    len: AtomicUsize,
+    tickets: Mutex<HashMap<RequestId, Ticket>>,
+}
+
+impl Awaited {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Ticket>> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn insert(&self, id: RequestId, ticket: Ticket) {
+        let mut tickets = self.lock();
+        if tickets.insert(id, ticket).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn remove(&self, id: RequestId) -> Option<Ticket> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let ticket = self.lock().remove(&id);
+        if ticket.is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        ticket
+    }
+}
+
+/// A request's commit, awaited: from [`StoreWriter::durable`], registered
+/// before the request runs. Dropping it stops waiting (the request is
+/// still written).
+#[must_use = "a ticket does nothing unless its commit is awaited"]
+pub struct Durable {
+    id: RequestId,
+    awaited: Arc<Awaited>,
+    /// `None` once taken by [`Durable::wait`].
+    rx: Option<oneshot::Receiver<Committed>>,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable").field("id", &self.id).finish()
+    }
+}
+
+impl Durable {
+    pub fn request_id(&self) -> RequestId {
+        self.id
+    }
+
+    /// Waits, without holding a thread, until the transaction holding the
+    /// request has committed. Call once the request has ended: its record
+    /// must already have been sent to the writer, or this answers
+    /// [`StoreError::NotRecorded`] rather than wait for it forever.
+    pub async fn committed(mut self) -> Result<()> {
+        self.unsent()?;
+        match self.rx.as_mut() {
+            Some(rx) => settle(rx.await),
+            None => Err(StoreError::WriterClosed),
+        }
+    }
+
+    /// [`Durable::committed`] for a thread outside an async runtime.
+    pub fn wait(mut self) -> Result<()> {
+        self.unsent()?;
+        match self.rx.take() {
+            Some(rx) => settle(rx.blocking_recv()),
+            None => Err(StoreError::WriterClosed),
+        }
+    }
+
+    /// Fails if the request never reached the writer: its ticket is still
+    /// registered.
+    fn unsent(&mut self) -> Result<()> {
+        match self.awaited.remove(self.id) {
+            Some(_) => Err(StoreError::NotRecorded { request: self.id }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn settle(result: std::result::Result<Committed, oneshot::error::RecvError>) -> Result<()> {
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(f)) => Err(StoreError::WriteFailed {
+            failed: f.records,
+            last: f.message.to_string(),
+        }),
+        // The writer dropped the ticket unanswered: it is closed or stopped.
+        Err(_) => Err(StoreError::WriterClosed),
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        // Not awaited after all (e.g. the client went away): unregister.
+        let _ = self.awaited.remove(self.id);
+    }
 }
 
 /// The bounded queue between the engine and the encoder thread.
@@ -232,6 +361,7 @@ impl Queue {
 /// A [`TraceSink`] that persists into a [`TraceStore`] off the request path.
 pub struct StoreWriter {
     queue: Arc<Queue>,
+    awaited: Arc<Awaited>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     kind: &'static str,
@@ -254,9 +384,8 @@ impl StoreWriter {
         let queue = Arc::new(Queue::new(capacity));
         let counters = Arc::new(Counters::default());
         let kind = store.kind();
-        // Two encoded batches in flight at most: memory stays bounded and the
-        // encoder waits (back-pressure) when the store falls behind.
-        let (batches_tx, batches_rx) = sync_channel::<Batch>(1);
+        let max_batch = options.max_batch.max(1);
+        let handoff = Arc::new(Handoff::new(max_batch));
         let (spent, spent_rx) = sync_channel::<Batch>(1);
         let committer = Committer {
             store,
@@ -267,7 +396,7 @@ impl StoreWriter {
         let encoder = Encoder {
             redactor,
             counters: counters.clone(),
-            max_batch: options.max_batch.max(1),
+            max_batch,
             pending: HashMap::new(),
         };
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -286,26 +415,32 @@ impl StoreWriter {
                 spent_rx.into_iter().for_each(drop);
             }),
         )?;
+        // Each side marks the hand-off when it ends, however it ends (even
+        // if its thread never started), so the other never waits forever.
+        let gone = CommitterGone(handoff.clone());
         let commit_thread = spawn(
             "gb-trace-commit",
             Box::new(move || {
-                committer.run(batches_rx);
+                committer.run(&gone.0);
+                drop(gone);
                 let _ = free_thread.join();
             }),
         )?;
         let rx = queue.clone();
+        let done = EncoderDone(handoff);
         let thread = spawn(
             "gb-trace-encode",
             Box::new(move || {
                 run_in_background();
-                encoder.run(&rx, &batches_tx);
-                drop(batches_tx);
+                encoder.run(&rx, &done.0);
+                drop(done);
                 // The committer ends once it has drained the last batch.
                 let _ = commit_thread.join();
             }),
         )?;
         Ok(StoreWriter {
             queue,
+            awaited: Arc::default(),
             thread: Mutex::new(Some(thread)),
             counters,
             kind,
@@ -334,6 +469,20 @@ impl StoreWriter {
             .max_depth
             .fetch_max(depth as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Registers request `id`, which has not run yet: the returned ticket
+    /// completes once the transaction holding the request has committed.
+    /// Requests are written as before; the ticket only rides along, so many
+    /// tickets share one commit (group commit).
+    pub fn durable(&self, id: RequestId) -> Durable {
+        let (tx, rx) = oneshot::channel();
+        self.awaited.insert(id, tx);
+        Durable {
+            id,
+            awaited: self.awaited.clone(),
+            rx: Some(rx),
+        }
     }
 
     /// Waits until everything sent before this call is committed; reports
@@ -419,7 +568,10 @@ impl TraceSink for StoreWriter {
     }
 
     fn request(&self, record: Arc<RequestRecord>) {
-        let _ = self.send(Msg::Request(record));
+        // If the writer is closed, the ticket is dropped with the message
+        // and its holder hears `WriterClosed`.
+        let ticket = self.awaited.remove(record.request_id);
+        let _ = self.send(Msg::Request(record, ticket));
     }
 }
 
@@ -472,21 +624,139 @@ struct Committer {
     spent: Option<SyncSender<Batch>>,
 }
 
+/// Between the encoder and the committer: at most one encoded batch waits,
+/// and while the committer is busy the encoder adds to it (up to the batch
+/// size) instead of queueing another. Each commit so takes everything encoded
+/// during the previous one: that is what makes group commit effective. With
+/// a queue of batches, each commit took the small batch cut right after the
+/// previous one was handed over (measured on PostgreSQL, 8 clients waiting
+/// for their commit: 2.1 requests per commit). Memory stays bounded: the
+/// encoder waits (back-pressure) when the waiting batch is full.
+struct Handoff {
+    slot: Mutex<Slot>,
+    changed: Condvar,
+    max_batch: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    waiting: Option<Batch>,
+    encoder_done: bool,
+    committer_gone: bool,
+}
+
+impl Handoff {
+    fn new(max_batch: usize) -> Handoff {
+        Handoff {
+            slot: Mutex::default(),
+            changed: Condvar::new(),
+            max_batch,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `batch` over, merged into the waiting one if it fits; waits
+    /// while the waiting batch is full. `false` once the committer is gone.
+    fn put(&self, mut batch: Batch) -> bool {
+        let mut slot = self.lock();
+        loop {
+            if slot.committer_gone {
+                return false;
+            }
+            match &mut slot.waiting {
+                None => {
+                    slot.waiting = Some(batch);
+                    self.changed.notify_all();
+                    return true;
+                }
+                Some(w) if w.records + batch.records <= self.max_batch => {
+                    w.absorb(&mut batch);
+                    return true;
+                }
+                Some(_) => {
+                    slot = self
+                        .changed
+                        .wait(slot)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+
+    /// The next batch to commit; `None` once the encoder is done and
+    /// nothing waits.
+    fn take(&self) -> Option<Batch> {
+        let mut slot = self.lock();
+        loop {
+            if let Some(batch) = slot.waiting.take() {
+                self.changed.notify_all();
+                return Some(batch);
+            }
+            if slot.encoder_done {
+                return None;
+            }
+            slot = self
+                .changed
+                .wait(slot)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Marks the hand-off when the encoder ends (dropped on its thread).
+struct EncoderDone(Arc<Handoff>);
+
+impl Drop for EncoderDone {
+    fn drop(&mut self) {
+        self.0.lock().encoder_done = true;
+        self.0.changed.notify_all();
+    }
+}
+
+/// Marks the hand-off when the committer ends (dropped on its thread).
+struct CommitterGone(Arc<Handoff>);
+
+impl Drop for CommitterGone {
+    fn drop(&mut self) {
+        self.0.lock().committer_gone = true;
+        self.0.changed.notify_all();
+    }
+}
+
 #[derive(Default)]
 struct Batch {
     requests: Vec<RequestRow>,
     spans: Vec<SpanRow>,
     ids: Vec<RequestId>,
     acks: Vec<SyncSender<()>>,
+    /// Completed when this batch has committed (or failed).
+    tickets: Vec<Ticket>,
     records: usize,
 }
 
+impl Batch {
+    /// Moves `other`'s rows, acks and tickets to the end of this batch.
+    fn absorb(&mut self, other: &mut Batch) {
+        self.requests.append(&mut other.requests);
+        self.spans.append(&mut other.spans);
+        self.ids.append(&mut other.ids);
+        self.acks.append(&mut other.acks);
+        self.tickets.append(&mut other.tickets);
+        self.records += std::mem::take(&mut other.records);
+    }
+}
+
 impl Encoder {
-    fn run(mut self, queue: &Queue, out: &SyncSender<Batch>) {
+    fn run(mut self, queue: &Queue, out: &Handoff) {
         let mut msgs = Vec::with_capacity(self.max_batch);
         while queue.take(&mut msgs, self.max_batch) {
-            // A batch ends at a flush (its ack must not wait for later
-            // records), at the size limit, or when the queue is drained.
+            // A batch ends at a flush, at the size limit, or when the queue
+            // is drained; the hand-off may still merge it with the next ones
+            // while the committer is busy (then a flush's ack comes with
+            // that larger commit).
             // Sized up front: growing vectors of ~0.5 KB rows by doubling
             // copied them over and over (memmove was 7% of the writer).
             let mut batch = Batch {
@@ -498,12 +768,12 @@ impl Encoder {
                 let flush = matches!(msg, Msg::Flush(_));
                 self.take(msg, &mut batch);
                 if (flush || batch.records >= self.max_batch)
-                    && out.send(std::mem::take(&mut batch)).is_err()
+                    && !out.put(std::mem::take(&mut batch))
                 {
                     return;
                 }
             }
-            if (batch.records > 0 || !batch.acks.is_empty()) && out.send(batch).is_err() {
+            if (batch.records > 0 || !batch.acks.is_empty()) && !out.put(batch) {
                 return;
             }
         }
@@ -521,14 +791,15 @@ impl Encoder {
             .fetch_add(batch.spans.len() as u64, Ordering::Relaxed);
         batch.records = batch.spans.len();
         if batch.records > 0 {
-            let _ = out.send(batch);
+            let _ = out.put(batch);
         }
     }
 
     fn take(&mut self, msg: Msg, batch: &mut Batch) {
         match msg {
             Msg::Span(span) => self.pending.entry(span.request_id).or_default().push(span),
-            Msg::Request(record) => {
+            Msg::Request(record, ticket) => {
+                batch.tickets.extend(ticket);
                 let spans = self.pending.remove(&record.request_id).unwrap_or_default();
                 let (row, span_rows) = encode(&record, &spans, &self.redactor);
                 batch.records += 1 + span_rows.len();
@@ -542,14 +813,15 @@ impl Encoder {
 }
 
 impl Committer {
-    fn run(mut self, batches: Receiver<Batch>) {
-        while let Ok(batch) = batches.recv() {
+    fn run(mut self, batches: &Handoff) {
+        while let Some(batch) = batches.take() {
             self.commit(batch);
         }
         drop(self.spent.take());
     }
 
     fn commit(&mut self, mut batch: Batch) {
+        let mut committed: Committed = Ok(());
         if !batch.requests.is_empty() || !batch.spans.is_empty() {
             let started = Instant::now();
             let mut result = self.store.write(&batch.requests, &batch.spans);
@@ -576,14 +848,20 @@ impl Committer {
                     }
                 }
                 Err(err) => {
-                    c.failed.fetch_add(
-                        (batch.requests.len() + batch.spans.len()) as u64,
-                        Ordering::Relaxed,
-                    );
-                    *c.last_error.lock().unwrap_or_else(PoisonError::into_inner) =
-                        Some(format!("{err} [{}]", err.code()));
+                    let records = (batch.requests.len() + batch.spans.len()) as u64;
+                    c.failed.fetch_add(records, Ordering::Relaxed);
+                    let message = format!("{err} [{}]", err.code());
+                    committed = Err(CommitFailure {
+                        records,
+                        message: message.as_str().into(),
+                    });
+                    *c.last_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(message);
                 }
             }
+        }
+        for ticket in batch.tickets.drain(..) {
+            // The holder may have stopped waiting (client gone): fine.
+            let _ = ticket.send(committed.clone());
         }
         for ack in batch.acks.drain(..) {
             let _ = ack.send(());

@@ -6,6 +6,7 @@
 mod bench;
 mod cli;
 mod doctor;
+mod durable;
 mod fixtures;
 mod plan;
 mod portability;

@@ -44,6 +44,13 @@ pub fn serve(dir: &Path) -> Server {
 
 /// Like [`serve`], with more topology files (name, text) beside the example.
 pub fn serve_with(dir: &Path, extra: &[(&str, &str)]) -> Server {
+    let store = format!("sqlite://{}", dir.join("traces.db").display());
+    serve_on(dir, extra, &store, &[])
+}
+
+/// Like [`serve_with`], on the store `store` (a URL), with more `glassbox
+/// serve` arguments.
+pub fn serve_on(dir: &Path, extra: &[(&str, &str)], store: &str, args: &[&str]) -> Server {
     let topologies = dir.join("topologies");
     std::fs::create_dir_all(&topologies).unwrap();
     std::fs::copy(
@@ -55,12 +62,12 @@ pub fn serve_with(dir: &Path, extra: &[(&str, &str)]) -> Server {
         std::fs::write(topologies.join(name), text).unwrap();
     }
     let port = free_port();
-    let store = format!("sqlite://{}", dir.join("traces.db").display());
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
         .args(["serve", "--topologies"])
         .arg(&topologies)
-        .args(["--port", &port.to_string(), "--store", &store])
+        .args(["--port", &port.to_string(), "--store", store])
+        .args(args)
         .env("NO_COLOR", "1")
         .env_remove("GLASSBOX_API_KEY")
         .stdin(Stdio::null())
@@ -119,7 +126,7 @@ fn held_upstream() -> (String, mpsc::Receiver<()>, mpsc::Sender<()>) {
     (url, arrived, release)
 }
 
-fn agent() -> ureq::Agent {
+pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(300)))

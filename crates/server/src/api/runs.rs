@@ -137,6 +137,7 @@ pub fn check_input(input: &Value) -> Result<(), ApiError> {
         (status = 422, description = "The run failed on bad input (body: RunResponse with `error`)", body = RunResponse),
         (status = 429, description = "Over the topology's concurrency or the key's rate limit; see `Retry-After`", body = ErrorBody),
         (status = 500, description = "The run failed (body: RunResponse with `error`)", body = RunResponse),
+        (status = 503, description = "The run ended but its trace could not be stored (`trace_not_stored`); with `[store] durability = \"commit\"` (the default) no answer leaves before its trace has committed", body = ErrorBody),
         (status = 504, description = "A timeout or the deadline ended the run", body = RunResponse),
     ),
     security(("api_key" = ["run"]))
@@ -149,9 +150,7 @@ pub async fn create_run(
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
     let admitted = state.admit(&id)?;
-    let outcome = admitted
-        .run(&state.engine, input, RunOptions::default())
-        .await;
+    let outcome = admitted.run(&state, input, RunOptions::default()).await?;
     // A run's tokens are known only afterwards: they count against the
     // key's `tokens_per_minute` from now on.
     state

@@ -8,6 +8,7 @@ mod api;
 mod auth;
 mod connections;
 mod dashboard;
+mod durable;
 mod keyless;
 mod limits;
 mod openai;

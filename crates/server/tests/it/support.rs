@@ -197,6 +197,14 @@ impl TestServer {
         (stats, self.store_dir.take().unwrap())
     }
 
+    /// Graceful shutdown that may fail (e.g. the store lost writes).
+    pub fn stop_result(mut self) -> Result<WriterStats, String> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.thread.take().unwrap().join().unwrap()
+    }
+
     fn stop_inner(&mut self) -> Option<WriterStats> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod crash;
+mod durable;
 mod fixture;
 mod otlp;
 mod postgres;

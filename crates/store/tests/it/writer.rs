@@ -14,9 +14,9 @@ use glassbox_trace::{RequestId, TraceSink};
 use crate::suite::T0;
 
 /// Wraps a store; each write waits for a token from the test.
-struct Gated {
-    inner: SqliteStore,
-    gate: Mutex<Receiver<()>>,
+pub struct Gated {
+    pub inner: SqliteStore,
+    pub gate: Mutex<Receiver<()>>,
 }
 
 impl TraceStore for Gated {
@@ -50,7 +50,7 @@ impl TraceStore for Gated {
     }
 }
 
-fn send(writer: &StoreWriter, seed: u64) -> RequestId {
+pub fn send(writer: &StoreWriter, seed: u64) -> RequestId {
     let r = SynthRequest::new(seed, T0 + seed);
     let (record, spans) = build(&r);
     for s in spans {
