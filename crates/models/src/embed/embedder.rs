@@ -160,7 +160,7 @@ impl Embedder {
         })?;
         let attention = match std::env::var("GLASSBOX_EMBED_ATTENTION").as_deref() {
             Ok("standard") => onnx::Attention::Standard,
-            _ => onnx::Attention::Fused,
+            _ => options.attention,
         };
         let model =
             onnx::bert_model(&config, &weights, attention).map_err(|e| EmbedError::Weights {

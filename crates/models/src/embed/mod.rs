@@ -28,6 +28,9 @@ pub struct EmbedderOptions {
     /// Threads of the encoder's matrix products; 0 = ONNX Runtime's default
     /// (one per physical core).
     pub threads: usize,
+    /// How self-attention is run. `$GLASSBOX_EMBED_ATTENTION=standard`
+    /// overrides the default at load.
+    pub attention: onnx::Attention,
 }
 
 impl Default for EmbedderOptions {
@@ -36,6 +39,7 @@ impl Default for EmbedderOptions {
             batch_size: 32,
             max_tokens: 256,
             threads: 0,
+            attention: onnx::Attention::Fused,
         }
     }
 }

@@ -83,6 +83,30 @@ fn batch_and_single_give_the_same_vectors() {
 }
 
 #[test]
+fn fused_and_standard_attention_give_the_same_vectors() {
+    let texts = [
+        "short",
+        "a somewhat longer sentence, so that the batch needs padding",
+        "",
+    ];
+    let fused = embedder().embed(&texts).unwrap();
+    let standard = Embedder::load(
+        &glassbox_models::minilm_dir(&models()),
+        EmbedderOptions {
+            attention: glassbox_models::embed::onnx::Attention::Standard,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .embed(&texts)
+    .unwrap();
+    for ((text, a), b) in texts.iter().zip(&fused).zip(&standard) {
+        let cos = cosine(a, b);
+        assert!(cos > 0.99999, "{text:?}: cosine {cos}");
+    }
+}
+
+#[test]
 fn empty_input_gives_empty_output() {
     let none: [&str; 0] = [];
     assert!(embedder().embed(&none).unwrap().is_empty());
