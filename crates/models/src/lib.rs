@@ -45,8 +45,8 @@ pub use index::{
     build_index, chunk_document,
 };
 pub use llm::{
-    ChatMessage, Completion, CompletionStream, FinishReason, GenerateRequest, LlmError, LlmHandle,
-    LlmOptions, ModelInfo, Role, Usage,
+    ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest, LlmError,
+    LlmHandle, LlmOptions, ModelInfo, Role, Usage,
 };
 pub use paths::{
     MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE, minilm_dir, models_dir, onnxruntime_path,

@@ -20,6 +20,7 @@ pub const FIELDS: &[&str] = &[
     "stop",
     "threads",
     "context_size",
+    "max_num_seqs",
 ];
 
 /// The `llm_inference` kind.
@@ -52,5 +53,6 @@ impl KindSchema for LlmInference {
         obj.str_list(cx, "stop");
         obj.uint(cx, "threads", 1, 1024);
         obj.uint(cx, "context_size", 64, 1_048_576);
+        obj.uint(cx, "max_num_seqs", 1, 256);
     }
 }

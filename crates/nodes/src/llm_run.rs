@@ -68,7 +68,11 @@ impl NodeKind for LlmInference {
                     .get("context_size")
                     .and_then(Value::as_u64)
                     .map_or(2048, |n| n as u32);
-                Backend::Local(cache(cx).llm(&path, threads, n_ctx)?)
+                let seqs = c
+                    .get("max_num_seqs")
+                    .and_then(Value::as_u64)
+                    .map_or(1, |n| n.clamp(1, 256) as u32);
+                Backend::Local(cache(cx).llm(&path, threads, n_ctx, seqs)?)
             }
         };
         let prompt = match c.get("prompt").and_then(Value::as_str) {

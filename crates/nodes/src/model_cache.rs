@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use glassbox_engine::{BuildContext, BuildError};
 use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
 
-/// An LLM is loaded once per file, thread count and context size.
-type LlmKey = (PathBuf, Option<usize>, u32);
+/// An LLM is loaded once per file, thread count, context size and batch width.
+type LlmKey = (PathBuf, Option<usize>, u32, u32);
 
 #[derive(Default)]
 pub struct ModelCache {
@@ -69,11 +69,14 @@ impl ModelCache {
         path: &Path,
         threads: Option<usize>,
         n_ctx: u32,
+        max_num_seqs: u32,
     ) -> Result<Arc<LlmHandle>, BuildError> {
-        get_or_load(&self.llms, (path.to_path_buf(), threads, n_ctx), || {
+        let key = (path.to_path_buf(), threads, n_ctx, max_num_seqs);
+        get_or_load(&self.llms, key, || {
             let mut options = LlmOptions::new(path);
             options.threads = threads;
             options.n_ctx = n_ctx;
+            options.max_num_seqs = max_num_seqs;
             LlmHandle::load(options).map_err(|e| {
                 unavailable(
                     format!(

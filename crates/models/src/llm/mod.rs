@@ -1,11 +1,13 @@
 //! A local GGUF chat model over llama.cpp.
 //!
 //! One model and one context live on a dedicated worker thread
-//! ([`LlmHandle`]); requests wait in a bounded queue and run one at a time.
-//! llama.cpp contexts are not thread-safe and a CPU decode already uses every
-//! core, so a queue costs nothing in throughput and keeps the FFI surface in one
-//! place (continuous batching can replace the queue later without changing this
-//! API). The prompt is rendered with the chat template stored in the GGUF
+//! ([`LlmHandle`]). Requests wait in a bounded queue and run with continuous
+//! batching: up to `max_num_seqs` of them share the context's KV cache, join
+//! and leave at token granularity, and advance together, one `llama_decode`
+//! per step (decode is memory-bound, so a step over eight sequences costs
+//! little more than over one). Long prompts are evaluated in chunks between
+//! steps. llama.cpp contexts are not thread-safe, so the FFI surface stays on
+//! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
 pub(crate) mod session;
@@ -14,7 +16,7 @@ mod worker;
 
 use std::path::PathBuf;
 
-pub use worker::{CompletionStream, LlmHandle, ModelInfo};
+pub use worker::{CompletionStream, EngineLoad, LlmHandle, ModelInfo};
 
 use crate::paths::FETCH_HINT;
 
@@ -179,6 +181,16 @@ pub struct LlmOptions {
     /// Requests that may wait in the queue; more are refused with
     /// [`LlmError::QueueFull`].
     pub queue_capacity: usize,
+    /// The most requests generating at once (continuous batching): each step
+    /// evaluates one token of every running request in one batch. Default 1
+    /// (one request at a time): llama.cpp's CPU kernels round differently for
+    /// different batch shapes, so with more than one a greedy answer can
+    /// differ depending on what else is running (as in llama-server and vLLM).
+    pub max_num_seqs: u32,
+    /// KV-cache cells shared by the running requests; `None` = `2 × n_ctx`.
+    /// A request is admitted when its prompt plus `max_tokens` fits in the
+    /// free cells.
+    pub kv_cells: Option<u32>,
 }
 
 impl LlmOptions {
@@ -190,7 +202,19 @@ impl LlmOptions {
             n_ctx: 4096,
             n_batch: 512,
             queue_capacity: 64,
+            max_num_seqs: 1,
+            kv_cells: None,
         }
+    }
+
+    pub(crate) fn seqs(&self) -> u32 {
+        self.max_num_seqs.max(1)
+    }
+
+    pub(crate) fn kv_cells(&self) -> u32 {
+        self.kv_cells
+            .unwrap_or_else(|| self.n_ctx.saturating_mul(2))
+            .max(self.n_ctx)
     }
 
     pub(crate) fn thread_count(&self) -> usize {

@@ -1,4 +1,5 @@
-//! One model + one context, driven on the worker thread.
+//! One model + one context, driven on the worker thread; many sequences share
+//! the context's KV cache and advance together, one `llama_decode` per step.
 //!
 //! This is the only file that talks to llama.cpp. A [`Session`] borrows the
 //! model it runs, which is why it lives on the worker thread's stack rather
@@ -89,6 +90,8 @@ pub(super) struct Session<'m> {
     template: LlamaChatTemplate,
     batch: LlamaBatch<'static>,
     n_batch: usize,
+    /// The context window of one sequence (the KV cache holds several).
+    n_ctx: u32,
     version: String,
 }
 
@@ -106,7 +109,9 @@ impl<'m> Session<'m> {
             detail,
         };
         let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(options.n_ctx))
+            .with_n_ctx(NonZeroU32::new(options.kv_cells()))
+            .with_n_seq_max(options.seqs())
+            .with_kv_unified(true)
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)
@@ -129,6 +134,7 @@ impl<'m> Session<'m> {
             template,
             batch,
             n_batch: n_batch as usize,
+            n_ctx: options.n_ctx,
             version,
         })
     }
@@ -139,6 +145,11 @@ impl<'m> Session<'m> {
     }
 
     pub(super) fn n_ctx(&self) -> u32 {
+        self.n_ctx
+    }
+
+    /// Cells of the KV cache, shared by every running sequence.
+    pub(super) fn kv_cells(&self) -> u32 {
         self.ctx.n_ctx()
     }
 
@@ -176,16 +187,12 @@ impl<'m> Session<'m> {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// Runs one request. `on_text` receives the completion as it is generated
-    /// and may break to cancel.
-    pub(super) fn generate(
-        &mut self,
-        request: &GenerateRequest,
-        on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
-    ) -> Result<Completion, LlmError> {
+    /// Prepares `request` to run as sequence `id`: renders and tokenizes the
+    /// prompt and sets up its sampler. Nothing is evaluated yet.
+    pub(super) fn start(&self, id: i32, request: &GenerateRequest) -> Result<Sequence, LlmError> {
         let prompt = self.render(&request.messages)?;
         let tokens = self.tokens(&prompt, true);
-        let n_ctx = self.ctx.n_ctx();
+        let n_ctx = self.n_ctx;
         let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         if prompt_tokens == 0 || prompt_tokens >= n_ctx {
             return Err(LlmError::PromptTooLong {
@@ -193,80 +200,184 @@ impl<'m> Session<'m> {
                 n_ctx,
             });
         }
-        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        let (sampler, seed) = sampler(request);
+        let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
+        Ok(Sequence {
+            id,
+            prompt: tokens,
+            fed: 0,
+            next: None,
+            logits_at: None,
+            sampler,
+            seed,
+            text: TextAssembler::new(request.stop.clone()),
+            budget,
+            completion_tokens: 0,
+            finish: (budget == 0).then_some(FinishReason::Length),
+            started: Instant::now(),
+            prompt_ms: 0.0,
+            decode_started: None,
+        })
+    }
 
-        // Prefill: the whole prompt, in batches, logits only for the last token.
-        let started = Instant::now();
-        self.ctx.clear_kv_cache();
-        let last = tokens.len() - 1;
-        for (chunk_no, chunk) in tokens.chunks(self.n_batch).enumerate() {
-            self.batch.clear();
-            for (i, &token) in chunk.iter().enumerate() {
-                let pos = chunk_no * self.n_batch + i;
+    /// One `llama_decode` over every running sequence: the next token of each
+    /// sequence that is generating, then prompt chunks of those still in
+    /// prefill (oldest first) up to `n_batch` tokens, so a long prompt never
+    /// stalls the others for more than one step. Then each sequence whose
+    /// logits were computed samples its next token; `on_text(i, piece)`
+    /// receives new text of `seqs[i]` and may break to cancel it.
+    pub(super) fn step(
+        &mut self,
+        seqs: &mut [&mut Sequence],
+        on_text: &mut dyn FnMut(usize, &str) -> ControlFlow<()>,
+    ) -> Result<(), LlmError> {
+        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        self.batch.clear();
+        for seq in seqs.iter_mut() {
+            seq.logits_at = None;
+            if seq.finish.is_some() {
+                continue;
+            }
+            if let Some(token) = seq.next.take() {
+                let pos = seq.prompt.len() + seq.completion_tokens as usize - 1;
+                seq.logits_at = Some(self.batch.n_tokens());
                 self.batch
-                    .add(token, pos as i32, &[0], pos == last)
+                    .add(token, pos as i32, &[seq.id], true)
                     .map_err(|e| decode_err(&e))?;
             }
-            self.ctx
-                .decode(&mut self.batch)
-                .map_err(|e| decode_err(&e))?;
         }
-        let prompt_ms = started.elapsed().as_secs_f64() * 1e3;
-
-        let (mut sampler, seed) = sampler(request);
-        let mut text = TextAssembler::new(request.stop.clone());
-        let mut logits_at = self.batch.n_tokens() - 1;
-        let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
-        let mut completion_tokens = 0u32;
-        let mut finish = FinishReason::Length;
-        let started = Instant::now();
-        for (step, pos) in (0..budget).zip(tokens.len()..) {
-            let token = sampler.sample(&self.ctx, logits_at);
+        for seq in seqs.iter_mut() {
+            let room = self.n_batch.saturating_sub(self.batch.n_tokens() as usize);
+            if room == 0 {
+                break;
+            }
+            if seq.finish.is_some() || seq.fed >= seq.prompt.len() {
+                continue;
+            }
+            let end = (seq.fed + room).min(seq.prompt.len());
+            for pos in seq.fed..end {
+                let last = pos + 1 == seq.prompt.len();
+                if last {
+                    seq.logits_at = Some(self.batch.n_tokens());
+                }
+                self.batch
+                    .add(seq.prompt[pos], pos as i32, &[seq.id], last)
+                    .map_err(|e| decode_err(&e))?;
+            }
+            seq.fed = end;
+        }
+        if self.batch.n_tokens() == 0 {
+            return Ok(());
+        }
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| decode_err(&e))?;
+        for (i, seq) in seqs.iter_mut().enumerate() {
+            let Some(at) = seq.logits_at else { continue };
+            if seq.decode_started.is_none() {
+                seq.prompt_ms = seq.started.elapsed().as_secs_f64() * 1e3;
+                seq.decode_started = Some(Instant::now());
+            }
+            let token = seq.sampler.sample(&self.ctx, at);
             if self.model.vocab().is_eog(token) {
-                finish = FinishReason::Stop;
-                break;
+                seq.finish = Some(FinishReason::Stop);
+                continue;
             }
-            completion_tokens += 1;
+            seq.completion_tokens += 1;
             let piece = self.model.vocab().token_to_piece(token, false, None);
-            let (out, stopped) = text.push(&piece);
-            if !out.is_empty() && on_text(out).is_break() {
-                finish = FinishReason::Cancelled;
-                break;
+            let (out, stopped) = seq.text.push(&piece);
+            if !out.is_empty() && on_text(i, out).is_break() {
+                seq.finish = Some(FinishReason::Cancelled);
+            } else if stopped {
+                seq.finish = Some(FinishReason::Stop);
+            } else if seq.completion_tokens as usize >= seq.budget {
+                seq.finish = Some(FinishReason::Length);
+            } else {
+                seq.next = Some(token);
             }
-            if stopped {
-                finish = FinishReason::Stop;
-                break;
-            }
-            if step + 1 == budget {
-                break; // no need to evaluate a token nobody will sample from
-            }
-            self.batch.clear();
-            self.batch
-                .add(token, pos as i32, &[0], true)
-                .map_err(|e| decode_err(&e))?;
-            self.ctx
-                .decode(&mut self.batch)
-                .map_err(|e| decode_err(&e))?;
-            logits_at = 0;
         }
-        let generate_ms = started.elapsed().as_secs_f64() * 1e3;
-        let (rest, full) = text.finish();
+        Ok(())
+    }
+
+    /// Ends a sequence: frees its KV cells and assembles its completion.
+    /// `on_text` receives text held back while it might have begun a stop
+    /// sequence.
+    pub(super) fn finish(
+        &mut self,
+        mut seq: Sequence,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Completion {
+        self.release(seq.id);
+        let finish = seq.finish.unwrap_or(FinishReason::Cancelled);
+        let (rest, full) =
+            std::mem::replace(&mut seq.text, TextAssembler::new(Vec::new())).finish();
         if !rest.is_empty() && finish != FinishReason::Cancelled {
-            // The stream is ending anyway; a break here changes nothing.
-            let _ = on_text(&rest);
+            on_text(&rest);
         }
-        Ok(Completion {
+        Completion {
             text: full,
             finish_reason: finish,
             usage: Usage {
-                prompt_tokens,
-                completion_tokens,
+                prompt_tokens: u32::try_from(seq.prompt.len()).unwrap_or(u32::MAX),
+                completion_tokens: seq.completion_tokens,
             },
             model: self.version.clone(),
-            seed,
-            prompt_ms,
-            generate_ms,
-        })
+            seed: seq.seed,
+            prompt_ms: seq.prompt_ms,
+            generate_ms: seq
+                .decode_started
+                .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
+        }
+    }
+
+    /// Frees the KV cells of sequence `id`.
+    pub(super) fn release(&mut self, id: i32) {
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+    }
+
+    /// Frees every KV cell (after a failed step).
+    pub(super) fn release_all(&mut self) {
+        self.ctx.clear_kv_cache();
+    }
+}
+
+/// One request running in the batch.
+pub(super) struct Sequence {
+    /// The llama.cpp sequence id (its slot).
+    pub(super) id: i32,
+    prompt: Vec<LlamaToken>,
+    /// Prompt tokens evaluated so far.
+    fed: usize,
+    /// The sampled token to evaluate in the next step.
+    next: Option<LlamaToken>,
+    /// Where this sequence's logits are in the last batch.
+    logits_at: Option<i32>,
+    sampler: LlamaSampler,
+    seed: u32,
+    text: TextAssembler,
+    budget: usize,
+    completion_tokens: u32,
+    finish: Option<FinishReason>,
+    started: Instant,
+    prompt_ms: f64,
+    decode_started: Option<Instant>,
+}
+
+impl Sequence {
+    /// KV cells this sequence may fill: its prompt and its token budget.
+    pub(super) fn reserve(&self) -> usize {
+        self.prompt.len() + self.budget
+    }
+
+    pub(super) fn is_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// Stops the sequence at the next step (its caller went away).
+    pub(super) fn cancel(&mut self) {
+        self.finish.get_or_insert(FinishReason::Cancelled);
     }
 }
 

@@ -1,26 +1,26 @@
 //! The queue in front of a model: a cloneable handle, a bounded job channel,
-//! one worker thread, and a oneshot reply per request.
+//! one worker thread running the admitted requests as one batch, and a
+//! oneshot reply per request.
 
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::session::{Session, load_model};
+use super::session::{Sequence, Session, load_model};
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;
-
-/// Text pieces a stream can hold before the worker waits for the reader.
-const STREAM_BUFFER: usize = 256;
 
 /// What the worker can be asked to do.
 enum Job {
     Generate {
         request: GenerateRequest,
-        tokens: Option<mpsc::Sender<String>>,
+        tokens: Option<mpsc::UnboundedSender<String>>,
         reply: oneshot::Sender<Result<Completion, LlmError>>,
     },
     Render {
@@ -47,6 +47,10 @@ pub struct ModelInfo {
     /// The context window, in tokens.
     pub n_ctx: u32,
     pub threads: usize,
+    /// The most requests generating at once.
+    pub max_num_seqs: u32,
+    /// KV-cache cells shared by the running requests.
+    pub kv_cells: u32,
     /// The chat template from the GGUF metadata (`chatml` when it has none).
     pub chat_template: Option<String>,
 }
@@ -65,6 +69,29 @@ struct Inner {
     jobs: SyncSender<Job>,
     info: ModelInfo,
     capacity: usize,
+    load: Arc<Load>,
+}
+
+/// What the worker is doing, for metrics (vLLM's `num_requests_running` /
+/// `num_requests_waiting`, KV usage).
+#[derive(Debug, Default)]
+struct Load {
+    running: AtomicUsize,
+    waiting: AtomicUsize,
+    kv_reserved: AtomicUsize,
+}
+
+/// A snapshot of the engine's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLoad {
+    /// Requests in the running batch.
+    pub running: usize,
+    /// Requests admitted to the queue but not yet running.
+    pub waiting: usize,
+    /// KV cells reserved by the running requests.
+    pub kv_reserved: usize,
+    /// KV cells in all.
+    pub kv_cells: usize,
 }
 
 impl std::fmt::Debug for LlmHandle {
@@ -78,7 +105,7 @@ impl std::fmt::Debug for LlmHandle {
 /// A completion arriving piece by piece.
 #[derive(Debug)]
 pub struct CompletionStream {
-    tokens: mpsc::Receiver<String>,
+    tokens: mpsc::UnboundedReceiver<String>,
     done: oneshot::Receiver<Result<Completion, LlmError>>,
 }
 
@@ -92,8 +119,7 @@ impl CompletionStream {
     /// skipped, not lost: they are part of [`Completion::text`].
     pub async fn finish(self) -> Result<Completion, LlmError> {
         let Self { mut tokens, done } = self;
-        // Drain rather than drop: dropping the receiver would cancel generation,
-        // and not reading would stall the worker once the buffer is full.
+        // Drain rather than drop: dropping the receiver would cancel generation.
         while tokens.recv().await.is_some() {}
         done.await.map_err(|_| LlmError::WorkerGone)?
     }
@@ -132,9 +158,11 @@ impl LlmHandle {
         let (jobs, queue) = std::sync::mpsc::sync_channel(capacity);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_options = options.clone();
+        let load = Arc::new(Load::default());
+        let worker_load = Arc::clone(&load);
         std::thread::Builder::new()
             .name("glassbox-llm".to_owned())
-            .spawn(move || worker(thread_options, version, queue, ready_tx))
+            .spawn(move || worker(thread_options, version, queue, ready_tx, worker_load))
             .map_err(|e| LlmError::Backend(format!("spawning the model thread: {e}")))?;
         let info = ready_rx.recv().map_err(|_| LlmError::WorkerGone)??;
         Ok(Self {
@@ -142,6 +170,7 @@ impl LlmHandle {
                 jobs,
                 info,
                 capacity,
+                load,
             }),
         })
     }
@@ -149,6 +178,17 @@ impl LlmHandle {
     /// Facts about the loaded model.
     pub fn info(&self) -> &ModelInfo {
         &self.inner.info
+    }
+
+    /// Requests running and waiting, and KV cells in use, right now.
+    pub fn engine_load(&self) -> EngineLoad {
+        let load = &self.inner.load;
+        EngineLoad {
+            running: load.running.load(Ordering::Relaxed),
+            waiting: load.waiting.load(Ordering::Relaxed),
+            kv_reserved: load.kv_reserved.load(Ordering::Relaxed),
+            kv_cells: self.inner.info.kv_cells as usize,
+        }
     }
 
     /// The model's version tag (file name and hash prefix).
@@ -168,7 +208,7 @@ impl LlmHandle {
     fn start(
         &self,
         request: GenerateRequest,
-        tokens: Option<mpsc::Sender<String>>,
+        tokens: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<oneshot::Receiver<Result<Completion, LlmError>>, LlmError> {
         validate(&request)?;
         let (reply, done) = oneshot::channel();
@@ -196,7 +236,7 @@ impl LlmHandle {
     /// Generates a completion as a stream of text pieces. Dropping the stream
     /// cancels generation.
     pub fn stream(&self, request: GenerateRequest) -> Result<CompletionStream, LlmError> {
-        let (tx, tokens) = mpsc::channel(STREAM_BUFFER);
+        let (tx, tokens) = mpsc::unbounded_channel();
         let done = self.start(request, Some(tx))?;
         Ok(CompletionStream { tokens, done })
     }
@@ -231,13 +271,35 @@ impl LlmHandle {
     }
 }
 
-/// The worker thread: loads the model, reports readiness, serves jobs until
-/// every handle is gone.
+/// A generate job waiting for a place in the batch.
+struct Waiting {
+    request: GenerateRequest,
+    tokens: Option<mpsc::UnboundedSender<String>>,
+    reply: oneshot::Sender<Result<Completion, LlmError>>,
+}
+
+/// A request in the running batch.
+struct Running {
+    seq: Sequence,
+    tokens: Option<mpsc::UnboundedSender<String>>,
+    reply: oneshot::Sender<Result<Completion, LlmError>>,
+}
+
+impl Running {
+    /// Whether nobody waits for this request any more.
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed() || self.tokens.as_ref().is_some_and(|t| t.is_closed())
+    }
+}
+
+/// The worker thread: loads the model, reports readiness, then runs the
+/// batch until every handle is gone and the last request has finished.
 fn worker(
     options: LlmOptions,
     version: String,
     queue: Receiver<Job>,
     ready: std::sync::mpsc::Sender<Result<ModelInfo, LlmError>>,
+    load: Arc<Load>,
 ) {
     let model = match load_model(&options) {
         Ok(m) => m,
@@ -253,47 +315,151 @@ fn worker(
             return;
         }
     };
+    let kv_cells = session.kv_cells();
     let info = ModelInfo {
         path: options.model_path.clone(),
         version,
         n_ctx: session.n_ctx(),
         threads: options.thread_count(),
+        max_num_seqs: options.seqs(),
+        kv_cells,
         chat_template: session.template_source(),
     };
     if ready.send(Ok(info)).is_err() {
         return;
     }
-    while let Ok(job) = queue.recv() {
-        // A panic inside llama.cpp's bindings must not take every later request
-        // down with it; the context is reset at the start of each request.
-        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run_job(&mut session, job)));
+    let max_seqs = options.seqs() as usize;
+    let mut waiting: VecDeque<Waiting> = VecDeque::new();
+    let mut running: Vec<Running> = Vec::new();
+    let mut free_ids: Vec<i32> = (0..max_seqs as i32).rev().collect();
+    let mut open = true;
+    loop {
+        // Take jobs: block only when there is nothing to run. Generate jobs
+        // leave the bounded channel only when the batch can soon take them,
+        // so the channel stays the queue whose capacity callers see.
+        if running.is_empty() && waiting.is_empty() {
+            if !open {
+                break;
+            }
+            match queue.recv() {
+                Ok(job) => take(job, &mut session, &mut waiting),
+                Err(_) => break,
+            }
+        }
+        while open && waiting.len() < max_seqs {
+            match queue.try_recv() {
+                Ok(job) => take(job, &mut session, &mut waiting),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        // Admit, oldest first, while a slot and the KV cells for the whole
+        // request (prompt + max_tokens) are free.
+        waiting.retain(|w| !w.reply.is_closed());
+        let mut reserved: usize = running.iter().map(|r| r.seq.reserve()).sum();
+        while let Some(front) = waiting.front() {
+            let Some(&id) = free_ids.last() else { break };
+            match session.start(id, &front.request) {
+                Err(e) => {
+                    let w = waiting.pop_front().expect("front exists");
+                    let _ = w.reply.send(Err(e));
+                }
+                Ok(seq) => {
+                    let fits = reserved + seq.reserve() <= kv_cells as usize;
+                    if !fits && !running.is_empty() {
+                        break; // wait for a running request to free cells
+                    }
+                    let w = waiting.pop_front().expect("front exists");
+                    free_ids.pop();
+                    reserved += seq.reserve();
+                    running.push(Running {
+                        seq,
+                        tokens: w.tokens,
+                        reply: w.reply,
+                    });
+                }
+            }
+        }
+        publish(&load, &running, waiting.len());
+        if running.is_empty() {
+            continue;
+        }
+        for r in &mut running {
+            if r.abandoned() {
+                r.seq.cancel();
+            }
+        }
+        // One step over the batch. A panic inside llama.cpp's bindings fails
+        // the requests in hand, not the worker.
+        let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let (mut seqs, senders): (Vec<&mut Sequence>, Vec<_>) = running
+                .iter_mut()
+                .map(|r| (&mut r.seq, r.tokens.as_ref()))
+                .unzip();
+            session.step(&mut seqs, &mut |i, piece| match senders[i] {
+                Some(tx) if tx.send(piece.to_owned()).is_err() => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            })
+        }));
+        let failure = match stepped {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("the llama.cpp bindings panicked".to_owned()),
+        };
+        if let Some(detail) = failure {
+            session.release_all();
+            for r in running.drain(..) {
+                free_ids.push(r.seq.id);
+                let _ = r.reply.send(Err(LlmError::Decode(detail.clone())));
+            }
+            publish(&load, &running, waiting.len());
+            continue;
+        }
+        let mut i = 0;
+        while i < running.len() {
+            if !running[i].seq.is_finished() {
+                i += 1;
+                continue;
+            }
+            let Running { seq, tokens, reply } = running.remove(i);
+            free_ids.push(seq.id);
+            let completion = session.finish(seq, &mut |rest| {
+                if let Some(tx) = &tokens {
+                    let _ = tx.send(rest.to_owned());
+                }
+            });
+            drop(tokens); // ends the stream before the final reply
+            let _ = reply.send(Ok(completion));
+        }
+        publish(&load, &running, waiting.len());
     }
+    publish(&load, &running, waiting.len());
 }
 
-fn run_job(session: &mut Session<'_>, job: Job) {
+fn publish(load: &Load, running: &[Running], waiting: usize) {
+    load.running.store(running.len(), Ordering::Relaxed);
+    load.waiting.store(waiting, Ordering::Relaxed);
+    load.kv_reserved.store(
+        running.iter().map(|r| r.seq.reserve()).sum(),
+        Ordering::Relaxed,
+    );
+}
+
+/// Serves a job that needs no batch slot at once; queues a generate job.
+fn take(job: Job, session: &mut Session<'_>, waiting: &mut VecDeque<Waiting>) {
     match job {
         Job::Generate {
             request,
             tokens,
             reply,
         } => {
-            if reply.is_closed() {
-                return; // cancelled while queued
+            if !reply.is_closed() {
+                waiting.push_back(Waiting {
+                    request,
+                    tokens,
+                    reply,
+                });
             }
-            let mut on_text = |piece: &str| {
-                if reply.is_closed() {
-                    return ControlFlow::Break(());
-                }
-                match &tokens {
-                    Some(tx) if tx.blocking_send(piece.to_owned()).is_err() => {
-                        ControlFlow::Break(())
-                    }
-                    _ => ControlFlow::Continue(()),
-                }
-            };
-            let result = session.generate(&request, &mut on_text);
-            drop(tokens); // ends the stream before the final reply
-            let _ = reply.send(result);
         }
         Job::Render { messages, reply } => {
             let _ = reply.send(session.render(&messages));

@@ -205,3 +205,83 @@ fn corrupted_gguf_is_an_error_not_a_crash() {
     let err = LlmHandle::load(LlmOptions::new(&garbage)).unwrap_err();
     assert_eq!(err.code(), "llm_model_load", "{err}");
 }
+
+/// A handle of its own on the same model, with continuous batching on.
+fn batched() -> LlmHandle {
+    let options = LlmOptions {
+        threads: Some(2),
+        n_ctx: 1024,
+        max_num_seqs: 4,
+        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+    };
+    LlmHandle::load(options).expect("loading SmolLM2 with batching")
+}
+
+/// Polls `f` until it holds; false after `limit` (a hang guard, not a speed check).
+fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    f()
+}
+
+#[test]
+fn concurrent_requests_run_in_one_batch() {
+    let h = &batched();
+    assert_eq!(h.info().max_num_seqs, 4);
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let mut r = request(48, 0.0, None);
+                r.messages.push(glassbox_models::ChatMessage::user(format!(
+                    "Say it {i} times."
+                )));
+                h.generate_blocking(r).unwrap()
+            })
+        })
+        .collect();
+    let mut most = 0;
+    let watcher = eventually(std::time::Duration::from_secs(120), || {
+        most = most.max(h.engine_load().running);
+        workers.iter().all(|w| w.is_finished())
+    });
+    assert!(watcher, "requests did not finish");
+    for w in workers {
+        let c = w.join().unwrap();
+        assert!(!c.text.is_empty());
+        assert!(c.usage.completion_tokens > 0 && c.usage.completion_tokens <= 48);
+    }
+    assert!(most >= 2, "at most {most} request(s) ran at once");
+    let load = h.engine_load();
+    assert_eq!((load.running, load.kv_reserved), (0, 0), "{load:?}");
+}
+
+#[test]
+fn a_dropped_stream_leaves_the_batch_and_frees_its_cells() {
+    let h = &batched();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut stream = h.stream(request(400, 0.7, Some(7))).unwrap();
+        assert!(stream.next().await.is_some());
+        assert!(h.engine_load().kv_reserved > 0);
+        drop(stream);
+    });
+    assert!(
+        eventually(std::time::Duration::from_secs(30), || {
+            let load = h.engine_load();
+            load.running == 0 && load.kv_reserved == 0
+        }),
+        "{:?}",
+        h.engine_load()
+    );
+    // The freed slot serves the next request.
+    let next = h.generate_blocking(request(8, 0.0, None)).unwrap();
+    assert!(!next.text.is_empty());
+}
