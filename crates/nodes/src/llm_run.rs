@@ -71,7 +71,7 @@ impl NodeKind for LlmInference {
                 let seqs = c
                     .get("max_num_seqs")
                     .and_then(Value::as_u64)
-                    .map_or(1, |n| n.clamp(1, 256) as u32);
+                    .map_or(4, |n| n.clamp(1, 256) as u32);
                 Backend::Local(cache(cx).llm(&path, threads, n_ctx, seqs)?)
             }
         };

@@ -182,15 +182,11 @@ pub struct LlmOptions {
     /// [`LlmError::QueueFull`].
     pub queue_capacity: usize,
     /// The most requests generating at once (continuous batching): each step
-    /// evaluates one token of every running request in one batch. Default 1
-    /// (one request at a time): llama.cpp's CPU kernels round differently for
-    /// different batch shapes, so with more than one a greedy answer can
-    /// differ depending on what else is running (as in llama-server and vLLM).
+    /// evaluates one token of every running request in one batch. Each
+    /// request has a KV stream of its own (`n_ctx` cells), so its attention
+    /// runs over the same cells in the same order alone or in a batch and a
+    /// greedy answer does not depend on what else is running. Default 1.
     pub max_num_seqs: u32,
-    /// KV-cache cells shared by the running requests; `None` = `2 × n_ctx`.
-    /// A request is admitted when its prompt plus `max_tokens` fits in the
-    /// free cells.
-    pub kv_cells: Option<u32>,
 }
 
 impl LlmOptions {
@@ -203,7 +199,6 @@ impl LlmOptions {
             n_batch: 512,
             queue_capacity: 64,
             max_num_seqs: 1,
-            kv_cells: None,
         }
     }
 
@@ -211,10 +206,9 @@ impl LlmOptions {
         self.max_num_seqs.max(1)
     }
 
+    /// KV-cache cells in all: one full context per sequence.
     pub(crate) fn kv_cells(&self) -> u32 {
-        self.kv_cells
-            .unwrap_or_else(|| self.n_ctx.saturating_mul(2))
-            .max(self.n_ctx)
+        self.n_ctx.saturating_mul(self.seqs())
     }
 
     pub(crate) fn thread_count(&self) -> usize {

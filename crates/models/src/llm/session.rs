@@ -111,7 +111,7 @@ impl<'m> Session<'m> {
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.kv_cells()))
             .with_n_seq_max(options.seqs())
-            .with_kv_unified(true)
+            .with_kv_unified(false)
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)

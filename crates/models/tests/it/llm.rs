@@ -206,15 +206,26 @@ fn corrupted_gguf_is_an_error_not_a_crash() {
     assert_eq!(err.code(), "llm_model_load", "{err}");
 }
 
-/// A handle of its own on the same model, with continuous batching on.
-fn batched() -> LlmHandle {
-    let options = LlmOptions {
-        threads: Some(2),
-        n_ctx: 1024,
-        max_num_seqs: 4,
-        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
-    };
-    LlmHandle::load(options).expect("loading SmolLM2 with batching")
+/// A second handle on the same model, with continuous batching on, and the
+/// turn to use it: the batching tests check the handle's load, so they run
+/// one after another (and one thread keeps the 2-core CI machine from being
+/// oversubscribed next to the shared handle).
+fn batched() -> (&'static LlmHandle, std::sync::MutexGuard<'static, ()>) {
+    static LLM: std::sync::OnceLock<LlmHandle> = std::sync::OnceLock::new();
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let turn = TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let handle = LLM.get_or_init(|| {
+        let options = LlmOptions {
+            threads: Some(1),
+            n_ctx: 1024,
+            max_num_seqs: 4,
+            ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+        };
+        LlmHandle::load(options).expect("loading SmolLM2 with batching")
+    });
+    (handle, turn)
 }
 
 /// Polls `f` until it holds; false after `limit` (a hang guard, not a speed check).
@@ -231,7 +242,7 @@ fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn concurrent_requests_run_in_one_batch() {
-    let h = &batched();
+    let (h, _turn) = batched();
     assert_eq!(h.info().max_num_seqs, 4);
     let workers: Vec<_> = (0..4)
         .map(|i| {
@@ -263,7 +274,7 @@ fn concurrent_requests_run_in_one_batch() {
 
 #[test]
 fn a_dropped_stream_leaves_the_batch_and_frees_its_cells() {
-    let h = &batched();
+    let (h, _turn) = batched();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -284,4 +295,42 @@ fn a_dropped_stream_leaves_the_batch_and_frees_its_cells() {
     // The freed slot serves the next request.
     let next = h.generate_blocking(request(8, 0.0, None)).unwrap();
     assert!(!next.text.is_empty());
+}
+
+/// Greedy decoding gives the same text alone or inside a full batch of other
+/// requests (each sequence has its own KV stream, so its attention sums run
+/// over the same cells in the same order either way).
+#[test]
+fn greedy_text_is_the_same_alone_or_in_a_full_batch() {
+    let (h, _turn) = batched();
+    let alone = h.generate_blocking(request(48, 0.0, None)).unwrap();
+    let others = [
+        "Write a long story about a kettle.",
+        "List ten fruits, one per line, with a sentence about each.",
+        "Explain what a vector index is to a child, in detail.",
+    ];
+    let mut workers: Vec<_> = others
+        .iter()
+        .map(|text| {
+            let h = h.clone();
+            let text = (*text).to_owned();
+            std::thread::spawn(move || {
+                let r = GenerateRequest {
+                    max_tokens: 64,
+                    temperature: 0.0,
+                    ..GenerateRequest::chat(vec![ChatMessage::user(text)])
+                };
+                h.generate_blocking(r).unwrap().text
+            })
+        })
+        .collect();
+    // Joins the batch while the others run (some in prefill, some decoding).
+    let h2 = h.clone();
+    workers.push(std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        h2.generate_blocking(request(48, 0.0, None)).unwrap().text
+    }));
+    let texts: Vec<String> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    assert_eq!(texts[3], alone.text);
+    assert!(texts[..3].iter().all(|t| !t.is_empty()));
 }
