@@ -28,14 +28,17 @@ impl std::fmt::Debug for ModelCache {
     }
 }
 
+/// The process-wide cache (what a build uses unless its context has one).
+pub fn global() -> Arc<ModelCache> {
+    static GLOBAL: OnceLock<Arc<ModelCache>> = OnceLock::new();
+    GLOBAL
+        .get_or_init(|| Arc::new(ModelCache::default()))
+        .clone()
+}
+
 /// The cache for a build: the context's, else the process-wide one.
 pub fn cache(cx: &BuildContext) -> Arc<ModelCache> {
-    static GLOBAL: OnceLock<Arc<ModelCache>> = OnceLock::new();
-    cx.get::<ModelCache>().unwrap_or_else(|| {
-        GLOBAL
-            .get_or_init(|| Arc::new(ModelCache::default()))
-            .clone()
-    })
+    cx.get::<ModelCache>().unwrap_or_else(global)
 }
 
 fn unavailable(what: String, err: impl std::error::Error + Send + Sync + 'static) -> BuildError {
@@ -64,6 +67,17 @@ fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
 }
 
 impl ModelCache {
+    /// The load of every local LLM loaded so far, by model version (for
+    /// metrics: requests running and waiting, KV cells reserved).
+    pub fn llm_loads(&self) -> Vec<(String, glassbox_models::EngineLoad)> {
+        let Ok(map) = self.llms.lock() else {
+            return Vec::new();
+        };
+        map.values()
+            .map(|h| (h.version().to_owned(), h.engine_load()))
+            .collect()
+    }
+
     pub fn llm(
         &self,
         path: &Path,

@@ -24,6 +24,11 @@ struct TopologyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     topology: String,
     status: String,
@@ -68,6 +73,9 @@ pub struct Metrics {
     commits: Gauge,
     requests_written: Gauge,
     commit_seconds: Gauge<f64, AtomicU64>,
+    llm_running: Family<ModelLabels, Gauge>,
+    llm_waiting: Family<ModelLabels, Gauge>,
+    llm_kv_usage: Family<ModelLabels, Gauge<f64, AtomicU64>>,
     topologies: Gauge,
 }
 
@@ -159,6 +167,25 @@ impl Metrics {
             "Time the trace writer has spent in commits, in total",
             commit_seconds.clone(),
         );
+        // The local LLM engine, named like vLLM's gauges (sampled at scrape).
+        let llm_running = Family::<ModelLabels, Gauge>::default();
+        registry.register(
+            "llm_num_requests_running",
+            "Requests in the local LLM's running batch",
+            llm_running.clone(),
+        );
+        let llm_waiting = Family::<ModelLabels, Gauge>::default();
+        registry.register(
+            "llm_num_requests_waiting",
+            "Requests waiting for a place in the local LLM's batch",
+            llm_waiting.clone(),
+        );
+        let llm_kv_usage = Family::<ModelLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "llm_kv_cache_usage_perc",
+            "Share of the local LLM's KV cache reserved by running requests (0-1)",
+            llm_kv_usage.clone(),
+        );
         let topologies = Gauge::default();
         registry.register("topologies", "Topologies being served", topologies.clone());
         Metrics {
@@ -173,6 +200,9 @@ impl Metrics {
             queue_capacity,
             commits,
             requests_written,
+            llm_running,
+            llm_waiting,
+            llm_kv_usage,
             commit_seconds,
             topologies,
         }
@@ -247,6 +277,18 @@ impl Metrics {
         self.requests_written
             .set(i64::try_from(stats.requests_written).unwrap_or(i64::MAX));
         self.commit_seconds.set(stats.write_us_total as f64 / 1e6);
+        for (model, load) in glassbox_nodes::model_cache::global().llm_loads() {
+            let labels = ModelLabels { model };
+            self.llm_running
+                .get_or_create(&labels)
+                .set(i64::try_from(load.running).unwrap_or(i64::MAX));
+            self.llm_waiting
+                .get_or_create(&labels)
+                .set(i64::try_from(load.waiting).unwrap_or(i64::MAX));
+            self.llm_kv_usage
+                .get_or_create(&labels)
+                .set(load.kv_reserved as f64 / load.kv_cells.max(1) as f64);
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

@@ -208,6 +208,21 @@ fn an_llm_followed_by_a_guard_streams_buffered_and_one_without_streams_live() {
         pieces.concat(),
         "the stream carries the recorded output"
     );
+    // The engine's load, named like vLLM's gauges (other tests in this binary
+    // share the model, so only the form of the value is checked).
+    let metrics = s.get("/metrics", None).text;
+    for series in [
+        "glassbox_llm_num_requests_running{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
+        "glassbox_llm_num_requests_waiting{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
+        "glassbox_llm_kv_cache_usage_perc{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
+    ] {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(series))
+            .unwrap_or_else(|| panic!("missing `{series}` in\n{metrics}"));
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(value >= 0.0, "{line}");
+    }
 }
 
 #[test]
