@@ -76,6 +76,8 @@ pub struct Metrics {
     llm_running: Family<ModelLabels, Gauge>,
     llm_waiting: Family<ModelLabels, Gauge>,
     llm_kv_usage: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    llm_prefix_queries: Family<ModelLabels, Gauge>,
+    llm_prefix_hits: Family<ModelLabels, Gauge>,
     topologies: Gauge,
 }
 
@@ -186,6 +188,18 @@ impl Metrics {
             "Share of the local LLM's KV cache reserved by running requests (0-1)",
             llm_kv_usage.clone(),
         );
+        let llm_prefix_queries = Family::<ModelLabels, Gauge>::default();
+        registry.register(
+            "llm_prefix_cache_queries",
+            "Prompt tokens of the requests the local LLM admitted, since start",
+            llm_prefix_queries.clone(),
+        );
+        let llm_prefix_hits = Family::<ModelLabels, Gauge>::default();
+        registry.register(
+            "llm_prefix_cache_hits",
+            "Of those, tokens whose KV was reused from an earlier request's prefix",
+            llm_prefix_hits.clone(),
+        );
         let topologies = Gauge::default();
         registry.register("topologies", "Topologies being served", topologies.clone());
         Metrics {
@@ -203,6 +217,8 @@ impl Metrics {
             llm_running,
             llm_waiting,
             llm_kv_usage,
+            llm_prefix_queries,
+            llm_prefix_hits,
             commit_seconds,
             topologies,
         }
@@ -288,6 +304,12 @@ impl Metrics {
             self.llm_kv_usage
                 .get_or_create(&labels)
                 .set(load.kv_reserved as f64 / load.kv_cells.max(1) as f64);
+            self.llm_prefix_queries
+                .get_or_create(&labels)
+                .set(i64::try_from(load.prefix_queries).unwrap_or(i64::MAX));
+            self.llm_prefix_hits
+                .get_or_create(&labels)
+                .set(i64::try_from(load.prefix_hits).unwrap_or(i64::MAX));
         }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {

@@ -92,6 +92,9 @@ pub(super) struct Session<'m> {
     n_batch: usize,
     /// The context window of one sequence (the KV cache holds several).
     n_ctx: u32,
+    /// Per slot, the prompt tokens whose KV is still in its stream: the
+    /// prefix cache. A new request reuses the longest common prefix.
+    cached: Vec<Vec<LlamaToken>>,
     version: String,
 }
 
@@ -135,6 +138,7 @@ impl<'m> Session<'m> {
             batch,
             n_batch: n_batch as usize,
             n_ctx: options.n_ctx,
+            cached: vec![Vec::new(); options.seqs() as usize],
             version,
         })
     }
@@ -187,9 +191,10 @@ impl<'m> Session<'m> {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// Prepares `request` to run as sequence `id`: renders and tokenizes the
-    /// prompt and sets up its sampler. Nothing is evaluated yet.
-    pub(super) fn start(&self, id: i32, request: &GenerateRequest) -> Result<Sequence, LlmError> {
+    /// Prepares `request`: renders and tokenizes the prompt and sets up its
+    /// sampler. Nothing is evaluated until it is [`attach`](Self::attach)ed
+    /// to a slot.
+    pub(super) fn start(&self, request: &GenerateRequest) -> Result<Sequence, LlmError> {
         let prompt = self.render(&request.messages)?;
         let tokens = self.tokens(&prompt, true);
         let n_ctx = self.n_ctx;
@@ -203,7 +208,7 @@ impl<'m> Session<'m> {
         let (sampler, seed) = sampler(request);
         let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
         Ok(Sequence {
-            id,
+            id: -1,
             prompt: tokens,
             fed: 0,
             next: None,
@@ -299,15 +304,16 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Ends a sequence: frees its KV cells and assembles its completion.
-    /// `on_text` receives text held back while it might have begun a stop
-    /// sequence.
+    /// Ends a sequence and assembles its completion. The KV of its prompt
+    /// stays in the slot for the next request that shares a prefix; the rest
+    /// is freed. `on_text` receives text held back while it might have begun
+    /// a stop sequence.
     pub(super) fn finish(
         &mut self,
         mut seq: Sequence,
         on_text: &mut dyn FnMut(&str),
     ) -> Completion {
-        self.release(seq.id);
+        self.keep_prefix(seq.id, &seq.prompt[..seq.fed]);
         let finish = seq.finish.unwrap_or(FinishReason::Cancelled);
         let (rest, full) =
             std::mem::replace(&mut seq.text, TextAssembler::new(Vec::new())).finish();
@@ -330,16 +336,82 @@ impl<'m> Session<'m> {
         }
     }
 
-    /// Frees the KV cells of sequence `id`.
-    pub(super) fn release(&mut self, id: i32) {
-        let _ = self
+    /// Keeps `prefix` (the first tokens evaluated in slot `id`) and frees
+    /// the slot's cells after it.
+    fn keep_prefix(&mut self, id: i32, prefix: &[LlamaToken]) {
+        let Some(slot) = usize::try_from(id).ok().filter(|&i| i < self.cached.len()) else {
+            return;
+        };
+        let kept = self
             .ctx
-            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+            .clear_kv_cache_seq(
+                u32::try_from(id).ok(),
+                u32::try_from(prefix.len()).ok(),
+                None,
+            )
+            .unwrap_or(false);
+        self.cached[slot] = if kept { prefix.to_vec() } else { Vec::new() };
+        if !kept {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+        }
     }
 
-    /// Frees every KV cell (after a failed step).
+    /// Of the free slots `ids`, the one whose cached prefix shares the most
+    /// tokens with `prompt`: (position in `ids`, tokens shared).
+    pub(super) fn best_slot(&self, ids: &[i32], prompt: &[LlamaToken]) -> (usize, usize) {
+        ids.iter()
+            .enumerate()
+            .map(|(at, &id)| {
+                let cached = usize::try_from(id)
+                    .ok()
+                    .and_then(|i| self.cached.get(i))
+                    .map_or(&[][..], Vec::as_slice);
+                let common = cached
+                    .iter()
+                    .zip(prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (at, common)
+            })
+            .max_by_key(|&(at, common)| (common, at))
+            .unwrap_or((0, 0))
+    }
+
+    /// Puts `seq` in slot `id`, reusing the first `common` prompt tokens
+    /// already in its KV (at least the last prompt token is evaluated again,
+    /// for its logits). Returns the tokens reused.
+    pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, common: usize) -> usize {
+        let reuse = common.min(seq.prompt.len().saturating_sub(1));
+        let kept = reuse > 0
+            && self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), u32::try_from(reuse).ok(), None)
+                .unwrap_or(false);
+        let reuse = if kept {
+            reuse
+        } else {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+            0
+        };
+        if let Some(slot) = usize::try_from(id)
+            .ok()
+            .and_then(|i| self.cached.get_mut(i))
+        {
+            slot.clear();
+        }
+        seq.id = id;
+        seq.fed = reuse;
+        reuse
+    }
+
+    /// Frees every KV cell and forgets the cached prefixes (after a failed step).
     pub(super) fn release_all(&mut self) {
         self.ctx.clear_kv_cache();
+        self.cached.iter_mut().for_each(Vec::clear);
     }
 }
 
@@ -366,6 +438,11 @@ pub(super) struct Sequence {
 }
 
 impl Sequence {
+    /// The prompt's tokens.
+    pub(super) fn prompt(&self) -> &[LlamaToken] {
+        &self.prompt
+    }
+
     /// KV cells this sequence may fill: its prompt and its token budget.
     pub(super) fn reserve(&self) -> usize {
         self.prompt.len() + self.budget

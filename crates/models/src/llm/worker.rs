@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 
 use tokio::sync::{mpsc, oneshot};
@@ -79,6 +79,8 @@ struct Load {
     running: AtomicUsize,
     waiting: AtomicUsize,
     kv_reserved: AtomicUsize,
+    prefix_queries: AtomicU64,
+    prefix_hits: AtomicU64,
 }
 
 /// A snapshot of the engine's load.
@@ -92,6 +94,12 @@ pub struct EngineLoad {
     pub kv_reserved: usize,
     /// KV cells in all.
     pub kv_cells: usize,
+    /// Prompt tokens of admitted requests, in total (vLLM's
+    /// `prefix_cache_queries`).
+    pub prefix_queries: u64,
+    /// Of those, tokens whose KV was reused from an earlier request with the
+    /// same prefix (vLLM's `prefix_cache_hits`).
+    pub prefix_hits: u64,
 }
 
 impl std::fmt::Debug for LlmHandle {
@@ -188,6 +196,8 @@ impl LlmHandle {
             waiting: load.waiting.load(Ordering::Relaxed),
             kv_reserved: load.kv_reserved.load(Ordering::Relaxed),
             kv_cells: self.inner.info.kv_cells as usize,
+            prefix_queries: load.prefix_queries.load(Ordering::Relaxed),
+            prefix_hits: load.prefix_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -358,19 +368,27 @@ fn worker(
         waiting.retain(|w| !w.reply.is_closed());
         let mut reserved: usize = running.iter().map(|r| r.seq.reserve()).sum();
         while let Some(front) = waiting.front() {
-            let Some(&id) = free_ids.last() else { break };
-            match session.start(id, &front.request) {
+            if free_ids.is_empty() {
+                break;
+            }
+            match session.start(&front.request) {
                 Err(e) => {
                     let w = waiting.pop_front().expect("front exists");
                     let _ = w.reply.send(Err(e));
                 }
-                Ok(seq) => {
+                Ok(mut seq) => {
                     let fits = reserved + seq.reserve() <= kv_cells as usize;
                     if !fits && !running.is_empty() {
                         break; // wait for a running request to free cells
                     }
                     let w = waiting.pop_front().expect("front exists");
-                    free_ids.pop();
+                    // The free slot whose cached prompt shares the longest prefix.
+                    let (at, common) = session.best_slot(&free_ids, seq.prompt());
+                    let id = free_ids.remove(at);
+                    let reused = session.attach(&mut seq, id, common);
+                    load.prefix_queries
+                        .fetch_add(seq.prompt().len() as u64, Ordering::Relaxed);
+                    load.prefix_hits.fetch_add(reused as u64, Ordering::Relaxed);
                     reserved += seq.reserve();
                     running.push(Running {
                         seq,

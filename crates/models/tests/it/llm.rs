@@ -334,3 +334,45 @@ fn greedy_text_is_the_same_alone_or_in_a_full_batch() {
     assert_eq!(texts[3], alone.text);
     assert!(texts[..3].iter().all(|t| !t.is_empty()));
 }
+
+/// A request whose prompt an earlier one in the same slot shared reuses that
+/// KV (all but the last prompt token) and gets the same text as without.
+#[test]
+fn a_shared_prompt_prefix_is_reused_and_changes_nothing() {
+    let (h, _turn) = batched();
+    let first = h.generate_blocking(request(24, 0.0, None)).unwrap();
+    let mid = h.engine_load();
+    let second = h.generate_blocking(request(24, 0.0, None)).unwrap();
+    let after = h.engine_load();
+    assert_eq!(first.text, second.text);
+    let prompt = u64::from(second.usage.prompt_tokens);
+    assert_eq!(after.prefix_queries - mid.prefix_queries, prompt);
+    assert_eq!(after.prefix_hits - mid.prefix_hits, prompt - 1);
+    // A different question after the same system prompt reuses the shared head.
+    let other = GenerateRequest {
+        max_tokens: 8,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![
+            ChatMessage::system("You are a concise assistant."),
+            ChatMessage::user("Name a fruit."),
+        ])
+    };
+    let cold = llm_cold(&other);
+    let warm = h.generate_blocking(other).unwrap();
+    let end = h.engine_load();
+    assert!(end.prefix_hits - after.prefix_hits >= 5, "{end:?}");
+    assert_eq!(warm.text, cold);
+}
+
+/// `request` on a handle of its own that has never seen another prompt.
+fn llm_cold(request: &GenerateRequest) -> String {
+    let options = LlmOptions {
+        threads: Some(1),
+        n_ctx: 1024,
+        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+    };
+    let h = LlmHandle::load(options).expect("loading SmolLM2");
+    h.generate_blocking(request.clone())
+        .expect("cold generation")
+        .text
+}

@@ -215,6 +215,8 @@ fn an_llm_followed_by_a_guard_streams_buffered_and_one_without_streams_live() {
         "glassbox_llm_num_requests_running{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
         "glassbox_llm_num_requests_waiting{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
         "glassbox_llm_kv_cache_usage_perc{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
+        "glassbox_llm_prefix_cache_queries{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
+        "glassbox_llm_prefix_cache_hits{model=\"SmolLM2-135M-Instruct.Q4_1.gguf@",
     ] {
         let line = metrics
             .lines()
