@@ -15,6 +15,7 @@ use glassbox_trace::RequestId;
 use serde_json::json;
 
 use crate::serve::{agent, serve_on};
+use crate::support::wait_for_exit;
 
 const CLIENTS: usize = 8;
 /// How long the clients load the server before it is killed.
@@ -104,12 +105,12 @@ fn missing(url: &str, acked: &[String]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn kill_9_under_load_loses_no_acknowledged_trace_sqlite() {
+/// Runs the crash under load against `url` and asserts no answered request
+/// lost its trace.
+fn assert_kill_9_loses_nothing(url: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("traces.db").display());
-    let acked = acknowledged_then_killed(dir.path(), &url);
-    let missing = missing(&url, &acked);
+    let acked = acknowledged_then_killed(dir.path(), url);
+    let missing = missing(url, &acked);
     assert!(
         missing.is_empty(),
         "{} of {} acknowledged requests have no trace, e.g. {:?}",
@@ -117,32 +118,34 @@ fn kill_9_under_load_loses_no_acknowledged_trace_sqlite() {
         acked.len(),
         &missing[..missing.len().min(5)]
     );
+}
+
+/// A throwaway PostgreSQL: fails, never skips, when it is missing (as the
+/// store's tests).
+fn postgres() -> TempPostgres {
+    TempPostgres::start(TempPostgresOptions::default()).unwrap_or_else(|e| {
+        panic!("PostgreSQL tests need a throwaway server and it did not start: {e}")
+    })
+}
+
+#[test]
+fn kill_9_under_load_loses_no_acknowledged_trace_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_kill_9_loses_nothing(&format!(
+        "sqlite://{}",
+        dir.path().join("traces.db").display()
+    ));
 }
 
 #[test]
 fn kill_9_under_load_loses_no_acknowledged_trace_postgres() {
-    // Fails, never skips, when PostgreSQL is missing (as the store's tests).
-    let pg = TempPostgres::start(TempPostgresOptions::default()).unwrap_or_else(|e| {
-        panic!("PostgreSQL tests need a throwaway server and it did not start: {e}")
-    });
-    let url = pg.create_database("crash").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let acked = acknowledged_then_killed(dir.path(), &url);
-    let missing = missing(&url, &acked);
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged requests have no trace, e.g. {:?}",
-        missing.len(),
-        acked.len(),
-        &missing[..missing.len().min(5)]
-    );
+    let pg = postgres();
+    assert_kill_9_loses_nothing(&pg.create_database("crash").unwrap());
 }
 
 #[test]
 fn sigterm_on_postgres_drains_and_exits_0() {
-    let pg = TempPostgres::start(TempPostgresOptions::default()).unwrap_or_else(|e| {
-        panic!("PostgreSQL tests need a throwaway server and it did not start: {e}")
-    });
+    let pg = postgres();
     let url = pg.create_database("term").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut server = serve_on(dir.path(), &[], &url, &[]);
@@ -153,17 +156,11 @@ fn sigterm_on_postgres_drains_and_exits_0() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let until = Instant::now() + Duration::from_secs(120);
-    let exit = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < until,
-            "the server did not exit after SIGTERM"
-        );
-        thread::sleep(Duration::from_millis(50));
-    };
+    let exit = wait_for_exit(
+        &mut server.child,
+        Duration::from_secs(120),
+        "the server did not exit after SIGTERM",
+    );
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
     // It aborted (134) closing its PostgreSQL read connections.
     assert_eq!(exit.code(), Some(0), "{log}");

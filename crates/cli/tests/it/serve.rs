@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{glassbox, root, stderr, stdout};
+use crate::support::{glassbox, root, stderr, stdout, wait_for_exit};
 
 /// A `glassbox serve` child, killed when dropped.
 pub struct Server {
@@ -211,17 +211,11 @@ nodes:
     assert_eq!(body["status"], "ok", "{body}");
     ids.push(body["request_id"].as_str().unwrap().to_owned());
 
-    let until = Instant::now() + Duration::from_secs(120);
-    let exit = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < until,
-            "the server did not exit after SIGTERM"
-        );
-        thread::sleep(Duration::from_millis(50));
-    };
+    let exit = wait_for_exit(
+        &mut server.child,
+        Duration::from_secs(120),
+        "the server did not exit after SIGTERM",
+    );
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
     assert_eq!(exit.code(), Some(0), "{log}");
     assert!(

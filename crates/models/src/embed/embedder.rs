@@ -208,6 +208,7 @@ impl Embedder {
             pad_id,
             options: EmbedderOptions {
                 max_tokens,
+                attention,
                 ..options
             },
             version,
@@ -302,7 +303,7 @@ impl Embedder {
             .session
             .lock()
             .map_err(|_| EmbedError::Inference("an earlier call panicked".to_owned()))?;
-        if session.inputs().iter().any(|i| i.name() == "lengths") {
+        if self.options.attention == onnx::Attention::Fused {
             let lengths: Vec<i32> = batch
                 .iter()
                 .map(|seq| i32::try_from(seq.len()).unwrap_or(i32::MAX))
