@@ -45,8 +45,9 @@ pub use index::{
     build_index, chunk_document,
 };
 pub use llm::{
-    ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest, LlmError,
-    LlmHandle, LlmOptions, ModelInfo, Role, Usage,
+    ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest,
+    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelInfo, PromptLookup,
+    Role, Timing, Usage,
 };
 pub use paths::{
     MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE, minilm_dir, models_dir, onnxruntime_path,

@@ -12,7 +12,7 @@ use glassbox_engine::trace::Fact;
 use glassbox_engine::{
     BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
 };
-use glassbox_models::{ChatMessage, GenerateRequest, LlmError, LlmHandle};
+use glassbox_models::{ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle};
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
 
@@ -160,10 +160,33 @@ impl LlmNode {
     }
 }
 
+/// What the local engine measured about one request, as span tags (vLLM's
+/// per-request numbers): queue time, time to first token, time per output
+/// token, prompt tokens served from the prefix cache, and speculative
+/// drafts proposed and accepted.
+fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
+    let ms = |v: f64| format!("{v:.1}");
+    let mut tags = vec![("queue_ms", ms(c.timing.queue_ms))];
+    if let Some(ttft) = c.timing.ttft_ms {
+        tags.push(("ttft_ms", ms(ttft)));
+    }
+    if let Some(tpot) = c.timing.tpot_ms {
+        tags.push(("tpot_ms", ms(tpot)));
+    }
+    if c.prompt_cached_tokens > 0 {
+        tags.push(("prompt_cached_tokens", c.prompt_cached_tokens.to_string()));
+    }
+    if c.draft_tokens > 0 {
+        tags.push(("draft_tokens", c.draft_tokens.to_string()));
+        tags.push(("accepted_tokens", c.accepted_tokens.to_string()));
+    }
+    tags
+}
+
 fn llm_error(e: LlmError) -> NodeError {
     if e.is_invalid_request() {
         NodeError::BadInput(e.to_string())
-    } else if e.code() == "queue_full" {
+    } else if matches!(e, LlmError::QueueFull { .. }) {
         NodeError::Unavailable(e.to_string())
     } else {
         NodeError::failed(e.to_string())
@@ -205,13 +228,18 @@ impl Node for LlmNode {
                             pieces.finish().await.map_err(llm_error)?
                         }
                     };
-                    Ok(this.output(
+                    let timing = engine_tags(&c);
+                    let mut out = this.output(
                         c.text,
                         c.finish_reason.as_str(),
                         c.model,
                         u64::from(c.usage.prompt_tokens),
                         u64::from(c.usage.completion_tokens),
-                    ))
+                    );
+                    for (key, value) in timing {
+                        out = out.tag(key, value);
+                    }
+                    Ok(out)
                 })
             }
             Backend::OpenAi(endpoint) => {

@@ -37,6 +37,7 @@ pub mod connection;
 pub mod dashboard;
 pub mod error;
 pub mod keyless;
+mod llm_metrics;
 pub mod metrics;
 pub mod openai;
 pub mod openapi;

@@ -18,14 +18,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use rust_decimal::prelude::ToPrimitive;
 
+use crate::llm_metrics::LlmMetrics;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TopologyLabel {
     topology: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ModelLabels {
-    model: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -73,11 +70,7 @@ pub struct Metrics {
     commits: Gauge,
     requests_written: Gauge,
     commit_seconds: Gauge<f64, AtomicU64>,
-    llm_running: Family<ModelLabels, Gauge>,
-    llm_waiting: Family<ModelLabels, Gauge>,
-    llm_kv_usage: Family<ModelLabels, Gauge<f64, AtomicU64>>,
-    llm_prefix_queries: Family<ModelLabels, Gauge>,
-    llm_prefix_hits: Family<ModelLabels, Gauge>,
+    llm: LlmMetrics,
     topologies: Gauge,
 }
 
@@ -169,37 +162,7 @@ impl Metrics {
             "Time the trace writer has spent in commits, in total",
             commit_seconds.clone(),
         );
-        // The local LLM engine, named like vLLM's gauges (sampled at scrape).
-        let llm_running = Family::<ModelLabels, Gauge>::default();
-        registry.register(
-            "llm_num_requests_running",
-            "Requests in the local LLM's running batch",
-            llm_running.clone(),
-        );
-        let llm_waiting = Family::<ModelLabels, Gauge>::default();
-        registry.register(
-            "llm_num_requests_waiting",
-            "Requests waiting for a place in the local LLM's batch",
-            llm_waiting.clone(),
-        );
-        let llm_kv_usage = Family::<ModelLabels, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "llm_kv_cache_usage_perc",
-            "Share of the local LLM's KV cache reserved by running requests (0-1)",
-            llm_kv_usage.clone(),
-        );
-        let llm_prefix_queries = Family::<ModelLabels, Gauge>::default();
-        registry.register(
-            "llm_prefix_cache_queries",
-            "Prompt tokens of the requests the local LLM admitted, since start",
-            llm_prefix_queries.clone(),
-        );
-        let llm_prefix_hits = Family::<ModelLabels, Gauge>::default();
-        registry.register(
-            "llm_prefix_cache_hits",
-            "Of those, tokens whose KV was reused from an earlier request's prefix",
-            llm_prefix_hits.clone(),
-        );
+        let llm = LlmMetrics::register(&mut registry);
         let topologies = Gauge::default();
         registry.register("topologies", "Topologies being served", topologies.clone());
         Metrics {
@@ -214,11 +177,7 @@ impl Metrics {
             queue_capacity,
             commits,
             requests_written,
-            llm_running,
-            llm_waiting,
-            llm_kv_usage,
-            llm_prefix_queries,
-            llm_prefix_hits,
+            llm,
             commit_seconds,
             topologies,
         }
@@ -293,24 +252,8 @@ impl Metrics {
         self.requests_written
             .set(i64::try_from(stats.requests_written).unwrap_or(i64::MAX));
         self.commit_seconds.set(stats.write_us_total as f64 / 1e6);
-        for (model, load) in glassbox_nodes::model_cache::global().llm_loads() {
-            let labels = ModelLabels { model };
-            self.llm_running
-                .get_or_create(&labels)
-                .set(i64::try_from(load.running).unwrap_or(i64::MAX));
-            self.llm_waiting
-                .get_or_create(&labels)
-                .set(i64::try_from(load.waiting).unwrap_or(i64::MAX));
-            self.llm_kv_usage
-                .get_or_create(&labels)
-                .set(load.kv_reserved as f64 / load.kv_cells.max(1) as f64);
-            self.llm_prefix_queries
-                .get_or_create(&labels)
-                .set(i64::try_from(load.prefix_queries).unwrap_or(i64::MAX));
-            self.llm_prefix_hits
-                .get_or_create(&labels)
-                .set(i64::try_from(load.prefix_hits).unwrap_or(i64::MAX));
-        }
+        self.llm
+            .sample(glassbox_nodes::model_cache::global().llm_loads());
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

@@ -9,6 +9,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::batch::{BatchStats, Coalescer};
 use super::onnx::{self, BertConfig};
 use super::{EmbedError, EmbedderOptions};
 use crate::hash::file_sha256;
@@ -17,10 +18,12 @@ use crate::paths::{ONNXRUNTIME_LIB, models_dir};
 /// A sentence embedder: text in, L2-normalised vectors out.
 ///
 /// `Send + Sync`: share it behind an `Arc` and call [`embed`](Self::embed) from
-/// several threads (each call is CPU-bound and uses the session's threads; calls
-/// take turns; async callers use `spawn_blocking`).
+/// several threads (each call is CPU-bound and uses the session's threads;
+/// async callers use `spawn_blocking`). Small concurrent calls are batched
+/// into shared forward passes (see [`batch_stats`](Self::batch_stats)).
 pub struct Embedder {
     session: Mutex<Session>,
+    coalescer: Coalescer,
     tokenizer: Tokenizer,
     dim: usize,
     pad_id: u32,
@@ -203,6 +206,7 @@ impl Embedder {
         let version = format!("{name}@{}", &hash[..12]);
         Ok(Self {
             session: Mutex::new(session),
+            coalescer: Coalescer::new(options.batch_size, options.batch_window),
             tokenizer,
             dim,
             pad_id,
@@ -262,12 +266,26 @@ impl Embedder {
             .ok_or_else(|| EmbedError::Inference("no output".to_owned()))
     }
 
+    /// Forward passes run and texts embedded by dynamic batching (calls
+    /// smaller than a batch), since load: `rows / passes` is the mean batch.
+    pub fn batch_stats(&self) -> BatchStats {
+        self.coalescer.stats()
+    }
+
     /// Embeds `texts` in batches; vector `i` belongs to `texts[i]`. An empty
     /// slice gives an empty result; an empty string embeds `[CLS] [SEP]`.
+    /// A call smaller than a batch shares its forward pass with concurrent
+    /// calls.
     pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encoded = Vec::with_capacity(texts.len());
         for text in texts {
             encoded.push(self.tokenize(text.as_ref())?);
+        }
+        if encoded.is_empty() {
+            return Ok(Vec::new());
+        }
+        if encoded.len() < self.options.batch_size {
+            return self.coalescer.embed(encoded, &|batch| self.forward(batch));
         }
         // Longest first, so each batch pads to a length close to its members'.
         let mut order: Vec<usize> = (0..encoded.len()).collect();

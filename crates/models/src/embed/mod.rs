@@ -9,11 +9,13 @@
 //! 256 tokens. Like sentence-transformers, inputs are sorted by length before
 //! batching (less padding) and results come back in input order.
 
+mod batch;
 mod embedder;
 pub mod onnx;
 
 use std::path::PathBuf;
 
+pub use batch::BatchStats;
 pub use embedder::Embedder;
 
 use crate::paths::FETCH_HINT;
@@ -31,6 +33,11 @@ pub struct EmbedderOptions {
     /// How self-attention is run. `$GLASSBOX_EMBED_ATTENTION=standard`
     /// overrides the default at load.
     pub attention: onnx::Attention,
+    /// Dynamic batching: how long the caller that runs the next forward
+    /// pass waits for others to join it (up to `batch_size` texts). Calls
+    /// that arrive while a pass runs share the next one whatever this is;
+    /// zero (the default) adds no wait to a caller alone.
+    pub batch_window: std::time::Duration,
 }
 
 impl Default for EmbedderOptions {
@@ -40,6 +47,7 @@ impl Default for EmbedderOptions {
             max_tokens: 256,
             threads: 0,
             attention: onnx::Attention::Fused,
+            batch_window: std::time::Duration::ZERO,
         }
     }
 }

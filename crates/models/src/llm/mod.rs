@@ -10,12 +10,17 @@
 //! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
+mod lookup;
 pub(crate) mod session;
+mod shape;
+mod stats;
 mod stop;
 mod worker;
 
 use std::path::PathBuf;
 
+pub use lookup::PromptLookup;
+pub use stats::{HistogramSnapshot, LatencyStats};
 pub use worker::{CompletionStream, EngineLoad, LlmHandle, ModelInfo};
 
 use crate::paths::FETCH_HINT;
@@ -165,6 +170,32 @@ pub struct Completion {
     pub prompt_ms: f64,
     /// Time spent generating, from the first sampled token to the last.
     pub generate_ms: f64,
+    /// Queue time, time to first token and time per output token.
+    #[serde(default)]
+    pub timing: Timing,
+    /// Prompt tokens whose KV was reused from the prefix cache.
+    #[serde(default)]
+    pub prompt_cached_tokens: u32,
+    /// Speculative decoding: draft tokens proposed, and of those accepted.
+    #[serde(default)]
+    pub draft_tokens: u32,
+    #[serde(default)]
+    pub accepted_tokens: u32,
+}
+
+/// Where one request's time went, in milliseconds, measured like vLLM's
+/// request metrics: from the moment it was submitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Timing {
+    /// Submitted until admitted to the running batch.
+    pub queue_ms: f64,
+    /// Submitted until the first output token (`None`: none was produced).
+    pub ttft_ms: Option<f64>,
+    /// Mean time between output tokens after the first (`None`: fewer
+    /// than two).
+    pub tpot_ms: Option<f64>,
+    /// Submitted until finished.
+    pub e2e_ms: f64,
 }
 
 /// How to load a local model.
@@ -187,6 +218,12 @@ pub struct LlmOptions {
     /// runs over the same cells in the same order alone or in a batch and a
     /// greedy answer does not depend on what else is running. Default 1.
     pub max_num_seqs: u32,
+    /// Whether each slot keeps its last prompt's KV so a request sharing a
+    /// prefix with it evaluates only the rest (default on).
+    pub prefix_cache: bool,
+    /// Speculative decoding by prompt lookup for greedy requests (default
+    /// off). The text is the same as without it.
+    pub prompt_lookup: Option<PromptLookup>,
 }
 
 impl LlmOptions {
@@ -199,6 +236,8 @@ impl LlmOptions {
             n_batch: 512,
             queue_capacity: 64,
             max_num_seqs: 1,
+            prefix_cache: true,
+            prompt_lookup: None,
         }
     }
 

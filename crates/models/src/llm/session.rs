@@ -20,8 +20,12 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::lookup::{PromptLookup, draft};
+use super::shape;
 use super::stop::TextAssembler;
-use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
+use super::{
+    ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Timing, Usage,
+};
 
 /// llama.cpp's process-wide backend: initialised once, never freed.
 pub(crate) fn backend() -> Result<&'static LlamaBackend, LlmError> {
@@ -95,6 +99,10 @@ pub(super) struct Session<'m> {
     /// Per slot, the prompt tokens whose KV is still in its stream: the
     /// prefix cache. A new request reuses the longest common prefix.
     cached: Vec<Vec<LlamaToken>>,
+    /// Whether slots keep their prompt's KV for the next request.
+    prefix_cache: bool,
+    /// Speculative decoding by prompt lookup, for greedy requests.
+    lookup: Option<PromptLookup>,
     version: String,
 }
 
@@ -139,6 +147,8 @@ impl<'m> Session<'m> {
             n_batch: n_batch as usize,
             n_ctx: options.n_ctx,
             cached: vec![Vec::new(); options.seqs() as usize],
+            prefix_cache: options.prefix_cache,
+            lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             version,
         })
     }
@@ -194,7 +204,12 @@ impl<'m> Session<'m> {
     /// Prepares `request`: renders and tokenizes the prompt and sets up its
     /// sampler. Nothing is evaluated until it is [`attach`](Self::attach)ed
     /// to a slot.
-    pub(super) fn start(&self, request: &GenerateRequest) -> Result<Sequence, LlmError> {
+    /// `arrived` is when the request was submitted (for queue time and TTFT).
+    pub(super) fn start(
+        &self,
+        request: &GenerateRequest,
+        arrived: Instant,
+    ) -> Result<Sequence, LlmError> {
         let prompt = self.render(&request.messages)?;
         let tokens = self.tokens(&prompt, true);
         let n_ctx = self.n_ctx;
@@ -207,12 +222,30 @@ impl<'m> Session<'m> {
         }
         let (sampler, seed) = sampler(request);
         let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
+        // Drafts are checked against the greedy choice, so only greedy
+        // requests speculate (their text is the same either way).
+        let lookup = self.lookup.filter(|_| request.temperature <= 0.0);
+        let history = if lookup.is_some() {
+            tokens.clone()
+        } else {
+            Vec::new()
+        };
         Ok(Sequence {
             id: -1,
+            history,
+            lookup,
+            draft: Vec::new(),
+            drafted: 0,
+            accepted: 0,
+            reused: 0,
+            arrived,
+            first_token: None,
+            last_token: None,
             prompt: tokens,
             fed: 0,
             next: None,
             logits_at: None,
+            rows: 0,
             sampler,
             seed,
             text: TextAssembler::new(request.stop.clone()),
@@ -225,80 +258,168 @@ impl<'m> Session<'m> {
         })
     }
 
-    /// One `llama_decode` over every running sequence: the next token of each
-    /// sequence that is generating, then prompt chunks of those still in
-    /// prefill (oldest first) up to `n_batch` tokens, so a long prompt never
-    /// stalls the others for more than one step. Then each sequence whose
-    /// logits were computed samples its next token; `on_text(i, piece)`
+    /// One step of the batch: one `llama_decode` over the next token (and
+    /// draft tokens) of every generating sequence, then one over a prompt
+    /// chunk of the oldest sequence still in prefill, so a long prompt never
+    /// stalls the others for more than a chunk. Each sequence whose logits
+    /// were computed then takes its next token(s); `on_text(i, piece)`
     /// receives new text of `seqs[i]` and may break to cancel it.
+    ///
+    /// The batches are shaped so that every row goes through the same
+    /// llama.cpp kernels whatever else runs (see [`shape`]): a greedy
+    /// answer is the same alone, in a full batch, with speculation and with
+    /// a reused prefix.
     pub(super) fn step(
         &mut self,
         seqs: &mut [&mut Sequence],
         on_text: &mut dyn FnMut(usize, &str) -> ControlFlow<()>,
     ) -> Result<(), LlmError> {
-        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
-        self.batch.clear();
         for seq in seqs.iter_mut() {
             seq.logits_at = None;
-            if seq.finish.is_some() {
-                continue;
-            }
-            if let Some(token) = seq.next.take() {
-                let pos = seq.prompt.len() + seq.completion_tokens as usize - 1;
+            seq.draft.clear();
+            seq.rows = 0;
+        }
+        // Logits live until the next decode: take each call's tokens first.
+        self.decode_step(seqs)?;
+        self.take_tokens(seqs, on_text)?;
+        self.prefill_step(seqs)?;
+        self.take_tokens(seqs, on_text)
+    }
+
+    /// The generating sequences' rows: each its next token, then its draft,
+    /// then padding up to the row count of its run (see [`shape`]).
+    fn decode_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
+        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        let mut order: Vec<usize> = (0..seqs.len())
+            .filter(|&i| seqs[i].finish.is_none() && seqs[i].next.is_some())
+            .collect();
+        if order.is_empty() {
+            return Ok(());
+        }
+        // llama.cpp batches only consecutive sequence ids, in order.
+        order.sort_by_key(|&i| seqs[i].id);
+        // Runs pad to their longest draft: cap drafts so that every row of
+        // the step fits the batch.
+        let per_seq = (self.n_batch / order.len()).saturating_sub(shape::MIN_ROWS);
+        for &i in &order {
+            let seq = &mut *seqs[i];
+            let Some(lookup) = seq.lookup else { continue };
+            // Every accepted draft and the token after them must fit the
+            // budget, so at most `left - 1` drafts.
+            let left = seq.budget.saturating_sub(seq.completion_tokens as usize);
+            let most = lookup
+                .num_tokens
+                .min(left.saturating_sub(1))
+                .min(per_seq)
+                .min(shape::MAX_ROWS - 1);
+            let proposal = draft(&seq.history, lookup.max_ngram, most);
+            seq.draft.extend_from_slice(proposal);
+        }
+        self.batch.clear();
+        let ids: Vec<i32> = order.iter().map(|&i| seqs[i].id).collect();
+        for run in shape::runs(&ids) {
+            let members = &order[run.clone()];
+            let rows = shape::decode_rows(
+                members.iter().map(|&i| {
+                    let seq = &*seqs[i];
+                    (seq.draft.len(), seq.position() + 1)
+                }),
+                self.n_ctx as usize,
+            );
+            for &i in members {
+                let seq = &mut *seqs[i];
+                let token = seq.next.take().expect("generating sequences have a token");
+                let pos = seq.position();
                 seq.logits_at = Some(self.batch.n_tokens());
+                seq.rows = rows;
                 self.batch
                     .add(token, pos as i32, &[seq.id], true)
                     .map_err(|e| decode_err(&e))?;
-            }
-        }
-        for seq in seqs.iter_mut() {
-            let room = self.n_batch.saturating_sub(self.batch.n_tokens() as usize);
-            if room == 0 {
-                break;
-            }
-            if seq.finish.is_some() || seq.fed >= seq.prompt.len() {
-                continue;
-            }
-            let end = (seq.fed + room).min(seq.prompt.len());
-            for pos in seq.fed..end {
-                let last = pos + 1 == seq.prompt.len();
-                if last {
-                    seq.logits_at = Some(self.batch.n_tokens());
+                for r in 1..rows {
+                    let (t, logits) = match seq.draft.get(r - 1) {
+                        Some(&d) => (d, true),
+                        None => (token, false), // padding: its output and KV are dropped
+                    };
+                    self.batch
+                        .add(t, (pos + r) as i32, &[seq.id], logits)
+                        .map_err(|e| decode_err(&e))?;
                 }
-                self.batch
-                    .add(seq.prompt[pos], pos as i32, &[seq.id], last)
-                    .map_err(|e| decode_err(&e))?;
             }
-            seq.fed = end;
         }
-        if self.batch.n_tokens() == 0 {
+        self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
+    }
+
+    /// A prompt chunk of the oldest sequence still in prefill.
+    fn prefill_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
+        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        let Some(seq) = seqs
+            .iter_mut()
+            .find(|s| s.finish.is_none() && s.fed < s.prompt.len())
+        else {
             return Ok(());
+        };
+        let remaining = seq.prompt.len() - seq.fed;
+        let end = seq.fed + shape::prefill_chunk(remaining, self.n_batch);
+        self.batch.clear();
+        let at = self.batch.n_tokens();
+        for pos in seq.fed..end {
+            let last = pos + 1 == seq.prompt.len();
+            self.batch
+                .add(seq.prompt[pos], pos as i32, &[seq.id], last)
+                .map_err(|e| decode_err(&e))?;
         }
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| decode_err(&e))?;
+        if end == seq.prompt.len() {
+            seq.logits_at = Some(at + (end - seq.fed) as i32 - 1);
+            seq.rows = 1;
+        }
+        seq.fed = end;
+        self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
+    }
+
+    /// Samples every sequence whose logits were computed this step: the
+    /// token after the one fed, then, while it equals the next draft token,
+    /// the token after that draft (its logits are in the same batch):
+    /// greedy decoding, several tokens per step. Drops the KV of rejected
+    /// drafts and padding.
+    fn take_tokens(
+        &mut self,
+        seqs: &mut [&mut Sequence],
+        on_text: &mut dyn FnMut(usize, &str) -> ControlFlow<()>,
+    ) -> Result<(), LlmError> {
+        let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         for (i, seq) in seqs.iter_mut().enumerate() {
-            let Some(at) = seq.logits_at else { continue };
+            let Some(base) = seq.logits_at.take() else {
+                continue;
+            };
             if seq.decode_started.is_none() {
                 seq.prompt_ms = seq.started.elapsed().as_secs_f64() * 1e3;
                 seq.decode_started = Some(Instant::now());
             }
-            let token = seq.sampler.sample(&self.ctx, at);
-            if self.model.vocab().is_eog(token) {
-                seq.finish = Some(FinishReason::Stop);
-                continue;
-            }
-            seq.completion_tokens += 1;
-            let piece = self.model.vocab().token_to_piece(token, false, None);
-            let (out, stopped) = seq.text.push(&piece);
-            if !out.is_empty() && on_text(i, out).is_break() {
-                seq.finish = Some(FinishReason::Cancelled);
-            } else if stopped {
-                seq.finish = Some(FinishReason::Stop);
-            } else if seq.completion_tokens as usize >= seq.budget {
-                seq.finish = Some(FinishReason::Length);
-            } else {
+            let mut accepted = 0;
+            loop {
+                let token = seq.sampler.sample(&self.ctx, base + accepted as i32);
+                if !emit(self.model, seq, token, &mut |piece| on_text(i, piece)) {
+                    break;
+                }
+                if seq.draft.get(accepted) == Some(&token) {
+                    accepted += 1;
+                    continue;
+                }
                 seq.next = Some(token);
+                break;
+            }
+            seq.drafted += seq.draft.len() as u32;
+            seq.accepted += accepted as u32;
+            if seq.finish.is_none() && seq.rows > accepted + 1 {
+                // Keep the fed token and the accepted drafts; drop the rest,
+                // from the position the next token goes to.
+                self.ctx
+                    .clear_kv_cache_seq(
+                        u32::try_from(seq.id).ok(),
+                        u32::try_from(seq.position()).ok(),
+                        None,
+                    )
+                    .map_err(|e| decode_err(&e))?;
             }
         }
         Ok(())
@@ -333,12 +454,17 @@ impl<'m> Session<'m> {
             generate_ms: seq
                 .decode_started
                 .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
+            timing: seq.timing(),
+            prompt_cached_tokens: u32::try_from(seq.reused).unwrap_or(u32::MAX),
+            draft_tokens: seq.drafted,
+            accepted_tokens: seq.accepted,
         }
     }
 
     /// Keeps `prefix` (the first tokens evaluated in slot `id`) and frees
     /// the slot's cells after it.
     fn keep_prefix(&mut self, id: i32, prefix: &[LlamaToken]) {
+        let prefix = if self.prefix_cache { prefix } else { &[] };
         let Some(slot) = usize::try_from(id).ok().filter(|&i| i < self.cached.len()) else {
             return;
         };
@@ -380,10 +506,12 @@ impl<'m> Session<'m> {
     }
 
     /// Puts `seq` in slot `id`, reusing the first `common` prompt tokens
-    /// already in its KV (at least the last prompt token is evaluated again,
-    /// for its logits). Returns the tokens reused.
+    /// already in its KV (at least the last two prompt tokens are evaluated
+    /// again: the last for its logits, and two rows keep the chunk on the
+    /// same kernels as a cold prompt's, see [`shape`]). Returns the tokens
+    /// reused.
     pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, common: usize) -> usize {
-        let reuse = common.min(seq.prompt.len().saturating_sub(1));
+        let reuse = common.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
         let kept = reuse > 0
             && self
                 .ctx
@@ -405,6 +533,7 @@ impl<'m> Session<'m> {
         }
         seq.id = id;
         seq.fed = reuse;
+        seq.reused = reuse;
         reuse
     }
 
@@ -424,23 +553,44 @@ pub(super) struct Sequence {
     fed: usize,
     /// The sampled token to evaluate in the next step.
     next: Option<LlamaToken>,
-    /// Where this sequence's logits are in the last batch.
+    /// Where this sequence's logits are in the last batch, and how many
+    /// rows it had there (its token, drafts and padding).
     logits_at: Option<i32>,
+    rows: usize,
     sampler: LlamaSampler,
     seed: u32,
     text: TextAssembler,
     budget: usize,
     completion_tokens: u32,
     finish: Option<FinishReason>,
+    /// When the request was submitted, admitted (`started`), and produced
+    /// its first and latest token.
+    arrived: Instant,
     started: Instant,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
     prompt_ms: f64,
     decode_started: Option<Instant>,
+    /// Prompt tokens whose KV came from the prefix cache.
+    reused: usize,
+    /// Prompt lookup: its settings, the tokens so far (prompt, then
+    /// output), this step's draft, and draft tokens proposed and accepted.
+    lookup: Option<PromptLookup>,
+    history: Vec<LlamaToken>,
+    draft: Vec<LlamaToken>,
+    drafted: u32,
+    accepted: u32,
 }
 
 impl Sequence {
     /// The prompt's tokens.
     pub(super) fn prompt(&self) -> &[LlamaToken] {
         &self.prompt
+    }
+
+    /// The position of the next token to feed (the last one sampled).
+    fn position(&self) -> usize {
+        (self.prompt.len() + self.completion_tokens as usize).saturating_sub(1)
     }
 
     /// KV cells this sequence may fill: its prompt and its token budget.
@@ -456,6 +606,55 @@ impl Sequence {
     pub(super) fn cancel(&mut self) {
         self.finish.get_or_insert(FinishReason::Cancelled);
     }
+
+    /// Queue time, time to first token and time per output token so far.
+    pub(super) fn timing(&self) -> Timing {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let tpot_ms = match (self.first_token, self.last_token) {
+            (Some(first), Some(last)) if self.completion_tokens > 1 => {
+                Some(ms(last - first) / f64::from(self.completion_tokens - 1))
+            }
+            _ => None,
+        };
+        Timing {
+            queue_ms: ms(self.started - self.arrived),
+            ttft_ms: self.first_token.map(|t| ms(t - self.arrived)),
+            tpot_ms,
+            e2e_ms: ms(self.arrived.elapsed()),
+        }
+    }
+}
+
+/// Takes one sampled token into `seq`: ends it at an end-of-generation
+/// token, a stop sequence, its budget or a cancelled stream; otherwise
+/// passes its text on. Returns whether the sequence goes on.
+fn emit(
+    model: &LlamaModel,
+    seq: &mut Sequence,
+    token: LlamaToken,
+    on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
+) -> bool {
+    if model.vocab().is_eog(token) {
+        seq.finish = Some(FinishReason::Stop);
+        return false;
+    }
+    let now = Instant::now();
+    seq.first_token.get_or_insert(now);
+    seq.last_token = Some(now);
+    seq.completion_tokens += 1;
+    if seq.lookup.is_some() {
+        seq.history.push(token);
+    }
+    let piece = model.vocab().token_to_piece(token, false, None);
+    let (out, stopped) = seq.text.push(&piece);
+    if !out.is_empty() && on_text(out).is_break() {
+        seq.finish = Some(FinishReason::Cancelled);
+    } else if stopped {
+        seq.finish = Some(FinishReason::Stop);
+    } else if seq.completion_tokens as usize >= seq.budget {
+        seq.finish = Some(FinishReason::Length);
+    }
+    seq.finish.is_none()
 }
 
 /// The sampler chain for a request, and the seed it uses.

@@ -9,10 +9,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::session::{Sequence, Session, load_model};
+use super::stats::{Latencies, LatencyStats};
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;
 
@@ -20,6 +22,7 @@ use crate::hash::version_tag;
 enum Job {
     Generate {
         request: GenerateRequest,
+        arrived: Instant,
         tokens: Option<mpsc::UnboundedSender<String>>,
         reply: oneshot::Sender<Result<Completion, LlmError>>,
     },
@@ -81,10 +84,14 @@ struct Load {
     kv_reserved: AtomicUsize,
     prefix_queries: AtomicU64,
     prefix_hits: AtomicU64,
+    spec_drafts: AtomicU64,
+    spec_draft_tokens: AtomicU64,
+    spec_accepted_tokens: AtomicU64,
+    latencies: Latencies,
 }
 
 /// A snapshot of the engine's load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EngineLoad {
     /// Requests in the running batch.
     pub running: usize,
@@ -100,6 +107,15 @@ pub struct EngineLoad {
     /// Of those, tokens whose KV was reused from an earlier request with the
     /// same prefix (vLLM's `prefix_cache_hits`).
     pub prefix_hits: u64,
+    /// Speculative decoding: finished requests that drafted, their draft
+    /// tokens, and of those the accepted ones (vLLM's
+    /// `spec_decode_num_draft_tokens` and `…_num_accepted_tokens`).
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
+    /// TTFT, time per output token, queue time and end-to-end latency of
+    /// the requests finished so far.
+    pub latency: LatencyStats,
 }
 
 impl std::fmt::Debug for LlmHandle {
@@ -198,6 +214,10 @@ impl LlmHandle {
             kv_cells: self.inner.info.kv_cells as usize,
             prefix_queries: load.prefix_queries.load(Ordering::Relaxed),
             prefix_hits: load.prefix_hits.load(Ordering::Relaxed),
+            spec_drafts: load.spec_drafts.load(Ordering::Relaxed),
+            spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
+            spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),
+            latency: load.latencies.snapshot(),
         }
     }
 
@@ -224,6 +244,7 @@ impl LlmHandle {
         let (reply, done) = oneshot::channel();
         self.submit(Job::Generate {
             request,
+            arrived: Instant::now(),
             tokens,
             reply,
         })?;
@@ -284,6 +305,7 @@ impl LlmHandle {
 /// A generate job waiting for a place in the batch.
 struct Waiting {
     request: GenerateRequest,
+    arrived: Instant,
     tokens: Option<mpsc::UnboundedSender<String>>,
     reply: oneshot::Sender<Result<Completion, LlmError>>,
 }
@@ -371,7 +393,7 @@ fn worker(
             if free_ids.is_empty() {
                 break;
             }
-            match session.start(&front.request) {
+            match session.start(&front.request, front.arrived) {
                 Err(e) => {
                     let w = waiting.pop_front().expect("front exists");
                     let _ = w.reply.send(Err(e));
@@ -447,6 +469,14 @@ fn worker(
                 }
             });
             drop(tokens); // ends the stream before the final reply
+            load.latencies.observe(&completion.timing);
+            if completion.draft_tokens > 0 {
+                load.spec_drafts.fetch_add(1, Ordering::Relaxed);
+                load.spec_draft_tokens
+                    .fetch_add(u64::from(completion.draft_tokens), Ordering::Relaxed);
+                load.spec_accepted_tokens
+                    .fetch_add(u64::from(completion.accepted_tokens), Ordering::Relaxed);
+            }
             let _ = reply.send(Ok(completion));
         }
         publish(&load, &running, waiting.len());
@@ -468,12 +498,14 @@ fn take(job: Job, session: &mut Session<'_>, waiting: &mut VecDeque<Waiting>) {
     match job {
         Job::Generate {
             request,
+            arrived,
             tokens,
             reply,
         } => {
             if !reply.is_closed() {
                 waiting.push_back(Waiting {
                     request,
+                    arrived,
                     tokens,
                     reply,
                 });

@@ -164,3 +164,46 @@ fn vectors_agree_with_sentence_transformers() {
         );
     }
 }
+
+/// Concurrent single-text calls share forward passes (dynamic batching) and
+/// each gets its own text's vector, as if it had run alone.
+#[test]
+fn concurrent_calls_share_passes_and_keep_their_vectors() {
+    let e = Embedder::load(
+        &glassbox_models::minilm_dir(&models()),
+        EmbedderOptions {
+            batch_window: std::time::Duration::from_millis(50),
+            ..Default::default()
+        },
+    )
+    .expect("loading MiniLM");
+    let texts: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                "Sentence number {i} is about {}.",
+                ["cats", "tax", "GPUs", "rain"][i % 4]
+            )
+        })
+        .collect();
+    let alone: Vec<Vec<f32>> = texts.iter().map(|t| e.embed_one(t).unwrap()).collect();
+    let before = e.batch_stats();
+    let together: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = texts
+            .iter()
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || e.embed_one(t).unwrap())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (a, b) in alone.iter().zip(&together) {
+        assert!(cosine(a, b) > 0.99999, "{}", cosine(a, b));
+    }
+    let after = e.batch_stats();
+    assert_eq!(after.rows - before.rows, 8);
+    assert!(
+        after.passes - before.passes < 8,
+        "no pass was shared: {before:?} -> {after:?}"
+    );
+}
