@@ -9,14 +9,13 @@ use std::sync::Arc;
 use glassbox_topology::NodeId;
 use glassbox_trace::{
     ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge, PathNode,
-    PathRecord, Receipt, RequestRecord, RequestStatus, SpanRecord, SpanStatus,
+    PathRecord, Receipt, RequestRecord, RequestStatus, SpanRecord, SpanStatus, explain,
 };
 use serde_json::{Map, Value};
 
 use crate::cost::{self, Quantities};
 use crate::error::ExecError;
 use crate::executor::{EState, NState, Outcome, St, Trace};
-use crate::explain;
 use crate::pipeline::Inner;
 use crate::request::{RequestShared, summarize};
 

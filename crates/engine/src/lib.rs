@@ -31,7 +31,6 @@ pub mod cost;
 pub mod cpu;
 pub mod error;
 pub mod executor;
-pub mod explain;
 mod finish;
 pub mod kind;
 pub mod node;
@@ -52,4 +51,7 @@ pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};
 
 pub use glassbox_trace as trace;
+/// Explanations are composed from trace types alone, so they live in
+/// `glassbox-trace`; re-exported here for the nodes and the CLI.
+pub use glassbox_trace::explain;
 pub use tokio_util::sync::CancellationToken;
