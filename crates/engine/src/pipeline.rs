@@ -183,7 +183,7 @@ impl Pipeline {
                 Some(Condition::Label(l)) => EdgeCond::Label(Arc::from(l.as_str())),
                 Some(Condition::Expr(x)) => EdgeCond::Expr {
                     expr: x.clone(),
-                    reads: read_paths(&x.source),
+                    reads: x.read_paths(),
                 },
             })
             .collect();
@@ -220,83 +220,5 @@ impl Pipeline {
     /// (status `cancelled`) to the sink.
     pub async fn run(&self, input: Value, options: RunOptions) -> Outcome {
         executor::execute(&self.inner, input, options).await
-    }
-}
-
-/// Dotted paths under `input`, `outputs` and `labels` that a CEL expression
-/// reads, e.g. `outputs.retrieve.hits`, in order of appearance.
-pub(crate) fn read_paths(source: &str) -> Vec<String> {
-    let bytes = source.as_bytes();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if let Some(q) = quote {
-            if c == b'\\' {
-                i += 2;
-                continue;
-            }
-            if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'"' || c == b'\'' {
-            quote = Some(c);
-            i += 1;
-            continue;
-        }
-        let at_word_start = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b'.';
-        if at_word_start && is_ident_start(c) {
-            let start = i;
-            while i < bytes.len() && (is_ident(bytes[i]) || bytes[i] == b'.') {
-                i += 1;
-            }
-            let word = source[start..i].trim_end_matches('.');
-            // A trailing method call (`.contains(`) is not part of the path.
-            let word = if i < bytes.len() && bytes[i] == b'(' {
-                word.rsplit_once('.').map_or(word, |(head, _)| head)
-            } else {
-                word
-            };
-            let root = word.split('.').next().unwrap_or("");
-            if matches!(root, "input" | "outputs" | "labels")
-                && word.contains('.')
-                && !out.iter().any(|w| w == word)
-            {
-                out.push(word.to_string());
-            }
-            continue;
-        }
-        i += 1;
-    }
-    out
-}
-
-fn is_ident_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_'
-}
-
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
-}
-
-#[cfg(test)]
-mod tests {
-    use super::read_paths;
-
-    #[test]
-    fn finds_the_paths_an_expression_reads() {
-        assert_eq!(
-            read_paths("size(outputs.retrieve.hits) > 5"),
-            vec!["outputs.retrieve.hits"]
-        );
-        assert_eq!(
-            read_paths(r#"input.question.contains("outputs.x") && labels.route == 'a'"#),
-            vec!["input.question", "labels.route"]
-        );
-        assert!(read_paths("true").is_empty());
     }
 }
