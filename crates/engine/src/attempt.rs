@@ -18,12 +18,13 @@ use std::time::Duration;
 use glassbox_topology::NodeId;
 use glassbox_trace::{ErrorRecord, SpanRecord, SpanRole, SpanStatus, Tags, Usage};
 
+use crate::built::BuiltPipeline;
 use crate::cost;
 use crate::cpu::{self, CpuTimed};
 use crate::error::NodeError;
-use crate::node::{Call, NodeCx, NodeOutput, NodeResult};
-use crate::pipeline::Inner;
-use crate::request::{Ending, RequestShared, Slot, summarize};
+use crate::node::{Call, NodeCx, NodeResult};
+use crate::output::NodeOutput;
+use crate::request::{DeadlineCut, Ending, RequestShared, Slot, summarize};
 
 /// Which attempt to make.
 pub(crate) struct AttemptSpec {
@@ -68,7 +69,8 @@ pub(crate) struct SpanGuard {
     input_summary: Arc<str>,
 }
 
-struct End {
+/// How an attempt ended, for its span.
+struct AttemptEnd {
     status: SpanStatus,
     error: Option<ErrorRecord>,
     usage: Usage,
@@ -77,7 +79,7 @@ struct End {
 }
 
 impl SpanGuard {
-    fn record(&mut self, end: End) {
+    fn record(&mut self, end: AttemptEnd) {
         let Some(role) = self.role.take() else { return };
         let req = &self.req;
         let node = req.topology.node(self.node);
@@ -112,11 +114,17 @@ impl Drop for SpanGuard {
             return;
         }
         let (status, code, message) = match self.req.ending() {
-            Ending::Deadline => (
-                SpanStatus::Timeout,
-                "deadline_exceeded",
-                "request deadline exceeded",
-            ),
+            Ending::Deadline => {
+                self.req.mark_deadline_cut(DeadlineCut {
+                    node: self.node,
+                    attempt: self.attempt,
+                });
+                (
+                    SpanStatus::Timeout,
+                    "deadline_exceeded",
+                    "request deadline exceeded",
+                )
+            }
             Ending::Failed => (
                 SpanStatus::Cancelled,
                 "cancelled",
@@ -131,7 +139,7 @@ impl Drop for SpanGuard {
             attempt: Some(self.attempt),
             detail: None,
         };
-        self.record(End {
+        self.record(AttemptEnd {
             status,
             error: Some(error),
             usage: Usage::default(),
@@ -161,7 +169,7 @@ pub(crate) struct Begun {
 }
 
 /// Starts an attempt: opens its span and calls the node.
-pub(crate) fn begin(inner: &Inner, req: &Arc<RequestShared>, spec: AttemptSpec) -> Begun {
+pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: AttemptSpec) -> Begun {
     let input_summary = match spec.sources.first().and_then(|&s| req.slot(s)) {
         Some(slot) => slot.summary,
         None => req.input_summary.clone(),
@@ -182,9 +190,9 @@ pub(crate) fn begin(inner: &Inner, req: &Arc<RequestShared>, spec: AttemptSpec) 
         reruns: spec.reruns,
         sources: spec.sources,
     };
-    let built = &inner.nodes[spec.node.0];
-    let clock = inner.options.cpu_clock;
-    let (call, setup_cpu) = clock.measure(|| catch_unwind(AssertUnwindSafe(|| built.call(cx))));
+    let node = &built.nodes[spec.node.0];
+    let clock = built.options.cpu_clock;
+    let (call, setup_cpu) = clock.measure(|| catch_unwind(AssertUnwindSafe(|| node.call(cx))));
     let call = call.unwrap_or_else(|p| Call::Ready(Err(NodeError::Panicked(panic_message(&*p)))));
     Begun {
         guard,
@@ -221,7 +229,7 @@ impl Begun {
 }
 
 /// Awaits the attempt's work and records its span.
-pub(crate) async fn finish(begun: Begun, inner: &Inner) -> Result<Slot, AttemptError> {
+pub(crate) async fn finish(begun: Begun, built: &BuiltPipeline) -> Result<Slot, AttemptError> {
     let Begun {
         guard,
         call,
@@ -239,7 +247,7 @@ pub(crate) async fn finish(begun: Begun, inner: &Inner) -> Result<Slot, AttemptE
             }
         }
         Call::Future(f) => {
-            let timed = CpuTimed::new(f, inner.options.cpu_clock);
+            let timed = CpuTimed::new(f, built.options.cpu_clock);
             match tokio::time::timeout(limit, timed).await {
                 Ok((r, used)) => (Ok(r), used),
                 Err(_) => (Err(AttemptError::Timeout(limit)), None),
@@ -273,7 +281,7 @@ fn conclude(
                 output_tokens: output.tokens.output,
             };
             let output = Arc::new(output);
-            guard.record(End {
+            guard.record(AttemptEnd {
                 status: SpanStatus::Ok,
                 error: None,
                 usage,
@@ -289,7 +297,7 @@ fn conclude(
             };
             let node = guard.req.ids[guard.node.0].clone();
             let attempt = guard.attempt;
-            guard.record(End {
+            guard.record(AttemptEnd {
                 status,
                 error: Some(ErrorRecord {
                     code: code.into(),

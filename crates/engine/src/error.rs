@@ -11,8 +11,6 @@ pub enum BuildError {
     UnknownKind { kind: String },
     #[error("bad config: {message}")]
     Config { message: String },
-    #[error("node kind `{kind}` cannot run yet: {hint}")]
-    NotWired { kind: String, hint: String },
     #[error("{message}")]
     Unavailable {
         message: String,
@@ -30,7 +28,6 @@ impl BuildError {
         match self {
             BuildError::UnknownKind { .. } => "unknown_kind",
             BuildError::Config { .. } => "bad_config",
-            BuildError::NotWired { .. } => "not_wired",
             BuildError::Unavailable { .. } => "unavailable",
             BuildError::Secret(e) => e.code(),
         }

@@ -8,11 +8,13 @@
 //! skipped and its outgoing edges die too. Ready nodes run concurrently on
 //! one task (a `FuturesUnordered`); blocking work goes to the blocking pool.
 //!
-//! The executor owns all per-request bookkeeping in plain vectors indexed by
-//! node and edge id, so the hot path is counter decrements and string
-//! compares (bare labels never go through CEL). It finalises the trace on
-//! every exit: success, failure, deadline, cancellation — and, through
-//! `Drop`, when the caller drops the future.
+//! The executor owns the request's [`RunState`] (plain vectors indexed by
+//! node and edge id, in `run_state`), so the hot path is counter decrements
+//! and string compares (bare labels never go through CEL). It decides when
+//! nodes start and how edges resolve; `node_run` runs each node, `finish`
+//! assembles the trace. It finalises the trace on every exit: success,
+//! failure, deadline, cancellation — and, through `Drop`, when the caller
+//! drops the future.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -23,120 +25,64 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use glassbox_topology::{EdgeId, NodeId};
-use glassbox_trace::{Fact, Lang, RequestRecord, SpanRecord, SpanRole};
+use glassbox_trace::{Lang, SpanRole};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::attempt::{self, AttemptSpec};
+use crate::built::{BuiltPipeline, EdgeCondition};
 use crate::error::ExecError;
-use crate::finish::{self, Assembly};
+use crate::finish::{self, EndedRun};
 use crate::node_run::{NodeDone, run_node};
-use crate::pipeline::{EdgeCond, Inner, RunOptions};
+use crate::options::RunOptions;
+use crate::outcome::Outcome;
 use crate::request::{Ending, RequestShared, SharedParts, Slot};
+use crate::run_state::{NodeProgress, RunState};
 use crate::why;
 
-/// A request's trace: its record and every span, in the order they finished.
-#[derive(Debug, Clone)]
-pub struct Trace {
-    pub record: Arc<RequestRecord>,
-    pub spans: Vec<Arc<SpanRecord>>,
-}
+/// The nodes running now, each a future of its whole run (attempts,
+/// retries, fallback).
+type RunningNodes<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = NodeDone> + Send + 'a>>>;
 
-/// What running a request produced: always a complete trace, and the
-/// output or the error.
-#[derive(Debug)]
-pub struct Outcome {
-    pub trace: Trace,
-    pub result: Result<Value, ExecError>,
-}
-
-/// Where a node is in this request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum St {
-    Waiting,
-    Running,
-    Succeeded,
-    FellBack,
-    Skipped,
-    Failed,
-}
-
-pub(crate) struct NState {
-    pub pending: u32,
-    pub active: bool,
-    pub st: St,
-    pub facts: Vec<Fact>,
-    pub fallback: Option<NodeId>,
-}
-
-pub(crate) struct EState {
-    pub resolved: bool,
-    pub taken: bool,
-    pub why: Cow<'static, str>,
-}
-
-type Running<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = NodeDone> + Send + 'a>>>;
-
-struct Exec<'a> {
-    inner: &'a Inner,
+/// One request being run: the pipeline, the state shared with its nodes,
+/// the run state and the nodes in flight.
+struct RequestRun<'a> {
+    built: &'a BuiltPipeline,
     req: Arc<RequestShared>,
-    nodes: Vec<NState>,
-    edges: Vec<EState>,
-    running: Running<'a>,
-    ready: Vec<NodeId>,
+    state: RunState,
+    running: RunningNodes<'a>,
     lang: Lang,
     deadline: Option<Duration>,
-    done: bool,
+    /// Set once the trace is assembled (so `Drop` does not do it again).
+    finished: bool,
 }
 
-pub(crate) async fn execute(inner: &Inner, input: Value, options: RunOptions) -> Outcome {
+pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOptions) -> Outcome {
     let req = Arc::new(RequestShared::new(SharedParts {
-        topology: inner.topology.clone(),
+        topology: built.topology.clone(),
         request_id: options.request_id.unwrap_or_default(),
         input,
-        sink: inner.options.sink.clone(),
-        worker: inner.options.worker.clone(),
-        ids: inner.ids.clone(),
-        kinds: inner.kinds.clone(),
-        summary_chars: inner.options.summary_chars,
+        sink: built.options.sink.clone(),
+        worker: built.options.worker.clone(),
+        ids: built.node_ids.clone(),
+        kinds: built.node_kinds.clone(),
+        summary_chars: built.options.summary_chars,
         tokens: options.tokens.clone(),
     }));
-    let topology = &inner.topology;
-    let nodes = topology
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, _)| NState {
-            pending: u32::try_from(topology.incoming(NodeId(i)).len()).unwrap_or(u32::MAX),
-            active: false,
-            st: St::Waiting,
-            facts: Vec::new(),
-            fallback: None,
-        })
-        .collect();
-    let edges = (0..topology.edges.len())
-        .map(|_| EState {
-            resolved: false,
-            taken: false,
-            why: Cow::Borrowed(""),
-        })
-        .collect();
-    let mut ex = Exec {
-        inner,
+    let mut run = RequestRun {
+        built,
         req,
-        nodes,
-        edges,
+        state: RunState::new(&built.topology),
         running: FuturesUnordered::new(),
-        ready: topology.entries().iter().rev().copied().collect(),
         lang: options.lang,
-        deadline: options.deadline.or(topology.deadline),
-        done: false,
+        deadline: options.deadline.or(built.topology.deadline),
+        finished: false,
     };
-    let failure = ex.drive(options.cancel.as_ref()).await;
-    ex.finish(failure)
+    let failure = run.drive(options.cancel.as_ref()).await;
+    run.finish(failure)
 }
 
-impl<'a> Exec<'a> {
+impl<'a> RequestRun<'a> {
     async fn drive(&mut self, cancel: Option<&CancellationToken>) -> Option<ExecError> {
         let deadline_at = self.deadline.map(|d| self.req.start + d);
         let deadline = async move {
@@ -154,7 +100,7 @@ impl<'a> Exec<'a> {
         tokio::pin!(deadline);
         tokio::pin!(cancelled);
         loop {
-            while let Some(n) = self.ready.pop() {
+            while let Some(n) = self.state.ready.pop() {
                 self.dispatch(n);
             }
             if self.running.is_empty() {
@@ -185,19 +131,16 @@ impl<'a> Exec<'a> {
     }
 
     fn dispatch(&mut self, n: NodeId) {
-        let topology = &self.inner.topology;
-        let incoming = topology.incoming(n);
-        if !incoming.is_empty() && !self.nodes[n.0].active {
-            self.nodes[n.0].st = St::Skipped;
-            for &e in topology.outgoing(n) {
-                self.resolve(e, false, Cow::Borrowed("source skipped"));
-            }
+        let topology = &self.built.topology;
+        if !self.state.should_run(topology, n) {
+            self.state.skip(topology, n);
             return;
         }
-        self.nodes[n.0].st = St::Running;
-        let sources: Arc<[NodeId]> = incoming
+        self.state.nodes[n.0].progress = NodeProgress::Running;
+        let sources: Arc<[NodeId]> = topology
+            .incoming(n)
             .iter()
-            .filter(|e| self.edges[e.0].taken)
+            .filter(|e| self.state.edges[e.0].taken)
             .map(|&e| topology.edge(e).from)
             .collect();
         let spec = AttemptSpec {
@@ -207,7 +150,7 @@ impl<'a> Exec<'a> {
             reruns: 0,
             sources: sources.clone(),
         };
-        let begun = attempt::begin(self.inner, &self.req, spec);
+        let begun = attempt::begin(self.built, &self.req, spec);
         if begun.is_ready_ok() {
             // Hot path: the node did its (cheap) work inline; no future.
             if let Ok(slot) = begun.into_ready() {
@@ -222,51 +165,51 @@ impl<'a> Exec<'a> {
             }
             return;
         }
-        let fut = run_node(self.inner, self.req.clone(), n, sources, Some(begun));
+        let fut = run_node(self.built, self.req.clone(), n, sources, Some(begun));
         self.running.push(Box::pin(fut));
     }
 
     /// Records a finished node; returns the error that fails the request.
     fn complete(&mut self, done: NodeDone) -> Option<ExecError> {
         let n = done.node;
-        let state = &mut self.nodes[n.0];
-        state.facts = done.facts;
-        state.fallback = done.fallback;
         match done.result {
             Ok(slot) => {
-                state.st = if done.fallback.is_some() {
-                    St::FellBack
+                let progress = if done.fallback.is_some() {
+                    NodeProgress::FellBack
                 } else {
-                    St::Succeeded
+                    NodeProgress::Succeeded
                 };
+                self.state
+                    .finish_node(n, progress, done.fallback, done.facts);
                 self.resolve_outgoing(n, &slot);
                 None
             }
             Err(err) => {
-                state.st = St::Failed;
-                for &e in self.inner.topology.outgoing(n) {
-                    let edge = &mut self.edges[e.0];
-                    edge.resolved = true;
-                    edge.why = Cow::Borrowed("source failed");
-                }
+                let state = &mut self.state;
+                state.finish_node(n, NodeProgress::Failed, done.fallback, done.facts);
+                state.fail_outgoing(&self.built.topology, n);
                 Some(err)
             }
         }
     }
 
+    /// Resolves a succeeded node's outgoing edges by their conditions.
     fn resolve_outgoing(&mut self, n: NodeId, slot: &Slot) {
-        let inner = self.inner;
-        let src = &inner.ids[n.0];
-        let via = self.nodes[n.0].fallback.map(|f| inner.ids[f.0].clone());
+        let built = self.built;
+        let src = &built.node_ids[n.0];
+        let via = self.state.nodes[n.0]
+            .fallback
+            .map(|f| built.node_ids[f.0].clone());
+        // Built on the first expression edge only: labels never need them.
         let mut maps: Option<(Map<String, Value>, Map<String, Value>)> = None;
-        for &e in inner.topology.outgoing(n) {
-            let (taken, why) = match &inner.conds[e.0] {
-                EdgeCond::Always => (true, why::unconditional(src, via.as_deref())),
-                EdgeCond::Label(want) => {
+        for &e in built.topology.outgoing(n) {
+            let (taken, why) = match &built.edge_conditions[e.0] {
+                EdgeCondition::Always => (true, why::unconditional(src, via.as_deref())),
+                EdgeCondition::Label(want) => {
                     let (taken, why) = why::label(src, via.as_deref(), want, &slot.output);
                     (taken, Cow::Owned(why))
                 }
-                EdgeCond::Expr { expr, reads } => {
+                EdgeCondition::Expr { expr, reads } => {
                     let (outputs, labels) = maps
                         .get_or_insert_with(|| (self.req.outputs_json(), self.req.labels_json()));
                     let (taken, why) = why::expr(expr, reads, &self.req.input, outputs, labels);
@@ -278,30 +221,19 @@ impl<'a> Exec<'a> {
     }
 
     fn resolve(&mut self, e: EdgeId, taken: bool, why: Cow<'static, str>) {
-        let edge = &mut self.edges[e.0];
-        edge.resolved = true;
-        edge.taken = taken;
-        edge.why = why;
-        let to = self.inner.topology.edge(e).to;
-        let target = &mut self.nodes[to.0];
-        target.pending = target.pending.saturating_sub(1);
-        target.active |= taken;
-        if target.pending == 0 {
-            self.ready.push(to);
-        }
+        self.state.resolve(&self.built.topology, e, taken, why);
     }
 
     fn finish(&mut self, failure: Option<ExecError>) -> Outcome {
-        self.done = true;
+        self.finished = true;
         // Drop in-flight attempts first: their guards record their spans
         // (cancelled / timed out) before the request record is sent.
         self.running = FuturesUnordered::new();
         let spans = self.req.take_spans();
-        let outcome = finish::assemble(Assembly {
-            inner: self.inner,
+        let outcome = finish::assemble(EndedRun {
+            built: self.built,
             req: &self.req,
-            nodes: &self.nodes,
-            edges: &mut self.edges,
+            state: &mut self.state,
             spans,
             failure,
             lang: self.lang,
@@ -311,9 +243,9 @@ impl<'a> Exec<'a> {
     }
 }
 
-impl Drop for Exec<'_> {
+impl Drop for RequestRun<'_> {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.finished {
             // The caller dropped the request future: still finalise the trace.
             self.req.set_ending(Ending::Cancelled);
             let _ = self.finish(Some(ExecError::Cancelled));

@@ -1,6 +1,12 @@
 //! Turning a finished (or abandoned) request into its trace: the path with
-//! every node's status and every edge's reason, the receipt, the explanation
-//! and the output.
+//! every node's status and every edge's reason, the receipt, the facts and
+//! explanation, and the output.
+//!
+//! [`assemble`] walks the nodes once in topological order, works out each
+//! node's status from the run state and its spans, and feeds three builders:
+//! [`PathBuilder`] (nodes, edges, labels), [`ReceiptBuilder`] (what each node
+//! cost) and [`FactsBuilder`] (what the explanation says and which models
+//! answered). One walk, so each node's output is looked up once.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -9,177 +15,77 @@ use std::sync::Arc;
 use glassbox_topology::NodeId;
 use glassbox_trace::{
     ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge, PathNode,
-    PathRecord, Receipt, RequestRecord, RequestStatus, SpanRecord, SpanStatus,
+    PathRecord, Receipt, RequestRecord, RequestStatus, SpanRecord, SpanStatus, explain,
 };
 use serde_json::{Map, Value};
 
+use crate::built::BuiltPipeline;
 use crate::cost::{self, Quantities};
 use crate::error::ExecError;
-use crate::executor::{EState, NState, Outcome, St, Trace};
-use crate::explain;
-use crate::pipeline::Inner;
+use crate::outcome::{Outcome, Trace};
+use crate::output::NodeOutput;
 use crate::request::{RequestShared, summarize};
+use crate::run_state::{NodeProgress, NodeState, RunState};
 
-pub(crate) struct Assembly<'a> {
-    pub inner: &'a Inner,
+/// Everything a request left when it ended, for [`assemble`].
+pub(crate) struct EndedRun<'a> {
+    pub built: &'a BuiltPipeline,
     pub req: &'a Arc<RequestShared>,
-    pub nodes: &'a [NState],
-    pub edges: &'a mut [EState],
+    /// Taken from: edge reasons move into the path, engine facts into the
+    /// explanation (the run is over).
+    pub state: &'a mut RunState,
     pub spans: Vec<Arc<SpanRecord>>,
     pub failure: Option<ExecError>,
     pub lang: Lang,
 }
 
+/// One node's attempts, summed over its spans.
 #[derive(Default, Clone, Copy)]
-struct Agg {
+struct NodeSpanTotals {
     attempts: u32,
-    start_us: Option<u64>,
-    end_us: Option<u64>,
+    first_start_us: Option<u64>,
+    last_end_us: Option<u64>,
+    /// Whether the last recorded attempt succeeded.
     last_ok: bool,
-    q: Quantities,
+    usage: Quantities,
 }
 
-pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
-    let topology = &a.inner.topology;
-    let ids = &a.inner.ids;
-    let n = topology.nodes.len();
-
-    let mut aggs = vec![Agg::default(); n];
-    for span in &a.spans {
-        let Some(id) = topology.node_id(&span.node) else {
-            continue;
-        };
-        let agg = &mut aggs[id.0];
-        agg.attempts += 1;
-        agg.start_us = Some(agg.start_us.map_or(span.start_us, |s| s.min(span.start_us)));
-        agg.end_us = Some(agg.end_us.map_or(span.end_us, |e| e.max(span.end_us)));
-        agg.last_ok = span.status == SpanStatus::Ok;
-        agg.q.add(&span.usage);
-    }
-
-    let failure = a.failure.map(|f| name_deadline(f, &a.spans));
+/// Builds the request's trace from how it ended.
+pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
+    let EndedRun {
+        built,
+        req,
+        state,
+        spans,
+        failure,
+        lang,
+    } = run;
+    let topology = &built.topology;
+    let totals = span_totals(built, &spans);
+    let failure = failure.map(|f| name_deadline(f, built, req));
     let status = match &failure {
         None => RequestStatus::Ok,
         Some(ExecError::Cancelled) => RequestStatus::Cancelled,
         Some(_) => RequestStatus::Failed,
     };
 
-    // Which node each used fallback replaced.
-    let mut replaces: Vec<Option<NodeId>> = vec![None; n];
-    for (i, s) in a.nodes.iter().enumerate() {
-        if let Some(f) = s.fallback {
-            replaces[f.0] = Some(NodeId(i));
-        }
-    }
-
-    let mut path = PathRecord {
-        nodes: Vec::with_capacity(n),
-        edges: Vec::with_capacity(a.edges.len()),
-    };
-    let mut receipt = Receipt::new(Arc::from(topology.currency.as_str()));
-    let mut labels = BTreeMap::new();
-    let mut facts = Vec::new();
-    let mut models = Vec::new();
-    let mut degraded = false;
+    let mut path = PathBuilder::new(built, state);
+    let mut receipt = ReceiptBuilder::new(built);
+    let mut facts = FactsBuilder::new(built);
     for &id in topology.topological_order() {
-        let node = topology.node(id);
-        let state = &a.nodes[id.0];
-        let agg = aggs[id.0];
-        let slot = a.req.slot(id);
-        let status = if node.is_fallback {
-            match (agg.attempts, agg.last_ok) {
-                (0, _) => NodeStatus::NotRun,
-                (_, true) => NodeStatus::Succeeded,
-                (_, false) if status == RequestStatus::Cancelled => NodeStatus::Cancelled,
-                (_, false) => NodeStatus::Failed,
-            }
-        } else {
-            match state.st {
-                St::Waiting => NodeStatus::NotRun,
-                St::Running => NodeStatus::Cancelled,
-                St::Succeeded => NodeStatus::Succeeded,
-                St::FellBack => NodeStatus::FellBack,
-                St::Skipped => NodeStatus::Skipped,
-                St::Failed => NodeStatus::Failed,
-            }
-        };
-        degraded |= status == NodeStatus::FellBack;
-        let ran_ok = matches!(status, NodeStatus::Succeeded | NodeStatus::FellBack);
-        let label = slot
-            .as_ref()
-            .filter(|_| ran_ok)
-            .and_then(|s| s.output.label.clone());
-        if let Some(l) = &label {
-            labels.insert(ids[id.0].clone(), l.clone());
-        }
-        path.nodes.push(PathNode {
-            id: ids[id.0].clone(),
-            kind: a.inner.kinds[id.0].clone(),
-            status,
-            start_us: agg.start_us,
-            end_us: agg.end_us,
-            duration_us: agg
-                .start_us
-                .zip(agg.end_us)
-                .map(|(s, e)| e.saturating_sub(s)),
-            attempts: agg.attempts,
-            label,
-            fallback: state.fallback.map(|f| ids[f.0].clone()),
-            replaces: replaces[id.0].map(|r| ids[r.0].clone()),
-        });
-        if agg.attempts > 0 {
-            cost::bill(
-                &mut receipt,
-                &ids[id.0],
-                &node.resource.prices,
-                node.resource.kind,
-                &agg.q,
-            );
-        }
-        if node.is_fallback {
-            continue;
-        }
-        let mut node_facts = state.facts.clone();
-        if let Some(s) = slot.as_ref().filter(|_| ran_ok) {
-            node_facts.extend(s.output.facts.iter().cloned());
-        }
-        for f in &node_facts {
-            if let Fact::Generated { model, version, .. } = f {
-                models.push(ModelUse {
-                    node: ids[id.0].clone(),
-                    model: model.clone(),
-                    version: version.clone(),
-                });
-            }
-        }
-        if !node_facts.is_empty() {
-            facts.push(NodeFacts {
-                node: ids[id.0].clone(),
-                kind: a.inner.kinds[id.0].clone(),
-                facts: node_facts,
-            });
-        }
+        let node = &mut state.nodes[id.0];
+        let node_status = node_status(topology.node(id).is_fallback, node, &totals[id.0], status);
+        let ran_ok = matches!(node_status, NodeStatus::Succeeded | NodeStatus::FellBack);
+        let output = if ran_ok { req.output(id) } else { None };
+        path.node(id, node_status, &totals[id.0], node, output.as_deref());
+        receipt.node(id, &totals[id.0]);
+        facts.node(id, node, output.as_deref());
     }
+    let (path, labels, degraded) = path.finish(state);
+    let receipt = receipt.finish();
+    let (facts, models) = facts.finish();
 
-    for (i, edge) in topology.edges.iter().enumerate() {
-        let e = &mut a.edges[i];
-        if !e.resolved {
-            e.why = Cow::Borrowed(match a.nodes[edge.from.0].st {
-                St::Running => "not reached: the request ended while the source ran",
-                St::Failed => "source failed",
-                _ => "not reached: the request ended first",
-            });
-        }
-        path.edges.push(PathEdge {
-            from: ids[edge.from.0].clone(),
-            to: ids[edge.to.0].clone(),
-            condition: a.inner.cond_text[i].clone(),
-            taken: e.taken,
-            why: std::mem::take(&mut e.why),
-        });
-    }
-
-    let output = output_of(a.inner, a.req, a.nodes);
+    let output = output_of(built, req, &state.nodes);
     let error = failure.as_ref().map(|f| ErrorRecord {
         code: f.code().to_string(),
         message: glassbox_topology::secret::mask_text(&f.to_string()).into_owned(),
@@ -187,14 +93,14 @@ pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
         attempt: f.attempt(),
         detail: None,
     });
-    let text = explain::compose(&facts, &path, error.as_ref(), a.lang);
-    let duration_us = a.req.offset_us();
+    let text = explain::compose(&facts, &path, error.as_ref(), lang);
+    let duration_us = req.offset_us();
     let record = RequestRecord {
-        request_id: a.req.request_id,
+        request_id: req.request_id,
         topology_id: Arc::from(topology.id.as_str()),
         version: Arc::from(topology.version.as_str()),
-        started_at_us: a.req.started_at_us,
-        ended_at_us: a.req.started_at_us.saturating_add(duration_us),
+        started_at_us: req.started_at_us,
+        ended_at_us: req.started_at_us.saturating_add(duration_us),
         duration_us,
         status,
         degraded,
@@ -202,16 +108,12 @@ pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
         path,
         labels,
         models,
-        input_summary: a.req.input_summary.to_string(),
-        output_summary: summarize(&output, a.req.summary_chars),
+        input_summary: req.input_summary.to_string(),
+        output_summary: summarize(&output, req.summary_chars),
         receipt,
-        explanation: Explanation {
-            lang: a.lang,
-            text,
-            facts,
-        },
-        worker: a.req.worker.clone(),
-        span_count: u32::try_from(a.spans.len()).unwrap_or(u32::MAX),
+        explanation: Explanation { lang, text, facts },
+        worker: req.worker.clone(),
+        span_count: u32::try_from(spans.len()).unwrap_or(u32::MAX),
     };
     let result = match failure {
         None => Ok(output),
@@ -220,31 +122,245 @@ pub(crate) fn assemble(a: Assembly<'_>) -> Outcome {
     Outcome {
         trace: Trace {
             record: Arc::new(record),
-            spans: a.spans,
+            spans,
         },
         result,
     }
 }
 
+/// Each node's attempts, summed from the spans (indexed by node).
+fn span_totals(built: &BuiltPipeline, spans: &[Arc<SpanRecord>]) -> Vec<NodeSpanTotals> {
+    let mut totals = vec![NodeSpanTotals::default(); built.topology.nodes.len()];
+    for span in spans {
+        let Some(id) = built.topology.node_id(&span.node) else {
+            continue;
+        };
+        let t = &mut totals[id.0];
+        t.attempts += 1;
+        t.first_start_us = Some(
+            t.first_start_us
+                .map_or(span.start_us, |s| s.min(span.start_us)),
+        );
+        t.last_end_us = Some(t.last_end_us.map_or(span.end_us, |e| e.max(span.end_us)));
+        t.last_ok = span.status == SpanStatus::Ok;
+        t.usage.add(&span.usage);
+    }
+    totals
+}
+
+/// A node's status in the path. A fallback node has no run state of its
+/// own (it runs inside the node it replaces), so its spans tell.
+fn node_status(
+    is_fallback: bool,
+    state: &NodeState,
+    totals: &NodeSpanTotals,
+    request: RequestStatus,
+) -> NodeStatus {
+    if is_fallback {
+        return match (totals.attempts, totals.last_ok) {
+            (0, _) => NodeStatus::NotRun,
+            (_, true) => NodeStatus::Succeeded,
+            (_, false) if request == RequestStatus::Cancelled => NodeStatus::Cancelled,
+            (_, false) => NodeStatus::Failed,
+        };
+    }
+    match state.progress {
+        NodeProgress::Waiting => NodeStatus::NotRun,
+        NodeProgress::Running => NodeStatus::Cancelled,
+        NodeProgress::Succeeded => NodeStatus::Succeeded,
+        NodeProgress::FellBack => NodeStatus::FellBack,
+        NodeProgress::Skipped => NodeStatus::Skipped,
+        NodeProgress::Failed => NodeStatus::Failed,
+    }
+}
+
+/// The path record: one entry per node (in topological order) and per edge,
+/// and the labels the nodes that ran emitted.
+struct PathBuilder<'a> {
+    built: &'a BuiltPipeline,
+    path: PathRecord,
+    labels: BTreeMap<Arc<str>, String>,
+    degraded: bool,
+    /// Which node each fallback that ran stood in for (indexed by node).
+    replaces: Vec<Option<NodeId>>,
+}
+
+impl<'a> PathBuilder<'a> {
+    fn new(built: &'a BuiltPipeline, state: &RunState) -> PathBuilder<'a> {
+        let mut replaces = vec![None; built.topology.nodes.len()];
+        for (i, s) in state.nodes.iter().enumerate() {
+            if let Some(f) = s.fallback {
+                replaces[f.0] = Some(NodeId(i));
+            }
+        }
+        PathBuilder {
+            built,
+            path: PathRecord {
+                nodes: Vec::with_capacity(built.topology.nodes.len()),
+                edges: Vec::with_capacity(built.topology.edges.len()),
+            },
+            labels: BTreeMap::new(),
+            degraded: false,
+            replaces,
+        }
+    }
+
+    /// Adds a node; `output` is its output when it ran successfully.
+    fn node(
+        &mut self,
+        id: NodeId,
+        status: NodeStatus,
+        totals: &NodeSpanTotals,
+        state: &NodeState,
+        output: Option<&NodeOutput>,
+    ) {
+        let ids = &self.built.node_ids;
+        self.degraded |= status == NodeStatus::FellBack;
+        let label = output.and_then(|o| o.label.clone());
+        if let Some(l) = &label {
+            self.labels.insert(ids[id.0].clone(), l.clone());
+        }
+        self.path.nodes.push(PathNode {
+            id: ids[id.0].clone(),
+            kind: self.built.node_kinds[id.0].clone(),
+            status,
+            start_us: totals.first_start_us,
+            end_us: totals.last_end_us,
+            duration_us: totals
+                .first_start_us
+                .zip(totals.last_end_us)
+                .map(|(s, e)| e.saturating_sub(s)),
+            attempts: totals.attempts,
+            label,
+            fallback: state.fallback.map(|f| ids[f.0].clone()),
+            replaces: self.replaces[id.0].map(|r| ids[r.0].clone()),
+        });
+    }
+
+    /// Adds every edge with its reason (moved out of the run state; edges
+    /// the request never resolved get one here) and returns the path, the
+    /// labels and whether any fallback stood in.
+    fn finish(mut self, state: &mut RunState) -> (PathRecord, BTreeMap<Arc<str>, String>, bool) {
+        let ids = &self.built.node_ids;
+        for (i, edge) in self.built.topology.edges.iter().enumerate() {
+            let e = &mut state.edges[i];
+            if !e.resolved {
+                e.why = Cow::Borrowed(match state.nodes[edge.from.0].progress {
+                    NodeProgress::Running => "not reached: the request ended while the source ran",
+                    NodeProgress::Failed => "source failed",
+                    _ => "not reached: the request ended first",
+                });
+            }
+            self.path.edges.push(PathEdge {
+                from: ids[edge.from.0].clone(),
+                to: ids[edge.to.0].clone(),
+                condition: self.built.condition_texts[i].clone(),
+                taken: e.taken,
+                why: std::mem::take(&mut e.why),
+            });
+        }
+        (self.path, self.labels, self.degraded)
+    }
+}
+
+/// The receipt: each node that made an attempt, billed for its summed usage.
+struct ReceiptBuilder<'a> {
+    built: &'a BuiltPipeline,
+    receipt: Receipt,
+}
+
+impl<'a> ReceiptBuilder<'a> {
+    fn new(built: &'a BuiltPipeline) -> ReceiptBuilder<'a> {
+        ReceiptBuilder {
+            built,
+            receipt: Receipt::new(Arc::from(built.topology.currency.as_str())),
+        }
+    }
+
+    fn node(&mut self, id: NodeId, totals: &NodeSpanTotals) {
+        if totals.attempts == 0 {
+            return;
+        }
+        let resource = &self.built.topology.node(id).resource;
+        cost::bill(
+            &mut self.receipt,
+            &self.built.node_ids[id.0],
+            &resource.prices,
+            resource.kind,
+            &totals.usage,
+        );
+    }
+
+    fn finish(self) -> Receipt {
+        self.receipt
+    }
+}
+
+/// The explanation's facts, per node in path order (the engine's own first,
+/// then the node's), and the models that generated text.
+struct FactsBuilder<'a> {
+    built: &'a BuiltPipeline,
+    facts: Vec<NodeFacts>,
+    models: Vec<ModelUse>,
+}
+
+impl<'a> FactsBuilder<'a> {
+    fn new(built: &'a BuiltPipeline) -> FactsBuilder<'a> {
+        FactsBuilder {
+            built,
+            facts: Vec::new(),
+            models: Vec::new(),
+        }
+    }
+
+    /// Adds a node's facts; `output` is its output when it ran successfully.
+    /// A fallback's facts are told by the node it replaced.
+    fn node(&mut self, id: NodeId, state: &mut NodeState, output: Option<&NodeOutput>) {
+        if self.built.topology.node(id).is_fallback {
+            return;
+        }
+        let node = &self.built.node_ids[id.0];
+        let mut facts = std::mem::take(&mut state.engine_facts);
+        if let Some(o) = output {
+            facts.extend(o.facts.iter().cloned());
+        }
+        for f in &facts {
+            if let Fact::Generated { model, version, .. } = f {
+                self.models.push(ModelUse {
+                    node: node.clone(),
+                    model: model.clone(),
+                    version: version.clone(),
+                });
+            }
+        }
+        if !facts.is_empty() {
+            self.facts.push(NodeFacts {
+                node: node.clone(),
+                kind: self.built.node_kinds[id.0].clone(),
+                facts,
+            });
+        }
+    }
+
+    fn finish(self) -> (Vec<NodeFacts>, Vec<ModelUse>) {
+        (self.facts, self.models)
+    }
+}
+
 /// Names the node and attempt a deadline cut short (known only once the
-/// in-flight attempts have recorded their spans).
-fn name_deadline(f: ExecError, spans: &[Arc<SpanRecord>]) -> ExecError {
+/// in-flight attempts have been dropped: the first one marks itself).
+fn name_deadline(f: ExecError, built: &BuiltPipeline, req: &RequestShared) -> ExecError {
     match f {
         ExecError::DeadlineExceeded {
             deadline,
             node: None,
             attempt: None,
         } => {
-            let hit = spans.iter().find(|s| {
-                s.status == SpanStatus::Timeout
-                    && s.error
-                        .as_ref()
-                        .is_some_and(|e| e.code == "deadline_exceeded")
-            });
+            let cut = req.deadline_cut();
             ExecError::DeadlineExceeded {
                 deadline,
-                node: hit.map(|s| s.node.to_string()),
-                attempt: hit.map(|s| s.attempt),
+                node: cut.map(|c| built.node_ids[c.node.0].to_string()),
+                attempt: cut.map(|c| c.attempt),
             }
         }
         other => other,
@@ -253,11 +369,16 @@ fn name_deadline(f: ExecError, spans: &[Arc<SpanRecord>]) -> ExecError {
 
 /// The request's output: the value of the exit node that ran, or an object
 /// of them by id when several did.
-fn output_of(inner: &Inner, req: &RequestShared, nodes: &[NState]) -> Value {
-    let mut exits: Vec<(NodeId, Value)> = inner
+fn output_of(built: &BuiltPipeline, req: &RequestShared, nodes: &[NodeState]) -> Value {
+    let mut exits: Vec<(NodeId, Value)> = built
         .topology
         .exits()
-        .filter(|id| matches!(nodes[id.0].st, St::Succeeded | St::FellBack))
+        .filter(|id| {
+            matches!(
+                nodes[id.0].progress,
+                NodeProgress::Succeeded | NodeProgress::FellBack
+            )
+        })
         .filter_map(|id| req.output(id).map(|o| (id, o.value.clone())))
         .collect();
     match exits.len() {
@@ -266,7 +387,7 @@ fn output_of(inner: &Inner, req: &RequestShared, nodes: &[NState]) -> Value {
         _ => Value::Object(
             exits
                 .into_iter()
-                .map(|(id, v)| (inner.ids[id.0].to_string(), v))
+                .map(|(id, v)| (built.node_ids[id.0].to_string(), v))
                 .collect::<Map<_, _>>(),
         ),
     }

@@ -25,31 +25,46 @@
 //! path allocates little and never clones the topology. Traces leave
 //! through a [`TraceSink`](glassbox_trace::TraceSink) that must not block,
 //! and are finalised on every exit, including a dropped future.
+//!
+//! Modules depend one way (`tests/it/layering.rs` checks it): `pipeline`
+//! uses `executor`, which uses `node_run` (which uses `attempt`) and
+//! `finish`; those use `built` (the pipeline's shared tables), `run_state`
+//! and `request`; `node` uses `request`, and both use `output`. `options`,
+//! `outcome` and the small pieces (`cost`, `cpu`, `retry`, `stream`,
+//! `error`) sit below them all.
 
 mod attempt;
+mod built;
 pub mod cost;
 pub mod cpu;
 pub mod error;
-pub mod executor;
-pub mod explain;
+mod executor;
 mod finish;
 pub mod kind;
 pub mod node;
 mod node_run;
+mod options;
+pub mod outcome;
+pub mod output;
 pub mod pipeline;
 mod request;
 pub mod retry;
+mod run_state;
 pub mod stream;
 mod why;
 
 pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError};
-pub use executor::{Outcome, Trace};
 pub use kind::{BuildContext, NodeKind, Registry};
-pub use node::{Call, Node, NodeCx, NodeFuture, NodeOutput, NodeResult, Tokens, text_of};
+pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
+pub use outcome::{Outcome, Trace};
+pub use output::{NodeOutput, Tokens, text_of};
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};
 
 pub use glassbox_trace as trace;
+/// Explanations are composed from trace types alone, so they live in
+/// `glassbox-trace`; re-exported here for the nodes and the CLI.
+pub use glassbox_trace::explain;
 pub use tokio_util::sync::CancellationToken;

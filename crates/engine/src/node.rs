@@ -11,17 +11,17 @@
 //! The engine measures thread CPU time in all three (inside the closure on the
 //! pool thread; per poll for futures), and wall time for all.
 
-use crate::stream::TokenStream;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use glassbox_trace::{Fact, Tags};
+use glassbox_topology::NodeId;
 use serde_json::{Map, Value};
 
 use crate::error::NodeError;
+pub use crate::output::{NodeOutput, Tokens, text_of};
 use crate::request::RequestShared;
-use glassbox_topology::NodeId;
+use crate::stream::TokenStream;
 
 /// What a node call returns.
 pub type NodeResult = Result<NodeOutput, NodeError>;
@@ -60,76 +60,6 @@ pub trait Node: Send + Sync + 'static {
     /// return [`Call::Ready`]; anything heavier returns [`Call::Blocking`] or
     /// [`Call::Future`].
     fn call(&self, cx: NodeCx) -> Call;
-}
-
-/// Tokens a model node used (the engine prices them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tokens {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-}
-
-/// What a node produced.
-#[derive(Debug, Clone, Default)]
-pub struct NodeOutput {
-    /// The value downstream nodes and conditions read as `outputs.<id>`.
-    pub value: Value,
-    /// The label this node emitted (routers), read by bare-label conditions.
-    pub label: Option<String>,
-    /// Structured statements for the explanation.
-    pub facts: Vec<Fact>,
-    /// Short tags for the span (template id, model version, rules hit...).
-    pub tags: Tags,
-    pub tokens: Tokens,
-}
-
-impl NodeOutput {
-    pub fn new(value: Value) -> NodeOutput {
-        NodeOutput {
-            value,
-            ..NodeOutput::default()
-        }
-    }
-
-    pub fn label(mut self, label: impl Into<String>) -> Self {
-        self.label = Some(label.into());
-        self
-    }
-
-    pub fn fact(mut self, fact: Fact) -> Self {
-        self.facts.push(fact);
-        self
-    }
-
-    pub fn tag(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.tags.insert(key.into(), value.into());
-        self
-    }
-
-    pub fn tokens(mut self, input: u64, output: u64) -> Self {
-        self.tokens = Tokens {
-            input: Some(input),
-            output: Some(output),
-        };
-        self
-    }
-
-    /// The rule behind this node's label, from its `Routed` fact.
-    pub fn rule(&self) -> Option<&str> {
-        self.facts.iter().find_map(|f| match f {
-            Fact::Routed { rule, .. } => rule.as_deref(),
-            _ => None,
-        })
-    }
-}
-
-/// The text in a value: a string, or an object's `text` field.
-pub fn text_of(value: &Value) -> Option<&str> {
-    match value {
-        Value::String(s) => Some(s),
-        Value::Object(m) => m.get("text").and_then(Value::as_str),
-        _ => None,
-    }
 }
 
 /// What a node sees of the request: the input, finished nodes' outputs and

@@ -8,8 +8,8 @@ use glassbox_topology::NodeId;
 use glassbox_trace::{Fact, SpanRole};
 
 use crate::attempt::{AttemptError, AttemptSpec, Begun, begin, finish};
+use crate::built::BuiltPipeline;
 use crate::error::{ExecError, NodeError};
-use crate::pipeline::Inner;
 use crate::request::{RequestShared, Slot};
 
 /// Most upstream re-runs one node may trigger in one request, whatever the
@@ -34,13 +34,13 @@ struct Attempts {
 /// Runs `node` (and its fallback if it fails) with the given active sources.
 /// `first` is the node's first attempt when the executor already began it.
 pub(crate) async fn run_node(
-    inner: &Inner,
+    built: &BuiltPipeline,
     req: Arc<RequestShared>,
     node: NodeId,
     sources: Arc<[NodeId]>,
     first: Option<Begun>,
 ) -> NodeDone {
-    let primary = run_attempts(inner, &req, node, SpanRole::Primary, sources.clone(), first).await;
+    let primary = run_attempts(built, &req, node, SpanRole::Primary, sources.clone(), first).await;
     let mut facts = primary.facts;
     let err = match primary.result {
         Ok(slot) => {
@@ -64,7 +64,7 @@ pub(crate) async fn run_node(
     let role = SpanRole::Fallback {
         replaces: req.ids[node.0].clone(),
     };
-    let fb = run_attempts(inner, &req, fallback, role, sources, None).await;
+    let fb = run_attempts(built, &req, fallback, role, sources, None).await;
     match fb.result {
         Ok(slot) => {
             // The fallback's output stands in for the failed node's.
@@ -105,14 +105,14 @@ fn finished_sources(req: &RequestShared, node: NodeId) -> Arc<[NodeId]> {
 }
 
 async fn run_attempts(
-    inner: &Inner,
+    built: &BuiltPipeline,
     req: &Arc<RequestShared>,
     node: NodeId,
     role: SpanRole,
     sources: Arc<[NodeId]>,
     mut first: Option<Begun>,
 ) -> Attempts {
-    let policy = inner.retry[node.0];
+    let policy = built.retry_policies[node.0];
     let mut facts = Vec::new();
     let mut attempt_no = 0u32;
     let mut retries_used = 0u32;
@@ -130,10 +130,10 @@ async fn run_attempts(
                     reruns,
                     sources: sources.clone(),
                 };
-                begin(inner, req, spec)
+                begin(built, req, spec)
             }
         };
-        let err = match finish(begun, inner).await {
+        let err = match finish(begun, built).await {
             Ok(slot) => {
                 req.set_slot(node, slot.clone());
                 if retries_used > 0 {
@@ -163,7 +163,7 @@ async fn run_attempts(
             let by = SpanRole::Rerun {
                 by: req.ids[node.0].clone(),
             };
-            let rerun = Box::pin(run_attempts(inner, req, up, by, up_sources, None)).await;
+            let rerun = Box::pin(run_attempts(built, req, up, by, up_sources, None)).await;
             if let Err(e) = rerun.result {
                 return Attempts {
                     result: Err(e),

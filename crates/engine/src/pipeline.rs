@@ -1,98 +1,33 @@
-//! A built [`Pipeline`]: the shared topology plus one runnable node per
-//! topology node, and everything a request needs precomputed once (node id
-//! strings, retry policies, edge conditions), so running a request never
-//! clones or re-walks the topology.
+//! A [`Pipeline`]: the public handle on a built pipeline (the shared
+//! topology, one runnable node per topology node, and everything a request
+//! needs precomputed once). Building resolves config secrets and reports
+//! every node that fails; running hands a request to the executor.
 
-use crate::stream::TokenSink;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
-use glassbox_topology::{Condition, Expr, Topology};
-use glassbox_trace::{Lang, NoopSink, RequestId, TraceSink};
+use glassbox_topology::Topology;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use crate::cpu::CpuClock;
+use crate::built::BuiltPipeline;
 use crate::error::{BuildError, NodeBuildError, PipelineError};
-use crate::executor::{self, Outcome};
+use crate::executor;
 use crate::kind::{BuildContext, Registry};
 use crate::node::Node;
-use crate::retry::RetryPolicy;
-
-/// How a pipeline records and labels its work.
-#[derive(Clone)]
-pub struct PipelineOptions {
-    /// Where spans and request records go as they finish.
-    pub sink: Arc<dyn TraceSink>,
-    /// Name of this worker in spans.
-    pub worker: Arc<str>,
-    /// Longest input/output summary kept in traces (0: none).
-    pub summary_chars: usize,
-    /// How inline calls and async polls are timed for CPU billing.
-    pub cpu_clock: CpuClock,
-}
-
-impl Default for PipelineOptions {
-    fn default() -> Self {
-        PipelineOptions {
-            sink: Arc::new(NoopSink),
-            worker: "local".into(),
-            summary_chars: 200,
-            cpu_clock: CpuClock::default(),
-        }
-    }
-}
-
-/// Per-request options.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Use this id instead of a fresh one.
-    pub request_id: Option<RequestId>,
-    /// Overrides the topology's `deadline_ms`.
-    pub deadline: Option<Duration>,
-    /// Cancels the request when triggered (dropping the future works too).
-    pub cancel: Option<CancellationToken>,
-    /// Language of the explanation.
-    pub lang: Lang,
-    /// Receives generated text as nodes produce it (token streaming).
-    pub tokens: Option<TokenSink>,
-}
-
-/// An edge's condition, ready to evaluate.
-pub(crate) enum EdgeCond {
-    Always,
-    /// Compared as a string: no CEL on the hot path for bare labels.
-    Label(Arc<str>),
-    /// A CEL expression and the dotted paths it reads (for the "why").
-    Expr {
-        expr: Expr,
-        reads: Vec<String>,
-    },
-}
-
-pub(crate) struct Inner {
-    pub topology: Arc<Topology>,
-    pub nodes: Vec<Arc<dyn Node>>,
-    pub ids: Arc<[Arc<str>]>,
-    pub kinds: Arc<[Arc<str>]>,
-    pub retry: Vec<RetryPolicy>,
-    pub conds: Vec<EdgeCond>,
-    pub cond_text: Vec<Option<Arc<str>>>,
-    pub options: PipelineOptions,
-}
+pub use crate::options::{PipelineOptions, RunOptions};
+use crate::outcome::Outcome;
 
 /// A topology with its nodes built, ready to run requests. Cheap to clone.
 #[derive(Clone)]
 pub struct Pipeline {
-    inner: Arc<Inner>,
+    built: Arc<BuiltPipeline>,
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("topology", &self.inner.topology.id)
-            .field("version", &self.inner.topology.version)
+            .field("topology", &self.built.topology.id)
+            .field("version", &self.built.topology.version)
             .finish()
     }
 }
@@ -160,58 +95,17 @@ impl Pipeline {
         nodes: Vec<Arc<dyn Node>>,
         options: PipelineOptions,
     ) -> Pipeline {
-        let ids: Arc<[Arc<str>]> = topology
-            .nodes
-            .iter()
-            .map(|n| Arc::from(n.id.as_str()))
-            .collect();
-        let kinds: Arc<[Arc<str>]> = topology
-            .nodes
-            .iter()
-            .map(|n| Arc::from(n.kind.as_str()))
-            .collect();
-        let retry = topology
-            .nodes
-            .iter()
-            .map(|n| RetryPolicy::new(n.retries, n.backoff))
-            .collect();
-        let conds = topology
-            .edges
-            .iter()
-            .map(|e| match &e.condition {
-                None => EdgeCond::Always,
-                Some(Condition::Label(l)) => EdgeCond::Label(Arc::from(l.as_str())),
-                Some(Condition::Expr(x)) => EdgeCond::Expr {
-                    expr: x.clone(),
-                    reads: read_paths(&x.source),
-                },
-            })
-            .collect();
-        let cond_text = topology
-            .edges
-            .iter()
-            .map(|e| e.condition.as_ref().map(|c| Arc::from(c.as_str())))
-            .collect();
         Pipeline {
-            inner: Arc::new(Inner {
-                topology,
-                nodes,
-                ids,
-                kinds,
-                retry,
-                conds,
-                cond_text,
-                options,
-            }),
+            built: Arc::new(BuiltPipeline::new(topology, nodes, options)),
         }
     }
 
     pub fn topology(&self) -> &Arc<Topology> {
-        &self.inner.topology
+        &self.built.topology
     }
 
     pub fn options(&self) -> &PipelineOptions {
-        &self.inner.options
+        &self.built.options
     }
 
     /// Runs one request to completion. Always returns a complete trace; the
@@ -219,84 +113,6 @@ impl Pipeline {
     /// Dropping the future cancels the request and still records its trace
     /// (status `cancelled`) to the sink.
     pub async fn run(&self, input: Value, options: RunOptions) -> Outcome {
-        executor::execute(&self.inner, input, options).await
-    }
-}
-
-/// Dotted paths under `input`, `outputs` and `labels` that a CEL expression
-/// reads, e.g. `outputs.retrieve.hits`, in order of appearance.
-pub(crate) fn read_paths(source: &str) -> Vec<String> {
-    let bytes = source.as_bytes();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if let Some(q) = quote {
-            if c == b'\\' {
-                i += 2;
-                continue;
-            }
-            if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'"' || c == b'\'' {
-            quote = Some(c);
-            i += 1;
-            continue;
-        }
-        let at_word_start = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b'.';
-        if at_word_start && is_ident_start(c) {
-            let start = i;
-            while i < bytes.len() && (is_ident(bytes[i]) || bytes[i] == b'.') {
-                i += 1;
-            }
-            let word = source[start..i].trim_end_matches('.');
-            // A trailing method call (`.contains(`) is not part of the path.
-            let word = if i < bytes.len() && bytes[i] == b'(' {
-                word.rsplit_once('.').map_or(word, |(head, _)| head)
-            } else {
-                word
-            };
-            let root = word.split('.').next().unwrap_or("");
-            if matches!(root, "input" | "outputs" | "labels")
-                && word.contains('.')
-                && !out.iter().any(|w| w == word)
-            {
-                out.push(word.to_string());
-            }
-            continue;
-        }
-        i += 1;
-    }
-    out
-}
-
-fn is_ident_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_'
-}
-
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
-}
-
-#[cfg(test)]
-mod tests {
-    use super::read_paths;
-
-    #[test]
-    fn finds_the_paths_an_expression_reads() {
-        assert_eq!(
-            read_paths("size(outputs.retrieve.hits) > 5"),
-            vec!["outputs.retrieve.hits"]
-        );
-        assert_eq!(
-            read_paths(r#"input.question.contains("outputs.x") && labels.route == 'a'"#),
-            vec!["input.question", "labels.route"]
-        );
-        assert!(read_paths("true").is_empty());
+        executor::execute(&self.built, input, options).await
     }
 }

@@ -1,15 +1,15 @@
 //! State one request shares between the executor and its running nodes.
 
-use crate::stream::TokenSink;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use glassbox_topology::{NodeId, Topology};
 use glassbox_trace::{RequestId, SpanRecord, TraceSink};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::node::NodeOutput;
+use crate::output::NodeOutput;
+use crate::stream::TokenSink;
 
 /// Why in-flight attempts are being dropped (read by their span guards).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,15 @@ pub(crate) enum Ending {
     Deadline = 1,
     /// Another node failed the request.
     Failed = 2,
+}
+
+/// The attempt the request deadline cut short: the first in-flight attempt
+/// dropped once the deadline passed (it marks itself as its span is
+/// recorded). Names the node and attempt in the request's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeadlineCut {
+    pub node: NodeId,
+    pub attempt: u32,
 }
 
 /// A finished node's output and its summary (computed once, reused as the
@@ -48,6 +57,7 @@ pub(crate) struct RequestShared {
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
     ending: AtomicU8,
+    deadline_cut: OnceLock<DeadlineCut>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,6 +98,7 @@ impl RequestShared {
             summary_chars: p.summary_chars,
             tokens: p.tokens,
             ending: AtomicU8::new(Ending::Cancelled as u8),
+            deadline_cut: OnceLock::new(),
         }
     }
 
@@ -145,6 +156,15 @@ impl RequestShared {
 
     pub fn set_ending(&self, ending: Ending) {
         self.ending.store(ending as u8, Ordering::Relaxed);
+    }
+
+    /// Marks an attempt the deadline cut short; only the first mark counts.
+    pub fn mark_deadline_cut(&self, cut: DeadlineCut) {
+        let _ = self.deadline_cut.set(cut);
+    }
+
+    pub fn deadline_cut(&self) -> Option<DeadlineCut> {
+        self.deadline_cut.get().copied()
     }
 
     pub fn ending(&self) -> Ending {

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use glassbox_topology::Expr;
 use serde_json::{Map, Value};
 
-use crate::node::NodeOutput;
+use crate::output::NodeOutput;
 
 fn source(src: &str, via: Option<&str>) -> String {
     match via {

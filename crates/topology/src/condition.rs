@@ -157,6 +157,14 @@ impl Expr {
         &self.variables
     }
 
+    /// Dotted paths under `input`, `outputs` and `labels` that the expression
+    /// reads, e.g. `outputs.retrieve.hits`, in order of appearance (each
+    /// once). The engine reports their values when it says why an edge was
+    /// or was not taken.
+    pub fn read_paths(&self) -> Vec<String> {
+        read_paths(&self.source)
+    }
+
     /// Evaluates to a string (e.g. which text an embedding node embeds).
     pub fn evaluate_string(
         &self,
@@ -214,6 +222,64 @@ impl Expr {
     }
 }
 
+/// Scans CEL text for dotted paths rooted at a [`VARIABLES`] name: a
+/// lexical scan that skips string literals and drops a trailing method name
+/// (`.contains(`). The paths only feed explanations, never evaluation.
+fn read_paths(source: &str) -> Vec<String> {
+    let bytes = source.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' || c == b'\'' {
+            quote = Some(c);
+            i += 1;
+            continue;
+        }
+        let at_word_start = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b'.';
+        if at_word_start && is_ident_start(c) {
+            let start = i;
+            while i < bytes.len() && (is_ident(bytes[i]) || bytes[i] == b'.') {
+                i += 1;
+            }
+            let word = source[start..i].trim_end_matches('.');
+            // A trailing method call (`.contains(`) is not part of the path.
+            let word = if i < bytes.len() && bytes[i] == b'(' {
+                word.rsplit_once('.').map_or(word, |(head, _)| head)
+            } else {
+                word
+            };
+            let root = word.split('.').next().unwrap_or("");
+            if VARIABLES.contains(&root) && word.contains('.') && !out.iter().any(|w| w == word) {
+                out.push(word.to_string());
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +331,26 @@ mod tests {
             n.evaluate(&json!({}), out, &labels),
             Err(EvalError::NotBool { .. })
         ));
+    }
+
+    #[test]
+    fn finds_the_paths_an_expression_reads() {
+        let paths = |text: &str| match Expr::compile(text) {
+            Ok(e) => e.read_paths(),
+            Err(err) => panic!("{text}: {err:?}"),
+        };
+        assert_eq!(
+            paths("size(outputs.retrieve.hits) > 5"),
+            vec!["outputs.retrieve.hits"]
+        );
+        assert_eq!(
+            paths(r#"input.question.contains("outputs.x") && labels.route == 'a'"#),
+            vec!["input.question", "labels.route"]
+        );
+        assert_eq!(
+            paths("outputs.a.b > 1 || outputs.a.b < 0"),
+            vec!["outputs.a.b"]
+        );
+        assert!(paths("true").is_empty());
     }
 }

@@ -19,8 +19,10 @@
 //! - Money is [`rust_decimal::Decimal`]: a receipt's lines add up to its
 //!   total exactly, with no float drift.
 //! - Explanations keep their structured [`Fact`]s next to the rendered text,
-//!   so a store can re-render them in another language later.
+//!   so a store can re-render them in another language later
+//!   ([`explain::compose`]).
 
+pub mod explain;
 pub mod fact;
 pub mod id;
 pub mod receipt;

@@ -128,12 +128,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn build_error(err: PipelineError) -> anyhow::Error {
-    let code = if err.errors.iter().all(|e| {
-        matches!(
-            e.error,
-            BuildError::NotWired { .. } | BuildError::Unavailable { .. }
-        )
-    }) {
+    let code = if err
+        .errors
+        .iter()
+        .all(|e| matches!(e.error, BuildError::Unavailable { .. }))
+    {
         exit::UNAVAILABLE
     } else {
         exit::INVALID

@@ -241,6 +241,60 @@ edges:
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deadline_names_the_retry_it_cut_short() {
+    // Attempt 1 fails at 100 ms, attempt 2 starts by 110 ms and would end
+    // by 210 ms: the 150 ms deadline cuts attempt 2.
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: deadline_retry
+version: "1"
+defaults: { deadline_ms: 150 }
+nodes:
+  - { id: flaky, type: test, retries: 2, backoff_ms: 10, config: { fail_times: 1, sleep_ms: 100 } }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    let err = out.result.unwrap_err();
+    assert_eq!(err.node(), Some("flaky"));
+    assert_eq!(err.attempt(), Some(2));
+    let statuses: Vec<_> = out
+        .trace
+        .spans
+        .iter()
+        .map(|s| (s.attempt, s.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![(1, SpanStatus::Error), (2, SpanStatus::Timeout)]
+    );
+    let r = &out.trace.record;
+    assert_eq!(r.error.as_ref().unwrap().node.as_deref(), Some("flaky"));
+    assert_eq!(r.error.as_ref().unwrap().attempt, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_names_the_fallback_it_cut_short() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: deadline_fallback
+version: "1"
+defaults: { deadline_ms: 100 }
+nodes:
+  - { id: llm, type: test, fallback: llm_small, config: { fail_times: 5 } }
+  - { id: llm_small, type: test, config: { sleep_ms: 5000 } }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    let err = out.result.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request deadline of 100 ms exceeded while `llm_small` (attempt 1) ran"
+    );
+    let r = &out.trace.record;
+    assert_eq!(status(r, "llm"), "cancelled");
+}
+
+#[tokio::test(start_paused = true)]
 async fn cancellation_by_token_still_finalises_the_trace() {
     let (p, sink) = pipeline(
         r#"

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod failures;
+mod layering;
 mod paths;
 mod receipts;
 mod support;

@@ -3,8 +3,13 @@
 //! Deterministic and free: no model call, just one clause per fact in path
 //! order, in English or Chinese. Stores keep the facts, so a stored request
 //! can be re-explained in the other language with [`compose`].
+//!
+//! It lives with the trace model because it reads only trace types (facts,
+//! the path, the error record): the engine composes a request's explanation
+//! with it as the request ends, and anything holding a stored record (the
+//! CLI's `explain`, a store) can do the same without the engine.
 
-use glassbox_trace::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord};
+use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord};
 
 /// Composes the explanation paragraph for a request.
 pub fn compose(

@@ -1,0 +1,50 @@
+//! Options: how a pipeline records its work ([`PipelineOptions`], fixed at
+//! build) and what one request asks for ([`RunOptions`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use glassbox_trace::{Lang, NoopSink, RequestId, TraceSink};
+use tokio_util::sync::CancellationToken;
+
+use crate::cpu::CpuClock;
+use crate::stream::TokenSink;
+
+/// How a pipeline records and labels its work.
+#[derive(Clone)]
+pub struct PipelineOptions {
+    /// Where spans and request records go as they finish.
+    pub sink: Arc<dyn TraceSink>,
+    /// Name of this worker in spans.
+    pub worker: Arc<str>,
+    /// Longest input/output summary kept in traces (0: none).
+    pub summary_chars: usize,
+    /// How inline calls and async polls are timed for CPU billing.
+    pub cpu_clock: CpuClock,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            sink: Arc::new(NoopSink),
+            worker: "local".into(),
+            summary_chars: 200,
+            cpu_clock: CpuClock::default(),
+        }
+    }
+}
+
+/// Per-request options.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Use this id instead of a fresh one.
+    pub request_id: Option<RequestId>,
+    /// Overrides the topology's `deadline_ms`.
+    pub deadline: Option<Duration>,
+    /// Cancels the request when triggered (dropping the future works too).
+    pub cancel: Option<CancellationToken>,
+    /// Language of the explanation.
+    pub lang: Lang,
+    /// Receives generated text as nodes produce it (token streaming).
+    pub tokens: Option<TokenSink>,
+}
