@@ -1,7 +1,8 @@
 //! Every API goes through the one request service: a topology running its
 //! `max_concurrency` requests answers 429 `overloaded` with `Retry-After`
 //! to runs, chats (streamed or not) and embeddings alike, a request of each
-//! kind holds its slot until it ends, and the slot is free again after.
+//! kind holds its slot until it ends, and the slot is free again after; a
+//! stream whose client goes away is cancelled.
 
 use std::thread::JoinHandle;
 
@@ -143,4 +144,44 @@ fn an_embeddings_call_holds_its_slot_for_all_its_inputs_and_a_full_topology_refu
     // Usage is what the embedding spans carried: 3 tokens an input.
     assert_eq!(body["usage"]["prompt_tokens"], 6, "{body}");
     assert_eq!(in_flight(&s, "slow"), "0", "the slot is free again");
+}
+
+#[test]
+fn a_streamed_chat_whose_client_goes_away_is_cancelled_and_frees_its_slot() {
+    use std::io::{Read, Write};
+    let upstream = Upstream::start();
+    let s = one_slot("slow.yaml", &calls("slow", &upstream.url));
+    let body = chat("slow", true);
+    let mut conn = s.connect();
+    write!(
+        conn,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        s.addr(),
+        body.len()
+    )
+    .unwrap();
+    upstream.wait_arrival();
+    // The stream has begun: the headers and the role chunk arrive.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains("data:") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(in_flight(&s, "slow"), "1");
+    drop(conn);
+    // Without the upstream answering, the run ends (cancelled) and its slot
+    // is free for the next request.
+    let start = std::time::Instant::now();
+    while in_flight(&s, "slow") != "0" {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "the stream's run was not cancelled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let traces = s.get("/v1/traces?topology=slow", None).json();
+    assert_eq!(traces["traces"][0]["status"], "cancelled", "{traces}");
+    upstream.release_one();
 }
