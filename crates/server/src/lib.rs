@@ -15,7 +15,7 @@
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
 //! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`],
-//! [`Service`](service::Service) (the one door every request goes through:
+//! [`Service`] (the one door every request goes through:
 //! admission, the engine runtime, streaming, usage, the trace hand-off).
 //!
 //! Why this shape: the server is a thin layer over the engine and the store.

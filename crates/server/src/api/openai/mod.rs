@@ -1,6 +1,6 @@
 //! OpenAI-compatible endpoints: `POST /v1/chat/completions` ([`chat`],
-//! streamed by [`stream`]), `POST /v1/embeddings` ([`embeddings`]),
-//! `GET /v1/models` ([`models`]). Topologies are the models.
+//! streamed by [`stream`]), `POST /v1/embeddings` ([`embeddings`](mod@embeddings)),
+//! `GET /v1/models` ([`models`](mod@models)). Topologies are the models.
 //!
 //! Chat: `model` is a topology id; the last `user` message becomes the input
 //! `{"question": TEXT}`; other request fields (temperature, max_tokens, ...)
