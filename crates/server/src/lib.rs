@@ -9,12 +9,14 @@
 //! - `/v1/topologies`, `/v1/traces`, `/v1/reports/summary`: what is served,
 //!   what happened, what it cost.
 //! - `/v1/chat/completions`, `/v1/embeddings`, `/v1/models`: the OpenAI API,
-//!   topologies as models, streaming by SSE ([`openai`]).
+//!   topologies as models, streaming by SSE ([`api::openai`]).
 //! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
-//! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`].
+//! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`],
+//! [`Service`] (the one door every request goes through:
+//! admission, the engine runtime, streaming, usage, the trace hand-off).
 //!
 //! Why this shape: the server is a thin layer over the engine and the store.
 //! Admission control happens before any work (API key and scope, per-key
@@ -39,8 +41,8 @@ pub mod error;
 pub mod keyless;
 mod llm_metrics;
 pub mod metrics;
-pub mod openai;
 pub mod openapi;
+pub mod service;
 pub mod state;
 
 use std::future::Future;
@@ -66,7 +68,7 @@ pub use state::AppState;
 use crate::auth::{Guard, Keys, RateLimiter, guard};
 use crate::catalog::Builder;
 use crate::metrics::Metrics;
-use crate::state::Gates;
+use crate::service::Service;
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -196,7 +198,12 @@ impl Server {
         let addr = listener.local_addr()?;
         let state = AppState {
             keys: Arc::new(Keys::new(&config)),
-            gates: Arc::new(Gates::new(config.clone())),
+            service: Arc::new(Service::new(
+                catalog.clone(),
+                config.clone(),
+                metrics.clone(),
+                writer.clone(),
+            )?),
             config,
             catalog,
             limiter: Arc::new(RateLimiter::default()),
@@ -204,7 +211,6 @@ impl Server {
             writer,
             readers: Arc::new(state::ReadPool::new(readers)),
             ready: Arc::new(AtomicBool::new(false)),
-            engine: Arc::new(state::EngineRuntime::new()?),
         };
         Ok(Server {
             state,
@@ -332,7 +338,7 @@ async fn not_found() -> ApiError {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    use crate::api::{reports, runs, system, topologies, traces};
+    use crate::api::{openai, reports, runs, system, topologies, traces};
     let run = guarded(
         &state,
         &[Scope::Run],

@@ -5,9 +5,8 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::api::{reports, runs, system, topologies, traces};
+use crate::api::{openai, reports, runs, system, topologies, traces};
 use crate::error::{ErrorBody, ErrorDetail};
-use crate::openai;
 
 /// Where the document is committed, relative to the workspace root.
 pub const PUBLISHED_PATH: &str = "docs/openapi.json";
@@ -46,9 +45,9 @@ impl Modify for Security {
         traces::get_trace,
         reports::get_summary,
         reports::get_report,
-        openai::chat_completions,
-        openai::embeddings,
-        openai::models,
+        openai::chat::chat_completions,
+        openai::embeddings::embeddings,
+        openai::models::models,
         system::healthz,
         system::readyz,
         system::metrics,

@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod extract;
+pub mod openai;
 pub mod reports;
 pub mod runs;
 pub mod system;

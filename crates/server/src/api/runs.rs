@@ -149,13 +149,17 @@ pub async fn create_run(
     JsonBody(input): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
-    let admitted = state.admit(&id)?;
-    let outcome = admitted.run(&state, input, RunOptions::default()).await?;
+    let finished = state
+        .service
+        .admit(&id)?
+        .run(input, RunOptions::default())
+        .await?;
     // A run's tokens are known only afterwards: they count against the
     // key's `tokens_per_minute` from now on.
     state
         .limiter
-        .settle(&caller, crate::openai::llm_usage(&outcome).total_tokens);
+        .settle(&caller, finished.usage.generated_total());
+    let outcome = finished.outcome;
     let body = RunResponse::from_outcome(&outcome);
     let status = match &outcome.result {
         Ok(_) => StatusCode::OK,

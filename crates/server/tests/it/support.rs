@@ -255,6 +255,11 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start() -> Upstream {
+        Upstream::answering(r#"{"ok":true}"#)
+    }
+
+    /// Like [`Upstream::start`], answering every request with the JSON `body`.
+    pub fn answering(body: &'static str) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/slow", listener.local_addr().unwrap());
         let (arrived_tx, arrived) = mpsc::channel();
@@ -264,13 +269,22 @@ impl Upstream {
                 let Ok(mut conn) = conn else { return };
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut line = String::new();
+                let mut length = 0usize;
                 while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
                     line.clear();
                 }
+                // Read the request body, so closing the connection does not
+                // reset it under the answer.
+                let mut request_body = vec![0u8; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut request_body);
                 if arrived_tx.send(()).is_err() || release_rx.recv().is_err() {
                     return;
                 }
-                let body = r#"{"ok":true}"#;
                 let _ = write!(
                     conn,
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -1,0 +1,272 @@
+//! `POST /v1/chat/completions`: a chat completion through a topology
+//! (`model` = topology id). With `stream: true` the answer is an SSE stream
+//! ([`super::stream`]).
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use glassbox_engine::RunOptions;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::{answer_text, model_error, now_secs, run_failed};
+use crate::api::body::JsonBody;
+use crate::api::request_id_header;
+use crate::auth::{Caller, Work, estimate_tokens};
+use crate::error::{ApiError, ErrorBody};
+use crate::service::TokenUsage;
+use crate::state::AppState;
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant`, ...
+    pub role: String,
+    /// A string, or an array of parts (`{"type":"text","text":...}`).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub content: Value,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct StreamOptions {
+    /// Send a last chunk with `usage` before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The request; unknown fields are ignored.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct ChatRequest {
+    /// A topology id.
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// Counted against `tokens_per_minute` (the topology decides the real
+    /// limit); `max_completion_tokens` is read the same way.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+}
+
+impl ChatRequest {
+    /// Estimated tokens: every message's text and the completion asked for.
+    fn estimated_tokens(&self) -> u64 {
+        let prompt: u64 = self
+            .messages
+            .iter()
+            .filter_map(|m| content_text(&m.content))
+            .map(|t| estimate_tokens(&t))
+            .sum();
+        let completion = self.max_completion_tokens.or(self.max_tokens).unwrap_or(0);
+        prompt.saturating_add(completion)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl From<TokenUsage> for Usage {
+    /// A chat's usage is its LLMs' tokens.
+    fn from(u: TokenUsage) -> Usage {
+        Usage {
+            prompt_tokens: u.prompt,
+            completion_tokens: u.completion,
+            total_tokens: u.generated_total(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatChoiceMessage {
+    pub role: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatChoice {
+    pub index: u32,
+    pub message: ChatChoiceMessage,
+    pub finish_reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatCompletion {
+    /// `chatcmpl-` and the request id.
+    pub id: String,
+    /// `chat.completion`.
+    pub object: String,
+    pub created: u64,
+    pub model: String,
+    /// The topology version.
+    pub system_fingerprint: String,
+    pub choices: Vec<ChatChoice>,
+    pub usage: Usage,
+}
+
+/// The text of a message's content.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => {
+            let text: Vec<&str> = parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            (!text.is_empty()).then(|| text.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+fn question(req: &ChatRequest) -> Result<String, ApiError> {
+    req.messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .and_then(|m| content_text(&m.content))
+        .ok_or_else(|| {
+            ApiError::bad_request("bad_input", "no `user` message with text content")
+                .hint("the last message with role `user` becomes the question")
+        })
+}
+
+/// A chat completion through a topology (`model` = topology id).
+#[utoipa::path(
+    post,
+    path = "/v1/chat/completions",
+    tag = "openai",
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "A `chat.completion`, or with `stream: true` a `text/event-stream` of `chat.completion.chunk` events ending in `data: [DONE]`; the request id is in `x-request-id`. The answer (a stream: its closing chunks) is sent once the request's trace has committed; a stream whose trace cannot be stored ends with an error event (`trace_not_stored`)", body = ChatCompletion),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, description = "No such model (topology)", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+        (status = 500, body = ErrorBody),
+        (status = 503, description = "The request's trace could not be stored (`trace_not_stored`)", body = ErrorBody),
+    ),
+    security(("api_key" = ["run"]))
+)]
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(req): JsonBody<ChatRequest>,
+) -> Result<Response, ApiError> {
+    let text = question(&req)?;
+    let admission = state
+        .service
+        .admit(&req.model)
+        .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
+    // The guard took the request's unit; this adds its tokens.
+    let estimate = req.estimated_tokens();
+    let more = Work {
+        units: 0,
+        tokens: estimate,
+    };
+    state.charge(&caller, more, Work { units: 1, ..more })?;
+    let input = json!({ "question": text });
+    if req.stream {
+        let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        return Ok(super::stream::sse(
+            admission.stream(input),
+            req.model,
+            include_usage,
+        ));
+    }
+    let finished = admission.run(input, RunOptions::default()).await?;
+    let usage = Usage::from(finished.usage);
+    state
+        .limiter
+        .settle(&caller, usage.total_tokens.saturating_sub(estimate));
+    let outcome = &finished.outcome;
+    let rid = outcome.trace.record.request_id.to_string();
+    let output = match &outcome.result {
+        Ok(v) => v,
+        Err(err) => {
+            let mut r = run_failed(outcome, err).into_response();
+            request_id_header(&mut r, &rid);
+            return Ok(r);
+        }
+    };
+    let body = ChatCompletion {
+        id: format!("chatcmpl-{rid}"),
+        object: "chat.completion".into(),
+        created: now_secs(),
+        model: req.model,
+        system_fingerprint: outcome.trace.record.version.to_string(),
+        choices: vec![ChatChoice {
+            index: 0,
+            message: ChatChoiceMessage {
+                role: "assistant".into(),
+                content: answer_text(output),
+            },
+            finish_reason: "stop".into(),
+        }],
+        usage,
+    };
+    let mut r = Json(body).into_response();
+    request_id_header(&mut r, &rid);
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_the_last_user_message() {
+        let req: ChatRequest = serde_json::from_value(json!({
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "x"},
+                {"role": "user", "content": [{"type": "text", "text": "second"}]},
+                {"role": "system", "content": "s"}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(question(&req).unwrap(), "second");
+        let none: ChatRequest =
+            serde_json::from_value(json!({"model": "m", "messages": []})).unwrap();
+        assert_eq!(question(&none).unwrap_err().code, "bad_input");
+    }
+
+    #[test]
+    fn chats_are_estimated_from_messages_and_max_tokens() {
+        let req: ChatRequest = serde_json::from_value(json!({
+            "model": "m",
+            "max_tokens": 100,
+            "messages": [
+                {"role": "system", "content": "12345678"},
+                {"role": "user", "content": "1234"}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(req.estimated_tokens(), 103);
+    }
+
+    #[test]
+    fn a_chat_usage_is_its_llm_tokens() {
+        let u = Usage::from(TokenUsage {
+            prompt: 7,
+            completion: 5,
+            embedded: 100,
+        });
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (7, 5, 12)
+        );
+    }
+}

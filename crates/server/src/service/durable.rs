@@ -1,0 +1,51 @@
+//! The trace hand-off: with `[store] durability = "commit"` (the default) a
+//! request's answer waits until its trace has committed, so no answer names
+//! a trace that a crash could still lose; a trace that cannot be stored is
+//! a 503 `trace_not_stored` instead of an answer.
+
+use axum::http::StatusCode;
+use glassbox_store::Durable;
+use glassbox_trace::RequestId;
+
+use super::Service;
+use crate::config::Durability;
+use crate::error::ApiError;
+
+impl Service {
+    /// With `durability = "commit"`, a ticket for request `id`, which has
+    /// not run yet: [`committed`] then waits until its trace has committed,
+    /// sharing the commit with every other request waiting at the time
+    /// (group commit). `None` with `async`.
+    pub fn ticket(&self, id: RequestId) -> Option<Durable> {
+        (self.config.store.durability == Durability::Commit).then(|| self.writer.durable(id))
+    }
+}
+
+/// Waits for a ticket from [`Service::ticket`], once its request has ended;
+/// `None` (durability `async`) returns at once.
+pub async fn committed(ticket: Option<Durable>) -> Result<(), ApiError> {
+    let Some(ticket) = ticket else {
+        return Ok(());
+    };
+    let id = ticket.request_id();
+    ticket.committed().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "trace_not_stored",
+            format!(
+                "request {id} ran, but its trace could not be stored, so its answer is withheld: {e} [{}]",
+                e.code()
+            ),
+        )
+        .hint("the trace store is failing or the server is stopping: check the server log (`glassbox doctor` checks the store), then retry")
+        .retry_after(1)
+    })
+}
+
+/// Waits for every ticket, in order.
+pub async fn all_committed(tickets: Vec<Option<Durable>>) -> Result<(), ApiError> {
+    for ticket in tickets {
+        committed(ticket).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The request service: the one door every request goes through, whichever
+//! API it came by (`/v1/topologies/{id}/runs`, chat completions streamed or
+//! not, embeddings), as TGI's `Infer` is for its router.
+//!
+//! In order, it does:
+//!
+//! 1. admission ([`Service::admit`]): the topology, and a slot of its bounded
+//!    concurrency or 429 `overloaded` with `Retry-After` at once, never a
+//!    queue ([`admission`]);
+//! 2. the run, on the engine runtime ([`runtime`]), never on an HTTP worker:
+//!    while CPU-bound pipelines keep every core busy, new requests are still
+//!    parsed and refused with 429;
+//! 3. cancellation when the client goes away: dropping the answer's future,
+//!    or the stream's receiver, cancels the run;
+//! 4. token streaming of the topology's live nodes ([`stream`]);
+//! 5. usage counting, from the spans ([`usage`]);
+//! 6. the trace hand-off ([`durable`]): with `[store] durability = "commit"`
+//!    nothing is answered before its trace has committed (503
+//!    `trace_not_stored` otherwise).
+//!
+//! Handlers only translate: they parse their API's request, call the
+//! service and shape its answer. What requests need next in general
+//! (choosing a topology version, priority bands, dispatch to workers) goes
+//! here, not into a handler.
+
+pub mod admission;
+pub mod durable;
+pub mod run;
+pub mod runtime;
+pub mod stream;
+pub mod usage;
+
+use std::sync::Arc;
+
+use glassbox_engine::Outcome;
+use glassbox_store::StoreWriter;
+
+pub use admission::Admission;
+pub use stream::{StreamEvent, Streaming};
+pub use usage::TokenUsage;
+
+use crate::catalog::{Catalog, Served};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use admission::Gates;
+use runtime::EngineRuntime;
+
+/// The request service; one per server, shared by every handler.
+#[derive(Debug)]
+pub struct Service {
+    catalog: Arc<Catalog>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    writer: Arc<StoreWriter>,
+    gates: Gates,
+    /// Where pipelines run: a runtime of their own, so HTTP handlers wait
+    /// for them without holding an HTTP worker.
+    engine: EngineRuntime,
+}
+
+/// A request that ran to its end and whose trace was handed off.
+#[derive(Debug)]
+pub struct Finished {
+    /// The result and the trace.
+    pub outcome: Outcome,
+    /// Its tokens, counted once from its spans.
+    pub usage: TokenUsage,
+}
+
+impl Finished {
+    fn new(outcome: Outcome) -> Finished {
+        let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s));
+        Finished { outcome, usage }
+    }
+}
+
+impl Service {
+    /// A service over the served topologies, with a new engine runtime.
+    pub fn new(
+        catalog: Arc<Catalog>,
+        config: Arc<Config>,
+        metrics: Arc<Metrics>,
+        writer: Arc<StoreWriter>,
+    ) -> std::io::Result<Service> {
+        Ok(Service {
+            gates: Gates::new(config.clone()),
+            engine: EngineRuntime::new()?,
+            catalog,
+            config,
+            metrics,
+            writer,
+        })
+    }
+
+    /// The served topology `id`, or 404 naming the ones that exist.
+    pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
+        self.catalog.get(id).ok_or_else(|| {
+            let ids = self.catalog.ids();
+            let hint =
+                match glassbox_topology::diagnostic::closest(id, ids.iter().map(String::as_str)) {
+                    Some(c) => format!("did you mean `{c}`? (GET /v1/topologies lists them)"),
+                    None if ids.is_empty() => {
+                        "no topology is served: check the server log for invalid files".into()
+                    }
+                    None => format!("served: {}", ids.join(", ")),
+                };
+            ApiError::not_found(
+                "topology_not_found",
+                format!("no topology `{id}` is served"),
+            )
+            .hint(hint)
+        })
+    }
+}

@@ -1,0 +1,94 @@
+//! Running admitted requests to their end: one request, or a batch of
+//! inputs under one admission (an embeddings call). Both run on the engine
+//! runtime and return once the traces have been handed off.
+
+use glassbox_engine::{CancellationToken, Outcome, RunOptions};
+use glassbox_trace::RequestId;
+use serde_json::Value;
+
+use super::durable::{all_committed, committed};
+use super::{Admission, Finished};
+use crate::error::ApiError;
+
+impl Admission {
+    /// Runs the request on the engine runtime, holding the admission (slot
+    /// and in-flight count) until it ends, while the caller waits without
+    /// occupying an HTTP worker. Requests that arrive meanwhile reach
+    /// [`Service::admit`](super::Service::admit) and get 429 once the
+    /// topology is full, even when its nodes are pure CPU and never yield.
+    /// Dropping the returned future (the client went away) cancels the run.
+    ///
+    /// Returns once the request's trace has committed (see
+    /// [`Service::ticket`](super::Service::ticket)), so the answer built
+    /// from it never names a trace a crash could still lose; a trace that
+    /// cannot be stored is an error (503) instead of an answer.
+    pub async fn run(self, input: Value, mut options: RunOptions) -> Result<Finished, ApiError> {
+        let service = self.service.clone();
+        let id = *options.request_id.get_or_insert_with(RequestId::new);
+        let ticket = service.ticket(id);
+        let cancel = options
+            .cancel
+            .get_or_insert_with(CancellationToken::new)
+            .clone();
+        let _cancel_on_drop = cancel.drop_guard();
+        let pipeline = self.served.pipeline.clone();
+        let outcome = service
+            .engine
+            .run(async move {
+                let outcome = pipeline.run(input, options).await;
+                drop(self);
+                outcome
+            })
+            .await;
+        committed(ticket).await?;
+        Ok(Finished::new(outcome))
+    }
+
+    /// Runs `inputs` one after another on the engine runtime under this one
+    /// admission, each as a request of its own with its own trace, and stops
+    /// after the first outcome for which `last` holds (a failure the caller
+    /// answers with). Dropping the returned future cancels the batch.
+    ///
+    /// Returns the requests that ran, in order, once all their traces have
+    /// committed (the inputs' traces are queued one after another, so they
+    /// mostly share one commit).
+    pub async fn run_each(
+        self,
+        inputs: Vec<Value>,
+        last: fn(&Outcome) -> bool,
+    ) -> Result<Vec<Finished>, ApiError> {
+        let service = self.service.clone();
+        let cancel = CancellationToken::new();
+        let _cancel_on_drop = cancel.clone().drop_guard();
+        let pipeline = self.served.pipeline.clone();
+        let (outcomes, tickets) = service
+            .engine
+            .run(async move {
+                let mut outcomes = Vec::with_capacity(inputs.len());
+                let mut tickets = Vec::with_capacity(inputs.len());
+                for input in inputs {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let rid = RequestId::new();
+                    tickets.push(self.service.ticket(rid));
+                    let options = RunOptions {
+                        request_id: Some(rid),
+                        cancel: Some(cancel.clone()),
+                        ..RunOptions::default()
+                    };
+                    let outcome = pipeline.run(input, options).await;
+                    let stop = last(&outcome);
+                    outcomes.push(outcome);
+                    if stop {
+                        break;
+                    }
+                }
+                drop(self);
+                (outcomes, tickets)
+            })
+            .await;
+        all_committed(tickets).await?;
+        Ok(outcomes.into_iter().map(Finished::new).collect())
+    }
+}
