@@ -80,6 +80,11 @@ pub enum NodeError {
     /// A dependency (server, file) did not answer; worth retrying.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The node's resource is at capacity (a local model's queue is full):
+    /// the request is refused at once rather than left to time out, and
+    /// callers are told to come back (HTTP 429 with `Retry-After`).
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// The node's own check failed (e.g. a guard rule); not retried.
     #[error("{0}")]
     Rejected(String),
@@ -113,6 +118,7 @@ impl NodeError {
         match self {
             NodeError::BadInput(_) => "bad_input",
             NodeError::Unavailable(_) => "unavailable",
+            NodeError::Overloaded(_) => "overloaded",
             NodeError::Rejected(_) => "rejected",
             NodeError::RerunUpstream { .. } => "rerun_upstream",
             NodeError::Failed { .. } => "node_error",
@@ -131,9 +137,11 @@ impl NodeError {
             NodeError::Failed { retryable, .. } | NodeError::Upstream { retryable, .. } => {
                 *retryable
             }
-            NodeError::BadInput(_) | NodeError::Rejected(_) | NodeError::RerunUpstream { .. } => {
-                false
-            }
+            // Retrying at once would find the same full queue.
+            NodeError::BadInput(_)
+            | NodeError::Rejected(_)
+            | NodeError::RerunUpstream { .. }
+            | NodeError::Overloaded(_) => false,
         }
     }
 

@@ -187,7 +187,7 @@ fn llm_error(e: LlmError) -> NodeError {
     if e.is_invalid_request() {
         NodeError::BadInput(e.to_string())
     } else if matches!(e, LlmError::QueueFull { .. }) {
-        NodeError::Unavailable(e.to_string())
+        NodeError::Overloaded(e.to_string())
     } else {
         NodeError::failed(e.to_string())
     }
@@ -292,5 +292,19 @@ impl Meta {
                 temperature: Some(f64::from(self.temperature)),
                 output_tokens: Some(tokens_out),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_model_queue_is_overload_not_failure() {
+        let e = llm_error(LlmError::QueueFull { capacity: 4 });
+        assert_eq!(e.code(), "overloaded");
+        assert!(!e.retryable(), "retrying at once finds the same full queue");
+        assert_eq!(llm_error(LlmError::EmptyInput).code(), "bad_input");
+        assert_eq!(llm_error(LlmError::Decode("x".into())).code(), "node_error");
     }
 }

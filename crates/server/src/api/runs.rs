@@ -61,6 +61,15 @@ pub fn failure_status(err: &ExecError) -> (StatusCode, Option<&'static str>) {
             Some("check the input fields this topology reads"),
         ),
         ExecError::NodeFailed {
+            source: NodeError::Overloaded(_),
+            ..
+        } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(
+                "a model this topology uses is at capacity: retry after the seconds in `Retry-After`, or raise its `max_num_seqs` / queue",
+            ),
+        ),
+        ExecError::NodeFailed {
             source:
                 NodeError::Unavailable(_)
                 | NodeError::Upstream {
@@ -166,6 +175,35 @@ pub async fn create_run(
         Err(e) => failure_status(e).0,
     };
     let mut response = (status, Json(body)).into_response();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, 1.into());
+    }
     crate::api::request_id_header(&mut response, &outcome.trace.record.request_id.to_string());
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(source: NodeError) -> ExecError {
+        ExecError::NodeFailed {
+            node: "llm".into(),
+            attempt: 1,
+            source,
+        }
+    }
+
+    #[test]
+    fn overload_is_429_and_unavailable_503() {
+        let (status, hint) = failure_status(&failed(NodeError::Overloaded("full".into())));
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(hint.is_some_and(|h| h.contains("Retry-After")));
+        let (status, _) = failure_status(&failed(NodeError::Unavailable("down".into())));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let (status, _) = failure_status(&failed(NodeError::BadInput("no".into())));
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    }
 }

@@ -80,6 +80,11 @@ fn run_failed(outcome: &Outcome, err: &ExecError) -> ApiError {
             outcome.trace.record.request_id, outcome.trace.record.request_id
         ),
     );
+    let e = if status == axum::http::StatusCode::TOO_MANY_REQUESTS {
+        e.retry_after(1)
+    } else {
+        e
+    };
     match hint {
         Some(h) => e.hint(h),
         None => e,
