@@ -44,7 +44,7 @@ mod why;
 
 pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError};
 pub use executor::{Outcome, Trace};
-pub use kind::{BuildContext, NodeKind, Registry};
+pub use kind::{BuildContext, NodeKind, Registry, Typed, TypedKind};
 pub use node::{Call, Node, NodeCx, NodeFuture, NodeOutput, NodeResult, Tokens, text_of};
 pub use node_run::MAX_RERUNS;
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
