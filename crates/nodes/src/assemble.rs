@@ -96,3 +96,83 @@ pub fn assemble<E>(
         report: validated.report,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    const TEMPLATE: &str = "topology_id: t\nversion: 1.0.0\nnodes:\n  - id: p\n    type: template\n    config: { template: 'hi {{ input.question }}' }\n";
+
+    fn source(text: &str) -> TopologyInput {
+        TopologyInput::Source(Source::new("t.yaml", text))
+    }
+
+    #[test]
+    fn a_valid_source_becomes_a_pipeline_of_typed_nodes() {
+        let registry = crate::registry();
+        let calls = Cell::new(0);
+        let options = |t: &Topology, _: &Report| {
+            calls.set(calls.get() + 1);
+            assert_eq!(t.id, "t");
+            Ok::<_, Infallible>(PipelineOptions::default())
+        };
+        let with = Assembly {
+            registry: &registry,
+            options: &options,
+            outbound: None,
+            models: None,
+        };
+        let assembled = assemble(source(TEMPLATE), &with).unwrap();
+        assert_eq!(calls.get(), 1);
+        let node = &assembled.topology.nodes[0];
+        let typed = node.typed_config.as_ref().unwrap();
+        let config = typed.get::<crate::template::TemplateConfig>().unwrap();
+        assert_eq!(config.template.as_deref(), Some("hi {{ input.question }}"));
+    }
+
+    #[test]
+    fn an_invalid_source_is_reported_before_options_are_made() {
+        let registry = crate::registry();
+        let calls = Cell::new(0);
+        let options = |_: &Topology, _: &Report| {
+            calls.set(calls.get() + 1);
+            Ok::<_, Infallible>(PipelineOptions::default())
+        };
+        let with = Assembly {
+            registry: &registry,
+            options: &options,
+            outbound: None,
+            models: None,
+        };
+        let err = assemble(source(&TEMPLATE.replace("template", "templte")), &with).unwrap_err();
+        assert!(matches!(err, AssembleError::Topology(_)), "{err}");
+        assert_eq!(calls.get(), 0);
+        // A valid topology whose node cannot build: a build error.
+        let bad = TEMPLATE.replace("'hi {{ input.question }}'", "'{{ unclosed'");
+        let err = assemble(source(&bad), &with).unwrap_err();
+        assert!(matches!(err, AssembleError::Build(_)), "{err}");
+    }
+
+    #[test]
+    fn kinds_answer_what_they_do() {
+        let r = crate::registry();
+        let kinds: Vec<&str> = r.names().collect();
+        let streams: Vec<&str> = kinds
+            .iter()
+            .copied()
+            .filter(|k| r.streams_text(k))
+            .collect();
+        let guards: Vec<&str> = kinds
+            .iter()
+            .copied()
+            .filter(|k| r.guards_output(k))
+            .collect();
+        let embeds: Vec<&str> = kinds.iter().copied().filter(|k| r.embeds(k)).collect();
+        assert_eq!(streams, ["llm_inference"]);
+        assert_eq!(guards, ["output_guard"]);
+        assert_eq!(embeds, ["embedding"]);
+        assert!(!r.streams_text("no_such_kind"));
+    }
+}

@@ -485,4 +485,31 @@ mod tests {
             StreamMode::Buffered { reason: "no_llm" }
         );
     }
+
+    #[test]
+    fn a_fallback_counts_as_running_after_its_node() {
+        // The walk follows fallbacks: `llm` may be followed by `small`, so
+        // `small` is the last text writer on that path.
+        let small = "  - id: small\n    type: llm_inference\n    config: { backend: local, model: m.gguf }\n";
+        let llm = LLM.replace("    config:", "    fallback: small\n    config:");
+        let t = topology(&format!("{llm}{small}"), "  []\n");
+        assert_eq!(
+            stream_mode(&t, &glassbox_nodes::registry()),
+            StreamMode::Live {
+                nodes: vec!["small".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn only_embedding_entries_serve_embeddings() {
+        let registry = glassbox_nodes::registry();
+        let embed = "  - id: e\n    type: embedding\n    config: { backend: local }\n";
+        assert!(embeds(&topology(embed, "  []\n"), &registry));
+        assert!(!embeds(&topology(TEMPLATE, "  []\n"), &registry));
+        assert!(!embeds(
+            &topology(&format!("{embed}{TEMPLATE}"), "  []\n"),
+            &registry
+        ));
+    }
 }
