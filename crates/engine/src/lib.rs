@@ -54,7 +54,7 @@ pub mod stream;
 mod why;
 
 pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError};
-pub use kind::{BuildContext, NodeKind, Registry};
+pub use kind::{BuildContext, NodeKind, Registry, Typed, TypedKind};
 pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
 pub use outcome::{Outcome, Trace};

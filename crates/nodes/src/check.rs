@@ -66,11 +66,44 @@ pub fn one_of(text: &Spanned<String>, allowed: &[&str], cx: &mut Cx<'_>, field: 
     false
 }
 
-/// Checks the `backend` field shared by model kinds and its companions.
-pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) {
+/// Which engine a model kind runs on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// In-process (llama.cpp, ONNX Runtime).
+    #[default]
+    Local,
+    /// An OpenAI-compatible server.
+    OpenAi,
+}
+
+const BACKENDS: &[(&str, BackendKind)] = &[
+    ("local", BackendKind::Local),
+    ("openai", BackendKind::OpenAi),
+];
+
+/// The `backend` field shared by model kinds, and its companions.
+#[derive(Debug, Clone, Default)]
+pub struct Backend {
+    pub kind: BackendKind,
+    /// The local model file or directory, or the served model's name.
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// The *name* of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    pub allow_hosts: Vec<String>,
+}
+
+/// Checks the `backend` field shared by model kinds and its companions
+/// (`model` and `allow_hosts` are read by the kind, in its field order).
+pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Backend {
+    let mut out = Backend::default();
     let backend = obj.str(cx, "backend");
     if let Some(b) = &backend {
-        one_of(b, &["local", "openai"], cx, "backend");
+        let names: Vec<&str> = BACKENDS.iter().map(|(name, _)| *name).collect();
+        one_of(b, &names, cx, "backend");
+        if let Some((_, kind)) = BACKENDS.iter().find(|(name, _)| *name == b.value) {
+            out.kind = *kind;
+        }
     }
     let is_openai = backend.as_ref().is_some_and(|b| b.value == "openai");
     if is_openai {
@@ -87,47 +120,52 @@ pub fn backend(obj: &Obj<'_>, cx: &mut Cx<'_>) {
             "name the served model, e.g. `model: Qwen/Qwen2.5-7B-Instruct`",
         );
     }
-    if let Some(url) = obj.str(cx, "base_url")
-        && !(url.value.starts_with("http://") || url.value.starts_with("https://"))
-    {
-        cx.report(
-            Diagnostic::error(
-                Code::BadConfig,
-                url.span,
-                format!("`base_url` `{}` is not an http(s) URL", url.value),
-            )
-            .at(cx.path_of("base_url"))
-            .hint("write e.g. `http://localhost:8000/v1`"),
-        );
+    if let Some(url) = obj.str(cx, "base_url") {
+        if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
+            cx.report(
+                Diagnostic::error(
+                    Code::BadConfig,
+                    url.span,
+                    format!("`base_url` `{}` is not an http(s) URL", url.value),
+                )
+                .at(cx.path_of("base_url"))
+                .hint("write e.g. `http://localhost:8000/v1`"),
+            );
+        }
+        out.base_url = Some(url.value);
     }
-    if let Some(env) = obj.str(cx, "api_key_env")
-        && (env.value.is_empty()
+    if let Some(env) = obj.str(cx, "api_key_env") {
+        if env.value.is_empty()
             || !env
                 .value
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    {
-        cx.report(
-            Diagnostic::error(
-                Code::BadConfig,
-                env.span,
-                "`api_key_env` must be an environment variable name",
-            )
-            .at(cx.path_of("api_key_env"))
-            .hint("name the variable holding the key, e.g. `OPENAI_API_KEY`, never the key itself"),
-        );
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            cx.report(
+                Diagnostic::error(
+                    Code::BadConfig,
+                    env.span,
+                    "`api_key_env` must be an environment variable name",
+                )
+                .at(cx.path_of("api_key_env"))
+                .hint("name the variable holding the key, e.g. `OPENAI_API_KEY`, never the key itself"),
+            );
+        }
+        out.api_key_env = Some(env.value);
     }
+    out
 }
 
-/// The strings of the array `key` in a node's raw config (none if absent or
-/// not an array; non-string items are skipped: `check` has reported them).
-pub fn string_list(config: &serde_json::Value, key: &str) -> Vec<String> {
-    config
-        .get(key)
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .map(str::to_string)
-        .collect()
+/// The values of a list of strings, if present.
+pub fn strings(list: Option<Vec<Spanned<String>>>) -> Vec<String> {
+    list.into_iter().flatten().map(|s| s.value).collect()
+}
+
+/// A kind's typed config from YAML text, for unit tests.
+#[cfg(test)]
+pub fn typed<K: glassbox_engine::TypedKind>(kind: &K, yaml: &str) -> K::Config {
+    let source = glassbox_topology::Source::new("config.yaml", yaml);
+    let value = glassbox_topology::parse::parse(&source).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut diagnostics = Vec::new();
+    kind.check(Some(&value), &mut Cx::new(&mut diagnostics))
 }

@@ -1,64 +1,51 @@
 //! # glassbox-nodes
 //!
-//! The built-in node kinds. Each kind lives in its own module and checks its
-//! `config` purely (no I/O) through `glassbox_topology::KindSchema`, so
-//! `glassbox validate` catches config mistakes with exact locations before
-//! anything runs. Kinds are registered explicitly in [`builtin_kinds`]: the
-//! binary decides what exists, and tests can register their own.
+//! The built-in node kinds, and the one way to turn a topology into a
+//! runnable pipeline with them ([`assemble`]).
 //!
-//! Run-time behaviour lives next to each kind in a `*_run.rs` module that
-//! implements `glassbox_engine::NodeKind` (build) and `Node` (call);
-//! [`registry`] returns every built-in kind ready to build pipelines.
+//! Each kind lives in its own folder: `mod.rs` is the kind (its name, what
+//! it does for serving: streams text? guards output? embeds?), `config.rs`
+//! reads its `config` once, purely (no I/O), into a typed value with exact
+//! locations for every problem, and `run.rs` builds a runnable node from
+//! that value and runs it. Validation keeps the typed config in the
+//! topology, so building never re-reads raw JSON.
+//!
+//! Kinds are registered explicitly, once, in [`registry`]: the binary
+//! decides what exists, and tests can register their own. Adding a kind is
+//! one folder and one line there.
 
+pub mod assemble;
 pub mod check;
 pub mod embedding;
-pub mod embedding_run;
 pub mod guard;
-pub mod guard_run;
 pub mod http;
-pub mod http_run;
 pub mod llm;
-pub mod llm_run;
 pub mod model_cache;
 pub mod openai;
 pub mod outbound;
 pub mod router;
-pub mod router_run;
 pub mod schema_subset;
 pub mod template;
-pub mod template_run;
 pub mod vector_search;
-pub mod vector_search_run;
-
-use std::sync::Arc;
 
 use glassbox_topology::KindSet;
 
-/// Every built-in kind, for validation.
-pub fn builtin_kinds() -> KindSet {
-    let mut kinds = KindSet::new();
-    kinds
-        .register(Arc::new(router::Router))
-        .register(Arc::new(template::Template))
-        .register(Arc::new(embedding::Embedding))
-        .register(Arc::new(vector_search::VectorSearch))
-        .register(Arc::new(llm::LlmInference))
-        .register(Arc::new(guard::OutputGuard))
-        .register(Arc::new(http::Http));
-    kinds
-}
+pub use assemble::{AssembleError, Assembled, Assembly, TopologyInput, assemble};
 
-/// Every built-in kind, for building and running pipelines.
-/// (`llm_inference`, `embedding` and `vector_search` report "not wired yet"
-/// when built, until the model runtimes are wired in.)
+/// Every built-in kind, ready to validate topologies and build pipelines.
 pub fn registry() -> glassbox_engine::Registry {
     let mut r = glassbox_engine::Registry::new();
-    r.register(Arc::new(router::Router))
-        .register(Arc::new(template::Template))
-        .register(Arc::new(embedding::Embedding))
-        .register(Arc::new(vector_search::VectorSearch))
-        .register(Arc::new(llm::LlmInference))
-        .register(Arc::new(guard::OutputGuard))
-        .register(Arc::new(http::Http));
+    r.add(router::Router)
+        .add(template::Template)
+        .add(embedding::Embedding)
+        .add(vector_search::VectorSearch)
+        .add(llm::LlmInference)
+        .add(guard::OutputGuard)
+        .add(http::Http);
     r
+}
+
+/// The built-in kinds as validation sees them (the same list as [`registry`]).
+pub fn builtin_kinds() -> KindSet {
+    registry().kind_set()
 }

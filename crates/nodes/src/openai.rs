@@ -12,6 +12,7 @@ use std::time::Duration;
 use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
 
+use crate::check::Backend;
 use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
 
 /// Where the server is and how to authenticate.
@@ -32,17 +33,16 @@ impl Endpoint {
     /// `model` is missing. The host of `base_url` is checked against the
     /// outbound policy here and again on every connection.
     pub fn from_config(
-        config: &Value,
+        config: &Backend,
         timeout: Duration,
         cx: Option<&BuildContext>,
     ) -> Option<Result<Endpoint, BuildError>> {
         let base_url = config
-            .get("base_url")?
-            .as_str()?
+            .base_url
+            .as_deref()?
             .trim_end_matches('/')
             .to_string();
-        let model = config.get("model")?.as_str()?.to_string();
-        let allow_hosts = crate::check::string_list(config, "allow_hosts");
+        let model = config.model.clone()?;
         let shown_url = display_url(&base_url);
         let Some(host) = crate::http::host_of(&base_url) else {
             return Some(Err(BuildError::config(format!(
@@ -51,7 +51,7 @@ impl Endpoint {
         };
         let client = Client::new(
             ClientOptions {
-                allow_hosts,
+                allow_hosts: config.allow_hosts.clone(),
                 restrict_hosts: false,
                 max_redirects: 0,
                 timeout,
@@ -65,10 +65,7 @@ impl Endpoint {
             base_url,
             shown_url,
             model,
-            api_key_env: config
-                .get("api_key_env")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            api_key_env: config.api_key_env.clone(),
             timeout,
             client,
         }))

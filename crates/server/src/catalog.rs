@@ -12,17 +12,19 @@
 //! deleted file unloads its topology. Two files claiming one topology id:
 //! the first one loaded keeps it.
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashSet};
+use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use glassbox_engine::{BuildContext, Pipeline, PipelineOptions, Registry};
+use glassbox_engine::{Pipeline, PipelineOptions, Registry};
 use glassbox_nodes::outbound::ServerAllow;
+use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_store::StoreWriter;
 use glassbox_topology::secret::mask_text;
-use glassbox_topology::{KindSet, Topology, TopologyError};
+use glassbox_topology::{Topology, TopologyError};
 
 use crate::error::ServerError;
 use crate::metrics::{MeteredSink, Metrics};
@@ -48,7 +50,7 @@ pub struct Served {
     /// When this version was loaded (microseconds since the epoch).
     pub loaded_at_us: u64,
     pub stream: StreamMode,
-    /// The entry or only node is an `embedding` (usable by `/v1/embeddings`).
+    /// Every entry node embeds (usable by `/v1/embeddings`).
     pub embeds: bool,
 }
 
@@ -96,8 +98,8 @@ type Edited = (PathBuf, Vec<u8>, u64);
 
 /// What building a pipeline needs.
 pub struct Builder {
+    /// The kinds topologies are validated against and built with.
     pub registry: Registry,
-    pub kinds: KindSet,
     pub metrics: Arc<Metrics>,
     pub writer: Arc<StoreWriter>,
     pub summary_chars: usize,
@@ -145,6 +147,12 @@ impl Catalog {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The node kinds served topologies use: ask it what a kind does
+    /// (`streams_text`, `guards_output`, `embeds`) rather than its name.
+    pub fn registry(&self) -> &Registry {
+        &self.builder.registry
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Served>> {
@@ -319,45 +327,54 @@ impl Catalog {
         let name = path.display().to_string();
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
-        let validated = match glassbox_topology::load_source(source, &self.builder.kinds) {
-            Ok(v) => v,
-            Err(TopologyError::Invalid(report)) if outside => {
+        let options = |topology: &Topology, _: &glassbox_topology::Report| {
+            Ok::<_, Infallible>(PipelineOptions {
+                sink: Arc::new(MeteredSink {
+                    topology: Arc::from(topology.id.as_str()),
+                    metrics: self.builder.metrics.clone(),
+                    inner: self.builder.writer.clone(),
+                }),
+                worker: "server".into(),
+                summary_chars: self.builder.summary_chars,
+                ..PipelineOptions::default()
+            })
+        };
+        let assembly = Assembly {
+            registry: &self.builder.registry,
+            options: &options,
+            outbound: Some(self.builder.outbound.clone()),
+            models: None,
+        };
+        let assembled = match glassbox_nodes::assemble(TopologyInput::Source(source), &assembly) {
+            Ok(a) => a,
+            Err(AssembleError::Topology(TopologyError::Invalid(report))) if outside => {
                 return Err(unquoted(&name, &report));
             }
             // Shown to read-scope keys: secret-bearing values masked.
-            Err(TopologyError::Invalid(report)) => return Err(report.masked().render(false)),
-            Err(TopologyError::Io { path, source }) => {
+            Err(AssembleError::Topology(TopologyError::Invalid(report))) => {
+                return Err(report.masked().render(false));
+            }
+            Err(AssembleError::Topology(TopologyError::Io { path, source })) => {
                 return Err(format!("cannot read `{path}`: {source}"));
             }
-        };
-        let topology = Arc::new(validated.topology);
-        let options = PipelineOptions {
-            sink: Arc::new(MeteredSink {
-                topology: Arc::from(topology.id.as_str()),
-                metrics: self.builder.metrics.clone(),
-                inner: self.builder.writer.clone(),
-            }),
-            worker: "server".into(),
-            summary_chars: self.builder.summary_chars,
-            ..PipelineOptions::default()
-        };
-        let mut cx = BuildContext::new(topology.clone());
-        cx.insert(self.builder.outbound.clone());
-        let pipeline = Pipeline::build(topology.clone(), &self.builder.registry, &cx, options)
-            .map_err(|err| {
+            Err(AssembleError::Options(never)) => match never {},
+            Err(AssembleError::Build(err)) => {
                 let lines: Vec<String> = err
                     .errors
                     .iter()
                     .map(|e| format!("  {}", mask_text(&e.to_string())))
                     .collect();
-                format!(
+                return Err(format!(
                     "`{name}`: the pipeline cannot be built:\n{}",
                     lines.join("\n")
-                )
-            })?;
+                ));
+            }
+        };
+        let (topology, pipeline) = (assembled.topology, assembled.pipeline);
+        let registry = &self.builder.registry;
         Ok(Served {
-            stream: stream_mode(&topology),
-            embeds: embeds(&topology),
+            stream: stream_mode(&topology, registry),
+            embeds: embeds(&topology, registry),
             topology,
             pipeline,
             file: path.to_path_buf(),
@@ -387,57 +404,35 @@ fn unquoted(name: &str, report: &glassbox_topology::Report) -> String {
     )
 }
 
-const LLM: &str = "llm_inference";
-const GUARD: &str = "output_guard";
-
-/// Nodes reachable from `start` (not including it).
-fn downstream(t: &Topology, start: glassbox_topology::NodeId) -> HashSet<usize> {
-    let mut seen = HashSet::new();
-    let mut stack = vec![start];
-    while let Some(n) = stack.pop() {
-        for e in t.outgoing(n) {
-            let to = t.edge(*e).to;
-            if seen.insert(to.0) {
-                stack.push(to);
-            }
-        }
-        // A fallback runs in the node's place: what follows it follows too.
-        if let Some(fb) = t.node(n).fallback
-            && seen.insert(fb.0)
-        {
-            stack.push(fb);
-        }
-    }
-    seen
-}
-
-/// Live streaming unless an output guard sits after an LLM (its text must
-/// not leave unchecked) or there is no LLM at all.
-pub fn stream_mode(t: &Topology) -> StreamMode {
-    let llms: Vec<usize> = (0..t.nodes.len())
-        .filter(|&i| t.nodes[i].kind == LLM)
+/// Live streaming unless an output guard sits after a text-streaming node
+/// (its text must not leave unchecked) or no node streams text at all.
+/// What a kind does is the kind's answer, through `kinds`.
+pub fn stream_mode(t: &Topology, kinds: &Registry) -> StreamMode {
+    let writers: Vec<glassbox_topology::NodeId> = t
+        .node_ids()
+        .filter(|&i| kinds.streams_text(&t.node(i).kind))
         .collect();
-    if llms.is_empty() {
+    if writers.is_empty() {
         return StreamMode::Buffered { reason: "no_llm" };
     }
     let mut last = Vec::new();
-    for &i in &llms {
-        let after = downstream(t, glassbox_topology::NodeId(i));
-        if after.iter().any(|&j| t.nodes[j].kind == GUARD) {
+    for &i in &writers {
+        let after = t.downstream(i);
+        if after.iter().any(|&j| kinds.guards_output(&t.node(j).kind)) {
             return StreamMode::Buffered {
                 reason: "output_guard",
             };
         }
-        if !after.iter().any(|&j| t.nodes[j].kind == LLM) {
-            last.push(t.nodes[i].id.clone());
+        if !after.iter().any(|&j| kinds.streams_text(&t.node(j).kind)) {
+            last.push(t.node(i).id.clone());
         }
     }
     StreamMode::Live { nodes: last }
 }
 
-/// Every entry node is an `embedding`: the topology turns text into a vector.
-fn embeds(t: &Topology) -> bool {
-    !t.entries().is_empty() && t.entries().iter().all(|e| t.node(*e).kind == "embedding")
+/// Every entry node embeds: the topology turns text into a vector.
+fn embeds(t: &Topology, kinds: &Registry) -> bool {
+    !t.entries().is_empty() && t.entries().iter().all(|e| kinds.embeds(&t.node(*e).kind))
 }
 
 #[cfg(test)]
@@ -464,7 +459,7 @@ mod tests {
     fn a_guard_after_an_llm_buffers_the_stream() {
         let t = topology(&format!("{LLM}{GUARD}"), "  - { from: llm, to: check }\n");
         assert_eq!(
-            stream_mode(&t),
+            stream_mode(&t, &glassbox_nodes::registry()),
             StreamMode::Buffered {
                 reason: "output_guard"
             }
@@ -475,7 +470,7 @@ mod tests {
     fn the_last_llm_streams_live() {
         let t = topology(&format!("{LLM}{LLM2}"), "  - { from: llm, to: llm2 }\n");
         assert_eq!(
-            stream_mode(&t),
+            stream_mode(&t, &glassbox_nodes::registry()),
             StreamMode::Live {
                 nodes: vec!["llm2".into()]
             }
@@ -485,6 +480,36 @@ mod tests {
     #[test]
     fn no_llm_is_buffered() {
         let t = topology(TEMPLATE, "  []\n");
-        assert_eq!(stream_mode(&t), StreamMode::Buffered { reason: "no_llm" });
+        assert_eq!(
+            stream_mode(&t, &glassbox_nodes::registry()),
+            StreamMode::Buffered { reason: "no_llm" }
+        );
+    }
+
+    #[test]
+    fn a_fallback_counts_as_running_after_its_node() {
+        // The walk follows fallbacks: `llm` may be followed by `small`, so
+        // `small` is the last text writer on that path.
+        let small = "  - id: small\n    type: llm_inference\n    config: { backend: local, model: m.gguf }\n";
+        let llm = LLM.replace("    config:", "    fallback: small\n    config:");
+        let t = topology(&format!("{llm}{small}"), "  []\n");
+        assert_eq!(
+            stream_mode(&t, &glassbox_nodes::registry()),
+            StreamMode::Live {
+                nodes: vec!["small".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn only_embedding_entries_serve_embeddings() {
+        let registry = glassbox_nodes::registry();
+        let embed = "  - id: e\n    type: embedding\n    config: { backend: local }\n";
+        assert!(embeds(&topology(embed, "  []\n"), &registry));
+        assert!(!embeds(&topology(TEMPLATE, "  []\n"), &registry));
+        assert!(!embeds(
+            &topology(&format!("{embed}{TEMPLATE}"), "  []\n"),
+            &registry
+        ));
     }
 }

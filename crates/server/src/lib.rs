@@ -150,7 +150,6 @@ impl Server {
         let catalog = Arc::new(Catalog::new(
             topologies_dir,
             Builder {
-                kinds: registry.kind_set(),
                 registry,
                 metrics: metrics.clone(),
                 writer: writer.clone(),

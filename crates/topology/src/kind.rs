@@ -5,7 +5,13 @@
 //! the labels it can emit, so that validation can reject a bare-label edge
 //! condition that could never be true. Building a runnable node from the
 //! validated config is the engine's business.
+//!
+//! A kind's [`check`](KindSchema::check) reads its config once, into a
+//! [`TypedConfig`] that the validated [`Node`](crate::Node) carries to the
+//! kind's build step: the config is parsed in one place, with one copy of
+//! each list of allowed values, and build never re-reads raw JSON.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -40,6 +46,53 @@ pub trait KindSchema: Send + Sync {
     fn labels(&self, config: &serde_json::Value) -> Labels {
         let _ = config;
         Labels::None
+    }
+
+    /// Checks `config` once and yields what later stages need from it: the
+    /// labels a node can emit and the typed config its build step takes.
+    /// Pure, like [`check_config`](KindSchema::check_config). The default
+    /// runs `check_config` and `labels` and keeps no typed value (kinds that
+    /// build from the plain JSON config).
+    fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked {
+        self.check_config(config, cx);
+        let json = config.filter(|v| v.as_map().is_some()).map_or_else(
+            || serde_json::Value::Object(Default::default()),
+            Value::to_json,
+        );
+        Checked {
+            labels: self.labels(&json),
+            config: None,
+        }
+    }
+}
+
+/// What a kind's [`check`](KindSchema::check) yields.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub labels: Labels,
+    /// The config as the kind typed it, for its build step.
+    pub config: Option<TypedConfig>,
+}
+
+/// A node config as its kind's check typed it. Opaque at this layer: the
+/// kind that made it gets its own type back with [`get`](TypedConfig::get).
+#[derive(Clone)]
+pub struct TypedConfig(Arc<dyn Any + Send + Sync>);
+
+impl TypedConfig {
+    pub fn new<T: Any + Send + Sync>(config: T) -> TypedConfig {
+        TypedConfig(Arc::new(config))
+    }
+
+    /// The typed value, if it is a `T`.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for TypedConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TypedConfig(..)")
     }
 }
 

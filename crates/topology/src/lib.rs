@@ -35,7 +35,7 @@ pub mod value;
 pub use condition::{Condition, ConditionSyntaxError, EvalError, Expr};
 pub use decode::{Cx, Obj, Spanned};
 pub use diagnostic::{Code, Diagnostic, Report, Severity};
-pub use kind::{KindSchema, KindSet, Labels};
+pub use kind::{Checked, KindSchema, KindSet, Labels, TypedConfig};
 pub use model::{Edge, EdgeId, Node, NodeId, Prices, Resource, ResourceKind, Topology};
 pub use source::{Format, Source, Span};
 pub use spec::TopologySpec;

@@ -6,13 +6,14 @@
 //! decimals. Adjacency and a topological order are precomputed once, because
 //! every request walks them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::condition::Condition;
+use crate::kind::TypedConfig;
 use crate::spec::TopologySpec;
 
 /// Index of a node in [`Topology::nodes`].
@@ -65,6 +66,10 @@ pub struct Node {
     pub resource: Resource,
     /// The kind's config as plain JSON (`{}` when absent).
     pub config: serde_json::Value,
+    /// The config as the kind's check typed it, for its build step. `None`
+    /// when the config holds secret references: those are resolved when the
+    /// node is built, and the kind types the resolved copy then.
+    pub typed_config: Option<TypedConfig>,
     pub timeout: Duration,
     pub retries: u32,
     pub backoff: Duration,
@@ -220,5 +225,27 @@ impl Topology {
 
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> {
         (0..self.nodes.len()).map(NodeId)
+    }
+
+    /// Every node that can run after `start` (not `start` itself): along
+    /// edges, and into fallbacks, since a fallback runs in its node's place
+    /// and what follows the node follows the fallback too.
+    pub fn downstream(&self, start: NodeId) -> HashSet<NodeId> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![start];
+        while let Some(n) = stack.pop() {
+            for e in self.outgoing(n) {
+                let to = self.edge(*e).to;
+                if seen.insert(to) {
+                    stack.push(to);
+                }
+            }
+            if let Some(fb) = self.node(n).fallback
+                && seen.insert(fb)
+            {
+                stack.push(fb);
+            }
+        }
+        seen
     }
 }

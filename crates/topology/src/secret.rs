@@ -61,6 +61,16 @@ pub fn has_reference(s: &str) -> bool {
     s.contains("${env:") || s.contains("${file:")
 }
 
+/// Whether any string in `value` contains a secret reference.
+pub fn holds_reference(value: &Value) -> bool {
+    match value {
+        Value::String(s) => has_reference(s),
+        Value::Array(items) => items.iter().any(holds_reference),
+        Value::Object(map) => map.values().any(holds_reference),
+        _ => false,
+    }
+}
+
 /// Splits `s` into literal text and references. `Err` names the first
 /// malformed reference (unterminated, bad variable name, relative path).
 fn pieces(s: &str) -> Result<Vec<Result<&str, Reference<'_>>>, String> {

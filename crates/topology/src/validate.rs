@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::condition::{Condition, VARIABLES};
 use crate::decode::Cx;
 use crate::diagnostic::{Code, Diagnostic, Report, did_you_mean};
-use crate::kind::{KindSet, Labels};
+use crate::kind::{KindSet, Labels, TypedConfig};
 use crate::model::{
     DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts, Prices,
     Resource, ResourceKind, Topology,
@@ -108,6 +108,7 @@ pub fn validate(source: &Source, kinds: &KindSet) -> (Option<Topology>, Vec<Diag
         kinds,
         spec: &spec,
         diags: &mut diags,
+        typed: Vec::new(),
     }
     .run();
     let has_errors = diags.iter().any(Diagnostic::is_error);
@@ -119,6 +120,8 @@ struct Checker<'a> {
     kinds: &'a KindSet,
     spec: &'a TopologySpec,
     diags: &'a mut Vec<Diagnostic>,
+    /// Each node's config as its kind typed it (by position in `spec.nodes`).
+    typed: Vec<Option<TypedConfig>>,
 }
 
 fn node_path(node: &NodeSpec, field: &str) -> String {
@@ -215,10 +218,12 @@ impl Checker<'_> {
         index
     }
 
-    /// Known kinds and their configs. Returns the labels each node can emit.
+    /// Known kinds and their configs. Returns the labels each node can emit
+    /// and keeps each typed config for [`Node::typed_config`].
     fn check_kinds(&mut self) -> Vec<Labels> {
         let mut out = Vec::with_capacity(self.spec.nodes.len());
         for node in &self.spec.nodes {
+            self.typed.push(None);
             let kind = &node.kind;
             let Some(schema) = self.kinds.get(&kind.value) else {
                 if !kind.value.is_empty() {
@@ -250,7 +255,7 @@ impl Checker<'_> {
             let before = self.diags.len();
             let mut cx = Cx::new(self.diags);
             let mut cx = cx.field(&node_path(node, "config"));
-            schema.check_config(node.config_value.as_ref(), &mut cx);
+            let checked = schema.check(node.config_value.as_ref(), &mut cx);
             if let Some(v) = node.config_value.as_ref() {
                 check_references(v, &node_path(node, "config"), self.diags);
             }
@@ -264,11 +269,18 @@ impl Checker<'_> {
                     d.span = Some(fallback_span);
                 }
             }
-            let config = node.config.clone().map_or(
-                serde_json::Value::Object(Default::default()),
-                serde_json::Value::Object,
-            );
-            out.push(schema.labels(&config));
+            // Secret references are resolved at build time, on a copy the
+            // kind types then; a typed value holding the references would be wrong.
+            let has_secrets = node
+                .config
+                .as_ref()
+                .is_some_and(|c| c.values().any(crate::secret::holds_reference));
+            if let Some(slot) = self.typed.last_mut()
+                && !has_secrets
+            {
+                *slot = checked.config;
+            }
+            out.push(checked.labels);
         }
         out
     }
@@ -794,6 +806,7 @@ impl Checker<'_> {
                 description: n.description.as_ref().map(|d| d.value.clone()),
                 resource,
                 config: serde_json::Value::Object(n.config.clone().unwrap_or_default()),
+                typed_config: self.typed.get(i).cloned().flatten(),
                 timeout: ms(n
                     .timeout_ms
                     .as_ref()

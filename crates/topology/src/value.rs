@@ -141,6 +141,33 @@ impl Value {
         }
     }
 
+    /// A tree from plain JSON, every span empty: for checking a config that
+    /// was not read from a file (e.g. one whose secret references were
+    /// resolved at build time).
+    pub fn from_json(json: &serde_json::Value) -> Value {
+        use serde_json::Value as J;
+        let kind = match json {
+            J::Null => Kind::Null,
+            J::Bool(b) => Kind::Bool(*b),
+            J::Number(n) => Kind::Number(Number { raw: n.to_string() }),
+            J::String(s) => Kind::Str(s.clone()),
+            J::Array(items) => Kind::Seq(items.iter().map(Value::from_json).collect()),
+            J::Object(map) => Kind::Map(Map {
+                entries: map
+                    .iter()
+                    .map(|(k, v)| {
+                        let key = Key {
+                            name: k.clone(),
+                            span: Span::default(),
+                        };
+                        (key, Value::from_json(v))
+                    })
+                    .collect(),
+            }),
+        };
+        Value::new(kind, Span::default())
+    }
+
     /// Converts to plain JSON (spans dropped). Non-finite numbers become null,
     /// since JSON has no representation for them.
     pub fn to_json(&self) -> serde_json::Value {

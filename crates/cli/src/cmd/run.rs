@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_engine::trace::{Lang, NoopSink, RequestRecord, SpanRecord, TraceSink};
-use glassbox_engine::{
-    BuildContext, BuildError, Outcome, Pipeline, PipelineError, PipelineOptions, RunOptions,
-};
+use glassbox_engine::{BuildError, Outcome, PipelineError, PipelineOptions, RunOptions};
+use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use serde_json::{Value, json};
 
-use super::common::{OutputFormat, load};
+use super::common::{OutputFormat, color, topology_error};
 use super::trace::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 
@@ -68,29 +67,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }));
         }
     };
-    let topology = Arc::new(load(&args.file)?);
     let registry = glassbox_nodes::registry();
     // The request is recorded off the request path by the store's writer;
-    // `close` below waits until it is durable.
-    let writer = if args.no_store {
-        None
-    } else {
-        let url =
-            glassbox_store::StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
-        let writer = glassbox_store::open_with(&url, glassbox_store::WriterOptions::default())
-            .map_err(store_error)?;
-        Some((Arc::new(writer), url))
+    // `close` below waits until it is durable. The store is opened once the
+    // topology is known to be valid.
+    let writer = std::cell::OnceCell::new();
+    let options = |_: &glassbox_topology::Topology,
+                   warnings: &glassbox_topology::Report|
+     -> anyhow::Result<PipelineOptions> {
+        if !warnings.diagnostics.is_empty() {
+            eprint!("{}", warnings.render(color(false)));
+        }
+        let sink: Arc<dyn TraceSink> = if args.no_store {
+            Arc::new(NoopSink)
+        } else {
+            let url = glassbox_store::StoreUrl::resolve(args.store.store.as_deref())
+                .map_err(store_error)?;
+            let opened = glassbox_store::open_with(&url, glassbox_store::WriterOptions::default())
+                .map_err(store_error)?;
+            let opened = Arc::new(opened);
+            writer.get_or_init(|| (opened.clone(), url));
+            opened
+        };
+        Ok(PipelineOptions {
+            sink,
+            ..PipelineOptions::default()
+        })
     };
-    let sink: Arc<dyn TraceSink> = match &writer {
-        Some((w, _)) => w.clone(),
-        None => Arc::new(NoopSink),
+    let assembly = Assembly {
+        registry: &registry,
+        options: &options,
+        outbound: None,
+        models: None,
     };
-    let options = PipelineOptions {
-        sink,
-        ..PipelineOptions::default()
-    };
-    let cx = BuildContext::new(topology.clone());
-    let pipeline = Pipeline::build(topology, &registry, &cx, options).map_err(build_error)?;
+    let assembled = glassbox_nodes::assemble(TopologyInput::Path(args.file.clone()), &assembly)
+        .map_err(|e| match e {
+            AssembleError::Topology(err) => topology_error(err),
+            AssembleError::Options(err) => err,
+            AssembleError::Build(err) => build_error(err),
+        })?;
+    let pipeline = assembled.pipeline;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()?;
@@ -105,7 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let outcome = runtime.block_on(pipeline.run(input, run_options));
     drop(pipeline);
-    if let Some((writer, url)) = writer {
+    if let Some((writer, url)) = writer.into_inner() {
         match writer.close() {
             Ok(_) if args.format == OutputFormat::Table => {
                 eprintln!("recorded as {} in {url}", outcome.trace.record.request_id);

@@ -7,14 +7,12 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput,
-};
+use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use glassbox_models::VectorIndex;
 use serde_json::{Value, json};
 
+use super::config::VectorSearchConfig;
 use crate::model_cache::cache;
-use crate::vector_search::VectorSearch;
 
 pub struct VectorSearchNode {
     index: Arc<VectorIndex>,
@@ -22,31 +20,22 @@ pub struct VectorSearchNode {
     min_score: f32,
 }
 
-impl NodeKind for VectorSearch {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        let c = &node.config;
-        let path = c.get("index").and_then(Value::as_str).ok_or_else(|| {
-            BuildError::config(
-                "`index` is missing: build one with `glassbox index build DOCS --out INDEX`",
-            )
-        })?;
-        let index = cache(cx).index(&cx.topology.resolve_path(path))?;
-        Ok(Arc::new(VectorSearchNode {
-            index,
-            top_k: c
-                .get("top_k")
-                .and_then(Value::as_u64)
-                .map_or(5, |k| k as usize),
-            min_score: c
-                .get("min_score")
-                .and_then(Value::as_f64)
-                .map_or(-1.0, |s| s as f32),
-        }))
-    }
+/// Opens the index (shared through the model cache).
+pub(super) fn build(
+    config: &VectorSearchConfig,
+    cx: &BuildContext,
+) -> Result<VectorSearchNode, BuildError> {
+    let path = config.index.as_deref().ok_or_else(|| {
+        BuildError::config(
+            "`index` is missing: build one with `glassbox index build DOCS --out INDEX`",
+        )
+    })?;
+    let index = cache(cx).index(&cx.topology.resolve_path(path))?;
+    Ok(VectorSearchNode {
+        index,
+        top_k: config.top_k.map_or(5, |k| k as usize),
+        min_score: config.min_score.map_or(-1.0, |s| s as f32),
+    })
 }
 
 impl VectorSearchNode {

@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of,
 };
 use glassbox_models::Embedder;
 use glassbox_topology::Expr;
 use serde_json::{Value, json};
 
-use crate::embedding::Embedding;
+use super::config::EmbeddingConfig;
+use crate::check::BackendKind;
 use crate::model_cache::{cache, locate};
 use crate::openai::Endpoint;
 
@@ -33,47 +34,38 @@ pub struct EmbeddingNode {
     model_name: String,
 }
 
-impl NodeKind for Embedding {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        let c = &node.config;
-        let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
-            "openai" => {
-                Backend::OpenAi(Endpoint::from_config(c, node.timeout, Some(cx)).ok_or_else(
-                    || BuildError::config("`backend: openai` needs `base_url` and `model`"),
-                )??)
-            }
-            _ => {
-                let name = c
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .unwrap_or(DEFAULT_MODEL);
-                Backend::Local(cache(cx).embedder(&locate(cx, name))?)
-            }
-        };
-        let text = match c.get("text").and_then(Value::as_str) {
-            Some(src) => Some(Expr::compile(src).map_err(|e| {
-                BuildError::config(format!("`text` does not parse: {}", e.message))
-            })?),
-            None => None,
-        };
-        let model_name = node
-            .resource
-            .model
-            .clone()
-            .unwrap_or_else(|| match &backend {
-                Backend::Local(e) => e.version().to_string(),
-                Backend::OpenAi(e) => e.model.clone(),
-            });
-        Ok(Arc::new(EmbeddingNode {
-            backend,
-            text,
-            model_name,
-        }))
-    }
+/// Loads the local model (shared through the model cache) or checks the
+/// remote endpoint.
+pub(super) fn build(
+    config: &EmbeddingConfig,
+    node: &glassbox_topology::Node,
+    cx: &BuildContext,
+) -> Result<Arc<dyn Node>, BuildError> {
+    let b = &config.backend;
+    let backend = match b.kind {
+        BackendKind::OpenAi => {
+            Backend::OpenAi(Endpoint::from_config(b, node.timeout, Some(cx)).ok_or_else(
+                || BuildError::config("`backend: openai` needs `base_url` and `model`"),
+            )??)
+        }
+        BackendKind::Local => {
+            let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
+            Backend::Local(cache(cx).embedder(&locate(cx, name))?)
+        }
+    };
+    let model_name = node
+        .resource
+        .model
+        .clone()
+        .unwrap_or_else(|| match &backend {
+            Backend::Local(e) => e.version().to_string(),
+            Backend::OpenAi(e) => e.model.clone(),
+        });
+    Ok(Arc::new(EmbeddingNode {
+        backend,
+        text: config.text.clone(),
+        model_name,
+    }))
 }
 
 impl EmbeddingNode {

@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of,
 };
 use glassbox_models::{ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle};
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
 
-use crate::llm::LlmInference;
+use super::config::LlmConfig;
+use crate::check::BackendKind;
 use crate::model_cache::{cache, locate};
 use crate::openai::Endpoint;
 
@@ -40,88 +41,64 @@ pub struct LlmNode {
     meta: Arc<Meta>,
 }
 
-fn num(config: &Value, key: &str) -> Option<f64> {
-    config.get(key).and_then(Value::as_f64)
-}
-
-impl NodeKind for LlmInference {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        let c = &node.config;
-        let backend = match c.get("backend").and_then(Value::as_str).unwrap_or("local") {
-            "openai" => {
-                Backend::OpenAi(Endpoint::from_config(c, node.timeout, Some(cx)).ok_or_else(
-                    || BuildError::config("`backend: openai` needs `base_url` and `model`"),
-                )??)
-            }
-            _ => {
-                let name = c
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .unwrap_or(DEFAULT_MODEL);
-                let path = locate(cx, name);
-                let threads = c.get("threads").and_then(Value::as_u64).map(|t| t as usize);
-                let n_ctx = c
-                    .get("context_size")
-                    .and_then(Value::as_u64)
-                    .map_or(2048, |n| n as u32);
-                let seqs = c
-                    .get("max_num_seqs")
-                    .and_then(Value::as_u64)
-                    .map_or(4, |n| n.clamp(1, 256) as u32);
-                Backend::Local(cache(cx).llm(&path, threads, n_ctx, seqs)?)
-            }
-        };
-        let prompt = match c.get("prompt").and_then(Value::as_str) {
-            Some(source) => {
-                let mut env = Environment::new();
-                env.set_undefined_behavior(UndefinedBehavior::Strict);
-                env.add_template_owned("prompt", source.to_string())
-                    .map_err(|e| {
-                        BuildError::config(format!("`prompt` template does not compile: {e}"))
-                    })?;
-                Some(env)
-            }
-            None => None,
-        };
-        let model_name = node
-            .resource
-            .model
-            .clone()
-            .unwrap_or_else(|| match &backend {
-                Backend::Local(h) => h.version().to_string(),
-                Backend::OpenAi(e) => e.model.clone(),
-            });
-        Ok(Arc::new(LlmNode {
-            backend,
-            prompt,
-            system: c.get("system").and_then(Value::as_str).map(str::to_string),
-            max_tokens: c
-                .get("max_tokens")
-                .and_then(Value::as_u64)
-                .map_or(256, |n| n as u32),
-            temperature: num(c, "temperature").unwrap_or(0.7) as f32,
-            top_p: num(c, "top_p").unwrap_or(1.0) as f32,
-            seed: c.get("seed").and_then(Value::as_u64).map(|s| s as u32),
-            stop: c
-                .get("stop")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            meta: Arc::new(Meta {
-                model_name,
-                temperature: num(c, "temperature").unwrap_or(0.7) as f32,
-            }),
-        }))
-    }
+/// Loads the local model (shared through the model cache) or checks the
+/// remote endpoint, and compiles the prompt template.
+pub(super) fn build(
+    c: &LlmConfig,
+    node: &glassbox_topology::Node,
+    cx: &BuildContext,
+) -> Result<Arc<dyn Node>, BuildError> {
+    let b = &c.backend;
+    let backend = match b.kind {
+        BackendKind::OpenAi => {
+            Backend::OpenAi(Endpoint::from_config(b, node.timeout, Some(cx)).ok_or_else(
+                || BuildError::config("`backend: openai` needs `base_url` and `model`"),
+            )??)
+        }
+        BackendKind::Local => {
+            let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
+            let path = locate(cx, name);
+            let threads = c.threads.map(|t| t as usize);
+            let n_ctx = c.context_size.map_or(2048, |n| n as u32);
+            let seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
+            Backend::Local(cache(cx).llm(&path, threads, n_ctx, seqs)?)
+        }
+    };
+    let prompt = match &c.prompt {
+        Some(source) => {
+            let mut env = Environment::new();
+            env.set_undefined_behavior(UndefinedBehavior::Strict);
+            env.add_template_owned("prompt", source.clone())
+                .map_err(|e| {
+                    BuildError::config(format!("`prompt` template does not compile: {e}"))
+                })?;
+            Some(env)
+        }
+        None => None,
+    };
+    let model_name = node
+        .resource
+        .model
+        .clone()
+        .unwrap_or_else(|| match &backend {
+            Backend::Local(h) => h.version().to_string(),
+            Backend::OpenAi(e) => e.model.clone(),
+        });
+    let temperature = c.temperature.unwrap_or(0.7) as f32;
+    Ok(Arc::new(LlmNode {
+        backend,
+        prompt,
+        system: c.system.clone(),
+        max_tokens: c.max_tokens.map_or(256, |n| n as u32),
+        temperature,
+        top_p: c.top_p.unwrap_or(1.0) as f32,
+        seed: c.seed.map(|s| s as u32),
+        stop: c.stop.clone(),
+        meta: Arc::new(Meta {
+            model_name,
+            temperature,
+        }),
+    }))
 }
 
 impl LlmNode {

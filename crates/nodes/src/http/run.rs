@@ -17,12 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput,
-};
+use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use serde_json::{Value, json};
 
-use crate::http::{Http, host_of};
+use super::config::{HttpConfig, host_of};
 use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
 
 /// Largest response body read, in bytes.
@@ -41,41 +39,30 @@ pub struct HttpNode {
     inner: Arc<Inner>,
 }
 
-impl NodeKind for Http {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        build(&node.config, node.timeout, Some(cx)).map(|h| Arc::new(h) as Arc<dyn Node>)
-    }
-}
-
-fn build(
-    config: &Value,
+/// Sets up the client with the node's allowlist, redirect limit and
+/// timeout, and checks the URL's host against the outbound policy.
+pub(super) fn build(
+    config: &HttpConfig,
     node_timeout: Duration,
     cx: Option<&BuildContext>,
 ) -> Result<HttpNode, BuildError> {
     let url = config
-        .get("url")
-        .and_then(Value::as_str)
+        .url
+        .as_deref()
         .ok_or_else(|| BuildError::config("`url` is missing"))?;
     let host = host_of(url).ok_or_else(|| {
         BuildError::config(format!("`{}` is not an http(s) URL", display_url(url)))
     })?;
-    let allow_hosts: Vec<String> = crate::check::string_list(config, "allow_hosts");
     let timeout = config
-        .get("timeout_ms")
-        .and_then(Value::as_u64)
+        .timeout_ms
         .map_or(node_timeout, Duration::from_millis);
     let max_redirects = config
-        .get("max_redirects")
-        .and_then(Value::as_u64)
+        .max_redirects
         .unwrap_or(0)
         .min(crate::outbound::MAX_REDIRECTS_LIMIT) as u32;
     let client = Client::new(
         ClientOptions {
-            allow_hosts,
+            allow_hosts: config.allow_hosts.clone(),
             restrict_hosts: true,
             max_redirects,
             timeout,
@@ -86,29 +73,17 @@ fn build(
         .policy()
         .check_static(host)
         .map_err(|e| BuildError::config(e.to_string()))?;
-    let headers = config
-        .get("headers")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                v.as_str().map_or_else(|| v.to_string(), str::to_string),
-            )
-        })
-        .collect();
     Ok(HttpNode {
         inner: Arc::new(Inner {
             client,
             url: url.to_string(),
             method: config
-                .get("method")
-                .and_then(Value::as_str)
+                .method
+                .as_deref()
                 .unwrap_or("GET")
                 .to_ascii_uppercase(),
-            headers,
-            body: config.get("body").cloned(),
+            headers: config.headers.clone(),
+            body: config.body.clone(),
         }),
     })
 }
@@ -170,13 +145,17 @@ impl Node for HttpNode {
 mod tests {
     use super::*;
 
+    fn config(yaml: &str) -> HttpConfig {
+        crate::check::typed(&super::super::Http, yaml)
+    }
+
     #[test]
     fn hosts_must_be_allowed() {
         let t = Duration::from_secs(1);
-        assert!(build(&json!({"url": "https://example.com/x"}), t, None).is_err());
+        assert!(build(&config("url: https://example.com/x"), t, None).is_err());
         assert!(
             build(
-                &json!({"url": "https://example.com/x", "allow_hosts": ["example.com"]}),
+                &config("{url: 'https://example.com/x', allow_hosts: [example.com]}"),
                 t,
                 None
             )

@@ -1,7 +1,7 @@
 //! `router` at run time: ordered CEL rules over `input`, `outputs` and
 //! `labels`; the first rule that holds emits its label, else `default`.
 //!
-//! Rules are compiled once at build time. Evaluation is cheap and runs
+//! Rules are compiled once, when the config is checked. Evaluation is cheap and runs
 //! inline. A rule that cannot be evaluated (it reads a missing field) fails
 //! the node with `bad_input` rather than silently falling through: use
 //! `has(input.x) && ...` for optional fields.
@@ -13,19 +13,19 @@
 //! `default`. Examples are embedded once at build time; the question is
 //! embedded per request on the blocking pool.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use glassbox_engine::explain::NEAREST_EXAMPLE;
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, NodeResult,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, NodeResult,
 };
 use glassbox_models::{Embedder, cosine};
-use glassbox_topology::Expr;
 use serde_json::{Map, Value, json};
 
+use super::config::{RouterConfig, Rule};
 use crate::model_cache::{cache, locate};
-use crate::router::Router;
 
 /// Nearest-labelled-example routing.
 struct Examples {
@@ -38,12 +38,6 @@ struct Examples {
 /// Similarity below which an example does not count, unless configured.
 const DEFAULT_MIN_SIMILARITY: f32 = 0.3;
 
-struct Rule {
-    name: String,
-    label: String,
-    expr: Expr,
-}
-
 /// A built router.
 pub struct RouterNode {
     rules: Vec<Rule>,
@@ -53,39 +47,30 @@ pub struct RouterNode {
     examples: Option<Arc<Examples>>,
 }
 
-impl NodeKind for Router {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        let mut router = build(&node.config)?;
-        if let Some(examples) = node.config.get("examples").and_then(Value::as_object) {
-            router.examples = Some(Arc::new(build_examples(&node.config, examples, cx)?));
-        }
-        Ok(Arc::new(router))
+/// Builds a router from its checked config; with `examples`, embeds them
+/// once now.
+pub(super) fn build(config: &RouterConfig, cx: &BuildContext) -> Result<RouterNode, BuildError> {
+    let mut router = build_rules(config)?;
+    if let Some(examples) = &config.examples {
+        router.examples = Some(Arc::new(build_examples(config, examples, cx)?));
     }
+    Ok(router)
 }
 
 fn build_examples(
-    config: &Value,
-    examples: &Map<String, Value>,
+    config: &RouterConfig,
+    examples: &BTreeMap<String, Vec<String>>,
     cx: &BuildContext,
 ) -> Result<Examples, BuildError> {
     let model = config
-        .get("embedding")
-        .and_then(Value::as_str)
-        .unwrap_or(crate::embedding_run::DEFAULT_MODEL);
+        .embedding
+        .as_deref()
+        .unwrap_or(crate::embedding::run::DEFAULT_MODEL);
     let embedder = cache(cx).embedder(&locate(cx, model))?;
     let mut labelled = Vec::new();
     for (label, texts) in examples {
-        for text in texts
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            labelled.push((label.clone(), text.to_string()));
+        for text in texts {
+            labelled.push((label.clone(), text.clone()));
         }
     }
     if labelled.is_empty() {
@@ -101,8 +86,7 @@ fn build_examples(
             source: Some(Box::new(e)),
         })?;
     let min_similarity = config
-        .get("min_similarity")
-        .and_then(Value::as_f64)
+        .min_similarity
         .map_or(DEFAULT_MIN_SIMILARITY, |v| v as f32);
     Ok(Examples {
         embedder,
@@ -115,35 +99,12 @@ fn build_examples(
     })
 }
 
-fn build(config: &Value) -> Result<RouterNode, BuildError> {
+fn build_rules(config: &RouterConfig) -> Result<RouterNode, BuildError> {
     let default = config
-        .get("default")
-        .and_then(Value::as_str)
-        .ok_or_else(|| BuildError::config("`default` label is missing"))?
-        .to_string();
-    let mut rules = Vec::new();
-    for (i, rule) in config
-        .get("rules")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let when = rule.get("when").and_then(Value::as_str).unwrap_or_default();
-        let expr = Expr::compile(when).map_err(|e| {
-            BuildError::config(format!("rules[{i}].when does not parse: {}", e.message))
-        })?;
-        let label = rule
-            .get("label")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let name = rule
-            .get("name")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("rules[{i}]"), str::to_string);
-        rules.push(Rule { name, label, expr });
-    }
+        .default
+        .clone()
+        .ok_or_else(|| BuildError::config("`default` label is missing"))?;
+    let rules: Vec<Rule> = config.rules.clone();
     let reads_upstream = rules.iter().any(|r| {
         r.expr
             .variables()
@@ -270,7 +231,8 @@ mod tests {
 
     #[test]
     fn a_router_needs_a_default() {
-        let err = build(&json!({"rules": []})).err().unwrap();
+        let config = crate::check::typed(&super::super::Router, "rules: []");
+        let err = build_rules(&config).err().unwrap();
         assert_eq!(err.code(), "bad_config");
         assert!(err.to_string().contains("default"), "{err}");
     }

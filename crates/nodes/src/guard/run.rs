@@ -15,30 +15,14 @@ use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, text_of,
-};
-use regex::Regex;
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of};
 use serde_json::{Value, json};
 
-use crate::guard::OutputGuard;
+use super::config::{GuardConfig, OnViolation, Rule};
 use crate::schema_subset;
 
 /// Texts longer than this are checked on the blocking pool.
 const INLINE_LIMIT: usize = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OnViolation {
-    Fail,
-    Replace,
-    Rerun,
-}
-
-struct Rule {
-    name: String,
-    re: Regex,
-    must_match: bool,
-}
 
 struct Inner {
     blocklist: Option<(AhoCorasick, Vec<String>)>,
@@ -56,91 +40,39 @@ pub struct GuardNode {
     inner: Arc<Inner>,
 }
 
-impl NodeKind for OutputGuard {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        _cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        build(&node.config).map(|g| Arc::new(g) as Arc<dyn Node>)
-    }
-}
-
-fn build(config: &Value) -> Result<GuardNode, BuildError> {
-    let words: Vec<String> = crate::check::string_list(config, "blocklist");
+/// Compiles the blocklist into one automaton and checks the JSON Schema
+/// uses only the supported subset.
+pub(super) fn build(config: &GuardConfig) -> Result<GuardNode, BuildError> {
+    let words = &config.blocklist;
     let blocklist = if words.is_empty() {
         None
     } else {
         let ac = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostFirst)
-            .build(&words)
+            .build(words)
             .map_err(|e| BuildError::config(format!("`blocklist` cannot be compiled: {e}")))?;
-        Some((ac, words))
+        Some((ac, words.clone()))
     };
-    let mut rules = Vec::new();
-    for (i, r) in config
-        .get("rules")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let name = r
-            .get("name")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("rules[{i}]"), str::to_string);
-        let pattern = r.get("pattern").and_then(Value::as_str).unwrap_or_default();
-        let re = Regex::new(pattern).map_err(|e| {
-            BuildError::config(format!("rule `{name}` pattern does not compile: {e}"))
-        })?;
-        let must_match = r
-            .get("must_match")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        rules.push(Rule {
-            name,
-            re,
-            must_match,
-        });
-    }
-    let schema = config.get("json_schema").cloned();
+    let schema = config.json_schema.clone();
     if let Some(s) = &schema {
         schema_subset::check_schema(s, "json_schema").map_err(BuildError::config)?;
     }
-    let on_violation = match config.get("on_violation").and_then(Value::as_str) {
-        None | Some("fail") => OnViolation::Fail,
-        Some("replace") => OnViolation::Replace,
-        Some("rerun") => OnViolation::Rerun,
-        Some(other) => {
-            return Err(BuildError::config(format!(
-                "`on_violation` `{other}` is unknown"
-            )));
-        }
-    };
     Ok(GuardNode {
         inner: Arc::new(Inner {
             blocklist,
-            rules,
-            max_length: config
-                .get("max_length")
-                .and_then(Value::as_u64)
-                .map(|n| n as usize),
+            rules: config.rules.clone(),
+            max_length: config.max_length.map(|n| n as usize),
             schema,
-            on_violation,
+            on_violation: config.on_violation,
             replacement: config
-                .get("replacement")
-                .and_then(Value::as_str)
-                .unwrap_or("Sorry, I can't help with that.")
-                .to_string(),
+                .replacement
+                .clone()
+                .unwrap_or_else(|| "Sorry, I can't help with that.".to_string()),
             max_reruns: config
-                .get("max_reruns")
-                .and_then(Value::as_u64)
+                .max_reruns
                 .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-            check: config
-                .get("check")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            check: config.check.clone(),
         }),
     })
 }
@@ -273,13 +205,19 @@ impl Node for GuardNode {
 mod tests {
     use super::*;
 
+    fn config(yaml: &str) -> GuardConfig {
+        crate::check::typed(&super::super::OutputGuard, yaml)
+    }
+
     #[test]
     fn finds_every_violation() {
-        let g = build(&json!({
+        let g = build(&config(
+            r#"{
             "blocklist": ["Secret"],
             "rules": [{"name": "no_digits", "pattern": "[0-9]"}, {"name": "polite", "pattern": "(?i)please", "must_match": true}],
             "max_length": 20
-        }))
+        }"#,
+        ))
         .unwrap();
         let hits = g
             .inner
@@ -299,13 +237,16 @@ mod tests {
 
     #[test]
     fn json_schema_checks_text_that_is_json() {
-        let g = build(&json!({"json_schema": {"type": "object", "required": ["answer"]}})).unwrap();
+        let g = build(&config(
+            r#"{"json_schema": {"type": "object", "required": ["answer"]}}"#,
+        ))
+        .unwrap();
         assert!(
             g.inner
                 .violations(&json!({"text": "{\"answer\": 1}"}))
                 .is_empty()
         );
         assert_eq!(g.inner.violations(&json!("{}")).len(), 1);
-        assert!(build(&json!({"json_schema": {"anyOf": []}})).is_err());
+        assert!(build(&config(r#"{"json_schema": {"anyOf": []}}"#)).is_err());
     }
 }

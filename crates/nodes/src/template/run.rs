@@ -6,16 +6,12 @@
 //! Output: `{"text": <rendered>, "template_id": <id>}`, or, with
 //! `output: json`, the rendered text parsed as JSON.
 
-use std::sync::Arc;
-
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput,
-};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use minijinja::{Environment, UndefinedBehavior};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::template::Template;
+use super::config::{Output, TemplateConfig};
 
 /// A built template.
 pub struct TemplateNode {
@@ -24,30 +20,18 @@ pub struct TemplateNode {
     json_output: bool,
 }
 
-impl NodeKind for Template {
-    fn build(
-        &self,
-        node: &glassbox_topology::Node,
-        _cx: &BuildContext,
-    ) -> Result<Arc<dyn Node>, BuildError> {
-        build(&node.id, &node.config).map(|t| Arc::new(t) as Arc<dyn Node>)
-    }
-}
-
-fn build(node_id: &str, config: &Value) -> Result<TemplateNode, BuildError> {
+/// Compiles the template (once, here: a template that does not compile
+/// fails the build, not a request).
+pub(super) fn build(node_id: &str, config: &TemplateConfig) -> Result<TemplateNode, BuildError> {
     let source = config
-        .get("template")
-        .and_then(Value::as_str)
+        .template
+        .as_deref()
         .ok_or_else(|| BuildError::config("`template` is missing"))?;
-    let template_id = config
-        .get("template_id")
-        .and_then(Value::as_str)
-        .unwrap_or(node_id)
-        .to_string();
-    let json_output = match config.get("output").and_then(Value::as_str) {
-        None | Some("text") => false,
-        Some("json") => true,
-        Some(other) => {
+    let template_id = config.template_id.as_deref().unwrap_or(node_id).to_string();
+    let json_output = match &config.output {
+        Output::Text => false,
+        Output::Json => true,
+        Output::Other(other) => {
             return Err(BuildError::config(format!(
                 "`output` is `{other}`; expected `text` or `json`"
             )));
@@ -111,12 +95,16 @@ impl Node for TemplateNode {
 mod tests {
     use super::*;
 
+    fn config(yaml: &str) -> TemplateConfig {
+        crate::check::typed(&super::super::Template, yaml)
+    }
+
     #[test]
     fn bad_templates_fail_at_build() {
-        assert!(build("p", &json!({"template": "{{ unclosed"})).is_err());
-        assert!(build("p", &json!({"template": "x", "output": "yaml"})).is_err());
+        assert!(build("p", &config("template: '{{ unclosed'")).is_err());
+        assert!(build("p", &config("{template: x, output: yaml}")).is_err());
         assert_eq!(
-            build("p", &json!({"template": "x"}))
+            build("p", &config("template: x"))
                 .map(|t| t.template_id)
                 .ok(),
             Some("p".into())

@@ -1,0 +1,63 @@
+//! The `llm_inference` config, read once.
+
+use glassbox_topology::{Cx, Value};
+
+use crate::check::{self, Backend};
+
+pub const FIELDS: &[&str] = &[
+    "backend",
+    "model",
+    "base_url",
+    "api_key_env",
+    "allow_hosts",
+    "system",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "threads",
+    "context_size",
+    "max_num_seqs",
+];
+
+/// A checked `llm_inference` config (defaults are applied when built).
+#[derive(Debug, Clone, Default)]
+pub struct LlmConfig {
+    pub backend: Backend,
+    pub system: Option<String>,
+    /// A Jinja template over `input`, `outputs` and `labels`.
+    pub prompt: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub threads: Option<u64>,
+    pub context_size: Option<u64>,
+    pub max_num_seqs: Option<u64>,
+}
+
+pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
+    let Some(obj) = check::config(config, cx) else {
+        return LlmConfig::default();
+    };
+    obj.deny_unknown(cx, FIELDS);
+    let mut backend = check::backend(&obj, cx);
+    backend.model = obj.str(cx, "model").map(|m| m.value);
+    backend.allow_hosts = check::strings(obj.str_list(cx, "allow_hosts"));
+    LlmConfig {
+        backend,
+        system: obj.str(cx, "system").map(|s| s.value),
+        prompt: obj.str(cx, "prompt").map(|s| s.value),
+        max_tokens: obj.uint(cx, "max_tokens", 1, 131_072).map(|n| n.value),
+        temperature: obj.number(cx, "temperature", 0.0, 2.0).map(|n| n.value),
+        top_p: obj.number(cx, "top_p", 0.0, 1.0).map(|n| n.value),
+        seed: obj.uint(cx, "seed", 0, u32::MAX as u64).map(|n| n.value),
+        stop: check::strings(obj.str_list(cx, "stop")),
+        threads: obj.uint(cx, "threads", 1, 1024).map(|n| n.value),
+        context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
+        max_num_seqs: obj.uint(cx, "max_num_seqs", 1, 256).map(|n| n.value),
+    }
+}

@@ -1,0 +1,116 @@
+//! The outbound policy's unit tests: deny list, allowlist, ranges.
+
+use std::net::IpAddr;
+
+use super::*;
+
+fn policy(allow: &[&str], ranges: &[&str]) -> Policy {
+    Policy {
+        allow_hosts: allow.iter().map(|s| s.to_string()).collect(),
+        restrict_hosts: true,
+        server: ServerAllow {
+            ranges: ranges.iter().map(|r| IpRange::parse(r).unwrap()).collect(),
+        },
+        max_redirects: 0,
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn the_deny_list_covers_internal_ranges() {
+    for (addr, range) in [
+        ("127.0.0.1", "loopback"),
+        ("169.254.169.254", "link-local (cloud metadata)"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("172.31.255.255", "private"),
+        ("192.168.1.1", "private"),
+        ("100.64.0.1", "private"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast or reserved"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
+        ("fe80::1", "link-local"),
+        ("fd00:ec2::254", "private"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("64:ff9b::a9fe:a9fe", "link-local (cloud metadata)"),
+    ] {
+        assert_eq!(denied_range(ip(addr)), Some(range), "{addr}");
+    }
+    for addr in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "8.8.8.8"] {
+        assert_eq!(denied_range(ip(addr)), None, "{addr}");
+    }
+}
+
+#[test]
+fn denied_addresses_need_an_explicit_allow() {
+    let p = policy(&["localhost", "api.example.com", "127.0.0.1"], &[]);
+    // Named as an address, or `localhost` resolving to loopback.
+    assert!(p.check_addr("127.0.0.1", ip("127.0.0.1")).is_ok());
+    assert!(p.check_addr("localhost", ip("::1")).is_ok());
+    // A public name that resolves inside is refused (DNS rebinding).
+    let e = p.check_addr("api.example.com", ip("10.0.0.7")).unwrap_err();
+    assert_eq!(e.code(), "address_denied");
+    assert!(e.to_string().contains("allow_ranges"), "{e}");
+    assert!(
+        p.check_addr("api.example.com", ip("169.254.169.254"))
+            .is_err()
+    );
+    assert!(p.check_addr("api.example.com", ip("93.184.216.34")).is_ok());
+    // The operator's ranges.
+    let p = policy(&["svc.internal"], &["10.0.0.0/8"]);
+    assert!(p.check_addr("svc.internal", ip("10.9.8.7")).is_ok());
+    assert!(p.check_addr("svc.internal", ip("192.168.0.1")).is_err());
+}
+
+#[test]
+fn literal_hosts_are_checked_without_dns() {
+    let p = Policy {
+        restrict_hosts: false,
+        ..policy(&[], &[])
+    };
+    assert!(p.check_static("api.example.com").is_ok());
+    assert!(p.check_static("169.254.169.254").is_err());
+    assert!(p.check_static("localhost").is_err());
+    assert!(p.check_static("[::1]").is_err());
+    let p = Policy {
+        restrict_hosts: false,
+        ..policy(&["127.0.0.1"], &[])
+    };
+    assert!(p.check_static("127.0.0.1").is_ok());
+}
+
+#[test]
+fn hosts_must_be_named_when_restricted() {
+    let p = policy(&["LocalHost"], &[]);
+    assert!(p.check_host("localhost").is_ok());
+    assert_eq!(
+        p.check_host("127.0.0.1").unwrap_err().code(),
+        "host_not_allowed"
+    );
+}
+
+#[test]
+fn ranges_parse_and_match() {
+    let r = IpRange::parse("172.16.0.0/12").unwrap();
+    assert!(r.contains(ip("172.20.1.1")));
+    assert!(!r.contains(ip("172.32.0.1")));
+    assert!(IpRange::parse("::1").unwrap().contains(ip("::1")));
+    assert!(IpRange::parse("0.0.0.0/0").unwrap().contains(ip("8.8.8.8")));
+    assert!(IpRange::parse("10.0.0.0/33").is_none());
+    assert!(IpRange::parse("nope").is_none());
+}
+
+#[test]
+fn upstream_bodies_stay_out_of_the_message() {
+    let e = upstream_error("llm.example.com", 503, "internal: secret-db-password");
+    assert_eq!(
+        e.to_string(),
+        "unavailable: llm.example.com answered HTTP 503"
+    );
+    assert!(e.detail().unwrap().contains("secret-db-password"));
+    assert!(e.retryable());
+}
