@@ -32,7 +32,7 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use glassbox_engine::Outcome;
+use glassbox_engine::{Outcome, Registry};
 use glassbox_store::StoreWriter;
 
 pub use admission::Admission;
@@ -69,8 +69,8 @@ pub struct Finished {
 }
 
 impl Finished {
-    fn new(outcome: Outcome) -> Finished {
-        let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s));
+    fn new(outcome: Outcome, kinds: &Registry) -> Finished {
+        let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s), kinds);
         Finished { outcome, usage }
     }
 }

@@ -41,7 +41,7 @@ impl Admission {
             })
             .await;
         committed(ticket).await?;
-        Ok(Finished::new(outcome))
+        Ok(Finished::new(outcome, service.catalog.registry()))
     }
 
     /// Runs `inputs` one after another on the engine runtime under this one
@@ -89,6 +89,10 @@ impl Admission {
             })
             .await;
         all_committed(tickets).await?;
-        Ok(outcomes.into_iter().map(Finished::new).collect())
+        let kinds = service.catalog.registry();
+        Ok(outcomes
+            .into_iter()
+            .map(|o| Finished::new(o, kinds))
+            .collect())
     }
 }

@@ -54,6 +54,7 @@ impl Admission {
             StreamMode::Buffered { .. } => None,
         };
         let service = self.service.clone();
+        let kinds = self.service.clone();
         let job = async move {
             let cancel = CancellationToken::new();
             let (tok_tx, mut tok_rx) = mpsc::unbounded_channel();
@@ -92,7 +93,9 @@ impl Admission {
                     let _ = events.send(StreamEvent::Text(chunk.text)).await;
                 }
             }
-            let end = committed(ticket).await.map(|()| Finished::new(outcome));
+            let end = committed(ticket)
+                .await
+                .map(|()| Finished::new(outcome, kinds.catalog.registry()));
             let _ = events.send(StreamEvent::End(end)).await;
         };
         drop(service.engine.spawn(job));

@@ -3,6 +3,7 @@
 //! count serves every API: chat `usage`, embeddings `usage`, and the
 //! `tokens_per_minute` rate limit settled after a run.
 
+use glassbox_engine::Registry;
 use glassbox_trace::SpanRecord;
 
 /// The tokens one request used.
@@ -24,25 +25,19 @@ impl TokenUsage {
     }
 }
 
-/// Counts the tokens of a request's spans.
-///
-/// Spans carry their token counts but not what the tokens were spent on,
-/// and only some count: a router that compares embeddings reports tokens
-/// too, yet a chat's `usage` has always been its LLMs' tokens only. So this
-/// is the one place where the server reads node-kind names for usage;
-/// once node kinds answer for themselves (generates text? embeds?), the
-/// two names below become that question.
-pub fn count<'a>(spans: impl IntoIterator<Item = &'a SpanRecord>) -> TokenUsage {
+/// Counts the tokens of a request's spans, asking `kinds` what each span's
+/// kind does: a chat's `usage` is the tokens of the kinds that generate text
+/// (a semantic router that compares embeddings reports tokens too, and they
+/// never counted), embeddings' `usage` those of the kinds that embed.
+pub fn count<'a>(spans: impl IntoIterator<Item = &'a SpanRecord>, kinds: &Registry) -> TokenUsage {
     let mut u = TokenUsage::default();
     for s in spans {
         let input = s.usage.input_tokens.unwrap_or(0);
-        match &*s.kind {
-            "llm_inference" => {
-                u.prompt += input;
-                u.completion += s.usage.output_tokens.unwrap_or(0);
-            }
-            "embedding" => u.embedded += input,
-            _ => {}
+        if kinds.streams_text(&s.kind) {
+            u.prompt += input;
+            u.completion += s.usage.output_tokens.unwrap_or(0);
+        } else if kinds.embeds(&s.kind) {
+            u.embedded += input;
         }
     }
     u
@@ -91,7 +86,7 @@ mod tests {
             span("router", Some(5), None),
             span("template", None, None),
         ];
-        let u = count(&spans);
+        let u = count(&spans, &glassbox_nodes::registry());
         assert_eq!(
             u,
             TokenUsage {
@@ -101,6 +96,9 @@ mod tests {
             }
         );
         assert_eq!(u.generated_total(), 25);
-        assert_eq!(count([]), TokenUsage::default());
+        assert_eq!(
+            count([], &glassbox_nodes::registry()),
+            TokenUsage::default()
+        );
     }
 }
