@@ -12,12 +12,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use glassbox_engine::{BuildContext, BuildError};
 use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
 
-/// An LLM is loaded once per file, thread count, context size and batch width.
-type LlmKey = (PathBuf, Option<usize>, u32, u32);
 
 #[derive(Default)]
 pub struct ModelCache {
-    llms: Mutex<HashMap<LlmKey, Arc<LlmHandle>>>,
+    llms: Mutex<HashMap<LlmOptions, Arc<LlmHandle>>>,
     embedders: Mutex<HashMap<PathBuf, Arc<Embedder>>>,
     indexes: Mutex<HashMap<PathBuf, Arc<VectorIndex>>>,
 }
@@ -78,19 +76,11 @@ impl ModelCache {
             .collect()
     }
 
-    pub fn llm(
-        &self,
-        path: &Path,
-        threads: Option<usize>,
-        n_ctx: u32,
-        max_num_seqs: u32,
-    ) -> Result<Arc<LlmHandle>, BuildError> {
-        let key = (path.to_path_buf(), threads, n_ctx, max_num_seqs);
-        get_or_load(&self.llms, key, || {
-            let mut options = LlmOptions::new(path);
-            options.threads = threads;
-            options.n_ctx = n_ctx;
-            options.max_num_seqs = max_num_seqs;
+    /// The model `options` name, loaded once per distinct set of options
+    /// (two nodes with the same model and options share one engine).
+    pub fn llm(&self, options: LlmOptions) -> Result<Arc<LlmHandle>, BuildError> {
+        let path = options.model_path.clone();
+        get_or_load(&self.llms, options.clone(), || {
             LlmHandle::load(options).map_err(|e| {
                 unavailable(
                     format!(

@@ -9,7 +9,7 @@
 //! every draft token is checked against the greedy choice.
 
 /// How prompt lookup drafts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PromptLookup {
     /// The most draft tokens per step (0 turns speculation off).
     pub num_tokens: usize,

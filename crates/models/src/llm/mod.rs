@@ -199,7 +199,7 @@ pub struct Timing {
 }
 
 /// How to load a local model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LlmOptions {
     /// The GGUF file.
     pub model_path: PathBuf,

@@ -20,6 +20,8 @@ pub const FIELDS: &[&str] = &[
     "threads",
     "context_size",
     "max_num_seqs",
+    "prefix_cache",
+    "prompt_lookup",
 ];
 
 /// A checked `llm_inference` config (defaults are applied when built).
@@ -37,6 +39,11 @@ pub struct LlmConfig {
     pub threads: Option<u64>,
     pub context_size: Option<u64>,
     pub max_num_seqs: Option<u64>,
+    /// Whether slots keep their last prompt's KV for the next request.
+    pub prefix_cache: Option<bool>,
+    /// Draft tokens per step of speculative decoding by prompt lookup (0 or
+    /// absent: off; greedy requests only).
+    pub prompt_lookup: Option<u64>,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
@@ -59,5 +66,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         threads: obj.uint(cx, "threads", 1, 1024).map(|n| n.value),
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
         max_num_seqs: obj.uint(cx, "max_num_seqs", 1, 256).map(|n| n.value),
+        prefix_cache: obj.bool(cx, "prefix_cache").map(|b| b.value),
+        prompt_lookup: obj.uint(cx, "prompt_lookup", 0, 16).map(|n| n.value),
     }
 }

@@ -12,7 +12,9 @@ use glassbox_engine::trace::Fact;
 use glassbox_engine::{
     BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of,
 };
-use glassbox_models::{ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle};
+use glassbox_models::{
+    ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle, LlmOptions, PromptLookup,
+};
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
 
@@ -58,10 +60,19 @@ pub(super) fn build(
         BackendKind::Local => {
             let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
             let path = locate(cx, name);
-            let threads = c.threads.map(|t| t as usize);
-            let n_ctx = c.context_size.map_or(2048, |n| n as u32);
-            let seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
-            Backend::Local(cache(cx).llm(&path, threads, n_ctx, seqs)?)
+            let mut options = LlmOptions::new(&path);
+            options.threads = c.threads.map(|t| t as usize);
+            options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
+            options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
+            options.prefix_cache = c.prefix_cache.unwrap_or(true);
+            options.prompt_lookup = c
+                .prompt_lookup
+                .filter(|&n| n > 0)
+                .map(|n| PromptLookup {
+                    num_tokens: n as usize,
+                    ..PromptLookup::default()
+                });
+            Backend::Local(cache(cx).llm(options)?)
         }
     };
     let prompt = match &c.prompt {
