@@ -90,11 +90,15 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(exit::code_for(&err))
         }
-    }
+    };
+    // A request that timed out may have left a model step in flight; exiting
+    // under it would crash in llama.cpp's teardown instead of returning `code`.
+    glassbox_nodes::model_cache::global().wait_idle(std::time::Duration::from_secs(10));
+    code
 }

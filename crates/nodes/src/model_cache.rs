@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use glassbox_engine::{BuildContext, BuildError};
 use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
 
-
 #[derive(Default)]
 pub struct ModelCache {
     llms: Mutex<HashMap<LlmOptions, Arc<LlmHandle>>>,
@@ -65,6 +64,28 @@ fn get_or_load<K: std::hash::Hash + Eq + Clone, V>(
 }
 
 impl ModelCache {
+    /// Waits (up to `limit`) until no local LLM has a request running or
+    /// waiting. A request that was abandoned (timed out, cancelled) leaves
+    /// its model's batch at the next step; a process should let that step
+    /// finish before it exits, since exiting tears down llama.cpp's global
+    /// state under a decode still in flight. Returns whether all are idle.
+    pub fn wait_idle(&self, limit: std::time::Duration) -> bool {
+        let started = std::time::Instant::now();
+        loop {
+            let busy = self
+                .llm_loads()
+                .iter()
+                .any(|(_, load)| load.running > 0 || load.waiting > 0);
+            if !busy {
+                return true;
+            }
+            if started.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// The load of every local LLM loaded so far, by model version (for
     /// metrics: requests running and waiting, KV cells reserved).
     pub fn llm_loads(&self) -> Vec<(String, glassbox_models::EngineLoad)> {

@@ -84,3 +84,44 @@ fn rag_example_routes_retrieves_and_answers() {
     assert_eq!(node_status(&chat, "retrieve"), "skipped");
     assert_eq!(node_status(&chat, "llm"), "succeeded");
 }
+
+/// A local LLM node that times out fails the run with exit code 1: the
+/// process waits for the abandoned model step instead of crashing in
+/// llama.cpp's teardown (it used to end with SIGSEGV).
+#[test]
+fn an_llm_timeout_is_a_failed_run_not_a_crash() {
+    let _turn = models_turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let topology = tmp.path().join("slow.yaml");
+    let model = root().join("examples/rag-chat/topology.yaml");
+    let model_line = std::fs::read_to_string(&model)
+        .unwrap()
+        .lines()
+        .find(|l| l.contains("model: smollm2/"))
+        .expect("the example names the local model")
+        .trim()
+        .to_owned();
+    std::fs::write(
+        &topology,
+        format!(
+            "topology_id: slow\nversion: 1.0.0\nnodes:\n  - id: llm\n    type: llm_inference\n    timeout_ms: 300\n    config:\n      backend: local\n      {model_line}\n      prompt: 'Write a very long story about {{{{ input.question }}}}.'\n      max_tokens: 2000\n      temperature: 0\n"
+        ),
+    )
+    .unwrap();
+    let out = glassbox(
+        &[
+            "run",
+            topology.to_str().unwrap(),
+            "--question",
+            "kettles",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_exit(&out, 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(node_status(&v, "llm"), "failed", "{v}");
+    assert_eq!(v["spans"][0]["status"], "timeout", "{v}");
+}
