@@ -1,7 +1,8 @@
 //! `glassbox trace list | show | export`: read the stored traces.
 //!
 //! Also home of the pieces `explain` and `report` share: the `--store`
-//! option, opening the store with exit-coded errors, and time parsing.
+//! option, opening the store with exit-coded errors, and the filter flags
+//! (parsed by `glassbox_store::FilterInput`, as the server's are).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;

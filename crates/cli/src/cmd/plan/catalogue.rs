@@ -8,9 +8,8 @@ use glassbox_planner::explain::num;
 use glassbox_planner::measurements::{self, Catalogues};
 use glassbox_planner::{ModelCatalogue, calibrate, validate};
 
-use super::{CalibrateArgs, ListArgs, hardware, invalid, print_table};
+use super::{CalibrateArgs, ListArgs, hardware, invalid, planner_table, print_table};
 use crate::cmd::common::OutputFormat;
-use crate::table::{Align, Table};
 
 pub fn list_gpus(a: ListArgs) -> anyhow::Result<ExitCode> {
     let hw = hardware(a.hardware_file.as_deref())?;
@@ -143,14 +142,4 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             .render()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// The planner's tables: a rule under the header, numbers right-aligned
-/// except in the last column.
-pub fn planner_table(header: &[&str]) -> Table {
-    let mut align = vec![Align::Number; header.len()];
-    if let Some(last) = align.last_mut() {
-        *last = Align::Left;
-    }
-    Table::new(header).rule().align(&align)
 }

@@ -16,6 +16,7 @@ use glassbox_planner::{Estimator, HardwareCatalogue, ModelCatalogue, PlannerErro
 
 use crate::cmd::common::OutputFormat;
 use crate::exit::{self, Coded};
+use crate::table::{Align, Table};
 
 /// Writes a line to stdout, ignoring a closed pipe (`glassbox plan ... | head`).
 macro_rules! out {
@@ -173,15 +174,19 @@ fn hardware(file: Option<&Path>) -> anyhow::Result<HardwareCatalogue> {
     request::hardware_catalogue(file).map_err(invalid)
 }
 
-/// Prints a planner table (rule under the header, numbers right-aligned).
+/// The planner's tables: a rule under the header, numbers right-aligned
+/// except in the last column.
+fn planner_table(header: &[&str]) -> Table {
+    let mut align = vec![Align::Number; header.len()];
+    if let Some(last) = align.last_mut() {
+        *last = Align::Left;
+    }
+    Table::new(header).rule().align(&align)
+}
+
+/// Prints a planner table.
 fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
-    out!(
-        "{}",
-        catalogue::planner_table(header)
-            .rows(rows)
-            .render()
-            .trim_end()
-    );
+    out!("{}", planner_table(header).rows(rows).render().trim_end());
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
