@@ -9,6 +9,7 @@
 
 mod cmd;
 mod exit;
+mod table;
 
 use std::process::ExitCode;
 

@@ -26,6 +26,9 @@ pub enum PlannerError {
         value: String,
         suggestion: Option<String>,
     },
+    /// A KV-cache dtype the planner does not know.
+    #[error("unknown kv dtype `{value}` (fp16, fp8 or fp32)")]
+    UnknownKvDtype { value: String },
     /// A value outside its allowed range.
     #[error("invalid {field}: {message}")]
     Invalid { field: String, message: String },
@@ -74,7 +77,7 @@ impl PlannerError {
         match self {
             Self::UnknownGpu { .. } => "planner.unknown_gpu",
             Self::UnknownModel { .. } => "planner.unknown_model",
-            Self::UnknownValue { .. } => "planner.unknown_value",
+            Self::UnknownValue { .. } | Self::UnknownKvDtype { .. } => "planner.unknown_value",
             Self::Invalid { .. } => "planner.invalid",
             Self::Io { .. } => "planner.io",
             Self::Toml { .. } => "planner.toml",

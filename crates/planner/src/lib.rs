@@ -16,6 +16,9 @@
 //!   [`measurements`].
 //! - [`Estimator`] + [`Scenario`] → [`Estimate`]; [`workload::size`] turns
 //!   an estimate plus traffic and an SLA into devices and cost.
+//! - [`PlanRequest`] → [`ResolvedRequest`] → [`Plan`]: a request as given
+//!   (names, optional settings), resolved with the planner's defaults, then
+//!   estimated and sized per device — what `glassbox plan` prints.
 //!
 //! Why a roofline with fitted factors: pure rooflines (100% of peak) are
 //! 1.4-2× optimistic, and simulators need profiling on the GPU itself. Two
@@ -35,6 +38,7 @@ pub mod hf_config;
 pub mod measurements;
 pub mod model;
 pub mod quant;
+pub mod request;
 pub mod validate;
 pub mod workload;
 
@@ -44,3 +48,4 @@ pub use estimate::{Estimate, Estimator, Scenario};
 pub use hardware::{Hardware, HardwareCatalogue, HardwareClass};
 pub use model::{ModelCatalogue, ModelSpec};
 pub use quant::Quant;
+pub use request::{Plan, PlanRequest, ResolvedRequest};

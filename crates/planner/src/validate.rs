@@ -145,10 +145,11 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
-        assert_eq!(
-            ape(110.0, 100.0),
-            10.000000000000009_f64.min(ape(110.0, 100.0))
-        );
+        // Relative to the measured value, in percent, either side.
+        assert!((ape(110.0, 100.0) - 10.0).abs() < 1e-9);
         assert!((ape(90.0, 100.0) - 10.0).abs() < 1e-9);
+        assert!((ape(100.0, 50.0) - 100.0).abs() < 1e-9);
+        assert!((ape(50.0, 100.0) - 50.0).abs() < 1e-9);
+        assert_eq!(ape(100.0, 100.0), 0.0);
     }
 }

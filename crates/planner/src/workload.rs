@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, Scenario};
 use crate::explain::{Line, num};
+use crate::request::defaults;
 
 const SECONDS_PER_DAY: f64 = 86_400.0;
 /// Largest batch searched: beyond this the step time is compute-bound anyway.
@@ -45,8 +46,8 @@ impl Default for Pricing {
         Self {
             hourly_usd: None,
             purchase_usd: None,
-            amortize_years: 3.0,
-            usd_per_kwh: 0.12,
+            amortize_years: defaults::AMORTIZE_YEARS,
+            usd_per_kwh: defaults::USD_PER_KWH,
         }
     }
 }
@@ -77,17 +78,17 @@ pub struct Workload {
 impl Default for Workload {
     fn default() -> Self {
         Self {
-            requests_per_day: 50_000.0,
-            input_tokens: 1500,
-            output_tokens: 300,
-            peak_factor: 3.0,
+            requests_per_day: defaults::REQUESTS_PER_DAY,
+            input_tokens: defaults::PROMPT_TOKENS,
+            output_tokens: defaults::GEN_TOKENS,
+            peak_factor: defaults::PEAK_FACTOR,
             peak_concurrency: None,
             sla: Sla::default(),
-            headroom: 0.3,
-            offline_tokens_per_day: 0.0,
-            simultaneous_use: 0.6,
+            headroom: defaults::HEADROOM,
+            offline_tokens_per_day: defaults::OFFLINE_TOKENS_PER_DAY,
+            simultaneous_use: defaults::SIMULTANEOUS_USE,
             pricing: Pricing::default(),
-            seed000_utilisation: 0.4,
+            seed000_utilisation: defaults::SEED000_UTILISATION,
         }
     }
 }

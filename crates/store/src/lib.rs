@@ -28,12 +28,16 @@
 //! - The schema is plain SQL migrations in `migrations/{sqlite,postgres}`,
 //!   recorded in a `schema_version` table; both backends share row structs
 //!   ([`row`]) and one report aggregator, so they answer identically.
+//! - Test helpers (`synth`: synthetic requests; `pg_temp`: a throwaway
+//!   PostgreSQL server) exist only with the `test-support` feature, which
+//!   dev-dependencies enable; the `glassbox` binary is built without them.
 //! - Summaries are redacted (keys and tokens, payment cards, national ids,
 //!   IBANs, e-mail addresses, phone numbers, plus configured rules; checksums
 //!   weed out look-alikes) and truncated before they reach the disk.
 
 pub mod error;
 pub mod otlp;
+#[cfg(any(test, feature = "test-support"))]
 pub mod pg_temp;
 pub mod postgres;
 pub mod query;
@@ -41,6 +45,7 @@ pub mod redact;
 pub mod report;
 pub mod row;
 pub mod sqlite;
+#[cfg(any(test, feature = "test-support"))]
 pub mod synth;
 pub mod time;
 pub mod writer;
@@ -50,7 +55,8 @@ use std::path::PathBuf;
 pub use error::{Result, StoreError};
 pub use postgres::PostgresStore;
 pub use query::{
-    Filter, ListQuery, RequestFacts, RequestSummary, Sort, SpanFacts, StoredTrace, TraceStore,
+    Filter, FilterError, FilterInput, ListQuery, RequestFacts, RequestSummary, STATUSES, Sort,
+    SpanFacts, StoredTrace, TraceStore,
 };
 pub use redact::{RedactOptions, RedactRule, Redactor};
 pub use report::{GroupBy, Report, ReportOptions};

@@ -55,6 +55,108 @@ pub struct Filter {
     pub until_us: Option<i64>,
 }
 
+/// The statuses a request can end with, as stored and as filtered on.
+pub const STATUSES: [&str; 3] = ["ok", "failed", "cancelled"];
+
+/// A filter as people type it: the `--topology`, `--topology-version`,
+/// `--status`, `--since` and `--until` flags of `glassbox trace` and
+/// `glassbox report`, and the `topology`, `version`, `status`, `since` and
+/// `until` query parameters of the server's `/v1/traces` and `/v1/reports`.
+/// [`FilterInput::parse`] is the one place these become a [`Filter`], so
+/// the command line and the API accept exactly the same things.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterInput {
+    pub topology: Option<String>,
+    pub version: Option<String>,
+    /// One of [`STATUSES`].
+    pub status: Option<String>,
+    /// `2026-11-30`, `2026-11-30T12:00:00Z`, Unix seconds, or an age like
+    /// `90m`, `24h`, `7d` ([`crate::time::parse_time`]).
+    pub since: Option<String>,
+    /// Same forms as `since`.
+    pub until: Option<String>,
+}
+
+impl FilterInput {
+    /// The filter these values ask for; ages count back from `now_us`. An
+    /// empty topology, version or status means "not given"; a time or status
+    /// that cannot be understood is an error naming the field.
+    pub fn parse(&self, now_us: u64) -> std::result::Result<Filter, FilterError> {
+        let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        let time = |v: &Option<String>, field: &'static str| {
+            v.as_deref()
+                .map(|text| {
+                    crate::time::parse_time(text, now_us).map_err(|message| FilterError::Time {
+                        field,
+                        value: text.to_string(),
+                        message,
+                    })
+                })
+                .transpose()
+        };
+        let status = match given(&self.status) {
+            Some(s) if !STATUSES.contains(&s.as_str()) => {
+                return Err(FilterError::Status { value: s });
+            }
+            s => s,
+        };
+        Ok(Filter {
+            topology: given(&self.topology),
+            version: given(&self.version),
+            status,
+            since_us: time(&self.since, "since")?,
+            until_us: time(&self.until, "until")?,
+        })
+    }
+}
+
+/// Why a typed filter or order was refused. Each front end words it for its
+/// own syntax (a flag, a query parameter) from [`field`](Self::field) and
+/// [`value`](Self::value); the message and [`hint`](Self::hint) are shared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    /// `since` or `until` is not a time.
+    #[error("{message}")]
+    Time {
+        field: &'static str,
+        value: String,
+        message: String,
+    },
+    /// Not one of [`STATUSES`].
+    #[error("`{value}` is not a status")]
+    Status { value: String },
+    /// Not an order [`Sort::parse`] knows.
+    #[error("`{value}` is not an order")]
+    Sort { value: String },
+}
+
+impl FilterError {
+    /// The field at fault: `since`, `until`, `status` or `sort`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::Time { field, .. } => field,
+            Self::Status { .. } => "status",
+            Self::Sort { .. } => "sort",
+        }
+    }
+
+    /// The value given.
+    pub fn value(&self) -> &str {
+        match self {
+            Self::Time { value, .. } | Self::Status { value } | Self::Sort { value } => value,
+        }
+    }
+
+    /// What would be accepted, where a short list says it.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Self::Time { .. } => None,
+            Self::Status { .. } => Some("use ok, failed or cancelled"),
+            Self::Sort { .. } => Some("use recent, slowest or costliest"),
+        }
+    }
+}
+
 /// Order of `list`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sort {
@@ -65,6 +167,20 @@ pub enum Sort {
     Slowest,
     /// Highest cost first.
     Costliest,
+}
+
+impl Sort {
+    /// `recent` (also when not given), `slowest` or `costliest`.
+    pub fn parse(text: Option<&str>) -> std::result::Result<Sort, FilterError> {
+        match text.unwrap_or("recent") {
+            "recent" => Ok(Sort::Recent),
+            "slowest" => Ok(Sort::Slowest),
+            "costliest" => Ok(Sort::Costliest),
+            other => Err(FilterError::Sort {
+                value: other.to_string(),
+            }),
+        }
+    }
 }
 
 /// `glassbox trace list`.
@@ -258,3 +374,70 @@ pub(crate) const SPAN_COLUMNS: &[&str] = &[
     "input_summary",
     "output_summary",
 ];
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const NOW: u64 = 1_796_040_000_000_000;
+
+    #[test]
+    fn typed_filters_parse_once_for_every_front_end() {
+        let input = FilterInput {
+            topology: Some("rag-chat".into()),
+            version: Some(String::new()),
+            status: Some("failed".into()),
+            since: Some("24h".into()),
+            until: Some("2026-11-30T12:00:00Z".into()),
+        };
+        assert_eq!(
+            input.parse(NOW).unwrap(),
+            Filter {
+                topology: Some("rag-chat".into()),
+                version: None,
+                status: Some("failed".into()),
+                since_us: Some(1_795_953_600_000_000),
+                until_us: Some(1_796_040_000_000_000),
+            }
+        );
+        assert_eq!(
+            FilterInput::default().parse(NOW).unwrap(),
+            Filter::default()
+        );
+        let status = FilterInput {
+            status: Some(String::new()),
+            ..FilterInput::default()
+        };
+        assert_eq!(status.parse(NOW).unwrap().status, None);
+    }
+
+    #[test]
+    fn refusals_name_the_field_and_the_value() {
+        let bad_time = FilterInput {
+            until: Some("yesterday".into()),
+            ..FilterInput::default()
+        };
+        let e = bad_time.parse(NOW).unwrap_err();
+        assert_eq!(
+            (e.field(), e.value(), e.hint()),
+            ("until", "yesterday", None)
+        );
+        assert!(
+            e.to_string().starts_with("`yesterday` is not a time"),
+            "{e}"
+        );
+        let bad_status = FilterInput {
+            status: Some("done".into()),
+            ..FilterInput::default()
+        };
+        let e = bad_status.parse(NOW).unwrap_err();
+        assert_eq!(e.to_string(), "`done` is not a status");
+        assert_eq!(e.hint(), Some("use ok, failed or cancelled"));
+        assert_eq!(Sort::parse(None).unwrap(), Sort::Recent);
+        assert_eq!(Sort::parse(Some("slowest")).unwrap(), Sort::Slowest);
+        assert_eq!(Sort::parse(Some("costliest")).unwrap(), Sort::Costliest);
+        let e = Sort::parse(Some("fastest")).unwrap_err();
+        assert_eq!((e.field(), e.value()), ("sort", "fastest"));
+    }
+}

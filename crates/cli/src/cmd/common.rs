@@ -1,4 +1,4 @@
-//! Pieces shared by subcommands: loading topologies, output formats.
+//! Pieces shared by subcommands: loading topologies, `--format`, `--lang`.
 
 use std::io::IsTerminal;
 
@@ -14,6 +14,23 @@ pub enum OutputFormat {
     Table,
     /// Machine-readable JSON.
     Json,
+}
+
+/// `--lang`: the language of an explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum LangArg {
+    #[default]
+    En,
+    Zh,
+}
+
+impl From<LangArg> for glassbox_trace::Lang {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::En => glassbox_trace::Lang::En,
+            LangArg::Zh => glassbox_trace::Lang::Zh,
+        }
+    }
 }
 
 /// Whether to colour output written to stderr or stdout.

@@ -15,6 +15,7 @@ use glassbox_models::{
 };
 use serde::Serialize;
 
+use super::common::OutputFormat;
 use super::trace::StoreArg;
 
 #[derive(Debug, clap::Args)]
@@ -28,14 +29,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Table,
-    Json,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -115,14 +110,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
     match args.format {
-        Format::Json => println!(
+        OutputFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "ok": failed == 0,
                 "checks": checks,
             }))?
         ),
-        Format::Table => print_table(&checks, failed),
+        OutputFormat::Table => print_table(&checks, failed),
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS

@@ -11,14 +11,8 @@ use std::process::ExitCode;
 use glassbox_trace::Lang;
 use serde_json::json;
 
-use super::common::OutputFormat;
+use super::common::{LangArg, OutputFormat};
 use super::trace::{StoreArg, load_trace};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LangArg {
-    En,
-    Zh,
-}
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -40,10 +34,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut store = args.store.open()?;
     let trace = load_trace(&mut *store, &args.id)?;
-    let lang = match args.lang {
-        LangArg::En => Lang::En,
-        LangArg::Zh => Lang::Zh,
-    };
+    let lang = Lang::from(args.lang);
     let (text, rerendered) = explain(&trace.record, lang);
     match args.format {
         OutputFormat::Table => println!("{text}"),

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use glassbox_models::fetch::{FetchError, FetchProgress, fetch_models};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::common::OutputFormat;
 use crate::exit::{Coded, UNAVAILABLE};
 
 #[derive(Debug, clap::Args)]
@@ -32,15 +33,9 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Table,
-    Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -131,7 +126,7 @@ struct Row {
     path: PathBuf,
 }
 
-fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
+fn list(dir: &Path, format: OutputFormat) -> anyhow::Result<ExitCode> {
     let llm = glassbox_models::smollm2_path(dir);
     let minilm = glassbox_models::minilm_dir(dir);
     let weights = minilm.join("model.safetensors");
@@ -145,8 +140,8 @@ fn list(dir: &Path, format: Format) -> anyhow::Result<ExitCode> {
         )?,
     ];
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        Format::Table => {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        OutputFormat::Table => {
             println!(
                 "{:<22} {:<26} {:<8} {:>9}  {:<44} PATH",
                 "MODEL", "KIND", "STATUS", "SIZE", "VERSION"

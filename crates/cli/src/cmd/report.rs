@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use glassbox_store::report::{self, GroupBy, GroupReport, Percentiles, Report, ReportOptions};
 
 use super::trace::{FilterArgs, StoreArg, store_error};
+use crate::table::{Align, Table};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GroupArg {
@@ -141,22 +142,32 @@ fn group_table(out: &mut String, g: &GroupReport, by: &str) {
         let _ = writeln!(out, "  most expensive  {}", top(&g.top_cost_nodes, 4));
     }
     if !g.nodes.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {:<16} {:>8} {:>28} {:>10} {:>8}",
-            "node", "spans", "p50 / p95 / p99", "cost", "errors"
-        );
-        for n in &g.nodes {
-            let _ = writeln!(
-                out,
-                "  {:<16} {:>8} {:>28} {:>10} {:>8}",
-                n.node,
-                n.spans,
-                lat(&n.latency_ms),
-                pct(n.cost_share),
-                pct(n.error_rate)
-            );
-        }
+        let rows = g
+            .nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    n.node.clone(),
+                    n.spans.to_string(),
+                    lat(&n.latency_ms),
+                    pct(n.cost_share),
+                    pct(n.error_rate),
+                ]
+            })
+            .collect();
+        let nodes = Table::new(&["node", "spans", "p50 / p95 / p99", "cost", "errors"])
+            .indent("  ")
+            .gap(1)
+            .min_width(&[16, 8, 28, 10, 8])
+            .align(&[
+                Align::Left,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+            ])
+            .rows(rows);
+        out.push_str(&nodes.render());
     }
     for b in &g.input_buckets {
         let _ = writeln!(

@@ -10,9 +10,10 @@ use glassbox_engine::{BuildError, Outcome, PipelineError, PipelineOptions, RunOp
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use serde_json::{Value, json};
 
-use super::common::{OutputFormat, color, topology_error};
+use super::common::{LangArg, OutputFormat, color, topology_error};
 use super::trace::{StoreArg, store_error};
 use crate::exit::{self, Coded};
+use crate::table::Table;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -47,12 +48,6 @@ pub struct Args {
     /// Do not record the request in the trace store.
     #[arg(long, conflicts_with = "store")]
     pub no_store: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LangArg {
-    En,
-    Zh,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -200,35 +195,9 @@ fn ms(us: Option<u64>) -> String {
     us.map_or_else(|| "-".to_string(), |u| format!("{:.3}", u as f64 / 1000.0))
 }
 
-/// Columns padded to their widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::from(" ");
-        for (i, c) in cells.iter().enumerate() {
-            let last = i + 1 == cells.len();
-            s.push(' ');
-            s.push_str(c);
-            if !last {
-                let pad = widths[i].saturating_sub(c.chars().count());
-                s.push_str(&" ".repeat(pad + 1));
-            }
-        }
-        s.push('\n');
-        s
-    };
-    let mut out = line(header.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+/// The report's tables: indented, left-aligned, two spaces apart.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    Table::new(header).indent("  ").rows(rows).render()
 }
 
 /// The human-readable report.
@@ -276,7 +245,7 @@ pub fn render_table(outcome: &Outcome) -> String {
         &[
             "NODE", "TYPE", "STATUS", "ATTEMPTS", "LABEL", "START ms", "TOOK ms",
         ],
-        &nodes,
+        nodes,
     ));
     let edges: Vec<Vec<String>> = r
         .path
@@ -291,7 +260,7 @@ pub fn render_table(outcome: &Outcome) -> String {
         })
         .collect();
     out.push_str("\nEdges\n");
-    out.push_str(&table(&["EDGE", "TAKEN", "WHY"], &edges));
+    out.push_str(&table(&["EDGE", "TAKEN", "WHY"], edges));
     let mut lines: Vec<Vec<String>> = r
         .receipt
         .lines
@@ -316,7 +285,7 @@ pub fn render_table(outcome: &Outcome) -> String {
     out.push_str(&format!("\nReceipt ({})\n", r.receipt.currency));
     out.push_str(&table(
         &["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"],
-        &lines,
+        lines,
     ));
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out

@@ -1,9 +1,9 @@
 //! `glassbox trace list | show | export`: read the stored traces.
 //!
 //! Also home of the pieces `explain` and `report` share: the `--store`
-//! option, opening the store with exit-coded errors, and time parsing.
+//! option, opening the store with exit-coded errors, and the filter flags
+//! (parsed by `glassbox_store::FilterInput`, as the server's are).
 
-use glassbox_store::time::parse_time;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -11,13 +11,15 @@ use std::str::FromStr;
 use glassbox_store::otlp::{OtlpExporter, Protocol};
 use glassbox_store::report::day_key;
 use glassbox_store::{
-    Filter, ListQuery, RequestSummary, Sort, StoreError, StoreUrl, StoredTrace, TraceStore,
+    Filter, FilterError, FilterInput, ListQuery, RequestSummary, Sort, StoreError, StoreUrl,
+    StoredTrace, TraceStore,
 };
 use glassbox_trace::{RequestId, SpanRole};
 use serde_json::json;
 
 use super::common::OutputFormat;
 use crate::exit::{self, Coded};
+use crate::table::{Align, Table};
 
 /// `--store`, shared by every command that reads or writes traces.
 #[derive(Debug, Clone, clap::Args)]
@@ -70,22 +72,18 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The store's filter (the parse the server's `/v1/traces` shares); a
+    /// value it cannot understand is exit 78, worded for the flag.
     pub fn filter(&self, status: Option<String>) -> anyhow::Result<Filter> {
-        let now = glassbox_trace::unix_micros_now();
-        let time = |t: &Option<String>, flag: &str| -> anyhow::Result<Option<i64>> {
-            t.as_deref()
-                .map(|s| {
-                    parse_time(s, now).map_err(|e| Coded::invalid(format!("`--{flag} {s}`: {e}")))
-                })
-                .transpose()
-        };
-        Ok(Filter {
+        FilterInput {
             topology: self.topology.clone(),
             version: self.topology_version.clone(),
             status,
-            since_us: time(&self.since, "since")?,
-            until_us: time(&self.until, "until")?,
-        })
+            since: self.since.clone(),
+            until: self.until.clone(),
+        }
+        .parse(glassbox_trace::unix_micros_now())
+        .map_err(|e: FilterError| Coded::invalid(format!("`--{} {}`: {e}", e.field(), e.value())))
     }
 }
 
@@ -245,30 +243,45 @@ fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn list_table(rows: &[RequestSummary]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<36}  {:<23}  {:<20}  {:<9}  {:>10}  {:>10}  PATH",
-        "REQUEST", "STARTED (UTC)", "TOPOLOGY@VERSION", "STATUS", "DURATION", "COST"
-    );
-    for r in rows {
-        let status = if r.degraded && r.status == "ok" {
-            "degraded".to_string()
-        } else {
-            r.status.clone()
-        };
-        let _ = writeln!(
-            out,
-            "{:<36}  {:<23}  {:<20}  {:<9}  {:>10}  {:>10}  {}",
-            r.request_id,
-            format_time(r.started_at_us),
-            format!("{}@{}", r.topology_id, r.version),
-            status,
-            ms(r.duration_us),
-            r.cost,
-            r.path.replace('>', "→"),
-        );
-    }
+    let cells = rows
+        .iter()
+        .map(|r| {
+            let status = if r.degraded && r.status == "ok" {
+                "degraded".to_string()
+            } else {
+                r.status.clone()
+            };
+            vec![
+                r.request_id.clone(),
+                format_time(r.started_at_us),
+                format!("{}@{}", r.topology_id, r.version),
+                status,
+                ms(r.duration_us),
+                r.cost.clone(),
+                r.path.replace('>', "→"),
+            ]
+        })
+        .collect();
+    let mut out = Table::new(&[
+        "REQUEST",
+        "STARTED (UTC)",
+        "TOPOLOGY@VERSION",
+        "STATUS",
+        "DURATION",
+        "COST",
+        "PATH",
+    ])
+    .min_width(&[36, 23, 20, 9, 10, 10])
+    .align(&[
+        Align::Left,
+        Align::Left,
+        Align::Left,
+        Align::Left,
+        Align::Right,
+        Align::Right,
+    ])
+    .rows(cells)
+    .render();
     if rows.is_empty() {
         out.push_str("(no stored requests match)\n");
     }
@@ -423,6 +436,7 @@ fn export(a: ExportArgs) -> anyhow::Result<ExitCode> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use glassbox_store::time::parse_time;
 
     #[test]
     fn parses_times() {

@@ -74,11 +74,26 @@ fn seed_001_fifty_thousand_requests_a_day_needs_one_or_two_cards() {
         let z = workload::size(&est, &s, &w).unwrap();
         // 50,000 × (1500 + 300) = 90M tokens/day.
         assert_eq!(z.tokens_per_day, 90e6);
-        // 2 × 7.24e9 × 5e4 × 300 ≈ the seed's 2 × 7e9 × 5e4 × 300 = 2.1e17.
+        // 2 × params × requests × output tokens: 2 × 7.24e9 × 5e4 × 300 ≈ the
+        // seed's 2 × 7e9 × 5e4 × 300 = 2.1e17.
+        let flops = 2.0 * s.model.active_params_b() * 1e9 * 50_000.0 * 300.0;
+        assert!(
+            (z.seed001_flops_per_day / flops - 1.0).abs() < 1e-12,
+            "{} vs {flops}",
+            z.seed001_flops_per_day
+        );
         assert!(
             (z.seed001_flops_per_day / 2.1e17 - 1.0).abs() < 0.05,
             "{}",
             z.seed001_flops_per_day
+        );
+        // The seed's cards run at 40% of peak for a day.
+        let peak = s.hw.peak_tflops(s.quant.compute) * 1e12;
+        let by_flops = z.seed001_flops_per_day / (peak * 0.4 * 86_400.0);
+        assert!(
+            (z.seed001_gpus_by_flops / by_flops - 1.0).abs() < 1e-12,
+            "{}",
+            z.seed001_gpus_by_flops
         );
         assert!(
             (1..=2).contains(&z.gpus_needed),
@@ -86,8 +101,16 @@ fn seed_001_fifty_thousand_requests_a_day_needs_one_or_two_cards() {
             z.gpus_needed
         );
         assert!(z.cost_per_1m_tokens > 0.0 && z.utilisation > 0.0 && z.utilisation <= 1.0);
+        // Cost per 1M tokens is the day's cost over the day's tokens.
+        assert!(
+            (z.cost_per_1m_tokens - z.cost_per_day_usd / (z.tokens_per_day / 1e6)).abs()
+                < 1e-9 * z.cost_per_1m_tokens.max(1.0),
+            "{gpu}: {} vs {} / {}",
+            z.cost_per_1m_tokens,
+            z.cost_per_day_usd,
+            z.tokens_per_day
+        );
     }
-    assert_eq!(2.0 * 7e9 * 5e4 * 300.0, 2.1e17);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 use crate::api::extract::{Path, Query};
 use axum::Json;
 use axum::extract::State;
-use glassbox_store::{Filter, ListQuery, RequestSummary, Sort, StoredTrace};
+use glassbox_store::{
+    Filter, FilterError, FilterInput, ListQuery, RequestSummary, Sort, StoredTrace,
+};
 use glassbox_trace::RequestId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,23 +33,31 @@ pub struct FilterParams {
 }
 
 impl FilterParams {
+    /// The store's filter (the parse `glassbox trace list` shares).
     pub fn filter(&self, status: Option<String>) -> Result<Filter, ApiError> {
-        let now = glassbox_trace::unix_micros_now();
-        let time = |t: &Option<String>, name: &str| -> Result<Option<i64>, ApiError> {
-            t.as_deref()
-                .map(|s| {
-                    glassbox_store::time::parse_time(s, now)
-                        .map_err(|e| ApiError::bad_request("bad_query", format!("`{name}`: {e}")))
-                })
-                .transpose()
-        };
-        Ok(Filter {
-            topology: self.topology.clone().filter(|t| !t.is_empty()),
-            version: self.version.clone().filter(|v| !v.is_empty()),
+        FilterInput {
+            topology: self.topology.clone(),
+            version: self.version.clone(),
             status,
-            since_us: time(&self.since, "since")?,
-            until_us: time(&self.until, "until")?,
-        })
+            since: self.since.clone(),
+            until: self.until.clone(),
+        }
+        .parse(glassbox_trace::unix_micros_now())
+        .map_err(bad_query)
+    }
+}
+
+/// A refused filter or order as a 400, worded for query parameters.
+fn bad_query(err: FilterError) -> ApiError {
+    let message = match &err {
+        FilterError::Time { field, .. } => format!("`{field}`: {err}"),
+        FilterError::Status { value } => format!("`status={value}` is not a status"),
+        FilterError::Sort { value } => format!("`sort={value}` is not an order"),
+    };
+    let api = ApiError::bad_request("bad_query", message);
+    match err.hint() {
+        Some(hint) => api.hint(hint),
+        None => api,
     }
 }
 
@@ -144,30 +154,6 @@ impl From<StoredTrace> for TraceDetail {
     }
 }
 
-fn sort(s: Option<&str>) -> Result<Sort, ApiError> {
-    match s.unwrap_or("recent") {
-        "recent" => Ok(Sort::Recent),
-        "slowest" => Ok(Sort::Slowest),
-        "costliest" => Ok(Sort::Costliest),
-        other => Err(
-            ApiError::bad_request("bad_query", format!("`sort={other}` is not an order"))
-                .hint("use recent, slowest or costliest"),
-        ),
-    }
-}
-
-fn status(s: Option<&str>) -> Result<Option<String>, ApiError> {
-    match s.filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(s @ ("ok" | "failed" | "cancelled")) => Ok(Some(s.to_string())),
-        Some(other) => Err(ApiError::bad_request(
-            "bad_query",
-            format!("`status={other}` is not a status"),
-        )
-        .hint("use ok, failed or cancelled")),
-    }
-}
-
 /// Stored requests, newest (or slowest, or costliest) first.
 #[utoipa::path(
     get,
@@ -188,8 +174,8 @@ pub async fn list_traces(
     Query(list): Query<ListParams>,
 ) -> Result<Json<TraceList>, ApiError> {
     let query = ListQuery {
-        filter: filter.filter(status(list.status.as_deref())?)?,
-        sort: sort(list.sort.as_deref())?,
+        filter: filter.filter(list.status.clone())?,
+        sort: Sort::parse(list.sort.as_deref()).map_err(bad_query)?,
         limit: list.limit.unwrap_or(50).clamp(1, MAX_LIMIT),
     };
     let rows = state

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::Arrivals;
 use super::client::TraceCheck;
 use super::stats::{Buckets, Summary};
+use crate::table::{Align, Table};
 
 /// The `--format json` document.
 #[derive(Debug, Serialize)]
@@ -151,7 +152,16 @@ pub fn table(rep: &Report, buckets: &Buckets) -> String {
         .collect();
     if buckets.len() > 1 {
         out.push('\n');
-        out.push_str(&columns(&header, &rows));
+        // Indented by one; the first column left-aligned, the figures right.
+        let mut align = vec![Align::Right; header.len()];
+        align[0] = Align::Left;
+        out.push_str(
+            &Table::new(&header)
+                .indent(" ")
+                .align(&align)
+                .rows(rows)
+                .render(),
+        );
     }
     if let Some(t) = &rep.traces {
         out.push('\n');
@@ -175,33 +185,6 @@ pub fn table(rep: &Report, buckets: &Buckets) -> String {
         if !t.missing_ids.is_empty() {
             let _ = writeln!(out, "missing      {}", t.missing_ids.join(", "));
         }
-    }
-    out
-}
-
-/// Columns padded to their widest cell, numbers right-aligned.
-fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            let pad = w.saturating_sub(cell.chars().count());
-            if i == 0 {
-                let _ = write!(out, " {cell}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
-            }
-        }
-        out.push('\n');
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
     }
     out
 }

@@ -1,0 +1,276 @@
+//! `glassbox plan`: capacity planning for LLM inference (memory, speed, GPUs, cost).
+//!
+//! A thin shell over `glassbox-planner`: the flags become a
+//! [`PlanRequest`], the planner resolves it (model, format, engine and
+//! every default) and plans it per GPU, and [`print`] shows the result as a
+//! table with an "explain" section (every figure with its formula and
+//! inputs) or as JSON. The catalogue listings and `calibrate` are in
+//! [`catalogue`].
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use glassbox_planner::request::{self, PlanRequest, defaults};
+use glassbox_planner::workload::{Pricing, Sla, Workload};
+use glassbox_planner::{Estimator, HardwareCatalogue, ModelCatalogue, PlannerError};
+
+use crate::cmd::common::OutputFormat;
+use crate::exit::{self, Coded};
+use crate::table::{Align, Table};
+
+/// Writes a line to stdout, ignoring a closed pipe (`glassbox plan ... | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+mod catalogue;
+mod print;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit codes: 0 ok, 2 usage, 78 unknown model/GPU or invalid input.\n\
+                  Method and defaults: docs/planner.md."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+    /// Boxed: the flags are many, and `Command` holds every subcommand's args inline.
+    #[command(flatten)]
+    pub plan: Box<PlanArgs>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// Fit efficiency factors from your measurements CSV (format: docs/planner.md).
+    Calibrate(CalibrateArgs),
+    /// List the GPUs in the catalogue (plus --hardware-file entries).
+    ListGpus(ListArgs),
+    /// List the built-in models.
+    ListModels(ListArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+    /// Extra or overriding GPU entries (TOML, same schema as the catalogue).
+    #[arg(long)]
+    pub hardware_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// Measurements CSV (`id,metric,value,gpu,tp,engine,model,quant,kv_dtype,batch,prompt_tokens,gen_tokens,source,notes`).
+    pub measurements: PathBuf,
+    /// Write the fitted table here (TOML) for `glassbox plan --calibration FILE`; stdout if absent.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    #[arg(long)]
+    pub hardware_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Model: a catalogue name (`glassbox plan list-models`), a config.json or a .gguf file.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// GPU id or alias (`glassbox plan list-gpus`).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Weight format: fp16, bf16, fp8, int8, int4, q4_0, q4_k_m, q8_0, ... (default: the file's, else fp16).
+    #[arg(long)]
+    pub quant: Option<String>,
+    /// KV-cache dtype: fp16 or fp8.
+    #[arg(long, default_value = defaults::KV_DTYPE)]
+    pub kv_dtype: String,
+    /// Engine: vllm, sglang, trt-llm, llama.cpp, mlc, transformers (default: llama.cpp for GGUF, else vllm).
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// Concurrent sequences for the single-scenario estimate.
+    #[arg(long, default_value_t = defaults::BATCH)]
+    pub batch: u32,
+    /// Prompt (input) tokens per request.
+    #[arg(long, default_value_t = defaults::PROMPT_TOKENS)]
+    pub prompt_tokens: u64,
+    /// Generated (output) tokens per request.
+    #[arg(long, default_value_t = defaults::GEN_TOKENS)]
+    pub gen_tokens: u64,
+    /// Context length each sequence may reach (KV capacity); default prompt + gen.
+    #[arg(long)]
+    pub context: Option<u64>,
+    /// Tensor-parallel degree (GPUs per replica).
+    #[arg(long, default_value_t = defaults::TP)]
+    pub tp: u32,
+    /// GPU memory kept free (seed 001: at least 20%).
+    #[arg(long, default_value_t = defaults::MEMORY_HEADROOM)]
+    pub memory_headroom: f64,
+    /// Requests per day (seed 001's example: 50,000).
+    #[arg(long, default_value_t = defaults::REQUESTS_PER_DAY)]
+    pub requests_per_day: f64,
+    /// Peak request rate ÷ average rate.
+    #[arg(long, default_value_t = defaults::PEAK_FACTOR)]
+    pub peak_factor: f64,
+    /// Concurrent requests at peak, if known.
+    #[arg(long)]
+    pub peak_concurrency: Option<u64>,
+    /// SLA: P99 time to first token, ms.
+    #[arg(long)]
+    pub sla_ttft_ms: Option<f64>,
+    /// SLA: P99 time per output token, ms.
+    #[arg(long)]
+    pub sla_tpot_ms: Option<f64>,
+    /// SLA: P99 end-to-end latency, ms.
+    #[arg(long)]
+    pub sla_e2e_ms: Option<f64>,
+    /// Capacity kept free at peak (seed 001: at least 30%).
+    #[arg(long, default_value_t = defaults::HEADROOM)]
+    pub headroom: f64,
+    /// Price per GPU-hour (overrides the catalogue).
+    #[arg(long)]
+    pub price_per_hour: Option<f64>,
+    /// Purchase price per GPU, amortised over --amortize-years plus power.
+    #[arg(long)]
+    pub purchase_price: Option<f64>,
+    #[arg(long, default_value_t = defaults::AMORTIZE_YEARS)]
+    pub amortize_years: f64,
+    #[arg(long, default_value_t = defaults::USD_PER_KWH)]
+    pub usd_per_kwh: f64,
+    /// Offline (batch) tokens per day sharing the pool (seed 003).
+    #[arg(long, default_value_t = defaults::OFFLINE_TOKENS_PER_DAY)]
+    pub offline_tokens_per_day: f64,
+    /// Simultaneous-use coefficient of a mixed online/offline pool (seed 003).
+    #[arg(long, default_value_t = defaults::SIMULTANEOUS_USE)]
+    pub simultaneous_use: f64,
+    /// Rank these GPUs by cost per 1M tokens among those meeting the SLA.
+    #[arg(long, num_args = 1..)]
+    pub compare: Vec<String>,
+    /// Extra or overriding GPU entries (TOML, same schema as the catalogue).
+    #[arg(long)]
+    pub hardware_file: Option<PathBuf>,
+    /// Efficiency factors from `glassbox plan calibrate` (override the shipped fit).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
+
+/// Planner errors are problems with the input: exit 78 with the message.
+fn invalid(e: PlannerError) -> anyhow::Error {
+    Coded::invalid(e.to_string())
+}
+
+fn usage(message: &str) -> anyhow::Error {
+    anyhow::Error::new(Coded {
+        code: exit::USAGE,
+        message: message.to_string(),
+    })
+}
+
+fn hardware(file: Option<&Path>) -> anyhow::Result<HardwareCatalogue> {
+    request::hardware_catalogue(file).map_err(invalid)
+}
+
+/// The planner's tables: a rule under the header, numbers right-aligned
+/// except in the last column.
+fn planner_table(header: &[&str]) -> Table {
+    let mut align = vec![Align::Number; header.len()];
+    if let Some(last) = align.last_mut() {
+        *last = Align::Left;
+    }
+    Table::new(header).rule().align(&align)
+}
+
+/// Prints a planner table.
+fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
+    out!("{}", planner_table(header).rows(rows).render().trim_end());
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Some(Sub::Calibrate(a)) => catalogue::run_calibrate(a),
+        Some(Sub::ListGpus(a)) => catalogue::list_gpus(a),
+        Some(Sub::ListModels(a)) => catalogue::list_models(a),
+        None => run_plan(*args.plan),
+    }
+}
+
+impl PlanArgs {
+    /// The flags as a planner request (nothing resolved yet).
+    fn request(&self, model: &str) -> PlanRequest {
+        PlanRequest {
+            model: model.to_string(),
+            quant: self.quant.clone(),
+            kv_dtype: self.kv_dtype.clone(),
+            engine: self.engine.clone(),
+            batch: self.batch,
+            prompt_tokens: self.prompt_tokens,
+            gen_tokens: self.gen_tokens,
+            context: self.context,
+            tp: self.tp,
+            memory_headroom: self.memory_headroom,
+            workload: Workload {
+                requests_per_day: self.requests_per_day,
+                peak_factor: self.peak_factor,
+                peak_concurrency: self.peak_concurrency,
+                sla: Sla {
+                    ttft_ms: self.sla_ttft_ms,
+                    tpot_ms: self.sla_tpot_ms,
+                    e2e_ms: self.sla_e2e_ms,
+                },
+                headroom: self.headroom,
+                offline_tokens_per_day: self.offline_tokens_per_day,
+                simultaneous_use: self.simultaneous_use,
+                pricing: Pricing {
+                    hourly_usd: self.price_per_hour,
+                    purchase_usd: self.purchase_price,
+                    amortize_years: self.amortize_years,
+                    usd_per_kwh: self.usd_per_kwh,
+                },
+                ..Workload::default()
+            },
+        }
+    }
+}
+
+/// Flags → request → resolved request → a plan per GPU → printer.
+fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
+    let model = p
+        .model
+        .as_deref()
+        .ok_or_else(|| usage("`--model` is required"))?;
+    let hw = hardware(p.hardware_file.as_deref())?;
+    let models = ModelCatalogue::builtin().map_err(invalid)?;
+    let resolved = p.request(model).resolve(&models).map_err(invalid)?;
+    let est = Estimator::new(request::efficiency_table(p.calibration.as_deref()).map_err(invalid)?);
+    let plan_for = |gpu: &str| {
+        let device = hw.get(gpu).map_err(invalid)?;
+        resolved.plan(&est, device).map_err(invalid)
+    };
+    if !p.compare.is_empty() {
+        let plans = p
+            .compare
+            .iter()
+            .map(|g| plan_for(g))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return print::print_compare(&plans, p.format);
+    }
+    let gpu = p
+        .gpu
+        .as_deref()
+        .ok_or_else(|| usage("`--gpu` (or `--compare`) is required"))?;
+    let plan = plan_for(gpu)?;
+    match p.format {
+        OutputFormat::Json => out!(
+            "{}",
+            serde_json::to_string_pretty(&print::plan_json(&plan))?
+        ),
+        OutputFormat::Table => {
+            print::print_plan(&plan, &resolved.model.spec.name, resolved.model.origin)
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,195 @@
+//! What `glassbox plan` prints: one plan (estimate, formats, sizing) as text
+//! or JSON, and the `--compare` ranking.
+
+use std::process::ExitCode;
+
+use glassbox_planner::explain::{Line, num};
+use glassbox_planner::request::{Plan, rank};
+use serde_json::json;
+
+use super::print_table;
+use crate::cmd::common::OutputFormat;
+
+/// The `--format json` object of one plan.
+pub fn plan_json(plan: &Plan) -> serde_json::Value {
+    let e = &plan.estimate;
+    let (gpus, cost, binding, sizing, sizing_error) = match &plan.sizing {
+        Ok(s) => (
+            json!(s.gpus_needed),
+            json!(s.cost_per_1m_tokens),
+            s.binding_constraint.clone(),
+            serde_json::to_value(s).unwrap_or_default(),
+            serde_json::Value::Null,
+        ),
+        Err(err) => (
+            serde_json::Value::Null,
+            serde_json::Value::Null,
+            if e.fits {
+                e.binding_constraint.clone()
+            } else {
+                "memory".into()
+            },
+            serde_json::Value::Null,
+            json!({"code": err.code(), "message": err.to_string()}),
+        ),
+    };
+    json!({
+        "model": e.model, "gpu": e.gpu, "quant": e.quant, "engine": e.engine, "tp": e.tp,
+        "weights_gb": e.weights_gb,
+        "kv_bytes_per_token": e.kv_bytes_per_token,
+        "max_concurrent_seqs": e.max_concurrent_seqs,
+        "prefill_tok_s": e.prefill_tok_s,
+        "decode_tok_s": e.decode_tok_s,
+        "ttft_ms": e.ttft_ms,
+        "tpot_ms": e.tpot_ms,
+        "gpus_needed": gpus,
+        "cost_per_1m_tokens": cost,
+        "binding_constraint": binding,
+        "estimate": serde_json::to_value(e).unwrap_or_default(),
+        "sizing": sizing,
+        "sizing_error": sizing_error,
+    })
+}
+
+fn explain_rows(lines: &[Line]) -> Vec<Vec<String>> {
+    lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.metric.clone(),
+                format!("{} {}", num(l.value), l.unit),
+                l.formula.clone(),
+                l.inputs.clone(),
+            ]
+        })
+        .collect()
+}
+
+/// One plan as text: the estimate with its formulas, the weight formats,
+/// the workload sizing.
+pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
+    let e = &plan.estimate;
+    out!(
+        "{model_name} ({origin}) on {} × {}, {} ({} bpw), engine {}, batch {}",
+        e.tp,
+        e.gpu,
+        e.quant,
+        num(e.weights_gb * 8e9 / (e.total_params_b * 1e9)),
+        e.engine,
+        e.batch
+    );
+    out!(
+        "params {} B total, {} B active; factors: prefill η {} + {} ms ({}), decode η {} + {} ms ({})\n",
+        num(e.total_params_b),
+        num(e.active_params_b),
+        num(e.factors.prefill_efficiency),
+        num(e.factors.prefill_overhead_ms),
+        e.factors.prefill_level,
+        num(e.factors.decode_efficiency),
+        num(e.factors.decode_overhead_ms),
+        e.factors.decode_level
+    );
+    print_table(
+        &["estimate", "value", "formula", "inputs"],
+        explain_rows(&e.explain),
+    );
+    out!();
+    let fmt_rows = e
+        .weights_by_format
+        .iter()
+        .map(|w| vec![w.quant.clone(), num(w.bits_per_weight), num(w.gb)])
+        .collect();
+    print_table(&["format", "bits/weight", "weights GB"], fmt_rows);
+    out!();
+    match &plan.sizing {
+        Ok(s) => {
+            out!(
+                "workload: {} GPU(s) ({} replica(s) × tp {}), batch {}, utilisation {:.0}%, {} tokens/day/GPU, ${} per 1M tokens ({} per 1M output), SLA {}, binding: {}",
+                s.gpus_needed,
+                s.replicas,
+                e.tp,
+                s.batch,
+                s.utilisation * 100.0,
+                num(s.tokens_per_day_per_gpu),
+                num(s.cost_per_1m_tokens),
+                num(s.cost_per_1m_output_tokens),
+                if s.meets_sla { "met" } else { "NOT met" },
+                s.binding_constraint
+            );
+            print_table(
+                &["sizing", "value", "formula", "inputs"],
+                explain_rows(&s.explain),
+            );
+            if let Some(m) = &s.mixed_pool {
+                out!(
+                    "\nmixed pool (seed 003): separate online+offline pools {} GPUs at {:.0}% vs one shared pool {} GPUs at {:.0}% (simultaneous-use {})",
+                    m.separate_gpus,
+                    m.separate_utilisation * 100.0,
+                    m.mixed_gpus,
+                    m.mixed_utilisation * 100.0,
+                    num(m.simultaneous_use)
+                );
+            }
+        }
+        Err(err) => out!("workload sizing: {err}"),
+    }
+}
+
+/// `--compare`: the plans ranked (SLA met first, then by cost per 1M tokens).
+pub fn print_compare(plans: &[Plan], format: OutputFormat) -> anyhow::Result<ExitCode> {
+    let ranked = rank(plans);
+    if format == OutputFormat::Json {
+        let v: Vec<_> = ranked.iter().map(|p| plan_json(p)).collect();
+        out!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let e = &p.estimate;
+            match &p.sizing {
+                Ok(s) => vec![
+                    if s.meets_sla {
+                        (i + 1).to_string()
+                    } else {
+                        "-".into()
+                    },
+                    e.gpu.clone(),
+                    if s.meets_sla {
+                        "yes".into()
+                    } else {
+                        "no".into()
+                    },
+                    num(s.cost_per_1m_tokens),
+                    s.gpus_needed.to_string(),
+                    s.batch.to_string(),
+                    num(s.ttft_ms),
+                    num(s.tpot_ms),
+                    format!("{:.0}%", s.utilisation * 100.0),
+                    s.binding_constraint.clone(),
+                ],
+                Err(err) => vec![
+                    "-".into(),
+                    e.gpu.clone(),
+                    "no".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    num(e.ttft_ms),
+                    num(e.tpot_ms),
+                    "-".into(),
+                    err.code().trim_start_matches("planner.").to_string(),
+                ],
+            }
+        })
+        .collect();
+    print_table(
+        &[
+            "rank", "gpu", "SLA", "$/1M tok", "GPUs", "batch", "TTFT ms", "TPOT ms", "util",
+            "binding",
+        ],
+        rows,
+    );
+    Ok(ExitCode::SUCCESS)
+}

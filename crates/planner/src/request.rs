@@ -1,0 +1,316 @@
+//! A plan as a person asks for it, and what the planner makes of it.
+//!
+//! [`PlanRequest`] holds what was given — names and optional settings, the
+//! way `glassbox plan` flags arrive — and [`PlanRequest::resolve`] turns it
+//! into a [`ResolvedRequest`]: the model loaded, the weight format, engine,
+//! KV-cache width and context chosen. Every default the planner applies
+//! lives here ([`defaults`], and the rules in `resolve`), so a front end only
+//! collects input and prints results: request → resolved request →
+//! [`Plan`] per device (estimate + workload sizing) → printer.
+
+use std::path::Path;
+
+use crate::efficiency::{EfficiencyTable, Engine};
+use crate::error::PlannerError;
+use crate::estimate::{Estimate, Estimator, Scenario};
+use crate::hardware::{Hardware, HardwareCatalogue};
+use crate::model::{self, ModelCatalogue, ResolvedModel};
+use crate::quant::Quant;
+use crate::workload::{self, Sizing, Workload};
+
+/// The values a plan request starts from when a setting is not given.
+pub mod defaults {
+    /// KV-cache dtype.
+    pub const KV_DTYPE: &str = "fp16";
+    /// Weight format when neither the request nor the model file names one.
+    pub const QUANT: &str = "fp16";
+    /// Concurrent sequences for the single-scenario estimate.
+    pub const BATCH: u32 = 1;
+    /// Prompt (input) tokens per request.
+    pub const PROMPT_TOKENS: u64 = 1500;
+    /// Generated (output) tokens per request.
+    pub const GEN_TOKENS: u64 = 300;
+    /// Tensor-parallel degree.
+    pub const TP: u32 = 1;
+    /// Device memory kept free (seed 001: at least 20%).
+    pub const MEMORY_HEADROOM: f64 = 0.2;
+    /// Requests per day (seed 001's example).
+    pub const REQUESTS_PER_DAY: f64 = 50_000.0;
+    /// Peak request rate ÷ average rate.
+    pub const PEAK_FACTOR: f64 = 3.0;
+    /// Capacity kept free at peak (seed 001: at least 30%).
+    pub const HEADROOM: f64 = 0.3;
+    /// Years a purchased device is paid off over.
+    pub const AMORTIZE_YEARS: f64 = 3.0;
+    /// Electricity price.
+    pub const USD_PER_KWH: f64 = 0.12;
+    /// Offline (batch) tokens per day sharing the pool.
+    pub const OFFLINE_TOKENS_PER_DAY: f64 = 0.0;
+    /// Simultaneous-use coefficient of a mixed online/offline pool (seed 003).
+    pub const SIMULTANEOUS_USE: f64 = 0.6;
+    /// Utilisation assumed by seed 000's concurrency formula.
+    pub const SEED000_UTILISATION: f64 = 0.4;
+}
+
+/// A plan as asked for: names and optional settings, nothing resolved yet.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// A catalogue name, a `config.json` or a `.gguf` path.
+    pub model: String,
+    /// Weight format; default: the model file's, else [`defaults::QUANT`].
+    pub quant: Option<String>,
+    /// KV-cache dtype: `fp16`/`f16`/`bf16`, `fp8`/`int8` or `fp32`/`f32`.
+    pub kv_dtype: String,
+    /// Engine; default: llama.cpp for a GGUF file, else vLLM.
+    pub engine: Option<String>,
+    pub batch: u32,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    /// Context each sequence may reach; default prompt + generated tokens.
+    pub context: Option<u64>,
+    pub tp: u32,
+    pub memory_headroom: f64,
+    /// Traffic, SLA and pricing. Its token counts are taken from
+    /// `prompt_tokens` and `gen_tokens` when resolving.
+    pub workload: Workload,
+}
+
+impl PlanRequest {
+    /// A request for `model` with every other setting at its default.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            quant: None,
+            kv_dtype: defaults::KV_DTYPE.to_string(),
+            engine: None,
+            batch: defaults::BATCH,
+            prompt_tokens: defaults::PROMPT_TOKENS,
+            gen_tokens: defaults::GEN_TOKENS,
+            context: None,
+            tp: defaults::TP,
+            memory_headroom: defaults::MEMORY_HEADROOM,
+            workload: Workload::default(),
+        }
+    }
+
+    /// Loads the model and applies the defaults. Fails on an unknown model,
+    /// weight format, engine or KV dtype.
+    pub fn resolve(&self, models: &ModelCatalogue) -> Result<ResolvedRequest, PlannerError> {
+        let model = model::resolve(&self.model, models)?;
+        let quant = match (&self.quant, &model.file_quant) {
+            (Some(q), _) => Quant::parse(q)?,
+            (None, Some(q)) => q.clone(),
+            (None, None) => Quant::parse(defaults::QUANT)?,
+        };
+        let engine = match (&self.engine, model.origin) {
+            (Some(e), _) => Engine::parse(e)?,
+            (None, "gguf") => Engine::LlamaCpp,
+            (None, _) => Engine::Vllm,
+        };
+        let kv_bytes = kv_dtype_bytes(&self.kv_dtype)?;
+        let workload = Workload {
+            input_tokens: self.prompt_tokens,
+            output_tokens: self.gen_tokens,
+            ..self.workload
+        };
+        Ok(ResolvedRequest {
+            model,
+            quant,
+            engine,
+            kv_bytes,
+            batch: self.batch,
+            prompt_tokens: self.prompt_tokens,
+            gen_tokens: self.gen_tokens,
+            context: self
+                .context
+                .unwrap_or(self.prompt_tokens.saturating_add(self.gen_tokens)),
+            tp: self.tp,
+            memory_headroom: self.memory_headroom,
+            workload,
+        })
+    }
+}
+
+/// Bytes per KV-cache element for a dtype name.
+pub fn kv_dtype_bytes(dtype: &str) -> Result<f64, PlannerError> {
+    match dtype.to_ascii_lowercase().as_str() {
+        "fp16" | "f16" | "bf16" => Ok(2.0),
+        "fp8" | "int8" => Ok(1.0),
+        "fp32" | "f32" => Ok(4.0),
+        other => Err(PlannerError::UnknownKvDtype {
+            value: other.to_string(),
+        }),
+    }
+}
+
+/// A request with its model loaded and every default applied.
+#[derive(Debug, Clone)]
+pub struct ResolvedRequest {
+    pub model: ResolvedModel,
+    pub quant: Quant,
+    pub engine: Engine,
+    /// KV-cache bytes per element.
+    pub kv_bytes: f64,
+    pub batch: u32,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    pub context: u64,
+    pub tp: u32,
+    pub memory_headroom: f64,
+    pub workload: Workload,
+}
+
+impl ResolvedRequest {
+    /// The estimator's view of this request on one device.
+    pub fn scenario<'a>(&'a self, hw: &'a Hardware) -> Scenario<'a> {
+        Scenario {
+            model: &self.model.spec,
+            hw,
+            quant: self.quant.clone(),
+            kv_bytes: self.kv_bytes,
+            engine: self.engine,
+            tp: self.tp,
+            batch: self.batch,
+            prompt_tokens: self.prompt_tokens,
+            gen_tokens: self.gen_tokens,
+            context: self.context,
+            memory_headroom: self.memory_headroom,
+        }
+    }
+
+    /// Estimates this request on `hw` and sizes its workload. An estimate
+    /// that cannot be made is an error; a workload that cannot be sized
+    /// (the model does not fit, say) is part of the plan.
+    pub fn plan(&self, est: &Estimator, hw: &Hardware) -> Result<Plan, PlannerError> {
+        let s = self.scenario(hw);
+        let estimate = est.estimate(&s)?;
+        Ok(Plan {
+            estimate,
+            sizing: workload::size(est, &s, &self.workload),
+        })
+    }
+}
+
+/// One device's answer: the estimate and the workload sizing.
+#[derive(Debug)]
+pub struct Plan {
+    pub estimate: Estimate,
+    pub sizing: Result<Sizing, PlannerError>,
+}
+
+impl Plan {
+    /// Order for comparing devices: those meeting the SLA first, then those
+    /// that do not, then those that could not be sized; cheapest first within each.
+    fn rank_key(&self) -> (u8, f64) {
+        match &self.sizing {
+            Ok(s) if s.meets_sla => (0, s.cost_per_1m_tokens),
+            Ok(s) => (1, s.cost_per_1m_tokens),
+            Err(_) => (2, f64::INFINITY),
+        }
+    }
+}
+
+/// `plans` best first (see [`Plan`]'s ranking); ties keep their order.
+pub fn rank(plans: &[Plan]) -> Vec<&Plan> {
+    let mut ranked: Vec<&Plan> = plans.iter().collect();
+    ranked.sort_by(|a, b| {
+        let (ka, kb) = (a.rank_key(), b.rank_key());
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    });
+    ranked
+}
+
+/// The built-in GPU catalogue, with `file`'s entries added or overriding.
+pub fn hardware_catalogue(file: Option<&Path>) -> Result<HardwareCatalogue, PlannerError> {
+    let mut hw = HardwareCatalogue::builtin()?;
+    if let Some(path) = file {
+        hw.merge_file(path)?;
+    }
+    Ok(hw)
+}
+
+/// The shipped efficiency factors, with a calibration file's on top.
+pub fn efficiency_table(calibration: Option<&Path>) -> Result<EfficiencyTable, PlannerError> {
+    let mut factors = EfficiencyTable::defaults()?;
+    if let Some(path) = calibration {
+        factors.overlay(&EfficiencyTable::load(path)?);
+    }
+    Ok(factors)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_model_source() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let r = PlanRequest::new("llama-3.1-8b").resolve(&models).unwrap();
+        assert_eq!(r.model.origin, "catalogue");
+        assert_eq!(r.quant.name, "fp16");
+        assert_eq!(r.engine, Engine::Vllm);
+        assert_eq!(r.kv_bytes, 2.0);
+        assert_eq!(r.context, defaults::PROMPT_TOKENS + defaults::GEN_TOKENS);
+        assert_eq!(r.workload.input_tokens, defaults::PROMPT_TOKENS);
+
+        let mut req = PlanRequest::new("llama-3.1-8b");
+        req.quant = Some("q4_k_m".into());
+        req.engine = Some("sglang".into());
+        req.kv_dtype = "FP8".into();
+        req.prompt_tokens = 100;
+        req.gen_tokens = 20;
+        req.context = Some(8192);
+        let r = req.resolve(&models).unwrap();
+        assert_eq!(r.quant.name, "q4_k_m");
+        assert_eq!(r.engine, Engine::Sglang);
+        assert_eq!(r.kv_bytes, 1.0);
+        assert_eq!(r.context, 8192);
+        assert_eq!(
+            (r.workload.input_tokens, r.workload.output_tokens),
+            (100, 20)
+        );
+    }
+
+    #[test]
+    fn unknown_settings_are_refused_with_their_value() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let mut req = PlanRequest::new("llama-3.1-8b");
+        req.kv_dtype = "fp4".into();
+        let err = req.resolve(&models).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown kv dtype `fp4` (fp16, fp8 or fp32)"
+        );
+        assert_eq!(kv_dtype_bytes("f32").unwrap(), 4.0);
+        req.kv_dtype = "fp16".into();
+        req.engine = Some("nope".into());
+        assert_eq!(
+            req.resolve(&models).unwrap_err().code(),
+            "planner.unknown_value"
+        );
+    }
+
+    #[test]
+    fn ranking_puts_sla_met_and_cheap_first() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = hardware_catalogue(None).unwrap();
+        let est = Estimator::new(efficiency_table(None).unwrap());
+        let mut req = PlanRequest::new("llama-3.1-8b");
+        req.workload.sla.tpot_ms = Some(40.0);
+        let r = req.resolve(&models).unwrap();
+        let plans: Vec<Plan> = ["l4", "h100-sxm", "a100-sxm-80gb", "rtx-4090"]
+            .iter()
+            .map(|g| r.plan(&est, hw.get(g).unwrap()).unwrap())
+            .collect();
+        let ranked = rank(&plans);
+        assert_eq!(ranked.len(), plans.len());
+        let keys: Vec<(u8, f64)> = ranked.iter().map(|p| p.rank_key()).collect();
+        for w in keys.windows(2) {
+            assert!(
+                w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 <= w[1].1),
+                "{keys:?}"
+            );
+        }
+    }
+}
