@@ -11,6 +11,7 @@
 //! metadata, and usage counts are the exact token counts the model saw.
 
 mod lookup;
+mod sequence;
 pub(crate) mod session;
 mod shape;
 mod stats;

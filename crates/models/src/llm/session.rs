@@ -17,15 +17,13 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use super::lookup::{PromptLookup, draft};
+use super::sequence::{Sequence, emit, sampler};
 use super::shape;
 use super::stop::TextAssembler;
-use super::{
-    ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Timing, Usage,
-};
+use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
 
 /// llama.cpp's process-wide backend: initialised once, never freed.
 pub(crate) fn backend() -> Result<&'static LlamaBackend, LlmError> {
@@ -542,142 +540,4 @@ impl<'m> Session<'m> {
         self.ctx.clear_kv_cache();
         self.cached.iter_mut().for_each(Vec::clear);
     }
-}
-
-/// One request running in the batch.
-pub(super) struct Sequence {
-    /// The llama.cpp sequence id (its slot).
-    pub(super) id: i32,
-    prompt: Vec<LlamaToken>,
-    /// Prompt tokens evaluated so far.
-    fed: usize,
-    /// The sampled token to evaluate in the next step.
-    next: Option<LlamaToken>,
-    /// Where this sequence's logits are in the last batch, and how many
-    /// rows it had there (its token, drafts and padding).
-    logits_at: Option<i32>,
-    rows: usize,
-    sampler: LlamaSampler,
-    seed: u32,
-    text: TextAssembler,
-    budget: usize,
-    completion_tokens: u32,
-    finish: Option<FinishReason>,
-    /// When the request was submitted, admitted (`started`), and produced
-    /// its first and latest token.
-    arrived: Instant,
-    started: Instant,
-    first_token: Option<Instant>,
-    last_token: Option<Instant>,
-    prompt_ms: f64,
-    decode_started: Option<Instant>,
-    /// Prompt tokens whose KV came from the prefix cache.
-    reused: usize,
-    /// Prompt lookup: its settings, the tokens so far (prompt, then
-    /// output), this step's draft, and draft tokens proposed and accepted.
-    lookup: Option<PromptLookup>,
-    history: Vec<LlamaToken>,
-    draft: Vec<LlamaToken>,
-    drafted: u32,
-    accepted: u32,
-}
-
-impl Sequence {
-    /// The prompt's tokens.
-    pub(super) fn prompt(&self) -> &[LlamaToken] {
-        &self.prompt
-    }
-
-    /// The position of the next token to feed (the last one sampled).
-    fn position(&self) -> usize {
-        (self.prompt.len() + self.completion_tokens as usize).saturating_sub(1)
-    }
-
-    /// KV cells this sequence may fill: its prompt and its token budget.
-    pub(super) fn reserve(&self) -> usize {
-        self.prompt.len() + self.budget
-    }
-
-    pub(super) fn is_finished(&self) -> bool {
-        self.finish.is_some()
-    }
-
-    /// Stops the sequence at the next step (its caller went away).
-    pub(super) fn cancel(&mut self) {
-        self.finish.get_or_insert(FinishReason::Cancelled);
-    }
-
-    /// Queue time, time to first token and time per output token so far.
-    pub(super) fn timing(&self) -> Timing {
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        let tpot_ms = match (self.first_token, self.last_token) {
-            (Some(first), Some(last)) if self.completion_tokens > 1 => {
-                Some(ms(last - first) / f64::from(self.completion_tokens - 1))
-            }
-            _ => None,
-        };
-        Timing {
-            queue_ms: ms(self.started - self.arrived),
-            ttft_ms: self.first_token.map(|t| ms(t - self.arrived)),
-            tpot_ms,
-            e2e_ms: ms(self.arrived.elapsed()),
-        }
-    }
-}
-
-/// Takes one sampled token into `seq`: ends it at an end-of-generation
-/// token, a stop sequence, its budget or a cancelled stream; otherwise
-/// passes its text on. Returns whether the sequence goes on.
-fn emit(
-    model: &LlamaModel,
-    seq: &mut Sequence,
-    token: LlamaToken,
-    on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
-) -> bool {
-    if model.vocab().is_eog(token) {
-        seq.finish = Some(FinishReason::Stop);
-        return false;
-    }
-    let now = Instant::now();
-    seq.first_token.get_or_insert(now);
-    seq.last_token = Some(now);
-    seq.completion_tokens += 1;
-    if seq.lookup.is_some() {
-        seq.history.push(token);
-    }
-    let piece = model.vocab().token_to_piece(token, false, None);
-    let (out, stopped) = seq.text.push(&piece);
-    if !out.is_empty() && on_text(out).is_break() {
-        seq.finish = Some(FinishReason::Cancelled);
-    } else if stopped {
-        seq.finish = Some(FinishReason::Stop);
-    } else if seq.completion_tokens as usize >= seq.budget {
-        seq.finish = Some(FinishReason::Length);
-    }
-    seq.finish.is_none()
-}
-
-/// The sampler chain for a request, and the seed it uses.
-fn sampler(request: &GenerateRequest) -> (LlamaSampler, u32) {
-    if request.temperature <= 0.0 {
-        return (LlamaSampler::greedy(), 0);
-    }
-    let seed = request.seed.unwrap_or_else(random_seed);
-    let chain = LlamaSampler::chain_simple([
-        LlamaSampler::top_p(request.top_p, 1),
-        LlamaSampler::temp(request.temperature),
-        LlamaSampler::dist(seed),
-    ]);
-    (chain, seed)
-}
-
-/// A seed from the clock and a counter: unpredictable enough for sampling,
-/// and reported back so a surprising answer can be reproduced.
-fn random_seed() -> u32 {
-    use std::hash::{BuildHasher, RandomState};
-    let state = RandomState::new();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    (state.hash_one(nanos) & u64::from(u32::MAX)) as u32
 }

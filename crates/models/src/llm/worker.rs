@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::session::{Sequence, Session, load_model};
+use super::sequence::Sequence;
+use super::session::{Session, load_model};
 use super::stats::{Latencies, LatencyStats};
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;

@@ -1,0 +1,88 @@
+use super::*;
+
+fn cpu(features: &[Feature]) -> CpuInfo {
+    CpuInfo {
+        model: "test".to_owned(),
+        cores: 2,
+        features: features.to_vec(),
+    }
+}
+
+fn all() -> Vec<&'static Variant> {
+    X86_VARIANTS.iter().collect()
+}
+
+#[test]
+fn an_amx_xeon_gets_zen4_never_sapphirerapids() {
+    let spr = cpu(&Feature::ALL);
+    assert_eq!(choose_variant(&spr, &all(), None).unwrap().name, "zen4");
+    let forced = choose_variant(&spr, &all(), Some("sapphirerapids"));
+    assert!(matches!(forced, Err(KernelError::Excluded { .. })));
+}
+
+#[test]
+fn each_cpu_gets_the_most_capable_variant_it_runs() {
+    let cases: [(&[Feature], &str); 6] = [
+        (&[], "x64"),
+        (&[Sse42], "sse42"),
+        (&[Sse42, Avx], "sandybridge"),
+        (&[Sse42, Avx, F16c, Fma, Avx2, Bmi2], "haswell"),
+        (&[Sse42, Avx, F16c, Fma, Avx2, Bmi2, AvxVnni], "alderlake"),
+        (&AVX512_BASE, "skylakex"),
+    ];
+    for (features, want) in cases {
+        let got = choose_variant(&cpu(features), &all(), None).unwrap();
+        assert_eq!(got.name, want, "features {features:?}");
+        assert!(got.runs_on(&cpu(features)));
+    }
+    // AVX2 without BMI2 (some VMs hide it): not haswell.
+    let no_bmi2 = cpu(&[Sse42, Avx, F16c, Fma, Avx2]);
+    assert_eq!(
+        choose_variant(&no_bmi2, &all(), None).unwrap().name,
+        "piledriver"
+    );
+}
+
+#[test]
+fn only_variants_present_are_chosen() {
+    let haswell_cpu = cpu(&[Sse42, Avx, F16c, Fma, Avx2, Bmi2]);
+    let some: Vec<&Variant> = X86_VARIANTS
+        .iter()
+        .filter(|v| ["x64", "sse42"].contains(&v.name))
+        .collect();
+    assert_eq!(
+        choose_variant(&haswell_cpu, &some, None).unwrap().name,
+        "sse42"
+    );
+    assert!(matches!(
+        choose_variant(&haswell_cpu, &[], None),
+        Err(KernelError::NoneRuns)
+    ));
+}
+
+#[test]
+fn a_forced_variant_must_exist_and_run_here() {
+    let old = cpu(&[Sse42]);
+    assert_eq!(
+        choose_variant(&old, &all(), Some("x64")).unwrap().name,
+        "x64"
+    );
+    match choose_variant(&old, &all(), Some("haswell")) {
+        Err(KernelError::Unsupported { missing, .. }) => assert!(missing.contains("AVX2")),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert!(matches!(
+        choose_variant(&old, &all(), Some("pentium")),
+        Err(KernelError::UnknownVariant { .. })
+    ));
+}
+
+#[test]
+fn an_empty_folder_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("gb-kernels-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = load_from(std::slice::from_ref(&dir), &cpu(&[]), None).unwrap_err();
+    assert_eq!(err.code(), "kernels_not_found");
+    assert!(err.to_string().contains("GLASSBOX_GGML_BACKENDS"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
