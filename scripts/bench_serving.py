@@ -19,7 +19,10 @@ tokens are the `usage.completion_tokens` of the final chunk
 (`stream_options.include_usage`), else the number of content chunks. A level
 runs `--requests` requests through `C` workers taking prompts in order from
 the same list for every server; its tok/s is the tokens of its successful
-requests over the time from its first send to its last answer. Servers take
+requests over the time from its first send to its last answer. Before the
+first level each server gets `--warmup` requests one at a time and one pass
+at the highest concurrency, and right before each level `--level-warmup`
+rounds of C requests, none of them measured. Servers take
 turns level by level (the first server of a level alternates), so a change
 of machine load hits both alike. Exit 1 when any request failed.
 """
@@ -266,9 +269,11 @@ async def timed_request(args, target: Target, index: int, prompt: str) -> Result
     return result
 
 
-async def run_level(args, target: Target, prompts: list[str], concurrency: int) -> tuple[Level, list[Result]]:
+async def run_level(
+    args, target: Target, prompts: list[str], concurrency: int, requests: int | None = None
+) -> tuple[Level, list[Result]]:
     queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(args.requests):
+    for i in range(args.requests if requests is None else requests):
         queue.put_nowait(i)
     results: list[Result] = []
 
@@ -378,11 +383,21 @@ async def main_async(args) -> int:
         raise SystemExit(f"{args.prompts}: no prompts")
     concurrencies = [int(c) for c in args.concurrency.split(",") if c.strip()]
 
-    for t in targets:  # warm-up: model pages, first-request setup; not measured
+    # Warm-up, not measured: a few requests one at a time, then one pass at
+    # the highest concurrency. A server's first batches at a new width are
+    # slow (buffers sized and touched, pages faulted in); without the wide
+    # pass the first level measured paid for that.
+    widest = max(concurrencies)
+    for t in targets:
         for i in range(args.warmup):
             r = await timed_request(args, t, i, prompts[i % len(prompts)])
             if not r.ok:
                 print(f"warm-up request to {t.name} failed: {r.error}", file=sys.stderr)
+                return 1
+        if args.warmup > 0:
+            wide, _ = await run_level(args, t, prompts, widest, requests=widest)
+            if wide.errors:
+                print(f"warm-up pass on {t.name} failed: {wide.error_samples}", file=sys.stderr)
                 return 1
 
     levels: list[Level] = []
@@ -390,6 +405,10 @@ async def main_async(args) -> int:
     for n, c in enumerate(concurrencies):
         order = targets if n % 2 == 0 else list(reversed(targets))
         for t in order:
+            if args.level_warmup:
+                # One unmeasured round at this width first: the first requests
+                # a server gets after the other one ran are slower.
+                await run_level(args, t, prompts, c, requests=c * args.level_warmup)
             level, results = await run_level(args, t, prompts, c)
             levels.append(level)
             all_results[(t.name, c)] = results
@@ -453,7 +472,19 @@ def main() -> int:
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--requests", type=int, default=32, help="requests per server and level")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests per server first")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="unmeasured requests per server first, one at a time, then one pass at the "
+        "highest concurrency (0: no warm-up at all)",
+    )
+    p.add_argument(
+        "--level-warmup",
+        type=int,
+        default=1,
+        help="unmeasured rounds (C requests each) per server right before each level",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--meta", help="JSON object stored under settings.extra")
