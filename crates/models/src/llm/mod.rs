@@ -225,6 +225,12 @@ pub struct LlmOptions {
     /// Speculative decoding by prompt lookup for greedy requests (default
     /// off). The text is the same as without it.
     pub prompt_lookup: Option<PromptLookup>,
+    /// Shape every step so that greedy text is the same alone, in any
+    /// batch, with speculation and with a reused prefix, whatever the
+    /// context length (ADR 0006). Costs a padding row when a long-context
+    /// request decodes alone and short prompt chunks (default off: then
+    /// that holds for contexts under 192 tokens and prompts under 64).
+    pub batch_invariant: bool,
 }
 
 impl LlmOptions {
@@ -239,6 +245,7 @@ impl LlmOptions {
             max_num_seqs: 1,
             prefix_cache: true,
             prompt_lookup: None,
+            batch_invariant: false,
         }
     }
 

@@ -101,6 +101,8 @@ pub(super) struct Session<'m> {
     prefix_cache: bool,
     /// Speculative decoding by prompt lookup, for greedy requests.
     lookup: Option<PromptLookup>,
+    /// Shape every step for batch invariance (see [`shape`]).
+    batch_invariant: bool,
     version: String,
 }
 
@@ -147,6 +149,7 @@ impl<'m> Session<'m> {
             cached: vec![Vec::new(); options.seqs() as usize],
             prefix_cache: options.prefix_cache,
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
+            batch_invariant: options.batch_invariant,
             version,
         })
     }
@@ -323,6 +326,7 @@ impl<'m> Session<'m> {
                     (seq.draft.len(), seq.position() + 1)
                 }),
                 self.n_ctx as usize,
+                self.batch_invariant,
             );
             for &i in members {
                 let seq = &mut *seqs[i];
@@ -357,7 +361,7 @@ impl<'m> Session<'m> {
             return Ok(());
         };
         let remaining = seq.prompt.len() - seq.fed;
-        let end = seq.fed + shape::prefill_chunk(remaining, self.n_batch);
+        let end = seq.fed + shape::prefill_chunk(remaining, self.n_batch, self.batch_invariant);
         self.batch.clear();
         let at = self.batch.n_tokens();
         for pos in seq.fed..end {

@@ -21,6 +21,12 @@
 //! With llamafile's matrix kernels off (`.cargo/config.toml`), the matrix
 //! products are per-row too. Greedy text then does not depend on batching,
 //! speculation or prefix reuse (tests in `tests/it/llm.rs`).
+//!
+//! The padding row and the short prompt chunks cost time on a CPU (decode
+//! of a lone long-context sequence ~40% slower, prefill ~20%), so they are
+//! the `batch_invariant` option (ADR 0006); without it, ordering by id and
+//! never leaving a one-token prompt chunk still apply, and invariance holds
+//! for contexts under 192 tokens and prompts under 64.
 
 use std::ops::Range;
 
@@ -48,13 +54,14 @@ pub(super) fn runs(ids: &[i32]) -> Vec<Range<usize>> {
     out
 }
 
-/// Rows each sequence of a run gets: one more than the longest draft, and
-/// at least [`MIN_ROWS`] for a lone sequence with a long context when its
-/// stream has room. `members` yields (draft tokens, cells after its next
-/// token).
+/// Rows each sequence of a run gets: one more than the longest draft, and,
+/// when `invariant`, at least [`MIN_ROWS`] for a lone sequence with a long
+/// context when its stream has room. `members` yields (draft tokens, cells
+/// after its next token).
 pub(super) fn decode_rows(
     members: impl ExactSizeIterator<Item = (usize, usize)>,
     n_ctx: usize,
+    invariant: bool,
 ) -> usize {
     let alone = members.len() == 1;
     let mut rows = 1;
@@ -65,16 +72,18 @@ pub(super) fn decode_rows(
         long |= cells > LONG_CONTEXT;
         room = room.min(n_ctx.saturating_sub(cells) + 1);
     }
-    if alone && long {
+    if invariant && alone && long {
         rows = rows.max(MIN_ROWS.min(room));
     }
     rows.min(MAX_ROWS)
 }
 
-/// Prompt tokens to evaluate now, of `remaining`: at most [`MAX_ROWS`] (and
-/// `n_batch`), and never so many that exactly one is left for later.
-pub(super) fn prefill_chunk(remaining: usize, n_batch: usize) -> usize {
-    let mut chunk = remaining.min(MAX_ROWS).min(n_batch.max(MIN_ROWS));
+/// Prompt tokens to evaluate now, of `remaining`: at most `most` (the batch
+/// size; [`MAX_ROWS`] when `invariant`), and never so many that exactly one
+/// is left for later.
+pub(super) fn prefill_chunk(remaining: usize, most: usize, invariant: bool) -> usize {
+    let most = if invariant { most.min(MAX_ROWS) } else { most };
+    let mut chunk = remaining.min(most.max(MIN_ROWS));
     if remaining - chunk == 1 && chunk > MIN_ROWS {
         chunk -= 1;
     }
@@ -95,32 +104,36 @@ mod tests {
     #[test]
     fn a_run_pads_to_its_longest_draft() {
         assert_eq!(
-            decode_rows([(0, 10), (3, 10), (1, 10)].into_iter(), 1024),
+            decode_rows([(0, 10), (3, 10), (1, 10)].into_iter(), 1024, false),
             4
         );
-        assert_eq!(decode_rows([(0, 10), (0, 900)].into_iter(), 1024), 1);
+        assert_eq!(decode_rows([(0, 10), (0, 900)].into_iter(), 1024, true), 1);
     }
 
     #[test]
     fn a_lone_long_sequence_gets_two_rows_when_its_stream_has_room() {
-        assert_eq!(decode_rows([(0, 100)].into_iter(), 1024), 1);
-        assert_eq!(decode_rows([(0, 300)].into_iter(), 1024), 2);
-        assert_eq!(decode_rows([(2, 300)].into_iter(), 1024), 3);
+        assert_eq!(decode_rows([(0, 100)].into_iter(), 1024, true), 1);
+        assert_eq!(decode_rows([(0, 300)].into_iter(), 1024, true), 2);
+        assert_eq!(decode_rows([(2, 300)].into_iter(), 1024, true), 3);
         // The last cell of the stream: no room for a padding row.
-        assert_eq!(decode_rows([(0, 1024)].into_iter(), 1024), 1);
+        assert_eq!(decode_rows([(0, 1024)].into_iter(), 1024, true), 1);
+        // Not asked for invariance: no padding.
+        assert_eq!(decode_rows([(0, 300)].into_iter(), 1024, false), 1);
     }
 
     #[test]
     fn prompt_chunks_stay_under_the_tile_and_never_leave_one_token() {
-        assert_eq!(prefill_chunk(500, 512), 63);
-        assert_eq!(prefill_chunk(64, 512), 62); // not 63, which would leave 1
-        assert_eq!(prefill_chunk(63, 512), 63);
-        assert_eq!(prefill_chunk(2, 512), 2);
-        assert_eq!(prefill_chunk(1, 512), 1);
-        assert_eq!(prefill_chunk(100, 16), 16);
+        assert_eq!(prefill_chunk(500, 512, true), 63);
+        assert_eq!(prefill_chunk(64, 512, true), 62); // not 63, which would leave 1
+        assert_eq!(prefill_chunk(63, 512, true), 63);
+        assert_eq!(prefill_chunk(2, 512, true), 2);
+        assert_eq!(prefill_chunk(1, 512, true), 1);
+        assert_eq!(prefill_chunk(100, 16, true), 16);
+        assert_eq!(prefill_chunk(500, 512, false), 500);
+        assert_eq!(prefill_chunk(513, 512, false), 511);
         let mut left = 300;
         while left > 0 {
-            let c = prefill_chunk(left, 512);
+            let c = prefill_chunk(left, 512, true);
             assert!((2..=63).contains(&c), "{c}");
             left -= c;
         }

@@ -221,6 +221,7 @@ fn batched() -> (&'static LlmHandle, std::sync::MutexGuard<'static, ()>) {
             threads: Some(1),
             n_ctx: 1024,
             max_num_seqs: 4,
+            batch_invariant: true,
             ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
         };
         LlmHandle::load(options).expect("loading SmolLM2 with batching")
@@ -372,6 +373,7 @@ fn llm_cold(request: &GenerateRequest) -> String {
     let options = LlmOptions {
         threads: Some(2),
         n_ctx: 1024,
+        batch_invariant: true,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
     };
     let h = LlmHandle::load(options).expect("loading SmolLM2");
@@ -406,6 +408,7 @@ fn prompt_lookup_changes_nothing_but_the_speed() {
         n_ctx: 1024,
         max_num_seqs: 1,
         prompt_lookup: Some(glassbox_models::PromptLookup::default()),
+        batch_invariant: true,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
     };
     let spec = LlmHandle::load(options).expect("loading SmolLM2 with prompt lookup");
@@ -478,6 +481,7 @@ fn a_long_prompt_gives_the_same_text_alone_batched_and_speculating() {
         n_ctx: 1024,
         max_num_seqs: 2,
         prompt_lookup: Some(glassbox_models::PromptLookup::default()),
+        batch_invariant: true,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
     };
     let h = LlmHandle::load(options).expect("loading SmolLM2");

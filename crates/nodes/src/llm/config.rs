@@ -22,6 +22,7 @@ pub const FIELDS: &[&str] = &[
     "max_num_seqs",
     "prefix_cache",
     "prompt_lookup",
+    "batch_invariant",
 ];
 
 /// A checked `llm_inference` config (defaults are applied when built).
@@ -44,6 +45,9 @@ pub struct LlmConfig {
     /// Draft tokens per step of speculative decoding by prompt lookup (0 or
     /// absent: off; greedy requests only).
     pub prompt_lookup: Option<u64>,
+    /// Greedy text independent of batching, speculation and prefix reuse at
+    /// any context length (costs speed; ADR 0006).
+    pub batch_invariant: Option<bool>,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
@@ -68,5 +72,6 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         max_num_seqs: obj.uint(cx, "max_num_seqs", 1, 256).map(|n| n.value),
         prefix_cache: obj.bool(cx, "prefix_cache").map(|b| b.value),
         prompt_lookup: obj.uint(cx, "prompt_lookup", 0, 16).map(|n| n.value),
+        batch_invariant: obj.bool(cx, "batch_invariant").map(|b| b.value),
     }
 }

@@ -65,6 +65,7 @@ pub(super) fn build(
             options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
             options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
             options.prefix_cache = c.prefix_cache.unwrap_or(true);
+            options.batch_invariant = c.batch_invariant.unwrap_or(false);
             options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
                 num_tokens: n as usize,
                 ..PromptLookup::default()
