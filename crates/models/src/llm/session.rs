@@ -351,30 +351,46 @@ impl<'m> Session<'m> {
         self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
     }
 
-    /// A prompt chunk of the oldest sequence still in prefill.
+    /// Prompt chunks of the sequences still in prefill, oldest first, up to
+    /// `n_batch` tokens in all, in one `llama_decode` (with
+    /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
     fn prefill_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
-        let Some(seq) = seqs
-            .iter_mut()
-            .find(|s| s.finish.is_none() && s.fed < s.prompt.len())
-        else {
+        let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
+        let mut room = self.n_batch;
+        for (i, seq) in seqs.iter().enumerate() {
+            if seq.finish.is_some() || seq.fed >= seq.prompt.len() {
+                continue;
+            }
+            if room < shape::MIN_ROWS || (self.batch_invariant && !chosen.is_empty()) {
+                break;
+            }
+            let chunk =
+                shape::prefill_chunk(seq.prompt.len() - seq.fed, room, self.batch_invariant);
+            room -= chunk;
+            chosen.push((i, chunk));
+        }
+        if chosen.is_empty() {
             return Ok(());
-        };
-        let remaining = seq.prompt.len() - seq.fed;
-        let end = seq.fed + shape::prefill_chunk(remaining, self.n_batch, self.batch_invariant);
+        }
+        // llama.cpp batches only consecutive sequence ids, in order.
+        chosen.sort_by_key(|&(i, _)| seqs[i].id);
         self.batch.clear();
-        let at = self.batch.n_tokens();
-        for pos in seq.fed..end {
-            let last = pos + 1 == seq.prompt.len();
-            self.batch
-                .add(seq.prompt[pos], pos as i32, &[seq.id], last)
-                .map_err(|e| decode_err(&e))?;
+        for (i, chunk) in chosen {
+            let seq = &mut *seqs[i];
+            let end = seq.fed + chunk;
+            for pos in seq.fed..end {
+                let last = pos + 1 == seq.prompt.len();
+                if last {
+                    seq.logits_at = Some(self.batch.n_tokens());
+                    seq.rows = 1;
+                }
+                self.batch
+                    .add(seq.prompt[pos], pos as i32, &[seq.id], last)
+                    .map_err(|e| decode_err(&e))?;
+            }
+            seq.fed = end;
         }
-        if end == seq.prompt.len() {
-            seq.logits_at = Some(at + (end - seq.fed) as i32 - 1);
-            seq.rows = 1;
-        }
-        seq.fed = end;
         self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
     }
 
