@@ -38,21 +38,12 @@ impl std::fmt::Debug for Pipeline {
 fn with_secrets(
     node: &glassbox_topology::Node,
 ) -> Result<Cow<'_, glassbox_topology::Node>, BuildError> {
-    if !contains_reference(&node.config) {
+    if !glassbox_topology::secret::holds_reference(&node.config) {
         return Ok(Cow::Borrowed(node));
     }
     let mut resolved = node.clone();
     resolved.config = glassbox_topology::secret::resolve(&node.config, "config")?;
     Ok(Cow::Owned(resolved))
-}
-
-fn contains_reference(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::String(s) => glassbox_topology::secret::has_reference(s),
-        serde_json::Value::Array(a) => a.iter().any(contains_reference),
-        serde_json::Value::Object(m) => m.values().any(contains_reference),
-        _ => false,
-    }
 }
 
 impl Pipeline {
