@@ -181,7 +181,15 @@ fn a_streamed_chat_whose_client_goes_away_is_cancelled_and_frees_its_slot() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let traces = s.get("/v1/traces?topology=slow", None).json();
+    // Nobody waits for a cancelled stream's trace commit: it is written
+    // right after the slot is freed, so look until it is there.
+    let traces = loop {
+        let traces = s.get("/v1/traces?topology=slow", None).json();
+        if !traces["traces"][0].is_null() || start.elapsed() > std::time::Duration::from_secs(120) {
+            break traces;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(traces["traces"][0]["status"], "cancelled", "{traces}");
     upstream.release_one();
 }
