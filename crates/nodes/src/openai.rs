@@ -29,6 +29,17 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The endpoint of a `backend: openai` node at build, or the build error
+    /// naming what is missing.
+    pub fn for_node(
+        config: &Backend,
+        timeout: Duration,
+        cx: &BuildContext,
+    ) -> Result<Endpoint, BuildError> {
+        Self::from_config(config, timeout, Some(cx))
+            .ok_or_else(|| BuildError::config("`backend: openai` needs `base_url` and `model`"))?
+    }
+
     /// The endpoint of a `backend: openai` node; `None` when `base_url` or
     /// `model` is missing. The host of `base_url` is checked against the
     /// outbound policy here and again on every connection.

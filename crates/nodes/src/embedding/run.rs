@@ -43,11 +43,7 @@ pub(super) fn build(
 ) -> Result<Arc<dyn Node>, BuildError> {
     let b = &config.backend;
     let backend = match b.kind {
-        BackendKind::OpenAi => {
-            Backend::OpenAi(Endpoint::from_config(b, node.timeout, Some(cx)).ok_or_else(
-                || BuildError::config("`backend: openai` needs `base_url` and `model`"),
-            )??)
-        }
+        BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
         BackendKind::Local => {
             let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
             Backend::Local(cache(cx).embedder(&locate(cx, name))?)
