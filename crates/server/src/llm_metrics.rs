@@ -68,6 +68,7 @@ pub(crate) struct LlmMetrics {
     prefix_hits: Counts,
     spec_draft_tokens: Counts,
     spec_accepted_tokens: Counts,
+    preemptions: Counts,
     ttft: Histograms,
     tpot: Histograms,
     queue_time: Histograms,
@@ -105,6 +106,10 @@ impl LlmMetrics {
             "llm_spec_decode_num_accepted_tokens",
             "Of those, tokens the model accepted",
         );
+        let preemptions = gauge(
+            "llm_num_preemptions",
+            "Requests preempted because the local LLM's KV pool ran out (recomputed on resume), since start",
+        );
         let kv_usage = Family::<ModelLabels, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "llm_kv_cache_usage_perc",
@@ -140,6 +145,7 @@ impl LlmMetrics {
             prefix_hits,
             spec_draft_tokens,
             spec_accepted_tokens,
+            preemptions,
             ttft,
             tpot,
             queue_time,
@@ -173,6 +179,9 @@ impl LlmMetrics {
             self.spec_accepted_tokens
                 .get_or_create(&labels)
                 .set(count(load.spec_accepted_tokens));
+            self.preemptions
+                .get_or_create(&labels)
+                .set(count(load.preemptions));
             let latency = load.latency;
             self.ttft
                 .get_or_create(&labels)
@@ -206,6 +215,7 @@ mod tests {
             spec_drafts: 1,
             spec_draft_tokens: 8,
             spec_accepted_tokens: 5,
+            preemptions: 3,
             latency: Default::default(),
         };
         load.latency.time_to_first_token = HistogramSnapshot {
@@ -220,6 +230,7 @@ mod tests {
             "glassbox_llm_num_requests_running{model=\"smol\"} 2",
             "glassbox_llm_kv_cache_usage_perc{model=\"smol\"} 0.25",
             "glassbox_llm_spec_decode_num_accepted_tokens{model=\"smol\"} 5",
+            "glassbox_llm_num_preemptions{model=\"smol\"} 3",
             "# TYPE glassbox_llm_time_to_first_token_seconds histogram",
             "glassbox_llm_time_to_first_token_seconds_bucket{le=\"1.0\",model=\"smol\"} 3",
             "glassbox_llm_time_to_first_token_seconds_bucket{le=\"+Inf\",model=\"smol\"} 4",

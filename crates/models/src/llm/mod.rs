@@ -10,7 +10,9 @@
 //! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
+mod load;
 mod lookup;
+mod pool;
 mod sequence;
 pub(crate) mod session;
 mod shape;
@@ -182,6 +184,10 @@ pub struct Completion {
     pub draft_tokens: u32,
     #[serde(default)]
     pub accepted_tokens: u32,
+    /// Times the request was preempted (its KV freed when the shared pool
+    /// ran out, and recomputed when it resumed).
+    #[serde(default)]
+    pub preemptions: u32,
 }
 
 /// Where one request's time went, in milliseconds, measured like vLLM's
@@ -231,6 +237,16 @@ pub struct LlmOptions {
     /// request decodes alone and short prompt chunks (default off: then
     /// that holds for contexts under 192 tokens and prompts under 64).
     pub batch_invariant: bool,
+    /// KV-cache cells shared by all running requests. `None` (default): one
+    /// full context per sequence (`n_ctx × max_num_seqs`), reserved for the
+    /// whole request at admission, so nothing is ever preempted. Fewer cells
+    /// make the cache one pool, as vLLM's paged KV: a request is admitted
+    /// when its prompt fits, and when the pool runs out mid-generation the
+    /// newest running request is preempted (its KV freed and recomputed when
+    /// cells free up). More requests then run at once on the same memory,
+    /// at the price of batch invariance (ADR 0006) and of recomputation
+    /// under pressure.
+    pub kv_cache_cells: Option<u32>,
 }
 
 impl LlmOptions {
@@ -246,6 +262,7 @@ impl LlmOptions {
             prefix_cache: true,
             prompt_lookup: None,
             batch_invariant: false,
+            kv_cache_cells: None,
         }
     }
 
@@ -253,9 +270,17 @@ impl LlmOptions {
         self.max_num_seqs.max(1)
     }
 
-    /// KV-cache cells in all: one full context per sequence.
+    /// KV-cache cells in all: one full context per sequence unless a
+    /// smaller pool is set.
     pub(crate) fn kv_cells(&self) -> u32 {
-        self.n_ctx.saturating_mul(self.seqs())
+        let full = self.n_ctx.saturating_mul(self.seqs());
+        self.kv_cache_cells.map_or(full, |c| c.clamp(1, full))
+    }
+
+    /// Whether the KV cache is one pool smaller than a full context per
+    /// sequence (admission by prompt, preemption when it runs out).
+    pub(crate) fn pooled(&self) -> bool {
+        self.kv_cells() < self.n_ctx.saturating_mul(self.seqs())
     }
 
     pub(crate) fn thread_count(&self) -> usize {

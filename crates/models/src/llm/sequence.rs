@@ -49,12 +49,63 @@ pub(super) struct Sequence {
     pub(super) draft: Vec<LlamaToken>,
     pub(super) drafted: u32,
     pub(super) accepted: u32,
+    /// Every output token so far (to recompute the KV after preemption).
+    pub(super) output: Vec<LlamaToken>,
+    /// After a preemption: the output tokens whose KV is evaluated again,
+    /// after the prompt, before generation goes on.
+    pub(super) refeed: Vec<LlamaToken>,
+    pub(super) preemptions: u32,
 }
 
 impl Sequence {
     /// The prompt's tokens.
     pub(super) fn prompt(&self) -> &[LlamaToken] {
         &self.prompt
+    }
+
+    /// Tokens to evaluate before generating: the prompt, then after a
+    /// preemption the output whose KV was freed.
+    pub(super) fn feed_len(&self) -> usize {
+        self.prompt.len() + self.refeed.len()
+    }
+
+    /// The token to evaluate at `pos` (< [`feed_len`](Self::feed_len)).
+    pub(super) fn feed_token(&self, pos: usize) -> LlamaToken {
+        match pos.checked_sub(self.prompt.len()) {
+            Some(i) => self.refeed[i],
+            None => self.prompt[pos],
+        }
+    }
+
+    /// Whether the sequence still evaluates its prompt (or recomputes).
+    pub(super) fn in_prefill(&self) -> bool {
+        self.fed < self.feed_len()
+    }
+
+    /// KV cells the sequence holds now.
+    pub(super) fn held(&self) -> usize {
+        if self.in_prefill() {
+            self.fed
+        } else {
+            self.position()
+        }
+    }
+
+    /// Frees nothing itself: resets the sequence to evaluate its prompt and
+    /// output again from a new slot (recompute preemption). The sampler,
+    /// the text so far and the timing are kept, so nothing is sent twice.
+    pub(super) fn preempt(&mut self) {
+        self.refeed = match self.next {
+            // The KV held the prompt and every output token but the last.
+            Some(_) => self.output[..self.output.len().saturating_sub(1)].to_vec(),
+            None => Vec::new(),
+        };
+        self.id = -1;
+        self.fed = 0;
+        self.logits_at = None;
+        self.rows = 0;
+        self.draft.clear();
+        self.preemptions += 1;
     }
 
     /// The position of the next token to feed (the last one sampled).
@@ -111,6 +162,7 @@ pub(super) fn emit(
     seq.first_token.get_or_insert(now);
     seq.last_token = Some(now);
     seq.completion_tokens += 1;
+    seq.output.push(token);
     if seq.lookup.is_some() {
         seq.history.push(token);
     }

@@ -1,89 +1,26 @@
 //! One model + one context, driven on the worker thread; many sequences share
 //! the context's KV cache and advance together, one `llama_decode` per step.
 //!
-//! This is the only file that talks to llama.cpp. A [`Session`] borrows the
+//! With `load.rs`, the only file that talks to llama.cpp. A [`Session`] borrows the
 //! model it runs, which is why it lives on the worker thread's stack rather
 //! than in a struct the caller can hold.
 
 use std::num::NonZeroU32;
 use std::ops::ControlFlow;
-use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use super::load::backend;
 use super::lookup::{PromptLookup, draft};
 use super::sequence::{Sequence, emit, sampler};
 use super::shape;
 use super::stop::TextAssembler;
 use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
-
-/// llama.cpp's process-wide backend: initialised once, never freed.
-pub(crate) fn backend() -> Result<&'static LlamaBackend, LlmError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
-    BACKEND
-        .get_or_init(|| {
-            // llama.cpp logs every tensor at load; keep stderr for our own errors.
-            llama_cpp_2::send_logs_to_tracing(
-                llama_cpp_2::LogOptions::default().with_logs_enabled(false),
-            );
-            // The CPU kernels for this CPU, before the backend enumerates devices.
-            crate::cpu::load_kernels().map_err(|e| e.to_string())?;
-            LlamaBackend::init().map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| LlmError::Backend(e.clone()))
-}
-
-/// Checks the file before llama.cpp sees it, for errors that name the problem.
-pub(super) fn check_model_file(path: &Path) -> Result<(), LlmError> {
-    use std::io::Read;
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(LlmError::ModelMissing {
-                path: path.to_path_buf(),
-            });
-        }
-        Err(source) => {
-            return Err(LlmError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let mut magic = [0u8; 4];
-    match file.read_exact(&mut magic) {
-        Ok(()) if &magic == b"GGUF" => Ok(()),
-        Ok(()) => Err(LlmError::NotGguf {
-            path: path.to_path_buf(),
-            detail: format!("starts with {magic:02x?}, not `GGUF`"),
-        }),
-        Err(_) => Err(LlmError::NotGguf {
-            path: path.to_path_buf(),
-            detail: "shorter than 4 bytes".to_owned(),
-        }),
-    }
-}
-
-/// Loads the model (memory-mapped).
-pub(super) fn load_model(options: &LlmOptions) -> Result<LlamaModel, LlmError> {
-    check_model_file(&options.model_path)?;
-    let backend = backend()?;
-    let params = LlamaModelParams::default().with_use_mmap(true);
-    LlamaModel::load_from_file(backend, &options.model_path, &params).map_err(|_| {
-        LlmError::ModelLoad {
-            path: options.model_path.clone(),
-        }
-    })
-}
 
 /// A model with its context, template and batch, ready to serve requests.
 pub(super) struct Session<'m> {
@@ -122,7 +59,8 @@ impl<'m> Session<'m> {
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.kv_cells()))
             .with_n_seq_max(options.seqs())
-            .with_kv_unified(false)
+            // One pool when it is smaller than a context per sequence.
+            .with_kv_unified(options.pooled())
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)
@@ -145,7 +83,8 @@ impl<'m> Session<'m> {
             template,
             batch,
             n_batch: n_batch as usize,
-            n_ctx: options.n_ctx,
+            // A sequence never holds more than the whole pool.
+            n_ctx: options.n_ctx.min(options.kv_cells()),
             cached: vec![Vec::new(); options.seqs() as usize],
             prefix_cache: options.prefix_cache,
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
@@ -238,6 +177,9 @@ impl<'m> Session<'m> {
             draft: Vec::new(),
             drafted: 0,
             accepted: 0,
+            output: Vec::new(),
+            refeed: Vec::new(),
+            preemptions: 0,
             reused: 0,
             arrived,
             first_token: None,
@@ -292,7 +234,10 @@ impl<'m> Session<'m> {
     fn decode_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         let mut order: Vec<usize> = (0..seqs.len())
-            .filter(|&i| seqs[i].finish.is_none() && seqs[i].next.is_some())
+            .filter(|&i| {
+                let seq = &seqs[i];
+                seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill()
+            })
             .collect();
         if order.is_empty() {
             return Ok(());
@@ -359,14 +304,13 @@ impl<'m> Session<'m> {
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
         let mut room = self.n_batch;
         for (i, seq) in seqs.iter().enumerate() {
-            if seq.finish.is_some() || seq.fed >= seq.prompt.len() {
+            if seq.finish.is_some() || !seq.in_prefill() {
                 continue;
             }
             if room < shape::MIN_ROWS || (self.batch_invariant && !chosen.is_empty()) {
                 break;
             }
-            let chunk =
-                shape::prefill_chunk(seq.prompt.len() - seq.fed, room, self.batch_invariant);
+            let chunk = shape::prefill_chunk(seq.feed_len() - seq.fed, room, self.batch_invariant);
             room -= chunk;
             chosen.push((i, chunk));
         }
@@ -380,13 +324,15 @@ impl<'m> Session<'m> {
             let seq = &mut *seqs[i];
             let end = seq.fed + chunk;
             for pos in seq.fed..end {
-                let last = pos + 1 == seq.prompt.len();
+                // The last prompt token's logits give the first output
+                // token; a recomputed sequence already has its next token.
+                let last = pos + 1 == seq.feed_len() && seq.next.is_none();
                 if last {
                     seq.logits_at = Some(self.batch.n_tokens());
                     seq.rows = 1;
                 }
                 self.batch
-                    .add(seq.prompt[pos], pos as i32, &[seq.id], last)
+                    .add(seq.feed_token(pos), pos as i32, &[seq.id], last)
                     .map_err(|e| decode_err(&e))?;
             }
             seq.fed = end;
@@ -452,7 +398,8 @@ impl<'m> Session<'m> {
         mut seq: Sequence,
         on_text: &mut dyn FnMut(&str),
     ) -> Completion {
-        self.keep_prefix(seq.id, &seq.prompt[..seq.fed]);
+        let evaluated = seq.fed.min(seq.prompt.len());
+        self.keep_prefix(seq.id, &seq.prompt[..evaluated]);
         let finish = seq.finish.unwrap_or(FinishReason::Cancelled);
         let (rest, full) =
             std::mem::replace(&mut seq.text, TextAssembler::new(Vec::new())).finish();
@@ -476,6 +423,7 @@ impl<'m> Session<'m> {
             prompt_cached_tokens: u32::try_from(seq.reused).unwrap_or(u32::MAX),
             draft_tokens: seq.drafted,
             accepted_tokens: seq.accepted,
+            preemptions: seq.preemptions,
         }
     }
 
@@ -551,8 +499,54 @@ impl<'m> Session<'m> {
         }
         seq.id = id;
         seq.fed = reuse;
-        seq.reused = reuse;
+        if seq.preemptions == 0 {
+            seq.reused = reuse;
+        }
         reuse
+    }
+
+    /// Preempts `seq` (recompute): frees every cell of its slot, which the
+    /// caller returns to the free list, and resets it to evaluate its prompt
+    /// and output again when it resumes.
+    pub(super) fn preempt(&mut self, seq: &mut Sequence) {
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(seq.id).ok(), None, None);
+        if let Some(slot) = usize::try_from(seq.id)
+            .ok()
+            .and_then(|i| self.cached.get_mut(i))
+        {
+            slot.clear();
+        }
+        seq.preempt();
+    }
+
+    /// KV cells held by the cached prefixes of the free slots `ids`.
+    pub(super) fn cached_cells(&self, ids: &[i32]) -> usize {
+        ids.iter()
+            .filter_map(|&id| usize::try_from(id).ok())
+            .filter_map(|i| self.cached.get(i))
+            .map(Vec::len)
+            .sum()
+    }
+
+    /// Frees the cached prefixes of the free slots `ids` (before preempting
+    /// a running request, cached KV nobody uses goes first).
+    pub(super) fn evict_cached(&mut self, ids: &[i32]) {
+        for &id in ids {
+            let Some(slot) = usize::try_from(id)
+                .ok()
+                .and_then(|i| self.cached.get_mut(i))
+            else {
+                continue;
+            };
+            if !slot.is_empty() {
+                slot.clear();
+                let _ = self
+                    .ctx
+                    .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+            }
+        }
     }
 
     /// Frees every KV cell and forgets the cached prefixes (after a failed step).

@@ -13,8 +13,10 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::load::load_model;
+use super::pool::Pool;
 use super::sequence::Sequence;
-use super::session::{Session, load_model};
+use super::session::Session;
 use super::stats::{Latencies, LatencyStats};
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;
@@ -88,6 +90,7 @@ struct Load {
     spec_drafts: AtomicU64,
     spec_draft_tokens: AtomicU64,
     spec_accepted_tokens: AtomicU64,
+    preemptions: AtomicU64,
     latencies: Latencies,
 }
 
@@ -114,6 +117,9 @@ pub struct EngineLoad {
     pub spec_drafts: u64,
     pub spec_draft_tokens: u64,
     pub spec_accepted_tokens: u64,
+    /// Requests preempted so far because the KV pool ran out (vLLM's
+    /// `num_preemptions`); always 0 without a pool (`kv_cache_cells`).
+    pub preemptions: u64,
     /// TTFT, time per output token, queue time and end-to-end latency of
     /// the requests finished so far.
     pub latency: LatencyStats,
@@ -218,6 +224,7 @@ impl LlmHandle {
             spec_drafts: load.spec_drafts.load(Ordering::Relaxed),
             spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
             spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),
+            preemptions: load.preemptions.load(Ordering::Relaxed),
             latency: load.latencies.snapshot(),
         }
     }
@@ -362,15 +369,23 @@ fn worker(
         return;
     }
     let max_seqs = options.seqs() as usize;
+    let pool = Pool {
+        pooled: options.pooled(),
+        cells: kv_cells as usize,
+        n_batch: options.n_batch.max(1) as usize,
+    };
     let mut waiting: VecDeque<Waiting> = VecDeque::new();
     let mut running: Vec<Running> = Vec::new();
+    // Requests preempted when the KV pool ran out: they resume before any
+    // new request is admitted, oldest first.
+    let mut preempted: VecDeque<Running> = VecDeque::new();
     let mut free_ids: Vec<i32> = (0..max_seqs as i32).rev().collect();
     let mut open = true;
     loop {
         // Take jobs: block only when there is nothing to run. Generate jobs
         // leave the bounded channel only when the batch can soon take them,
         // so the channel stays the queue whose capacity callers see.
-        if running.is_empty() && waiting.is_empty() {
+        if running.is_empty() && waiting.is_empty() && preempted.is_empty() {
             if !open {
                 break;
             }
@@ -386,12 +401,40 @@ fn worker(
                 Err(TryRecvError::Disconnected) => open = false,
             }
         }
-        // Admit, oldest first, while a slot and the KV cells for the whole
-        // request (prompt + max_tokens) are free.
         waiting.retain(|w| !w.reply.is_closed());
+        // A preempted request nobody waits for ends here.
+        for r in std::mem::take(&mut preempted) {
+            if r.abandoned() {
+                let Running {
+                    mut seq,
+                    tokens,
+                    reply,
+                } = r;
+                seq.cancel();
+                complete(&mut session, &load, seq, tokens, reply);
+            } else {
+                preempted.push_back(r);
+            }
+        }
+        // Resume preempted requests while a slot and their cells are free.
+        while !free_ids.is_empty() {
+            let Some(front) = preempted.front() else {
+                break;
+            };
+            if !pool.admits(running.iter().map(|r| &r.seq), front.seq.feed_len()) {
+                break;
+            }
+            let mut r = preempted.pop_front().expect("front exists");
+            let (at, common) = session.best_slot(&free_ids, r.seq.prompt());
+            let id = free_ids.remove(at);
+            session.attach(&mut r.seq, id, common);
+            running.push(r);
+        }
+        // Admit, oldest first, while a slot is free and the KV cells for the
+        // whole request (prompt + max_tokens; with a pool, the prompt) are.
         let mut reserved: usize = running.iter().map(|r| r.seq.reserve()).sum();
         while let Some(front) = waiting.front() {
-            if free_ids.is_empty() {
+            if free_ids.is_empty() || !preempted.is_empty() {
                 break;
             }
             match session.start(&front.request, front.arrived) {
@@ -400,7 +443,11 @@ fn worker(
                     let _ = w.reply.send(Err(e));
                 }
                 Ok(mut seq) => {
-                    let fits = reserved + seq.reserve() <= kv_cells as usize;
+                    let fits = if pool.pooled {
+                        pool.admits(running.iter().map(|r| &r.seq), seq.feed_len())
+                    } else {
+                        reserved + seq.reserve() <= kv_cells as usize
+                    };
                     if !fits && !running.is_empty() {
                         break; // wait for a running request to free cells
                     }
@@ -421,7 +468,36 @@ fn worker(
                 }
             }
         }
-        publish(&load, &running, waiting.len());
+        // With a pool: make room for this step's cells, first from cached
+        // prefixes nobody uses, then by preempting the newest request.
+        if pool.pooled {
+            loop {
+                let short = pool.shortfall(
+                    running.iter().map(|r| &r.seq),
+                    session.cached_cells(&free_ids),
+                );
+                if short == 0 {
+                    break;
+                }
+                if session.cached_cells(&free_ids) > 0 {
+                    session.evict_cached(&free_ids);
+                    continue;
+                }
+                if running.len() <= 1 {
+                    break; // alone it fits: its budget is capped by the pool
+                }
+                // The latest arrival goes first (vLLM's order).
+                let newest = (0..running.len())
+                    .max_by_key(|&i| running[i].seq.arrived)
+                    .expect("more than one running");
+                let mut victim = running.remove(newest);
+                free_ids.push(victim.seq.id);
+                session.preempt(&mut victim.seq);
+                load.preemptions.fetch_add(1, Ordering::Relaxed);
+                preempted.push_front(victim);
+            }
+        }
+        publish(&load, &running, waiting.len() + preempted.len(), &pool);
         if running.is_empty() {
             continue;
         }
@@ -453,7 +529,7 @@ fn worker(
                 free_ids.push(r.seq.id);
                 let _ = r.reply.send(Err(LlmError::Decode(detail.clone())));
             }
-            publish(&load, &running, waiting.len());
+            publish(&load, &running, waiting.len() + preempted.len(), &pool);
             continue;
         }
         let mut i = 0;
@@ -464,34 +540,51 @@ fn worker(
             }
             let Running { seq, tokens, reply } = running.remove(i);
             free_ids.push(seq.id);
-            let completion = session.finish(seq, &mut |rest| {
-                if let Some(tx) = &tokens {
-                    let _ = tx.send(rest.to_owned());
-                }
-            });
-            drop(tokens); // ends the stream before the final reply
-            load.latencies.observe(&completion.timing);
-            if completion.draft_tokens > 0 {
-                load.spec_drafts.fetch_add(1, Ordering::Relaxed);
-                load.spec_draft_tokens
-                    .fetch_add(u64::from(completion.draft_tokens), Ordering::Relaxed);
-                load.spec_accepted_tokens
-                    .fetch_add(u64::from(completion.accepted_tokens), Ordering::Relaxed);
-            }
-            let _ = reply.send(Ok(completion));
+            complete(&mut session, &load, seq, tokens, reply);
         }
-        publish(&load, &running, waiting.len());
+        publish(&load, &running, waiting.len() + preempted.len(), &pool);
     }
-    publish(&load, &running, waiting.len());
+    publish(&load, &running, waiting.len() + preempted.len(), &pool);
 }
 
-fn publish(load: &Load, running: &[Running], waiting: usize) {
+/// Ends a finished (or abandoned) request: assembles its completion, sends
+/// the rest of its text and the reply, and records its latencies.
+fn complete(
+    session: &mut Session<'_>,
+    load: &Load,
+    seq: Sequence,
+    tokens: Option<mpsc::UnboundedSender<String>>,
+    reply: oneshot::Sender<Result<Completion, LlmError>>,
+) {
+    let completion = session.finish(seq, &mut |rest| {
+        if let Some(tx) = &tokens {
+            let _ = tx.send(rest.to_owned());
+        }
+    });
+    drop(tokens); // ends the stream before the final reply
+    load.latencies.observe(&completion.timing);
+    if completion.draft_tokens > 0 {
+        load.spec_drafts.fetch_add(1, Ordering::Relaxed);
+        load.spec_draft_tokens
+            .fetch_add(u64::from(completion.draft_tokens), Ordering::Relaxed);
+        load.spec_accepted_tokens
+            .fetch_add(u64::from(completion.accepted_tokens), Ordering::Relaxed);
+    }
+    let _ = reply.send(Ok(completion));
+}
+
+fn publish(load: &Load, running: &[Running], waiting: usize, pool: &Pool) {
     load.running.store(running.len(), Ordering::Relaxed);
     load.waiting.store(waiting, Ordering::Relaxed);
-    load.kv_reserved.store(
-        running.iter().map(|r| r.seq.reserve()).sum(),
-        Ordering::Relaxed,
-    );
+    // A full context per request is reserved at admission; a pool holds
+    // what the sequences filled (cached prefixes of free slots count as
+    // free, as in vLLM: they are evicted before anything is preempted).
+    let used = if pool.pooled {
+        running.iter().map(|r| r.seq.held()).sum::<usize>()
+    } else {
+        running.iter().map(|r| r.seq.reserve()).sum()
+    };
+    load.kv_reserved.store(used, Ordering::Relaxed);
 }
 
 /// Serves a job that needs no batch slot at once; queues a generate job.

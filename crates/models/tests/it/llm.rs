@@ -496,3 +496,63 @@ fn a_long_prompt_gives_the_same_text_alone_batched_and_speculating() {
     assert!(!other.join().unwrap().text.is_empty());
     assert_eq!(batched.text, alone, "batching changed a long prompt's text");
 }
+
+/// With a KV pool smaller than the running requests grow to, the newest is
+/// preempted and recomputed: every request still finishes, its stream never
+/// repeats or loses text across the preemption, and the pool is empty after.
+#[test]
+fn a_full_kv_pool_preempts_and_resumes_without_losing_text() {
+    let path = glassbox_models::smollm2_path(&models());
+    let ask = |i: usize| GenerateRequest {
+        max_tokens: 40,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![ChatMessage::user(format!(
+            "Count from {i}0 to {i}99, one number per line."
+        ))])
+    };
+    // The prompts' cells: the pool admits all four prompts, not their answers.
+    let probe = llm()
+        .render_prompt_blocking(ask(1).messages)
+        .and_then(|p| llm().tokenize_blocking(&p, true))
+        .unwrap();
+    let cells = 4 * (probe.len() + 2) + 48;
+    let options = LlmOptions {
+        threads: Some(1),
+        n_ctx: 512,
+        max_num_seqs: 4,
+        kv_cache_cells: Some(cells as u32),
+        ..LlmOptions::new(path)
+    };
+    let h = LlmHandle::load(options).expect("loading SmolLM2 with a small KV pool");
+    let readers: Vec<_> = (1..=4)
+        .map(|i| {
+            let mut stream = h.stream(ask(i)).unwrap();
+            std::thread::spawn(move || {
+                let mut streamed = String::new();
+                while let Some(piece) = stream.next_blocking() {
+                    streamed.push_str(&piece);
+                }
+                (streamed, stream.finish_blocking())
+            })
+        })
+        .collect();
+    let results = readers.into_iter().map(|r| r.join().unwrap());
+    let mut preempted = 0;
+    for (streamed, done) in results {
+        let c = done.expect("a preempted request still finishes");
+        assert_eq!(streamed, c.text, "the stream repeated or lost text");
+        assert!(c.usage.completion_tokens > 0, "{c:?}");
+        preempted += c.preemptions;
+    }
+    // The gauges are published just after the last reply.
+    let idle = eventually(std::time::Duration::from_secs(30), || {
+        let load = h.engine_load();
+        (load.running, load.waiting, load.kv_reserved) == (0, 0, 0)
+    });
+    let load = h.engine_load();
+    assert!(idle, "{load:?}");
+    assert!(
+        preempted > 0 && load.preemptions >= u64::from(preempted),
+        "{load:?}"
+    );
+}

@@ -23,6 +23,7 @@ pub const FIELDS: &[&str] = &[
     "prefix_cache",
     "prompt_lookup",
     "batch_invariant",
+    "kv_cache_cells",
 ];
 
 /// A checked `llm_inference` config (defaults are applied when built).
@@ -48,6 +49,9 @@ pub struct LlmConfig {
     /// Greedy text independent of batching, speculation and prefix reuse at
     /// any context length (costs speed; ADR 0006).
     pub batch_invariant: Option<bool>,
+    /// KV cells shared by all running requests (a pool: admission by
+    /// prompt, preemption when it runs out); absent: a full context each.
+    pub kv_cache_cells: Option<u64>,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
@@ -73,5 +77,8 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         prefix_cache: obj.bool(cx, "prefix_cache").map(|b| b.value),
         prompt_lookup: obj.uint(cx, "prompt_lookup", 0, 16).map(|n| n.value),
         batch_invariant: obj.bool(cx, "batch_invariant").map(|b| b.value),
+        kv_cache_cells: obj
+            .uint(cx, "kv_cache_cells", 64, u64::from(u32::MAX))
+            .map(|n| n.value),
     }
 }

@@ -62,6 +62,7 @@ pub(super) fn build(
             options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
             options.prefix_cache = c.prefix_cache.unwrap_or(true);
             options.batch_invariant = c.batch_invariant.unwrap_or(false);
+            options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
             options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
                 num_tokens: n as usize,
                 ..PromptLookup::default()
@@ -157,6 +158,9 @@ fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     }
     if c.prompt_cached_tokens > 0 {
         tags.push(("prompt_cached_tokens", c.prompt_cached_tokens.to_string()));
+    }
+    if c.preemptions > 0 {
+        tags.push(("preemptions", c.preemptions.to_string()));
     }
     if c.draft_tokens > 0 {
         tags.push(("draft_tokens", c.draft_tokens.to_string()));
