@@ -233,10 +233,12 @@ pub fn summarize(samples: &[Sample], buckets: &Buckets, window_s: f64) -> Summar
     let mut rejected = Vec::new();
     let mut per_bucket: Vec<(Counts, Vec<u64>)> = vec![Default::default(); buckets.len()];
     let mut last_done_us = 0;
+    let mut first_due_us = u64::MAX;
     for s in samples {
         counts.add(&s.outcome);
         if s.outcome != Outcome::NotSent {
             last_done_us = last_done_us.max(s.done_us);
+            first_due_us = first_due_us.min(s.done_us.saturating_sub(s.latency_us));
         }
         if let Some((c, lat)) = per_bucket.get_mut(s.bucket) {
             c.add(&s.outcome);
@@ -250,7 +252,15 @@ pub fn summarize(samples: &[Sample], buckets: &Buckets, window_s: f64) -> Summar
             rejected.push(s.latency_us);
         }
     }
-    let elapsed_s = (last_done_us as f64 / 1e6).max(window_s);
+    // From the first measured request, not the window's start: a closed
+    // loop's workers start measuring only once their warm-up request is
+    // answered, and that overrun is not part of the measured run.
+    let first_s = if first_due_us == u64::MAX {
+        0.0
+    } else {
+        first_due_us as f64 / 1e6
+    };
+    let elapsed_s = (last_done_us as f64 / 1e6 - first_s).max(window_s - first_s);
     let per_s = |n: u64| {
         if elapsed_s > 0.0 {
             n as f64 / elapsed_s
@@ -306,6 +316,20 @@ mod tests {
             done_us: latency_us,
             outcome,
         }
+    }
+
+    #[test]
+    fn a_warm_up_overrun_is_not_counted_as_measured_time() {
+        let b = Buckets::new(vec![64]).unwrap();
+        // Both measured requests were sent 5 s into the window (a warm-up
+        // request ran over) and took 1 s: 2 requests in 1 s.
+        let late = |latency_us| Sample {
+            done_us: 5_000_000 + latency_us,
+            ..sample(0, latency_us, Outcome::Ok)
+        };
+        let s = summarize(&[late(1_000_000), late(1_000_000)], &b, 0.0);
+        assert_eq!(s.elapsed_s, 1.0);
+        assert_eq!(s.achieved_rps, 2.0);
     }
 
     #[test]
