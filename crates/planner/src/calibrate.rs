@@ -275,7 +275,7 @@ fn point(
             Point {
                 x: t.memory_s,
                 y: t.compute_s / pf.factor.efficiency,
-                comm: t.comm_s,
+                comm: t.comm_s + f64::from(r.batch) * est.per_seq_overhead_s(&s),
                 t: 1.0 / r.value,
             }
         }

@@ -35,16 +35,20 @@ pub enum Engine {
     Mlc,
     #[serde(rename = "transformers")]
     Transformers,
+    /// Hugging Face text-generation-inference.
+    #[serde(rename = "tgi")]
+    Tgi,
 }
 
 impl Engine {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Vllm,
         Self::Sglang,
         Self::TrtLlm,
         Self::LlamaCpp,
         Self::Mlc,
         Self::Transformers,
+        Self::Tgi,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +59,7 @@ impl Engine {
             Self::LlamaCpp => "llama.cpp",
             Self::Mlc => "mlc",
             Self::Transformers => "transformers",
+            Self::Tgi => "tgi",
         }
     }
 
@@ -65,6 +70,7 @@ impl Engine {
             "llamacpp" | "llama-cpp" | "ollama" | "gguf" => "llama.cpp",
             "mlc-llm" => "mlc",
             "hf" | "huggingface" => "transformers",
+            "text-generation-inference" | "tgi-server" => "tgi",
             other => other,
         };
         Self::ALL
@@ -85,6 +91,53 @@ impl Engine {
         match self {
             Self::Transformers => (0.6, 3.0),
             _ => (1.0, 1.0),
+        }
+    }
+}
+
+/// How an engine batches at serving time, from its documented defaults:
+/// what caps the sequences it runs together, what each running sequence
+/// costs the host per step, how much memory it leaves unused, and whether
+/// prompts are chunked into decode steps. These are documented constants
+/// (docs/planner.md, "Batched serving"), not fitted values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineProfile {
+    /// Default cap on sequences running together (vLLM `max_num_seqs`,
+    /// TensorRT-LLM `max_batch_size`, TGI `max_concurrent_requests`); `None`
+    /// when only KV-cache memory limits it (SGLang, llama.cpp slots as given).
+    pub max_running: Option<u32>,
+    /// Host time per running sequence per step (scheduling, sampling,
+    /// detokenising, output processing), milliseconds.
+    pub per_seq_overhead_ms: f64,
+    /// Fraction of device memory the engine leaves unused by default
+    /// (`1 − gpu_memory_utilization`; SGLang `1 − mem_fraction_static`).
+    pub memory_reserve: f64,
+    /// Prompts are split into chunks that ride in the same forward pass as
+    /// the running sequences' decode tokens (one weight read for both);
+    /// otherwise a prefill is a pass of its own that stalls decoding.
+    pub chunked_prefill: bool,
+}
+
+impl Engine {
+    /// The engine's serving defaults on a device with `memory_gb` of memory.
+    /// vLLM V1 raises `max_num_seqs` from 256 to 1024 on devices with at
+    /// least 70 GB; TensorRT-LLM's LLM API defaults `max_batch_size` to 2048;
+    /// TGI's router admits 128 concurrent requests by default.
+    pub fn profile(self, memory_gb: f64) -> EngineProfile {
+        let (max_running, per_seq_overhead_ms, memory_reserve, chunked_prefill) = match self {
+            Self::Vllm => (Some(if memory_gb >= 70.0 { 1024 } else { 256 }), 0.02, 0.10, true),
+            Self::Sglang => (None, 0.01, 0.12, true),
+            Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
+            Self::Tgi => (Some(128), 0.02, 0.10, true),
+            Self::LlamaCpp => (None, 0.03, 0.0, true),
+            Self::Mlc => (None, 0.02, 0.10, true),
+            Self::Transformers => (None, 0.10, 0.0, false),
+        };
+        EngineProfile {
+            max_running,
+            per_seq_overhead_ms,
+            memory_reserve,
+            chunked_prefill,
         }
     }
 }
@@ -176,6 +229,14 @@ pub struct EfficiencyTable {
     /// Set for the fixed-constant baseline: every lookup returns these.
     #[serde(skip)]
     constant: Option<(Factor, Factor)>,
+}
+
+impl EfficiencyTable {
+    /// Whether this is the constant-efficiency baseline (no engine
+    /// per-sequence costs: a plain roofline plus a fixed step overhead).
+    pub fn is_baseline(&self) -> bool {
+        self.constant.is_some()
+    }
 }
 
 impl EfficiencyTable {

@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 
+use crate::batching;
 use crate::efficiency::{EfficiencyTable, Engine, Factor, Phase, Resolved};
 use crate::error::PlannerError;
 use crate::explain::{Line, num};
@@ -204,12 +205,25 @@ pub struct Estimate {
     pub fits: bool,
     pub prefill_tok_s: f64,
     pub ttft_ms: f64,
+    /// Time per output token of each sequence at steady state at `batch`.
     pub tpot_ms: f64,
-    /// Aggregate decode throughput at `batch` (tokens/s over all sequences).
+    /// Aggregate decode throughput at `batch` (output tokens/s over all
+    /// running sequences at steady state: `running_seqs / tpot`). At batch 1
+    /// the single-stream decode speed; above it, continuous batching with
+    /// the running sequences capped by KV memory and the engine, and other
+    /// sequences' prompts interleaved ([`crate::batching`]).
     pub decode_tok_s: f64,
     pub decode_tok_s_per_seq: f64,
+    /// Sequences that actually run together (≤ `batch`).
+    pub running_seqs: u64,
+    /// What set `running_seqs`: `requested`, `kv_capacity` or `engine_cap`.
+    pub batch_limit: String,
+    /// Closed-loop output throughput counting each request's own prompt:
+    /// `running × gen / (gen × tpot + ttft)`.
+    pub output_tok_s: f64,
     pub e2e_ms: f64,
-    /// Decode regime at `batch`: `memory` (does not fit), `bandwidth` or `compute`.
+    /// What limits throughput at `batch`: `memory` (does not fit, or KV
+    /// capacity caps the running sequences), `engine_cap`, `bandwidth` or `compute`.
     pub binding_constraint: String,
     pub factors: UsedFactors,
     pub weights_by_format: Vec<WeightRow>,
@@ -241,10 +255,24 @@ impl Estimator {
         prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
     }
 
-    /// One decode step at `batch` and context `ctx`, seconds.
+    /// One decode step at `batch` and context `ctx`, seconds: the roofline
+    /// step plus the engine's host cost per running sequence
+    /// ([`crate::efficiency::EngineProfile::per_seq_overhead_ms`]). Prefill of
+    /// other sequences is not in it; [`crate::batching::steady_state`] adds it.
     pub fn tpot_s(&self, s: &Scenario, batch: f64, ctx: f64) -> f64 {
         let (p, d) = self.factors_for(s);
         decode_time(&decode_terms(s, batch, ctx), p.factor, d.factor)
+            + batch * self.per_seq_overhead_s(s)
+    }
+
+    /// Host time per running sequence per decode step, seconds (zero for
+    /// the constant-efficiency baseline).
+    pub fn per_seq_overhead_s(&self, s: &Scenario) -> f64 {
+        if self.factors.is_baseline() {
+            0.0
+        } else {
+            s.engine.profile(s.hw.memory_gb).per_seq_overhead_ms / 1e3
+        }
     }
 
     /// KV-cache memory per replica after weights and headroom, bytes.
@@ -343,36 +371,70 @@ impl Estimator {
             "prompt_tokens / ttft",
             format!("{} / {} ms", s.prompt_tokens, num(ttft * 1e3)),
         ));
-        let b = f64::from(s.batch);
-        let ctx = prompt + s.gen_tokens as f64 / 2.0;
-        let dt = decode_terms(s, b, ctx);
-        let tpot = decode_time(&dt, p, d);
+        let output = s.gen_tokens as f64;
+        let bt = batching::steady_state(self, s, f64::from(s.batch), prompt, output);
+        let running = bt.running;
+        explain.push(Line::new(
+            "running_seqs",
+            running,
+            "seqs",
+            "min(batch, KV capacity at the engine's memory fraction, engine cap)",
+            format!(
+                "min({}, {}, {}) → {}",
+                s.batch,
+                num(bt.kv_capacity_seqs),
+                s.engine
+                    .profile(s.hw.memory_gb)
+                    .max_running
+                    .map_or("none".to_string(), |c| c.to_string()),
+                bt.limit.as_str()
+            ),
+        ));
+        let ctx = bt.context;
+        let dt = decode_terms(s, running, ctx);
+        let tpot = bt.step_s;
         explain.push(Line::new(
             "tpot",
             tpot * 1e3,
             "ms",
-            "max((weights_read + b·ctx·kv)/(BW·η_d), FLOPs/(peak·η_p)) + c_d + allreduce",
+            "max((weights_read + n·ctx·kv)/(BW·η_d), (decode + interleaved prefill FLOPs)/(peak·η_p)) + c_d + n·c_seq + allreduce",
             format!(
-                "max({} GB / ({} GB/s·{}), {} / ({} T·{})) + {} ms + {} ms; b = {}, ctx = {}",
+                "max({} GB / ({} GB/s·{}), ({} + {} prompt tok × {} FLOP) / ({} T·{})) + {} ms; n = {}, ctx = {}",
                 num(dt.bytes / 1e9),
                 num(s.hw.bandwidth_gbps),
                 num(d.efficiency),
                 num(dt.flops),
+                num(bt.prefill_tokens_per_step),
+                num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
                 num(s.hw.peak_tflops(s.quant.compute)),
                 num(p.efficiency),
-                num(d.overhead_ms),
-                num(dt.comm_s * 1e3),
-                s.batch,
+                num((bt.overhead_s + bt.comm_s) * 1e3),
+                num(running),
                 num(ctx)
             ),
         ));
-        let decode_tok_s = b / tpot;
+        let decode_tok_s = bt.tok_s;
         explain.push(Line::new(
             "decode_tok_s",
             decode_tok_s,
             "tok/s",
-            "batch / tpot",
-            format!("{} / {} ms", s.batch, num(tpot * 1e3)),
+            "running_seqs / tpot",
+            format!("{} / {} ms", num(running), num(tpot * 1e3)),
+        ));
+        let output_tok_s = running * output.max(1.0) / (output.max(1.0) * tpot + ttft);
+        explain.push(Line::new(
+            "output_tok_s",
+            output_tok_s,
+            "tok/s",
+            "running_seqs × gen / (gen × tpot + ttft)",
+            format!(
+                "{} × {} / ({} × {} ms + {} ms)",
+                num(running),
+                s.gen_tokens,
+                s.gen_tokens,
+                num(tpot * 1e3),
+                num(ttft * 1e3)
+            ),
         ));
         let e2e = ttft + s.gen_tokens as f64 * tpot;
         explain.push(Line::new(
@@ -388,12 +450,12 @@ impl Estimator {
             ),
         ));
         let fits = cap > 0.0 && max_seqs >= 1;
-        let binding = if !fits || u64::from(s.batch) > max_seqs {
-            "memory"
-        } else if dt.compute_s / p.efficiency > dt.memory_s / d.efficiency {
-            "compute"
-        } else {
-            "bandwidth"
+        let binding = match bt.limit {
+            _ if !fits => "memory",
+            batching::BatchLimit::KvCapacity => "memory",
+            batching::BatchLimit::EngineCap => "engine_cap",
+            batching::BatchLimit::Requested if u64::from(s.batch) > max_seqs => "memory",
+            batching::BatchLimit::Requested => bt.regime,
         };
         let weights_by_format = [
             "fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1",
@@ -430,6 +492,9 @@ impl Estimator {
             tpot_ms: tpot * 1e3,
             decode_tok_s,
             decode_tok_s_per_seq: 1.0 / tpot,
+            running_seqs: running as u64,
+            batch_limit: bt.limit.as_str().to_string(),
+            output_tok_s,
             e2e_ms: e2e * 1e3,
             binding_constraint: binding.to_string(),
             factors: UsedFactors {

@@ -27,6 +27,7 @@
 //! the model explainable while matching measured numbers closely.
 //! The crate does no I/O beyond reading the files it is given.
 
+pub mod batching;
 pub mod calibrate;
 pub mod efficiency;
 pub mod error;
