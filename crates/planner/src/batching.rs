@@ -26,15 +26,18 @@
 //! 4. **Host cost per step**: the fitted per-step overhead plus a cost per
 //!    running sequence (scheduling, sampling, detokenising) per engine.
 //!
-//! The steady-state time per output token is therefore
-//! `max(bytes/(BW·η_d), (decode FLOPs + interleaved prefill FLOPs)/(peak·η_p))
-//! + c_d + running·c_seq + allreduce`, and the replica's output rate is
-//! `running / TPOT`. A single stream (`running = 1`) reduces to the decode
-//! step of [`crate::estimate`].
+//! The steady-state time per output token is therefore the matmuls'
+//! roofline `max(weights/(BW·η_d), (decode + prompt-chunk) matmul FLOPs/(peak·η_p))`
+//! plus attention's `max(running·ctx·KV/(BW·η_d), score FLOPs/(peak·η_p))`
+//! (separate kernels, so the two do not overlap) `+ c_d + running·c_seq +
+//! allreduce`, and the replica's output rate is `running / TPOT`. A single
+//! stream (`running = 1`) reduces to the decode step of [`crate::estimate`].
 
 use serde::Serialize;
 
-use crate::estimate::{Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time};
+use crate::estimate::{
+    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
+};
 
 /// What set the number of running sequences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -124,21 +127,25 @@ pub fn steady_state(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, outp
     let output = output.max(1.0);
     let prompt = prompt.max(1.0);
     let ctx = prompt + output / 2.0;
-    let dt = decode_terms(s, running, ctx);
+    let mut dt = decode_terms(s, running, ctx);
     let q = (running - 1.0).max(0.0) * prompt / output;
     let overhead_s = d.overhead_ms / 1e3 + running * per_seq_ms / 1e3;
-    let memory_s = dt.memory_s / d.efficiency;
-    let (compute_s, comm_s, step_s) = if profile.chunked_prefill {
-        let pf_flops = q * s.model.forward_flops(prompt, 0.0) / prompt / f64::from(s.tp);
-        let peak = s.hw.peak_tflops(s.quant.compute) * 1e12;
-        let compute_s = (dt.compute_s + pf_flops / peak) / p.efficiency;
-        let comm_s = s.allreduce_s(running + q);
-        (compute_s, comm_s, memory_s.max(compute_s) + overhead_s + comm_s)
+    let (step_s, comm_s) = if profile.chunked_prefill {
+        // The prompt chunk rides in the same pass: its matmul FLOPs share
+        // the weight read, its attention runs beside the decode attention.
+        let c = s.forward_compute(prompt, 0.0);
+        dt.compute_s += q / prompt * (c.linear_s + c.attn_s);
+        dt.attn_compute_s += q / prompt * c.attn_s;
+        dt.comm_s = s.allreduce_s(running + q);
+        (dt.roofline_s(p, d) + overhead_s + dt.comm_s, dt.comm_s)
     } else {
         let one = prefill_time(&prefill_terms(s, prompt, 1.0), p, d);
         let step = decode_time(&dt, p, d) + running * per_seq_ms / 1e3 + q / prompt * one;
-        (dt.compute_s / p.efficiency, dt.comm_s, step)
+        (step, dt.comm_s)
     };
+    let memory_s = dt.memory_s / d.efficiency;
+    let compute_s = dt.compute_s / p.efficiency;
+    let regime = dt.regime(p, d);
     Batching {
         requested: batch,
         running,
@@ -152,11 +159,7 @@ pub fn steady_state(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, outp
         comm_s,
         step_s,
         tok_s: running / step_s,
-        regime: if compute_s > memory_s {
-            "compute"
-        } else {
-            "bandwidth"
-        },
+        regime,
     }
 }
 

@@ -26,13 +26,16 @@
 
 use std::collections::BTreeSet;
 
-use crate::efficiency::{EfficiencyTable, Entry, Factor, Phase};
+use crate::efficiency::{EfficiencyTable, Engine, Entry, Factor, Phase, prior};
+use crate::hardware::HardwareClass;
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, decode_terms, prefill_terms};
 use crate::measurements::{Catalogues, Measurement};
 
 pub const MIN_ROWS_FOR_OVERHEAD: usize = 4;
 pub const MIN_SPREAD_FOR_OVERHEAD: f64 = 1.5;
+/// Rows at which a group's own fit and its fallback weigh the same.
+pub const SHRINK_ROWS: f64 = 8.0;
 /// Efficiency search range: 3% to 150% of the roofline (above 100% absorbs
 /// peak figures that understate what a kernel reaches, e.g. FP16 accumulate).
 const ETA_MIN: f64 = 0.03;
@@ -74,18 +77,17 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         let a = 1.0 / eta;
         let g: Vec<f64> = points.iter().map(|p| (p.x * a).max(p.y) + p.comm).collect();
         let c = if fit_c {
-            let (num, den) = points.iter().zip(&g).fold((0.0, 0.0), |(n, d), (p, gi)| {
-                let w = 1.0 / (p.t * p.t);
-                (n + w * (p.t - gi), d + w)
-            });
-            (num / den).max(0.0)
+            // Σ |g + c − t| / t is smallest at the 1/t-weighted median of t − g.
+            let mut r: Vec<(f64, f64)> =
+                points.iter().zip(&g).map(|(p, gi)| (p.t - gi, 1.0 / p.t)).collect();
+            weighted_median(&mut r).max(0.0)
         } else {
             inherited_overhead_s
         };
         let loss: f64 = points
             .iter()
             .zip(&g)
-            .map(|(p, gi)| ((gi + c - p.t) / p.t).powi(2))
+            .map(|(p, gi)| ((gi + c - p.t) / p.t).abs())
             .sum();
         if best.is_none_or(|(_, _, l)| loss < l) {
             best = Some((eta, c, loss));
@@ -99,6 +101,60 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         overhead_fitted: fit_c,
         loss,
     })
+}
+
+/// The weighted median of `(value, weight)` pairs (sorts them).
+fn weighted_median(v: &mut [(f64, f64)]) -> f64 {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = v.iter().map(|x| x.1).sum();
+    let mut acc = 0.0;
+    for &(value, w) in v.iter() {
+        acc += w;
+        if acc >= total / 2.0 {
+            return value;
+        }
+    }
+    v.last().map_or(0.0, |x| x.0)
+}
+
+/// A fit on `n` rows blended with the factor its level would fall back to
+/// without it: weight `n / (n + SHRINK_ROWS)` on the fit (geometric for the
+/// efficiency, linear for the overhead). Few rows move a group a little,
+/// many rows a lot; one source's odd runs cannot swing a small group.
+fn shrink(fit: Factor, toward: Option<Factor>, n: usize) -> Factor {
+    let Some(t) = toward else { return fit };
+    let w = n as f64 / (n as f64 + SHRINK_ROWS);
+    Factor {
+        efficiency: (w * fit.efficiency.ln() + (1.0 - w) * t.efficiency.ln()).exp(),
+        overhead_ms: w * fit.overhead_ms + (1.0 - w) * t.overhead_ms,
+    }
+}
+
+/// What a level falls back to when it has no entry of its own.
+fn fallback(table: &EfficiencyTable, class: &str, engine: &str, phase: Phase) -> Option<Factor> {
+    let entry = |c: &str, e: &str| {
+        table
+            .entries
+            .iter()
+            .find(|x| x.class == c && x.engine == e && x.phase == phase)
+            .map(|x| Factor {
+                efficiency: x.efficiency,
+                overhead_ms: x.overhead_ms,
+            })
+    };
+    match (class, engine) {
+        ("*", "*") => None,
+        ("*", _) => entry("*", "*"),
+        (c, "*") => HardwareClass::parse(c).ok().map(|k| prior(k, phase)),
+        (c, e) => {
+            let (k, en) = (HardwareClass::parse(c).ok()?, Engine::parse(e).ok()?);
+            let mut without = table.clone();
+            without
+                .entries
+                .retain(|x| !(x.class == c && x.engine == e && x.phase == phase));
+            Some(without.lookup(k, en, phase).factor)
+        }
+    }
 }
 
 fn upsert(table: &mut EfficiencyTable, e: Entry) {
@@ -167,7 +223,8 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
                     points.push(point(r, phase, &est, cat)?);
                 }
                 let inherited = parent_overhead(&table, lc, le, phase, &members, cat)?;
-                if let Some(g) = fit_group(&points, inherited) {
+                if let Some(mut g) = fit_group(&points, inherited) {
+                    g.factor = shrink(g.factor, fallback(&table, lc, le, phase), members.len());
                     upsert(
                         &mut table,
                         Entry {

@@ -202,7 +202,7 @@ pub struct Resolved {
 /// data). Decode: consumer/datacenter GPUs reach 80-90% of bandwidth in good
 /// kernels, Apple ~75%, CPUs and NPUs less; prefill: tensor-core GEMMs reach
 /// 50-70% of dense peak end to end.
-fn prior(class: HardwareClass, phase: Phase) -> Factor {
+pub fn prior(class: HardwareClass, phase: Phase) -> Factor {
     let (efficiency, overhead_ms) = match (class, phase) {
         (HardwareClass::Datacenter, Phase::Decode) => (0.80, 4.0),
         (HardwareClass::Consumer, Phase::Decode) => (0.85, 3.0),

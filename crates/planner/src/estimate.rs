@@ -19,7 +19,7 @@ use crate::error::PlannerError;
 use crate::explain::{Line, num};
 use crate::hardware::Hardware;
 use crate::model::ModelSpec;
-use crate::quant::Quant;
+use crate::quant::{ComputeDtype, Quant};
 
 /// Latency of one all-reduce call (launch + synchronisation), seconds. NCCL
 /// small-message all-reduce over NVLink takes roughly 5-15 µs.
@@ -92,6 +92,29 @@ impl Scenario<'_> {
         self.hw.peak_tflops(self.quant.compute) * 1e12
     }
 
+    /// FLOPs and their time at 100% of peak for `tokens` new tokens after
+    /// `past` cached ones, per device, split into the weight matmuls (at the
+    /// weight format's rate) and attention (scores × cached K/V, at the KV
+    /// cache's rate: FP8 KV computes at FP8, otherwise FP16; FP4 weights do
+    /// not make attention FP4).
+    pub fn forward_compute(&self, tokens: f64, past: f64) -> Compute {
+        let attn = self.model.attention_flops(tokens, past);
+        let linear = self.model.forward_flops(tokens, past) - attn;
+        let attn_dtype = if self.kv_bytes <= 1.0 {
+            ComputeDtype::Fp8
+        } else {
+            ComputeDtype::Fp16
+        };
+        let attn_peak = self.hw.peak_tflops(attn_dtype) * 1e12;
+        let tp = self.tp();
+        Compute {
+            linear_flops: linear / tp,
+            linear_s: linear / self.peak_flops() / tp,
+            attn_flops: attn / tp,
+            attn_s: attn / attn_peak / tp,
+        }
+    }
+
     fn bandwidth(&self) -> f64 {
         self.hw.bandwidth_gbps * 1e9
     }
@@ -110,7 +133,21 @@ impl Scenario<'_> {
     }
 }
 
-/// Roofline times of one step at 100% efficiency, seconds.
+/// Work of a forward pass per device: weight matmuls and attention.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Compute {
+    pub linear_flops: f64,
+    /// `linear_flops` at the weight format's peak, seconds.
+    pub linear_s: f64,
+    pub attn_flops: f64,
+    /// `attn_flops` at the KV dtype's peak, seconds.
+    pub attn_s: f64,
+}
+
+/// Roofline times of one step at 100% efficiency, seconds. `memory_s` and
+/// `compute_s` are totals; the attention part of each (`kv_memory_s`: the KV
+/// cache read; `attn_compute_s`: score FLOPs) runs in kernels of its own,
+/// after the weight matmuls, so the two parts have separate rooflines.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Terms {
     pub bytes: f64,
@@ -118,6 +155,30 @@ pub struct Terms {
     pub memory_s: f64,
     pub compute_s: f64,
     pub comm_s: f64,
+    pub kv_memory_s: f64,
+    pub attn_compute_s: f64,
+}
+
+impl Terms {
+    /// Time with factors applied: the matmuls' roofline plus attention's,
+    /// each `max(bytes/(BW·η_d), FLOPs/(peak·η_p))`.
+    pub fn roofline_s(&self, prefill: Factor, decode: Factor) -> f64 {
+        let gemm = ((self.memory_s - self.kv_memory_s) / decode.efficiency)
+            .max((self.compute_s - self.attn_compute_s) / prefill.efficiency);
+        let attn = (self.kv_memory_s / decode.efficiency)
+            .max(self.attn_compute_s / prefill.efficiency);
+        gemm + attn
+    }
+
+    /// `compute` or `bandwidth`: what the matmuls (most of the step) sit on.
+    pub fn regime(&self, prefill: Factor, decode: Factor) -> &'static str {
+        let compute = (self.compute_s - self.attn_compute_s) / prefill.efficiency;
+        if compute > (self.memory_s - self.kv_memory_s) / decode.efficiency {
+            "compute"
+        } else {
+            "bandwidth"
+        }
+    }
 }
 
 /// One decode step for `batch` sequences at context `ctx`.
@@ -125,13 +186,15 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
     let kv = batch * ctx * s.kv_bytes_per_token();
     let bytes = (weights + kv) / s.tp();
-    let flops = batch * s.model.forward_flops(1.0, ctx) / s.tp();
+    let c = s.forward_compute(1.0, ctx);
     Terms {
         bytes,
-        flops,
+        flops: batch * (c.linear_flops + c.attn_flops),
         memory_s: bytes / s.bandwidth(),
-        compute_s: flops / s.peak_flops(),
+        compute_s: batch * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(batch),
+        kv_memory_s: kv / s.tp() / s.bandwidth(),
+        attn_compute_s: batch * c.attn_s,
     }
 }
 
@@ -140,28 +203,27 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let per_seq = (tokens / seqs.max(1.0)).max(1.0);
     let weights = s.model.decode_read_params(tokens) * s.quant.bytes_per_weight();
     let bytes = weights / s.tp();
-    let flops = seqs.max(1.0) * s.model.forward_flops(per_seq, 0.0) / s.tp();
+    let c = s.forward_compute(per_seq, 0.0);
+    let seqs = seqs.max(1.0);
     Terms {
         bytes,
-        flops,
+        flops: seqs * (c.linear_flops + c.attn_flops),
         memory_s: bytes / s.bandwidth(),
-        compute_s: flops / s.peak_flops(),
+        compute_s: seqs * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(tokens),
+        kv_memory_s: 0.0,
+        attn_compute_s: seqs * c.attn_s,
     }
 }
 
 /// Decode step time with factors applied.
 pub fn decode_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
-    (t.memory_s / decode.efficiency).max(t.compute_s / prefill.efficiency)
-        + decode.overhead_ms / 1e3
-        + t.comm_s
+    t.roofline_s(prefill, decode) + decode.overhead_ms / 1e3 + t.comm_s
 }
 
 /// Prefill pass time with factors applied.
 pub fn prefill_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
-    (t.compute_s / prefill.efficiency).max(t.memory_s / decode.efficiency)
-        + prefill.overhead_ms / 1e3
-        + t.comm_s
+    t.roofline_s(prefill, decode) + prefill.overhead_ms / 1e3 + t.comm_s
 }
 
 /// The factors used, with their provenance.
