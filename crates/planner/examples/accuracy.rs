@@ -114,7 +114,9 @@ fn print_held_out(h: &HeldOut, show_rows: bool) {
         }
         println!();
     }
-    println!("| metric | rows | planner (held out) | roofline baseline | median predicted/measured |");
+    println!(
+        "| metric | rows | planner (held out) | roofline baseline | median predicted/measured |"
+    );
     println!("|---|---:|---:|---:|---:|");
     for s in &h.by_metric {
         println!(

@@ -114,7 +114,13 @@ pub fn running_seqs(est: &Estimator, s: &Scenario, batch: f64) -> (f64, f64, Bat
 
 /// Steady-state continuous batching of up to `batch` sequences with
 /// `prompt`-token prompts and `output` generated tokens each.
-pub fn steady_state(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, output: f64) -> Batching {
+pub fn steady_state(
+    est: &Estimator,
+    s: &Scenario,
+    batch: f64,
+    prompt: f64,
+    output: f64,
+) -> Batching {
     let (running, kv_capacity_seqs, limit) = running_seqs(est, s, batch);
     let (pf, df) = est.factors_for(s);
     let (p, d) = (pf.factor, df.factor);

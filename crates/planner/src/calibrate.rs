@@ -27,9 +27,9 @@
 use std::collections::BTreeSet;
 
 use crate::efficiency::{EfficiencyTable, Engine, Entry, Factor, Phase, prior};
-use crate::hardware::HardwareClass;
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, decode_terms, prefill_terms};
+use crate::hardware::HardwareClass;
 use crate::measurements::{Catalogues, Measurement};
 
 pub const MIN_ROWS_FOR_OVERHEAD: usize = 4;
@@ -40,7 +40,9 @@ pub const SHRINK_ROWS: f64 = 8.0;
 /// peak figures that understate what a kernel reaches, e.g. FP16 accumulate).
 const ETA_MIN: f64 = 0.03;
 const ETA_MAX: f64 = 1.5;
-const GRID: usize = 600;
+/// Coarse log-grid steps over [ETA_MIN, ETA_MAX], then as many again
+/// between the best coarse point's neighbours (resolution ~0.2%).
+const GRID: usize = 60;
 
 /// One row reduced to what the fit needs.
 #[derive(Debug, Clone, Copy)]
@@ -71,15 +73,16 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.x), hi.max(p.x)));
     let fit_c =
         points.len() >= MIN_ROWS_FOR_OVERHEAD && hi / lo.max(1e-12) >= MIN_SPREAD_FOR_OVERHEAD;
-    let mut best: Option<(f64, f64, f64)> = None;
-    for i in 0..=GRID {
-        let eta = ETA_MIN * (ETA_MAX / ETA_MIN).powf(i as f64 / GRID as f64);
+    let evaluate = |eta: f64| -> (f64, f64, f64) {
         let a = 1.0 / eta;
         let g: Vec<f64> = points.iter().map(|p| (p.x * a).max(p.y) + p.comm).collect();
         let c = if fit_c {
             // Σ |g + c − t| / t is smallest at the 1/t-weighted median of t − g.
-            let mut r: Vec<(f64, f64)> =
-                points.iter().zip(&g).map(|(p, gi)| (p.t - gi, 1.0 / p.t)).collect();
+            let mut r: Vec<(f64, f64)> = points
+                .iter()
+                .zip(&g)
+                .map(|(p, gi)| (p.t - gi, 1.0 / p.t))
+                .collect();
             weighted_median(&mut r).max(0.0)
         } else {
             inherited_overhead_s
@@ -89,8 +92,25 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
             .zip(&g)
             .map(|(p, gi)| ((gi + c - p.t) / p.t).abs())
             .sum();
-        if best.is_none_or(|(_, _, l)| loss < l) {
-            best = Some((eta, c, loss));
+        (eta, c, loss)
+    };
+    let span = (ETA_MAX / ETA_MIN).ln();
+    let at = |u: f64| ETA_MIN * (span * u).exp();
+    let mut best: Option<(f64, f64, f64)> = None;
+    let mut best_i = 0;
+    for i in 0..=GRID {
+        let e = evaluate(at(i as f64 / GRID as f64));
+        if best.is_none_or(|(_, _, l)| e.2 < l) {
+            best = Some(e);
+            best_i = i;
+        }
+    }
+    let lo = best_i.saturating_sub(1) as f64 / GRID as f64;
+    let hi = (best_i + 1).min(GRID) as f64 / GRID as f64;
+    for k in 0..=GRID {
+        let e = evaluate(at(lo + (hi - lo) * k as f64 / GRID as f64));
+        if best.is_none_or(|(_, _, l)| e.2 < l) {
+            best = Some(e);
         }
     }
     best.map(|(eta, c, loss)| GroupFit {

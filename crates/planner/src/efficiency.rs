@@ -125,7 +125,12 @@ impl Engine {
     /// TGI's router admits 128 concurrent requests by default.
     pub fn profile(self, memory_gb: f64) -> EngineProfile {
         let (max_running, per_seq_overhead_ms, memory_reserve, chunked_prefill) = match self {
-            Self::Vllm => (Some(if memory_gb >= 70.0 { 1024 } else { 256 }), 0.02, 0.10, true),
+            Self::Vllm => (
+                Some(if memory_gb >= 70.0 { 1024 } else { 256 }),
+                0.02,
+                0.10,
+                true,
+            ),
             Self::Sglang => (None, 0.01, 0.12, true),
             Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
             Self::Tgi => (Some(128), 0.02, 0.10, true),

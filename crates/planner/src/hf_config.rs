@@ -57,7 +57,10 @@ pub fn model_name(config: Option<&Value>, path: &Path) -> String {
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .filter(|s| !s.is_empty());
-    if let Some(stem) = stem.as_deref().filter(|s| !s.eq_ignore_ascii_case("config")) {
+    if let Some(stem) = stem
+        .as_deref()
+        .filter(|s| !s.eq_ignore_ascii_case("config"))
+    {
         return stem.to_string();
     }
     if let Some(dir) = path

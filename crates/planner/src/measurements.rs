@@ -15,9 +15,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::batching;
 use crate::efficiency::{Engine, Phase};
 use crate::error::PlannerError;
-use crate::batching;
 use crate::estimate::{Estimator, Scenario, prefill_terms, prefill_time};
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
@@ -252,7 +252,9 @@ pub fn source_key(source: &str) -> String {
         _ => {
             let p = path.join("/");
             let p = p.split(['?', '#']).next().unwrap_or_default();
-            format!("{host}/{p}").trim_end_matches('/').to_ascii_lowercase()
+            format!("{host}/{p}")
+                .trim_end_matches('/')
+                .to_ascii_lowercase()
         }
     }
 }
