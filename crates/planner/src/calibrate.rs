@@ -5,10 +5,13 @@
 //! `t = max(X·a, Y) + c + comm` is fitted, where `X` is the row's primary
 //! roofline time (bytes/BW for decode, FLOPs/peak for prefill), `Y` the other
 //! roofline term at the other phase's current factor, `a = 1/η`, and `c` the
-//! fixed overhead. `a` is found by a 1-D search over a log grid, and for each
-//! `a` the overhead is the closed-form weighted least-squares solution on
-//! relative error (weights `1/t²`, clamped at 0). The loss is the sum of
-//! squared relative errors, so a 10 ms row and a 500 ms row count the same.
+//! fixed overhead. `a` is found by a coarse-to-fine search over a log grid,
+//! and for each `a` the overhead is the value minimising the sum of absolute
+//! relative errors (the `1/t`-weighted median of `t − g`, clamped at 0): an
+//! L1 fit, so a 10 ms row and a 500 ms row count the same and one odd run
+//! in a group moves it little. Each group's result is then shrunk toward
+//! what the group would fall back to without it, with weight
+//! `n / (n + SHRINK_ROWS)` on the fit.
 //!
 //! The overhead is fitted only when a group has at least
 //! [`MIN_ROWS_FOR_OVERHEAD`] rows whose roofline times span at least

@@ -8,8 +8,10 @@
 //!
 //! Metrics: `decode_tok_s` (decode tokens/s per sequence at `batch`),
 //! `prefill_tok_s` (prompt tokens/s of one prompt), `ttft_ms` (one prompt),
-//! `serving_tok_s` (output tokens/s per GPU for a static batch of `batch`
-//! requests of `prompt_tokens` in, `gen_tokens` out).
+//! `serving_tok_s` (output tokens/s per GPU with `batch` requests of
+//! `prompt_tokens` in, `gen_tokens` out in flight: a closed-loop benchmark or
+//! a static batch; the engine's caps decide how many run, see
+//! [`crate::batching`]).
 
 use std::path::Path;
 

@@ -6,6 +6,12 @@
 //! plain baseline (constant 70% of bandwidth, 50% of compute, 3 ms per
 //! decode step) and the documented priors alone (no data at all). The
 //! summary is the median absolute percentage error (MdAPE) per metric.
+//!
+//! A row-wise leave-one-out keeps a held-out row's siblings from the same
+//! source in the fit, which flatters it. [`held_out`] is the honest test:
+//! leave one *source* (publisher) or one *GPU* out ([`Split`]), refit the
+//! factors on the rest and predict the whole group, next to the
+//! constant-efficiency baseline, per metric, overall and per group.
 
 use serde::Serialize;
 
