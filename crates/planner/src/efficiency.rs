@@ -396,6 +396,11 @@ mod tests {
     fn engine_names_and_aliases() {
         assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
         assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
+        assert_eq!(
+            Engine::parse("text-generation-inference").unwrap(),
+            Engine::Tgi
+        );
+        assert_eq!(Engine::Tgi.to_string(), "tgi");
         let e = Engine::parse("vlm").unwrap_err();
         assert!(e.to_string().contains("did you mean `vllm`"), "{e}");
     }
@@ -419,6 +424,19 @@ mod tests {
         assert!(r.level.contains("apple/*"));
         let hf = t.lookup(HardwareClass::Apple, Engine::Transformers, Phase::Decode);
         assert!((hf.factor.efficiency - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn engine_profiles_follow_documented_defaults() {
+        // vLLM V1 raises max_num_seqs on devices with at least 70 GB.
+        assert_eq!(Engine::Vllm.profile(24.0).max_running, Some(256));
+        assert_eq!(Engine::Vllm.profile(80.0).max_running, Some(1024));
+        assert_eq!(Engine::Tgi.profile(80.0).max_running, Some(128));
+        assert_eq!(Engine::Sglang.profile(80.0).max_running, None);
+        for e in Engine::ALL {
+            let p = e.profile(80.0);
+            assert!((0.0..0.5).contains(&p.memory_reserve) && p.per_seq_overhead_ms >= 0.0);
+        }
     }
 
     #[test]
