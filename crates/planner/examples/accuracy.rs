@@ -1,17 +1,20 @@
 //! Planner accuracy on published measurements.
 //!
-//! `cargo run --release -p glassbox-planner --example accuracy [-- --rows]`
+//! `cargo run --release -p glassbox-planner --example accuracy -- --loso [--rows]`
 //!
-//! Prints the median absolute percentage error (MdAPE) per metric for the
-//! fitted planner (in-sample = shipped defaults), leave-one-out held-out
-//! predictions, the plain baseline and the uncalibrated priors; `--rows`
-//! adds predicted vs measured for every row. `--write-defaults PATH` writes
-//! the fit as an efficiency table (how `data/efficiency.toml` is made).
+//! `--loso` prints the held-out evaluation of issue 17: leave-one-source-out
+//! and leave-one-GPU-out (every row predicted by factors fitted without its
+//! whole source, or GPU), median absolute percentage error (MdAPE) per
+//! metric, overall and per source, next to the constant-efficiency roofline
+//! baseline. Without `--loso` it prints the older row-wise table (in-sample
+//! fit, leave-one-row-out, baseline, priors). `--rows` adds predicted vs
+//! measured for every row. `--write-defaults PATH` writes the fit as an
+//! efficiency table (how `data/efficiency.toml` is made).
 
 use std::error::Error;
 
 use glassbox_planner::measurements::{self, Catalogues};
-use glassbox_planner::validate::{self, ape};
+use glassbox_planner::validate::{self, HeldOut, Split, ape};
 use glassbox_planner::{HardwareCatalogue, ModelCatalogue, calibrate};
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -31,6 +34,18 @@ fn main() -> Result<(), Box<dyn Error>> {
                       # Regenerate: cargo run --release -p glassbox-planner --example accuracy -- --write-defaults crates/planner/data/efficiency.toml\n\n";
         std::fs::write(path, format!("{header}{}", table.to_toml()?))?;
         println!("wrote {path}");
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--loso") {
+        let show_rows = args.iter().any(|a| a == "--rows");
+        println!(
+            "{} published measurements from {} sources (crates/planner/data/measurements.csv)\n",
+            rows.len(),
+            validate::folds(&rows, Split::Source).len()
+        );
+        for split in [Split::Source, Split::Gpu] {
+            print_held_out(&validate::held_out(&rows, cat, split)?, show_rows);
+        }
         return Ok(());
     }
     let report = validate::run(&rows, cat)?;
@@ -75,4 +90,51 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     Ok(())
+}
+
+fn print_held_out(h: &HeldOut, show_rows: bool) {
+    println!("{} (median absolute percentage error)\n", h.split.as_str());
+    if show_rows {
+        println!(
+            "{:<44} {:<13} {:>10} {:>10} {:>6} {:>10} {:>6}  group",
+            "row", "metric", "measured", "held-out", "err%", "baseline", "err%"
+        );
+        for r in &h.rows {
+            println!(
+                "{:<44} {:<13} {:>10.1} {:>10.1} {:>6.1} {:>10.1} {:>6.1}  {}",
+                r.id,
+                r.metric.as_str(),
+                r.measured,
+                r.predicted,
+                ape(r.predicted, r.measured),
+                r.baseline,
+                ape(r.baseline, r.measured),
+                r.group
+            );
+        }
+        println!();
+    }
+    println!(
+        "| metric | rows | planner (held out) | roofline baseline | median predicted/measured |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for s in &h.by_metric {
+        println!(
+            "| {} | {} | {:.1}% | {:.1}% | {:.2} |",
+            s.name, s.rows, s.planner, s.baseline, s.median_ratio
+        );
+    }
+    let what = match h.split {
+        Split::Source => "source held out",
+        Split::Gpu => "GPU held out",
+    };
+    println!("\n| {what} | rows | planner | baseline | median predicted/measured |");
+    println!("|---|---:|---:|---:|---:|");
+    for s in &h.by_group {
+        println!(
+            "| {} | {} | {:.1}% | {:.1}% | {:.2} |",
+            s.name, s.rows, s.planner, s.baseline, s.median_ratio
+        );
+    }
+    println!();
 }

@@ -5,10 +5,13 @@
 //! `t = max(X·a, Y) + c + comm` is fitted, where `X` is the row's primary
 //! roofline time (bytes/BW for decode, FLOPs/peak for prefill), `Y` the other
 //! roofline term at the other phase's current factor, `a = 1/η`, and `c` the
-//! fixed overhead. `a` is found by a 1-D search over a log grid, and for each
-//! `a` the overhead is the closed-form weighted least-squares solution on
-//! relative error (weights `1/t²`, clamped at 0). The loss is the sum of
-//! squared relative errors, so a 10 ms row and a 500 ms row count the same.
+//! fixed overhead. `a` is found by a coarse-to-fine search over a log grid,
+//! and for each `a` the overhead is the value minimising the sum of absolute
+//! relative errors (the `1/t`-weighted median of `t − g`, clamped at 0): an
+//! L1 fit, so a 10 ms row and a 500 ms row count the same and one odd run
+//! in a group moves it little. Each group's result is then shrunk toward
+//! what the group would fall back to without it, with weight
+//! `n / (n + SHRINK_ROWS)` on the fit.
 //!
 //! The overhead is fitted only when a group has at least
 //! [`MIN_ROWS_FOR_OVERHEAD`] rows whose roofline times span at least
@@ -26,18 +29,23 @@
 
 use std::collections::BTreeSet;
 
-use crate::efficiency::{EfficiencyTable, Entry, Factor, Phase};
+use crate::efficiency::{EfficiencyTable, Engine, Entry, Factor, Phase, prior};
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, decode_terms, prefill_terms};
+use crate::hardware::HardwareClass;
 use crate::measurements::{Catalogues, Measurement};
 
 pub const MIN_ROWS_FOR_OVERHEAD: usize = 4;
 pub const MIN_SPREAD_FOR_OVERHEAD: f64 = 1.5;
+/// Rows at which a group's own fit and its fallback weigh the same.
+pub const SHRINK_ROWS: f64 = 8.0;
 /// Efficiency search range: 3% to 150% of the roofline (above 100% absorbs
 /// peak figures that understate what a kernel reaches, e.g. FP16 accumulate).
 const ETA_MIN: f64 = 0.03;
 const ETA_MAX: f64 = 1.5;
-const GRID: usize = 600;
+/// Coarse log-grid steps over [ETA_MIN, ETA_MAX], then as many again
+/// between the best coarse point's neighbours (resolution ~0.2%).
+const GRID: usize = 60;
 
 /// One row reduced to what the fit needs.
 #[derive(Debug, Clone, Copy)]
@@ -68,27 +76,44 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.x), hi.max(p.x)));
     let fit_c =
         points.len() >= MIN_ROWS_FOR_OVERHEAD && hi / lo.max(1e-12) >= MIN_SPREAD_FOR_OVERHEAD;
-    let mut best: Option<(f64, f64, f64)> = None;
-    for i in 0..=GRID {
-        let eta = ETA_MIN * (ETA_MAX / ETA_MIN).powf(i as f64 / GRID as f64);
+    let evaluate = |eta: f64| -> (f64, f64, f64) {
         let a = 1.0 / eta;
         let g: Vec<f64> = points.iter().map(|p| (p.x * a).max(p.y) + p.comm).collect();
         let c = if fit_c {
-            let (num, den) = points.iter().zip(&g).fold((0.0, 0.0), |(n, d), (p, gi)| {
-                let w = 1.0 / (p.t * p.t);
-                (n + w * (p.t - gi), d + w)
-            });
-            (num / den).max(0.0)
+            // Σ |g + c − t| / t is smallest at the 1/t-weighted median of t − g.
+            let mut r: Vec<(f64, f64)> = points
+                .iter()
+                .zip(&g)
+                .map(|(p, gi)| (p.t - gi, 1.0 / p.t))
+                .collect();
+            weighted_median(&mut r).max(0.0)
         } else {
             inherited_overhead_s
         };
         let loss: f64 = points
             .iter()
             .zip(&g)
-            .map(|(p, gi)| ((gi + c - p.t) / p.t).powi(2))
+            .map(|(p, gi)| ((gi + c - p.t) / p.t).abs())
             .sum();
-        if best.is_none_or(|(_, _, l)| loss < l) {
-            best = Some((eta, c, loss));
+        (eta, c, loss)
+    };
+    let span = (ETA_MAX / ETA_MIN).ln();
+    let at = |u: f64| ETA_MIN * (span * u).exp();
+    let mut best: Option<(f64, f64, f64)> = None;
+    let mut best_i = 0;
+    for i in 0..=GRID {
+        let e = evaluate(at(i as f64 / GRID as f64));
+        if best.is_none_or(|(_, _, l)| e.2 < l) {
+            best = Some(e);
+            best_i = i;
+        }
+    }
+    let lo = best_i.saturating_sub(1) as f64 / GRID as f64;
+    let hi = (best_i + 1).min(GRID) as f64 / GRID as f64;
+    for k in 0..=GRID {
+        let e = evaluate(at(lo + (hi - lo) * k as f64 / GRID as f64));
+        if best.is_none_or(|(_, _, l)| e.2 < l) {
+            best = Some(e);
         }
     }
     best.map(|(eta, c, loss)| GroupFit {
@@ -99,6 +124,60 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         overhead_fitted: fit_c,
         loss,
     })
+}
+
+/// The weighted median of `(value, weight)` pairs (sorts them).
+fn weighted_median(v: &mut [(f64, f64)]) -> f64 {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = v.iter().map(|x| x.1).sum();
+    let mut acc = 0.0;
+    for &(value, w) in v.iter() {
+        acc += w;
+        if acc >= total / 2.0 {
+            return value;
+        }
+    }
+    v.last().map_or(0.0, |x| x.0)
+}
+
+/// A fit on `n` rows blended with the factor its level would fall back to
+/// without it: weight `n / (n + SHRINK_ROWS)` on the fit (geometric for the
+/// efficiency, linear for the overhead). Few rows move a group a little,
+/// many rows a lot; one source's odd runs cannot swing a small group.
+fn shrink(fit: Factor, toward: Option<Factor>, n: usize) -> Factor {
+    let Some(t) = toward else { return fit };
+    let w = n as f64 / (n as f64 + SHRINK_ROWS);
+    Factor {
+        efficiency: (w * fit.efficiency.ln() + (1.0 - w) * t.efficiency.ln()).exp(),
+        overhead_ms: w * fit.overhead_ms + (1.0 - w) * t.overhead_ms,
+    }
+}
+
+/// What a level falls back to when it has no entry of its own.
+fn fallback(table: &EfficiencyTable, class: &str, engine: &str, phase: Phase) -> Option<Factor> {
+    let entry = |c: &str, e: &str| {
+        table
+            .entries
+            .iter()
+            .find(|x| x.class == c && x.engine == e && x.phase == phase)
+            .map(|x| Factor {
+                efficiency: x.efficiency,
+                overhead_ms: x.overhead_ms,
+            })
+    };
+    match (class, engine) {
+        ("*", "*") => None,
+        ("*", _) => entry("*", "*"),
+        (c, "*") => HardwareClass::parse(c).ok().map(|k| prior(k, phase)),
+        (c, e) => {
+            let (k, en) = (HardwareClass::parse(c).ok()?, Engine::parse(e).ok()?);
+            let mut without = table.clone();
+            without
+                .entries
+                .retain(|x| !(x.class == c && x.engine == e && x.phase == phase));
+            Some(without.lookup(k, en, phase).factor)
+        }
+    }
 }
 
 fn upsert(table: &mut EfficiencyTable, e: Entry) {
@@ -167,7 +246,8 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
                     points.push(point(r, phase, &est, cat)?);
                 }
                 let inherited = parent_overhead(&table, lc, le, phase, &members, cat)?;
-                if let Some(g) = fit_group(&points, inherited) {
+                if let Some(mut g) = fit_group(&points, inherited) {
+                    g.factor = shrink(g.factor, fallback(&table, lc, le, phase), members.len());
                     upsert(
                         &mut table,
                         Entry {
@@ -275,7 +355,7 @@ fn point(
             Point {
                 x: t.memory_s,
                 y: t.compute_s / pf.factor.efficiency,
-                comm: t.comm_s,
+                comm: t.comm_s + f64::from(r.batch) * est.per_seq_overhead_s(&s),
                 t: 1.0 / r.value,
             }
         }

@@ -35,16 +35,20 @@ pub enum Engine {
     Mlc,
     #[serde(rename = "transformers")]
     Transformers,
+    /// Hugging Face text-generation-inference.
+    #[serde(rename = "tgi")]
+    Tgi,
 }
 
 impl Engine {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Vllm,
         Self::Sglang,
         Self::TrtLlm,
         Self::LlamaCpp,
         Self::Mlc,
         Self::Transformers,
+        Self::Tgi,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +59,7 @@ impl Engine {
             Self::LlamaCpp => "llama.cpp",
             Self::Mlc => "mlc",
             Self::Transformers => "transformers",
+            Self::Tgi => "tgi",
         }
     }
 
@@ -65,6 +70,7 @@ impl Engine {
             "llamacpp" | "llama-cpp" | "ollama" | "gguf" => "llama.cpp",
             "mlc-llm" => "mlc",
             "hf" | "huggingface" => "transformers",
+            "text-generation-inference" | "tgi-server" => "tgi",
             other => other,
         };
         Self::ALL
@@ -85,6 +91,58 @@ impl Engine {
         match self {
             Self::Transformers => (0.6, 3.0),
             _ => (1.0, 1.0),
+        }
+    }
+}
+
+/// How an engine batches at serving time, from its documented defaults:
+/// what caps the sequences it runs together, what each running sequence
+/// costs the host per step, how much memory it leaves unused, and whether
+/// prompts are chunked into decode steps. These are documented constants
+/// (docs/planner.md, "Batched serving"), not fitted values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineProfile {
+    /// Default cap on sequences running together (vLLM `max_num_seqs`,
+    /// TensorRT-LLM `max_batch_size`, TGI `max_concurrent_requests`); `None`
+    /// when only KV-cache memory limits it (SGLang, llama.cpp slots as given).
+    pub max_running: Option<u32>,
+    /// Host time per running sequence per step (scheduling, sampling,
+    /// detokenising, output processing), milliseconds.
+    pub per_seq_overhead_ms: f64,
+    /// Fraction of device memory the engine leaves unused by default
+    /// (`1 − gpu_memory_utilization`; SGLang `1 − mem_fraction_static`).
+    pub memory_reserve: f64,
+    /// Prompts are split into chunks that ride in the same forward pass as
+    /// the running sequences' decode tokens (one weight read for both);
+    /// otherwise a prefill is a pass of its own that stalls decoding.
+    pub chunked_prefill: bool,
+}
+
+impl Engine {
+    /// The engine's serving defaults on a device with `memory_gb` of memory.
+    /// vLLM V1 raises `max_num_seqs` from 256 to 1024 on devices with at
+    /// least 70 GB; TensorRT-LLM's LLM API defaults `max_batch_size` to 2048;
+    /// TGI's router admits 128 concurrent requests by default.
+    pub fn profile(self, memory_gb: f64) -> EngineProfile {
+        let (max_running, per_seq_overhead_ms, memory_reserve, chunked_prefill) = match self {
+            Self::Vllm => (
+                Some(if memory_gb >= 70.0 { 1024 } else { 256 }),
+                0.02,
+                0.10,
+                true,
+            ),
+            Self::Sglang => (None, 0.01, 0.12, true),
+            Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
+            Self::Tgi => (Some(128), 0.02, 0.10, true),
+            Self::LlamaCpp => (None, 0.03, 0.0, true),
+            Self::Mlc => (None, 0.02, 0.10, true),
+            Self::Transformers => (None, 0.10, 0.0, false),
+        };
+        EngineProfile {
+            max_running,
+            per_seq_overhead_ms,
+            memory_reserve,
+            chunked_prefill,
         }
     }
 }
@@ -149,7 +207,7 @@ pub struct Resolved {
 /// data). Decode: consumer/datacenter GPUs reach 80-90% of bandwidth in good
 /// kernels, Apple ~75%, CPUs and NPUs less; prefill: tensor-core GEMMs reach
 /// 50-70% of dense peak end to end.
-fn prior(class: HardwareClass, phase: Phase) -> Factor {
+pub fn prior(class: HardwareClass, phase: Phase) -> Factor {
     let (efficiency, overhead_ms) = match (class, phase) {
         (HardwareClass::Datacenter, Phase::Decode) => (0.80, 4.0),
         (HardwareClass::Consumer, Phase::Decode) => (0.85, 3.0),
@@ -176,6 +234,14 @@ pub struct EfficiencyTable {
     /// Set for the fixed-constant baseline: every lookup returns these.
     #[serde(skip)]
     constant: Option<(Factor, Factor)>,
+}
+
+impl EfficiencyTable {
+    /// Whether this is the constant-efficiency baseline (no engine
+    /// per-sequence costs: a plain roofline plus a fixed step overhead).
+    pub fn is_baseline(&self) -> bool {
+        self.constant.is_some()
+    }
 }
 
 impl EfficiencyTable {
@@ -330,6 +396,11 @@ mod tests {
     fn engine_names_and_aliases() {
         assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
         assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
+        assert_eq!(
+            Engine::parse("text-generation-inference").unwrap(),
+            Engine::Tgi
+        );
+        assert_eq!(Engine::Tgi.to_string(), "tgi");
         let e = Engine::parse("vlm").unwrap_err();
         assert!(e.to_string().contains("did you mean `vllm`"), "{e}");
     }
@@ -353,6 +424,19 @@ mod tests {
         assert!(r.level.contains("apple/*"));
         let hf = t.lookup(HardwareClass::Apple, Engine::Transformers, Phase::Decode);
         assert!((hf.factor.efficiency - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn engine_profiles_follow_documented_defaults() {
+        // vLLM V1 raises max_num_seqs on devices with at least 70 GB.
+        assert_eq!(Engine::Vllm.profile(24.0).max_running, Some(256));
+        assert_eq!(Engine::Vllm.profile(80.0).max_running, Some(1024));
+        assert_eq!(Engine::Tgi.profile(80.0).max_running, Some(128));
+        assert_eq!(Engine::Sglang.profile(80.0).max_running, None);
+        for e in Engine::ALL {
+            let p = e.profile(80.0);
+            assert!((0.0..0.5).contains(&p.memory_reserve) && p.per_seq_overhead_ms >= 0.0);
+        }
     }
 
     #[test]

@@ -13,12 +13,13 @@
 
 use serde::Serialize;
 
+use crate::batching;
 use crate::efficiency::{EfficiencyTable, Engine, Factor, Phase, Resolved};
 use crate::error::PlannerError;
 use crate::explain::{Line, num};
 use crate::hardware::Hardware;
 use crate::model::ModelSpec;
-use crate::quant::Quant;
+use crate::quant::{ComputeDtype, Quant};
 
 /// Latency of one all-reduce call (launch + synchronisation), seconds. NCCL
 /// small-message all-reduce over NVLink takes roughly 5-15 µs.
@@ -91,6 +92,29 @@ impl Scenario<'_> {
         self.hw.peak_tflops(self.quant.compute) * 1e12
     }
 
+    /// FLOPs and their time at 100% of peak for `tokens` new tokens after
+    /// `past` cached ones, per device, split into the weight matmuls (at the
+    /// weight format's rate) and attention (scores × cached K/V, at the KV
+    /// cache's rate: FP8 KV computes at FP8, otherwise FP16; FP4 weights do
+    /// not make attention FP4).
+    pub fn forward_compute(&self, tokens: f64, past: f64) -> Compute {
+        let attn = self.model.attention_flops(tokens, past);
+        let linear = self.model.forward_flops(tokens, past) - attn;
+        let attn_dtype = if self.kv_bytes <= 1.0 {
+            ComputeDtype::Fp8
+        } else {
+            ComputeDtype::Fp16
+        };
+        let attn_peak = self.hw.peak_tflops(attn_dtype) * 1e12;
+        let tp = self.tp();
+        Compute {
+            linear_flops: linear / tp,
+            linear_s: linear / self.peak_flops() / tp,
+            attn_flops: attn / tp,
+            attn_s: attn / attn_peak / tp,
+        }
+    }
+
     fn bandwidth(&self) -> f64 {
         self.hw.bandwidth_gbps * 1e9
     }
@@ -109,7 +133,21 @@ impl Scenario<'_> {
     }
 }
 
-/// Roofline times of one step at 100% efficiency, seconds.
+/// Work of a forward pass per device: weight matmuls and attention.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Compute {
+    pub linear_flops: f64,
+    /// `linear_flops` at the weight format's peak, seconds.
+    pub linear_s: f64,
+    pub attn_flops: f64,
+    /// `attn_flops` at the KV dtype's peak, seconds.
+    pub attn_s: f64,
+}
+
+/// Roofline times of one step at 100% efficiency, seconds. `memory_s` and
+/// `compute_s` are totals; the attention part of each (`kv_memory_s`: the KV
+/// cache read; `attn_compute_s`: score FLOPs) runs in kernels of its own,
+/// after the weight matmuls, so the two parts have separate rooflines.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Terms {
     pub bytes: f64,
@@ -117,6 +155,30 @@ pub struct Terms {
     pub memory_s: f64,
     pub compute_s: f64,
     pub comm_s: f64,
+    pub kv_memory_s: f64,
+    pub attn_compute_s: f64,
+}
+
+impl Terms {
+    /// Time with factors applied: the matmuls' roofline plus attention's,
+    /// each `max(bytes/(BW·η_d), FLOPs/(peak·η_p))`.
+    pub fn roofline_s(&self, prefill: Factor, decode: Factor) -> f64 {
+        let gemm = ((self.memory_s - self.kv_memory_s) / decode.efficiency)
+            .max((self.compute_s - self.attn_compute_s) / prefill.efficiency);
+        let attn =
+            (self.kv_memory_s / decode.efficiency).max(self.attn_compute_s / prefill.efficiency);
+        gemm + attn
+    }
+
+    /// `compute` or `bandwidth`: what the matmuls (most of the step) sit on.
+    pub fn regime(&self, prefill: Factor, decode: Factor) -> &'static str {
+        let compute = (self.compute_s - self.attn_compute_s) / prefill.efficiency;
+        if compute > (self.memory_s - self.kv_memory_s) / decode.efficiency {
+            "compute"
+        } else {
+            "bandwidth"
+        }
+    }
 }
 
 /// One decode step for `batch` sequences at context `ctx`.
@@ -124,13 +186,15 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
     let kv = batch * ctx * s.kv_bytes_per_token();
     let bytes = (weights + kv) / s.tp();
-    let flops = batch * s.model.forward_flops(1.0, ctx) / s.tp();
+    let c = s.forward_compute(1.0, ctx);
     Terms {
         bytes,
-        flops,
+        flops: batch * (c.linear_flops + c.attn_flops),
         memory_s: bytes / s.bandwidth(),
-        compute_s: flops / s.peak_flops(),
+        compute_s: batch * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(batch),
+        kv_memory_s: kv / s.tp() / s.bandwidth(),
+        attn_compute_s: batch * c.attn_s,
     }
 }
 
@@ -139,28 +203,27 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let per_seq = (tokens / seqs.max(1.0)).max(1.0);
     let weights = s.model.decode_read_params(tokens) * s.quant.bytes_per_weight();
     let bytes = weights / s.tp();
-    let flops = seqs.max(1.0) * s.model.forward_flops(per_seq, 0.0) / s.tp();
+    let c = s.forward_compute(per_seq, 0.0);
+    let seqs = seqs.max(1.0);
     Terms {
         bytes,
-        flops,
+        flops: seqs * (c.linear_flops + c.attn_flops),
         memory_s: bytes / s.bandwidth(),
-        compute_s: flops / s.peak_flops(),
+        compute_s: seqs * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(tokens),
+        kv_memory_s: 0.0,
+        attn_compute_s: seqs * c.attn_s,
     }
 }
 
 /// Decode step time with factors applied.
 pub fn decode_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
-    (t.memory_s / decode.efficiency).max(t.compute_s / prefill.efficiency)
-        + decode.overhead_ms / 1e3
-        + t.comm_s
+    t.roofline_s(prefill, decode) + decode.overhead_ms / 1e3 + t.comm_s
 }
 
 /// Prefill pass time with factors applied.
 pub fn prefill_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
-    (t.compute_s / prefill.efficiency).max(t.memory_s / decode.efficiency)
-        + prefill.overhead_ms / 1e3
-        + t.comm_s
+    t.roofline_s(prefill, decode) + prefill.overhead_ms / 1e3 + t.comm_s
 }
 
 /// The factors used, with their provenance.
@@ -204,12 +267,25 @@ pub struct Estimate {
     pub fits: bool,
     pub prefill_tok_s: f64,
     pub ttft_ms: f64,
+    /// Time per output token of each sequence at steady state at `batch`.
     pub tpot_ms: f64,
-    /// Aggregate decode throughput at `batch` (tokens/s over all sequences).
+    /// Aggregate decode throughput at `batch` (output tokens/s over all
+    /// running sequences at steady state: `running_seqs / tpot`). At batch 1
+    /// the single-stream decode speed; above it, continuous batching with
+    /// the running sequences capped by KV memory and the engine, and other
+    /// sequences' prompts interleaved ([`crate::batching`]).
     pub decode_tok_s: f64,
     pub decode_tok_s_per_seq: f64,
+    /// Sequences that actually run together (≤ `batch`).
+    pub running_seqs: u64,
+    /// What set `running_seqs`: `requested`, `kv_capacity` or `engine_cap`.
+    pub batch_limit: String,
+    /// Closed-loop output throughput counting each request's own prompt:
+    /// `running × gen / (gen × tpot + ttft)`.
+    pub output_tok_s: f64,
     pub e2e_ms: f64,
-    /// Decode regime at `batch`: `memory` (does not fit), `bandwidth` or `compute`.
+    /// What limits throughput at `batch`: `memory` (does not fit, or KV
+    /// capacity caps the running sequences), `engine_cap`, `bandwidth` or `compute`.
     pub binding_constraint: String,
     pub factors: UsedFactors,
     pub weights_by_format: Vec<WeightRow>,
@@ -241,10 +317,24 @@ impl Estimator {
         prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
     }
 
-    /// One decode step at `batch` and context `ctx`, seconds.
+    /// One decode step at `batch` and context `ctx`, seconds: the roofline
+    /// step plus the engine's host cost per running sequence
+    /// ([`crate::efficiency::EngineProfile::per_seq_overhead_ms`]). Prefill of
+    /// other sequences is not in it; [`crate::batching::steady_state`] adds it.
     pub fn tpot_s(&self, s: &Scenario, batch: f64, ctx: f64) -> f64 {
         let (p, d) = self.factors_for(s);
         decode_time(&decode_terms(s, batch, ctx), p.factor, d.factor)
+            + batch * self.per_seq_overhead_s(s)
+    }
+
+    /// Host time per running sequence per decode step, seconds (zero for
+    /// the constant-efficiency baseline).
+    pub fn per_seq_overhead_s(&self, s: &Scenario) -> f64 {
+        if self.factors.is_baseline() {
+            0.0
+        } else {
+            s.engine.profile(s.hw.memory_gb).per_seq_overhead_ms / 1e3
+        }
     }
 
     /// KV-cache memory per replica after weights and headroom, bytes.
@@ -343,36 +433,71 @@ impl Estimator {
             "prompt_tokens / ttft",
             format!("{} / {} ms", s.prompt_tokens, num(ttft * 1e3)),
         ));
-        let b = f64::from(s.batch);
-        let ctx = prompt + s.gen_tokens as f64 / 2.0;
-        let dt = decode_terms(s, b, ctx);
-        let tpot = decode_time(&dt, p, d);
+        let output = s.gen_tokens as f64;
+        let bt = batching::steady_state(self, s, f64::from(s.batch), prompt, output);
+        let running = bt.running;
+        explain.push(Line::new(
+            "running_seqs",
+            running,
+            "seqs",
+            "min(batch, KV capacity at the engine's memory fraction, engine cap)",
+            format!(
+                "min({}, {}, {}) → {}",
+                s.batch,
+                num(bt.kv_capacity_seqs),
+                s.engine
+                    .profile(s.hw.memory_gb)
+                    .max_running
+                    .map_or("none".to_string(), |c| c.to_string()),
+                bt.limit.as_str()
+            ),
+        ));
+        let ctx = bt.context;
+        let dt = decode_terms(s, running, ctx);
+        let tpot = bt.step_s;
         explain.push(Line::new(
             "tpot",
             tpot * 1e3,
             "ms",
-            "max((weights_read + b·ctx·kv)/(BW·η_d), FLOPs/(peak·η_p)) + c_d + allreduce",
+            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max(n·ctx·kv/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce",
             format!(
-                "max({} GB / ({} GB/s·{}), {} / ({} T·{})) + {} ms + {} ms; b = {}, ctx = {}",
-                num(dt.bytes / 1e9),
+                "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
+                num((dt.bytes - running * ctx * kvt / s.tp()) / 1e9),
+                num(dt.flops),
+                num(bt.prefill_tokens_per_step),
+                num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
+                num(running * ctx * kvt / s.tp() / 1e9),
                 num(s.hw.bandwidth_gbps),
                 num(d.efficiency),
-                num(dt.flops),
                 num(s.hw.peak_tflops(s.quant.compute)),
                 num(p.efficiency),
-                num(d.overhead_ms),
-                num(dt.comm_s * 1e3),
-                s.batch,
+                num((bt.overhead_s + bt.comm_s) * 1e3),
+                num(running),
                 num(ctx)
             ),
         ));
-        let decode_tok_s = b / tpot;
+        let decode_tok_s = bt.tok_s;
         explain.push(Line::new(
             "decode_tok_s",
             decode_tok_s,
             "tok/s",
-            "batch / tpot",
-            format!("{} / {} ms", s.batch, num(tpot * 1e3)),
+            "running_seqs / tpot",
+            format!("{} / {} ms", num(running), num(tpot * 1e3)),
+        ));
+        let output_tok_s = running * output.max(1.0) / (output.max(1.0) * tpot + ttft);
+        explain.push(Line::new(
+            "output_tok_s",
+            output_tok_s,
+            "tok/s",
+            "running_seqs × gen / (gen × tpot + ttft)",
+            format!(
+                "{} × {} / ({} × {} ms + {} ms)",
+                num(running),
+                s.gen_tokens,
+                s.gen_tokens,
+                num(tpot * 1e3),
+                num(ttft * 1e3)
+            ),
         ));
         let e2e = ttft + s.gen_tokens as f64 * tpot;
         explain.push(Line::new(
@@ -388,12 +513,12 @@ impl Estimator {
             ),
         ));
         let fits = cap > 0.0 && max_seqs >= 1;
-        let binding = if !fits || u64::from(s.batch) > max_seqs {
-            "memory"
-        } else if dt.compute_s / p.efficiency > dt.memory_s / d.efficiency {
-            "compute"
-        } else {
-            "bandwidth"
+        let binding = match bt.limit {
+            _ if !fits => "memory",
+            batching::BatchLimit::KvCapacity => "memory",
+            batching::BatchLimit::EngineCap => "engine_cap",
+            batching::BatchLimit::Requested if u64::from(s.batch) > max_seqs => "memory",
+            batching::BatchLimit::Requested => bt.regime,
         };
         let weights_by_format = [
             "fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1",
@@ -430,6 +555,9 @@ impl Estimator {
             tpot_ms: tpot * 1e3,
             decode_tok_s,
             decode_tok_s_per_seq: 1.0 / tpot,
+            running_seqs: running as u64,
+            batch_limit: bt.limit.as_str().to_string(),
+            output_tok_s,
             e2e_ms: e2e * 1e3,
             binding_constraint: binding.to_string(),
             factors: UsedFactors {
@@ -447,81 +575,5 @@ impl Estimator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hardware::HardwareCatalogue;
-    use crate::model::ModelCatalogue;
-
-    #[test]
-    fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
-        let models = ModelCatalogue::builtin().unwrap();
-        let mut hw = HardwareCatalogue::builtin()
-            .unwrap()
-            .get("rtx-3090")
-            .unwrap()
-            .clone();
-        hw.bandwidth_gbps = 1000.0;
-        let s = Scenario {
-            model: models.get("llama-2-7b").unwrap(),
-            hw: &hw,
-            quant: Quant::parse("fp16").unwrap(),
-            kv_bytes: 2.0,
-            engine: Engine::LlamaCpp,
-            tp: 1,
-            batch: 1,
-            prompt_tokens: 1,
-            gen_tokens: 1,
-            context: 2048,
-            memory_headroom: 0.2,
-        };
-        // Roofline at 100% efficiency and no overhead: 13.5 GB / 1 TB/s.
-        let t = decode_terms(&s, 1.0, 1.0);
-        let ceiling = 1.0 / t.memory_s;
-        assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
-        // A step reads the weights (2 B each) and one token's KV, at 1 TB/s.
-        let bytes = s.model.decode_read_params(1.0) * 2.0 + s.kv_bytes_per_token();
-        assert!((t.bytes - bytes).abs() < 1.0, "{} vs {bytes}", t.bytes);
-        assert!((t.memory_s - bytes / 1e12).abs() < 1e-12, "{}", t.memory_s);
-        // The seed's round number: 7e9 params × 2 B = 14 GB → 71 tok/s.
-        let mut seed = s.model.clone();
-        seed.measured_params = Some(7e9);
-        let round = Scenario {
-            model: &seed,
-            ..s.clone()
-        };
-        let ceiling = 1.0 / decode_terms(&round, 1.0, 1.0).memory_s;
-        assert!((65.0..75.0).contains(&ceiling), "{ceiling}");
-    }
-
-    #[test]
-    fn tensor_parallel_adds_comm_and_splits_bytes() {
-        let models = ModelCatalogue::builtin().unwrap();
-        let hw = HardwareCatalogue::builtin()
-            .unwrap()
-            .get("h100-sxm")
-            .unwrap()
-            .clone();
-        let mut s = Scenario {
-            model: models.get("llama-3.1-70b").unwrap(),
-            hw: &hw,
-            quant: Quant::parse("fp16").unwrap(),
-            kv_bytes: 2.0,
-            engine: Engine::Vllm,
-            tp: 1,
-            batch: 1,
-            prompt_tokens: 512,
-            gen_tokens: 128,
-            context: 4096,
-            memory_headroom: 0.2,
-        };
-        let one = decode_terms(&s, 1.0, 512.0);
-        s.tp = 4;
-        let four = decode_terms(&s, 1.0, 512.0);
-        assert!((one.memory_s / four.memory_s - 4.0).abs() < 1e-9);
-        assert!(four.comm_s > 0.0 && one.comm_s == 0.0);
-        let e = Estimator::new(EfficiencyTable::priors_only())
-            .estimate(&s)
-            .unwrap();
-        assert!(e.fits && e.max_concurrent_seqs > 0);
-    }
-}
+#[path = "estimate_tests.rs"]
+mod tests;

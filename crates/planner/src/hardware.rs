@@ -87,6 +87,9 @@ pub struct Hardware {
     pub fp8_tflops: Option<f64>,
     #[serde(default)]
     pub int8_tops: Option<f64>,
+    /// Dense FP4 tensor rate (Blackwell NVFP4/MXFP4), where the device has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
     pub tdp_w: f64,
     pub interconnect: Interconnect,
     #[serde(default)]
@@ -105,6 +108,10 @@ impl Hardware {
             ComputeDtype::Fp32 => self.fp16_tflops / 2.0,
             ComputeDtype::Fp16 => self.fp16_tflops,
             ComputeDtype::Fp8 => self.fp8_tflops.unwrap_or(self.fp16_tflops),
+            ComputeDtype::Fp4 => self
+                .fp4_tflops
+                .or(self.fp8_tflops)
+                .unwrap_or(self.fp16_tflops),
             ComputeDtype::Int8 => self
                 .int8_tops
                 .or(self.fp8_tflops)
@@ -240,6 +247,10 @@ mod tests {
         ] {
             c.get(id).unwrap();
         }
+        for id in ["a10g", "rtx-3090-ti", "mi250x", "apple-m2-max"] {
+            let g = c.get(id).unwrap();
+            assert!(g.source.len() > 20, "{id} needs a source");
+        }
         for id in ["apple-m2-ultra", "ascend-910b", "cpu-generic"] {
             c.get(id).unwrap();
         }
@@ -255,6 +266,15 @@ mod tests {
         assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), 312.0);
         // Dense, not sparse: 1979 with sparsity halved to 989.
         assert_eq!(c.get("h100-sxm").unwrap().fp16_tflops, 989.0);
+        // FP4 runs on Blackwell's FP4 tensor cores, at FP8 on Hopper.
+        let b200 = c.get("b200").unwrap();
+        assert_eq!(b200.peak_tflops(ComputeDtype::Fp4), 9000.0);
+        let h100 = c.get("h100-sxm").unwrap();
+        assert_eq!(
+            h100.peak_tflops(ComputeDtype::Fp4),
+            h100.peak_tflops(ComputeDtype::Fp8)
+        );
+        assert_eq!(c.get("g5").unwrap().id, "a10g");
     }
 
     #[test]

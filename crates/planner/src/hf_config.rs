@@ -29,12 +29,55 @@ pub fn read_file(path: &Path) -> Result<ModelSpec, PlannerError> {
         });
     }
     let text = std::fs::read_to_string(path).map_err(io)?;
-    let id = path
+    let root: Option<Value> = serde_json::from_str(&text).ok();
+    let id = model_name(root.as_ref(), path);
+    from_str(&text, &id, &origin)
+}
+
+/// What a config file's model is called, most specific first: the config's
+/// own `_name_or_path` (its last path segment), else the file's stem
+/// (`configs/llama-3-8b.json` → `llama-3-8b`), else — for a file called
+/// `config.json`, the Hugging Face layout — the folder it sits in, else the
+/// first of `architectures`, else `model_type`.
+pub fn model_name(config: Option<&Value>, path: &Path) -> String {
+    let field = |k: &str| {
+        config
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(n) = field("_name_or_path") {
+        let last = n.trim_end_matches(['/', '\\']).rsplit(['/', '\\']).next();
+        if let Some(last) = last.filter(|l| !l.is_empty()) {
+            return last.to_string();
+        }
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .filter(|s| !s.is_empty());
+    if let Some(stem) = stem
+        .as_deref()
+        .filter(|s| !s.eq_ignore_ascii_case("config"))
+    {
+        return stem.to_string();
+    }
+    if let Some(dir) = path
         .parent()
         .and_then(|p| p.file_name())
         .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "config".to_string());
-    from_str(&text, &id, &origin)
+    {
+        return dir;
+    }
+    let arch = config
+        .and_then(|c| c.get("architectures"))
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    arch.or_else(|| field("model_type"))
+        .unwrap_or("model")
+        .to_string()
 }
 
 /// Converts `config.json` text; `id` names the model in output.
@@ -150,6 +193,29 @@ mod tests {
             s.total_params()
         );
         assert_eq!(s.kv_bytes_per_token(2.0), 27.0 * 576.0 * 2.0);
+    }
+
+    #[test]
+    fn a_config_file_is_named_after_its_model_not_its_folder() {
+        let name = |cfg: &str, path: &str| {
+            let v: Value = serde_json::from_str(cfg).unwrap();
+            model_name(Some(&v), Path::new(path))
+        };
+        // The bug: `configs/llama-3-8b.json` was called "configs".
+        assert_eq!(name("{}", "configs/llama-3-8b.json"), "llama-3-8b");
+        assert_eq!(
+            name(
+                r#"{"_name_or_path":"meta-llama/Meta-Llama-3-8B"}"#,
+                "configs/x.json"
+            ),
+            "Meta-Llama-3-8B"
+        );
+        // A Hugging Face snapshot's config.json: the folder is the model.
+        assert_eq!(name("{}", "models/Qwen2.5-7B/config.json"), "Qwen2.5-7B");
+        assert_eq!(
+            name(r#"{"architectures":["LlamaForCausalLM"]}"#, "config.json"),
+            "LlamaForCausalLM"
+        );
     }
 
     #[test]

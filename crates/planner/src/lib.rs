@@ -14,19 +14,24 @@
 //! - [`EfficiencyTable`]: how far below the roofline engines run, per
 //!   (hardware class, engine, phase), fitted by [`calibrate::fit`] from
 //!   [`measurements`].
-//! - [`Estimator`] + [`Scenario`] → [`Estimate`]; [`workload::size`] turns
-//!   an estimate plus traffic and an SLA into devices and cost.
+//! - [`Estimator`] + [`Scenario`] → [`Estimate`]; [`batching`] adds what
+//!   limits a replica at batch > 1 (KV and engine caps on running
+//!   sequences, prompts interleaved with decode, per-sequence host cost);
+//!   [`workload::size`] turns an estimate plus traffic and an SLA into
+//!   devices and cost.
 //! - [`PlanRequest`] → [`ResolvedRequest`] → [`Plan`]: a request as given
 //!   (names, optional settings), resolved with the planner's defaults, then
 //!   estimated and sized per device — what `glassbox plan` prints.
 //!
 //! Why a roofline with fitted factors: pure rooflines (100% of peak) are
 //! 1.4-2× optimistic, and simulators need profiling on the GPU itself. Two
-//! numbers per (class, engine, phase), fitted by least squares on published
-//! measurements and checked on held-out rows (`examples/accuracy.rs`), keep
+//! numbers per (class, engine, phase), fitted (robust L1, shrunk toward the
+//! coarser level) on published measurements and checked on held-out sources
+//! and GPUs ([`validate::held_out`], `examples/accuracy.rs -- --loso`), keep
 //! the model explainable while matching measured numbers closely.
 //! The crate does no I/O beyond reading the files it is given.
 
+pub mod batching;
 pub mod calibrate;
 pub mod efficiency;
 pub mod error;

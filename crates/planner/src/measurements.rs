@@ -8,18 +8,19 @@
 //!
 //! Metrics: `decode_tok_s` (decode tokens/s per sequence at `batch`),
 //! `prefill_tok_s` (prompt tokens/s of one prompt), `ttft_ms` (one prompt),
-//! `serving_tok_s` (output tokens/s per GPU for a static batch of `batch`
-//! requests of `prompt_tokens` in, `gen_tokens` out).
+//! `serving_tok_s` (output tokens/s per GPU with `batch` requests of
+//! `prompt_tokens` in, `gen_tokens` out in flight: a closed-loop benchmark or
+//! a static batch; the engine's caps decide how many run, see
+//! [`crate::batching`]).
 
 use std::path::Path;
 
 use serde::Serialize;
 
+use crate::batching;
 use crate::efficiency::{Engine, Phase};
 use crate::error::PlannerError;
-use crate::estimate::{
-    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
-};
+use crate::estimate::{Estimator, Scenario, prefill_terms, prefill_time};
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
 use crate::quant::Quant;
@@ -231,6 +232,35 @@ pub fn builtin() -> Result<Vec<Measurement>, PlannerError> {
     )
 }
 
+/// See [`Measurement::source_key`].
+pub fn source_key(source: &str) -> String {
+    let Some(start) = source.find("https://").or_else(|| source.find("http://")) else {
+        return source.trim().to_string();
+    };
+    let url = source[start..]
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches([',', ';', ')', '.']);
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let mut parts = rest.split('/').filter(|p| !p.is_empty());
+    let host = parts.next().unwrap_or_default().to_ascii_lowercase();
+    let host = host.strip_prefix("www.").unwrap_or(&host).to_string();
+    let path: Vec<&str> = parts.collect();
+    match host.as_str() {
+        "github.com" | "raw.githubusercontent.com" if path.len() >= 2 => {
+            format!("github.com/{}/{}", path[0], path[1]).to_ascii_lowercase()
+        }
+        _ => {
+            let p = path.join("/");
+            let p = p.split(['?', '#']).next().unwrap_or_default();
+            format!("{host}/{p}")
+                .trim_end_matches('/')
+                .to_ascii_lowercase()
+        }
+    }
+}
+
 /// Catalogues a row is resolved against.
 #[derive(Debug, Clone, Copy)]
 pub struct Catalogues<'a> {
@@ -254,8 +284,18 @@ impl Measurement {
             prompt_tokens: self.prompt_tokens.max(1),
             gen_tokens: self.gen_tokens,
             context: (self.prompt_tokens + self.gen_tokens).max(1),
-            memory_headroom: 0.0,
+            // What the engine itself leaves free (vLLM's 0.9 memory
+            // utilisation, ...), not a planning headroom.
+            memory_headroom: self.engine.profile(hw.memory_gb).memory_reserve,
         })
+    }
+
+    /// The publisher a row comes from, for leave-one-source-out: the
+    /// `owner/repo` of a GitHub URL in `source`, else the URL's host and
+    /// path, else the whole field. Sibling tables of one publication (and
+    /// one repository's releases) are one source.
+    pub fn source_key(&self) -> String {
+        source_key(&self.source)
     }
 
     /// Decode context: llama-bench `tg N` starts empty and grows to N.
@@ -281,14 +321,12 @@ impl Measurement {
         let prompt = self.prompt_tokens as f64;
         let b = f64::from(self.batch);
         Ok(match self.metric {
-            Metric::DecodeTokS => 1.0 / decode_time(&decode_terms(&s, b, self.decode_ctx()), p, d),
+            Metric::DecodeTokS => 1.0 / est.tpot_s(&s, b, self.decode_ctx()),
             Metric::PrefillTokS => prompt / prefill_time(&prefill_terms(&s, prompt, 1.0), p, d),
             Metric::TtftMs => prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) * 1e3,
             Metric::ServingTokS => {
-                let prefill = prefill_time(&prefill_terms(&s, b * prompt, b), p, d);
-                let step = decode_time(&decode_terms(&s, b, self.decode_ctx()), p, d);
-                let total = prefill + self.gen_tokens as f64 * step;
-                b * self.gen_tokens as f64 / total / f64::from(self.tp)
+                batching::output_tok_s(est, &s, b, prompt, self.gen_tokens as f64)
+                    / f64::from(self.tp)
             }
         })
     }
@@ -311,6 +349,23 @@ mod tests {
                     r3,decode_tok_s,-1,rtx-4090,1,llama.cpp,llama-2-7b,q4_0,,1,0,128,x,\n";
         let e = parse_csv(text, "m.csv").unwrap_err().to_string();
         assert!(e.contains("line 3") && e.contains("line 4"), "{e}");
+    }
+
+    #[test]
+    fn source_keys_group_a_publication() {
+        assert_eq!(
+            source_key("X README (May 2024) https://github.com/A/B, notes"),
+            "github.com/a/b"
+        );
+        assert_eq!(
+            source_key("v0.9 https://github.com/NVIDIA/TensorRT-LLM/blob/v0.9.0/docs/x.md"),
+            source_key("https://raw.githubusercontent.com/NVIDIA/TensorRT-LLM/v1/docs/y.md")
+        );
+        assert_eq!(
+            source_key("blog https://www.example.com/p/post?utm=1"),
+            "example.com/p/post"
+        );
+        assert_eq!(source_key("lab notebook"), "lab notebook");
     }
 
     #[test]

@@ -249,11 +249,15 @@ impl ModelSpec {
     /// Forward FLOPs for `tokens` new tokens after `past` cached ones:
     /// `2·P_active·n` for the matmuls plus causal attention.
     pub fn forward_flops(&self, tokens: f64, past: f64) -> f64 {
-        let linear = 2.0 * self.active_matmul_params() * tokens;
+        2.0 * self.active_matmul_params() * tokens + self.attention_flops(tokens, past)
+    }
+
+    /// The attention-score part of [`forward_flops`](Self::forward_flops):
+    /// causal attention of `tokens` new tokens over `past` cached ones.
+    pub fn attention_flops(&self, tokens: f64, past: f64) -> f64 {
         // Mean context seen by the new tokens under a causal mask.
         let mean_ctx = past + (tokens + 1.0) / 2.0;
-        let attn = self.layers as f64 * tokens * self.attention_flops_per_token_layer(mean_ctx);
-        linear + attn
+        self.layers as f64 * tokens * self.attention_flops_per_token_layer(mean_ctx)
     }
 
     fn validate(&self, origin: &str) -> Result<(), PlannerError> {

@@ -18,6 +18,9 @@ pub enum ComputeDtype {
     Fp16,
     Fp8,
     Int8,
+    /// 4-bit floating point on tensor cores that have it (Blackwell NVFP4,
+    /// MXFP4); elsewhere the weights are widened and computed at FP8/FP16.
+    Fp4,
 }
 
 /// A weight format: a name, bits per weight and the compute rate it uses.
@@ -36,6 +39,12 @@ const TABLE: &[(&str, f64, ComputeDtype)] = &[
     ("bf16", 16.0, ComputeDtype::Fp16),
     ("fp8", 8.0, ComputeDtype::Fp8),
     ("int8", 8.0, ComputeDtype::Int8),
+    // NVFP4: E2M1 values with one FP8 (E4M3) scale per 16 values: 4 + 8/16
+    // (the per-tensor FP32 scale is negligible). NVIDIA, "Introducing NVFP4"
+    // (developer blog, 2025) and the ModelOpt NVFP4 checkpoint format.
+    ("nvfp4", 4.5, ComputeDtype::Fp4),
+    // MXFP4 (OCP Microscaling v1.0): E2M1 with one E8M0 scale per 32: 4 + 8/32.
+    ("mxfp4", 4.25, ComputeDtype::Fp4),
     // AWQ/GPTQ 4-bit, group size 128, FP16 scale + zero per group: 4 + 32/128.
     ("int4", 4.25, ComputeDtype::Fp16),
     ("q2_k", 2.63, ComputeDtype::Fp16),
@@ -64,6 +73,8 @@ impl Quant {
             "f8" | "float8" | "fp8_e4m3" => "fp8",
             "w8a8" | "i8" => "int8",
             "awq" | "gptq" | "w4a16" | "i4" => "int4",
+            "fp4" | "nv_fp4" | "w4a4_nvfp4" => "nvfp4",
+            "mx_fp4" => "mxfp4",
             other => other,
         };
         TABLE
@@ -117,6 +128,15 @@ mod tests {
         assert_eq!(Quant::parse("Q8_0").unwrap().bits_per_weight, 8.5);
         assert_eq!(Quant::parse("F16").unwrap().name, "fp16");
         assert_eq!(Quant::parse("awq").unwrap().name, "int4");
+    }
+
+    #[test]
+    fn nvfp4_counts_its_block_scales_and_computes_in_fp4() {
+        let q = Quant::parse("NVFP4").unwrap();
+        assert_eq!(q.bits_per_weight, 4.5);
+        assert_eq!(q.compute, ComputeDtype::Fp4);
+        assert_eq!(Quant::parse("fp4").unwrap().name, "nvfp4");
+        assert_eq!(Quant::parse("mxfp4").unwrap().bits_per_weight, 4.25);
     }
 
     #[test]

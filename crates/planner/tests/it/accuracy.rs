@@ -46,3 +46,68 @@ fn shipped_defaults_are_the_fit_on_the_shipped_measurements() {
         "data/efficiency.toml is stale: cargo run --release -p glassbox-planner --example accuracy -- --write-defaults crates/planner/data/efficiency.toml"
     );
 }
+
+/// The held-out evaluation's machinery (not its error figures): every row is
+/// tested exactly once, a fold holds out its whole group, and nothing of a
+/// held-out source reaches its own predictions — corrupting that source's
+/// measurements leaves them unchanged while the all-rows fit does move.
+#[test]
+fn leave_one_source_out_really_holds_out_the_whole_source() {
+    use glassbox_planner::validate::{Split, folds, held_out};
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let models = ModelCatalogue::builtin().unwrap();
+    let cat = Catalogues {
+        hardware: &hw,
+        models: &models,
+    };
+    let rows = measurements::builtin().unwrap();
+    for split in [Split::Source, Split::Gpu] {
+        let fs = folds(&rows, split);
+        let mut seen = vec![0; rows.len()];
+        for f in &fs {
+            for &i in &f.test {
+                seen[i] += 1;
+                assert_eq!(split.key(&rows[i]), f.group, "{split:?}");
+            }
+        }
+        assert!(
+            seen.iter().all(|&n| n == 1),
+            "{split:?}: each row tested once"
+        );
+        let groups: std::collections::BTreeSet<&str> =
+            fs.iter().map(|f| f.group.as_str()).collect();
+        assert_eq!(groups.len(), fs.len(), "{split:?}: one fold per group");
+    }
+    assert!(
+        folds(&rows, Split::Source).len() >= 5,
+        "several independent sources"
+    );
+
+    // Corrupt one source that informs the fit (decode/prefill rows).
+    let victim = rows
+        .iter()
+        .find(|r| r.metric != Metric::ServingTokS && r.source_key().contains("xiongjiedai"))
+        .unwrap()
+        .source_key();
+    let mut corrupted = rows.clone();
+    for r in corrupted.iter_mut().filter(|r| r.source_key() == victim) {
+        r.value *= 7.0;
+    }
+    let clean = held_out(&rows, cat, Split::Source).unwrap();
+    let dirty = held_out(&corrupted, cat, Split::Source).unwrap();
+    let mut checked = 0;
+    for (a, b) in clean.rows.iter().zip(&dirty.rows) {
+        if a.group == victim {
+            assert_eq!(a.predicted, b.predicted, "{} saw its own source", a.id);
+            checked += 1;
+        }
+    }
+    assert!(checked > 10);
+    // The same corruption does move a fit that includes the source.
+    let i = rows.iter().position(|r| r.source_key() == victim).unwrap();
+    let full = |rs: &[measurements::Measurement]| {
+        let est = glassbox_planner::Estimator::new(calibrate::fit(rs, cat).unwrap());
+        rows[i].predict(&est, cat).unwrap()
+    };
+    assert_ne!(full(&rows), full(&corrupted));
+}

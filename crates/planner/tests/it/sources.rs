@@ -44,3 +44,29 @@ fn hardware_file_adds_a_device() {
         .unwrap_err();
     assert_eq!(e.code(), "planner.io");
 }
+
+/// Regression (issue 17): `configs/llama-3-8b.json` was planned as "configs".
+#[test]
+fn config_file_is_named_after_the_model_not_its_folder() {
+    let dir = std::env::temp_dir().join(format!(
+        "glassbox-planner-it-{}/configs",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join("llama-3-8b.json");
+    std::fs::write(
+        &p,
+        r#"{"hidden_size":4096,"intermediate_size":14336,"num_attention_heads":32,
+        "num_hidden_layers":32,"num_key_value_heads":8,"vocab_size":128256}"#,
+    )
+    .expect("temp file");
+    let r = model::resolve(
+        &p.display().to_string(),
+        &ModelCatalogue::builtin().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (r.spec.id.as_str(), r.spec.name.as_str()),
+        ("llama-3-8b", "llama-3-8b")
+    );
+}

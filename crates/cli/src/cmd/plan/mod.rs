@@ -87,7 +87,7 @@ pub struct PlanArgs {
     /// KV-cache dtype: fp16 or fp8.
     #[arg(long, default_value = defaults::KV_DTYPE)]
     pub kv_dtype: String,
-    /// Engine: vllm, sglang, trt-llm, llama.cpp, mlc, transformers (default: llama.cpp for GGUF, else vllm).
+    /// Engine: vllm, sglang, trt-llm, tgi, llama.cpp, mlc, transformers (default: llama.cpp for GGUF, else vllm).
     #[arg(long)]
     pub engine: Option<String>,
     /// Concurrent sequences for the single-scenario estimate.

@@ -1,0 +1,263 @@
+//! Batched serving: what one replica sustains with many sequences in flight.
+//!
+//! A single stream is bound by reading the weights once per token. At batch
+//! `b` a serving engine (continuous batching) is limited by four more things,
+//! each modelled here from first principles rather than fitted:
+//!
+//! 1. **How many sequences actually run.** The requested concurrency is
+//!    capped by the KV cache (memory left after weights, at the engine's
+//!    memory fraction or the plan's headroom, whichever keeps more free, each
+//!    sequence reserving `prompt + generated` tokens) and by the engine's default
+//!    cap on running sequences ([`EngineProfile::max_running`]). Requests
+//!    beyond that wait; they add latency, not throughput.
+//! 2. **What one step reads and computes.** The weights are read once per
+//!    step for all sequences, the KV cache once per sequence
+//!    (`running × context × KV bytes/token`, so long contexts and big batches
+//!    turn decode into a KV-reading problem), and the FLOPs grow with the
+//!    batch: past the device's ridge point (`peak / bandwidth` FLOPs per
+//!    byte) the step is compute-bound.
+//! 3. **Prefill interleaved with decode.** At steady state every sequence
+//!    that finishes is replaced by a new one whose prompt must be processed:
+//!    from one sequence's view, the other `running − 1` sequences each bring
+//!    one prompt of `P` tokens per `G` of its own output tokens. Engines that
+//!    chunk prefill put those tokens in the same forward pass as the decode
+//!    tokens (one weight read, FLOPs added); others run them as separate
+//!    passes that stall decoding.
+//! 4. **Host cost per step**: the fitted per-step overhead plus a cost per
+//!    running sequence (scheduling, sampling, detokenising) per engine.
+//!
+//! The steady-state time per output token is therefore the matmuls'
+//! roofline `max(weights/(BW·η_d), (decode + prompt-chunk) matmul FLOPs/(peak·η_p))`
+//! plus attention's `max(running·ctx·KV/(BW·η_d), score FLOPs/(peak·η_p))`
+//! (separate kernels, so the two do not overlap) `+ c_d + running·c_seq +
+//! allreduce`, and the replica's output rate is `running / TPOT`. A single
+//! stream (`running = 1`) reduces to the decode step of [`crate::estimate`].
+
+use serde::Serialize;
+
+use crate::estimate::{
+    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
+};
+
+/// What set the number of running sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchLimit {
+    /// The requested batch runs in full.
+    Requested,
+    /// The KV cache holds fewer sequences than requested.
+    KvCapacity,
+    /// The engine's default cap on running sequences.
+    EngineCap,
+}
+
+impl BatchLimit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::KvCapacity => "kv_capacity",
+            Self::EngineCap => "engine_cap",
+        }
+    }
+}
+
+/// One replica at steady state with `running` sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Batching {
+    pub requested: f64,
+    pub running: f64,
+    pub limit: BatchLimit,
+    /// Sequences the KV cache holds (at the engine's memory fraction).
+    pub kv_capacity_seqs: f64,
+    /// Mean context a running sequence attends over, tokens.
+    pub context: f64,
+    /// Prompt tokens of other sequences processed per step.
+    pub prefill_tokens_per_step: f64,
+    /// Bytes term divided by the decode efficiency, seconds.
+    pub memory_s: f64,
+    /// Decode + interleaved prefill FLOPs divided by peak × η_p, seconds.
+    pub compute_s: f64,
+    /// Fixed step overhead plus the per-sequence host cost, seconds.
+    pub overhead_s: f64,
+    pub comm_s: f64,
+    /// Time per output token of each sequence at steady state, seconds.
+    pub step_s: f64,
+    /// Output tokens per second of the replica (`running / step`).
+    pub tok_s: f64,
+    /// `bandwidth` or `compute`: which roofline term the step sits on.
+    pub regime: &'static str,
+}
+
+/// How many of `batch` requested sequences run together, and why.
+pub fn running_seqs(est: &Estimator, s: &Scenario, batch: f64) -> (f64, f64, BatchLimit) {
+    let profile = s.engine.profile(s.hw.memory_gb);
+    let headroom = s.memory_headroom.max(profile.memory_reserve);
+    let engine_view = Scenario {
+        memory_headroom: headroom,
+        ..s.clone()
+    };
+    let kv_seqs = est.max_concurrent(&engine_view) as f64;
+    let cap = profile.max_running.map_or(f64::INFINITY, f64::from);
+    let requested = batch.max(1.0);
+    // A model that does not fit at all still runs one sequence in the
+    // estimate; `fits` says it does not.
+    let kv = kv_seqs.max(1.0);
+    let (running, limit) = if requested <= kv.min(cap) {
+        (requested, BatchLimit::Requested)
+    } else if kv <= cap {
+        (kv, BatchLimit::KvCapacity)
+    } else {
+        (cap, BatchLimit::EngineCap)
+    };
+    (running, kv_seqs, limit)
+}
+
+/// Steady-state continuous batching of up to `batch` sequences with
+/// `prompt`-token prompts and `output` generated tokens each.
+pub fn steady_state(
+    est: &Estimator,
+    s: &Scenario,
+    batch: f64,
+    prompt: f64,
+    output: f64,
+) -> Batching {
+    let (running, kv_capacity_seqs, limit) = running_seqs(est, s, batch);
+    let (pf, df) = est.factors_for(s);
+    let (p, d) = (pf.factor, df.factor);
+    let profile = s.engine.profile(s.hw.memory_gb);
+    let per_seq_ms = if est.factors.is_baseline() {
+        0.0
+    } else {
+        profile.per_seq_overhead_ms
+    };
+    let output = output.max(1.0);
+    let prompt = prompt.max(1.0);
+    let ctx = prompt + output / 2.0;
+    let mut dt = decode_terms(s, running, ctx);
+    let q = (running - 1.0).max(0.0) * prompt / output;
+    let overhead_s = d.overhead_ms / 1e3 + running * per_seq_ms / 1e3;
+    let (step_s, comm_s) = if profile.chunked_prefill {
+        // The prompt chunk rides in the same pass: its matmul FLOPs share
+        // the weight read, its attention runs beside the decode attention.
+        let c = s.forward_compute(prompt, 0.0);
+        dt.compute_s += q / prompt * (c.linear_s + c.attn_s);
+        dt.attn_compute_s += q / prompt * c.attn_s;
+        dt.comm_s = s.allreduce_s(running + q);
+        (dt.roofline_s(p, d) + overhead_s + dt.comm_s, dt.comm_s)
+    } else {
+        let one = prefill_time(&prefill_terms(s, prompt, 1.0), p, d);
+        let step = decode_time(&dt, p, d) + running * per_seq_ms / 1e3 + q / prompt * one;
+        (step, dt.comm_s)
+    };
+    let memory_s = dt.memory_s / d.efficiency;
+    let compute_s = dt.compute_s / p.efficiency;
+    let regime = dt.regime(p, d);
+    Batching {
+        requested: batch,
+        running,
+        limit,
+        kv_capacity_seqs,
+        context: ctx,
+        prefill_tokens_per_step: q,
+        memory_s,
+        compute_s,
+        overhead_s,
+        comm_s,
+        step_s,
+        tok_s: running / step_s,
+        regime,
+    }
+}
+
+/// Output tokens per second of a closed-loop benchmark that keeps `batch`
+/// requests in flight: `running · G` tokens take `G` steady-state steps plus
+/// the one prompt of each sequence not already counted in the steps (its
+/// own TTFT). For a single stream this is `G / (TTFT + G · TPOT)`.
+pub fn output_tok_s(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, output: f64) -> f64 {
+    let b = steady_state(est, s, batch, prompt, output);
+    let output = output.max(1.0);
+    let ttft = est.ttft_s(s, prompt.max(1.0));
+    b.running * output / (output * b.step_s + ttft)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::efficiency::{EfficiencyTable, Engine};
+    use crate::hardware::HardwareCatalogue;
+    use crate::model::ModelCatalogue;
+    use crate::quant::Quant;
+
+    fn with<T>(gpu: &str, engine: Engine, f: impl FnOnce(&Scenario, &Estimator) -> T) -> T {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = HardwareCatalogue::builtin().unwrap();
+        let s = Scenario {
+            model: models.get("llama-3.1-8b").unwrap(),
+            hw: hw.get(gpu).unwrap(),
+            quant: Quant::parse("fp16").unwrap(),
+            kv_bytes: 2.0,
+            engine,
+            tp: 1,
+            batch: 1,
+            prompt_tokens: 1024,
+            gen_tokens: 128,
+            context: 1152,
+            memory_headroom: 0.0,
+        };
+        f(&s, &Estimator::new(EfficiencyTable::priors_only()))
+    }
+
+    #[test]
+    fn one_stream_is_the_plain_decode_step_plus_its_host_cost() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let b = steady_state(est, s, 1.0, 1024.0, 128.0);
+            assert_eq!(b.running, 1.0);
+            assert_eq!(b.prefill_tokens_per_step, 0.0);
+            let plain = est.tpot_s(s, 1.0, 1024.0 + 64.0);
+            assert!((b.step_s - plain).abs() < 1e-9, "{} vs {plain}", b.step_s);
+        });
+    }
+
+    #[test]
+    fn interleaved_prefill_and_kv_reads_make_batching_sublinear() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let one = steady_state(est, s, 1.0, 1024.0, 128.0);
+            let many = steady_state(est, s, 64.0, 1024.0, 128.0);
+            // More throughput, but far from 64× one stream: every step also
+            // reads 64 KV caches and carries 63 × 1024 / 128 prompt tokens.
+            assert!(many.tok_s > 4.0 * one.tok_s);
+            assert!(many.tok_s < 0.5 * 64.0 * one.tok_s, "{many:?}");
+            assert!((many.prefill_tokens_per_step - 63.0 * 8.0).abs() < 1e-9);
+            // Long prompts with short outputs are prefill-bound: compute.
+            assert_eq!(many.regime, "compute");
+        });
+    }
+
+    #[test]
+    fn running_sequences_are_capped_by_kv_memory_then_by_the_engine() {
+        with("a10g", Engine::Vllm, |s, est| {
+            // 24 GB × 0.9 − 16 GB of weights leaves ~5.6 GB: ~37 sequences of
+            // 1152 tokens × 128 KiB.
+            let b = steady_state(est, s, 1000.0, 1024.0, 128.0);
+            assert_eq!(b.limit, BatchLimit::KvCapacity);
+            assert!((30.0..45.0).contains(&b.running), "{b:?}");
+            let more = steady_state(est, s, 5000.0, 1024.0, 128.0);
+            assert_eq!(more.tok_s, b.tok_s, "waiting requests add no throughput");
+        });
+        with("h200", Engine::Tgi, |s, est| {
+            let b = steady_state(est, s, 1000.0, 128.0, 128.0);
+            assert_eq!((b.limit, b.running), (BatchLimit::EngineCap, 128.0));
+        });
+    }
+
+    #[test]
+    fn closed_loop_throughput_counts_each_prompt_once() {
+        with("rtx-4090", Engine::LlamaCpp, |s, est| {
+            let b = steady_state(est, s, 1.0, 1024.0, 128.0);
+            let t = output_tok_s(est, s, 1.0, 1024.0, 128.0);
+            let ttft = est.ttft_s(s, 1024.0);
+            assert!((t - 128.0 / (ttft + 128.0 * b.step_s)).abs() < 1e-9);
+            assert!(t < b.tok_s);
+        });
+    }
+}

@@ -1,0 +1,78 @@
+//! Unit tests of the estimator (a sibling file to keep `estimate.rs` short).
+
+use super::*;
+use crate::hardware::HardwareCatalogue;
+use crate::model::ModelCatalogue;
+
+#[test]
+fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let mut hw = HardwareCatalogue::builtin()
+        .unwrap()
+        .get("rtx-3090")
+        .unwrap()
+        .clone();
+    hw.bandwidth_gbps = 1000.0;
+    let s = Scenario {
+        model: models.get("llama-2-7b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::LlamaCpp,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 1,
+        gen_tokens: 1,
+        context: 2048,
+        memory_headroom: 0.2,
+    };
+    // Roofline at 100% efficiency and no overhead: 13.5 GB / 1 TB/s.
+    let t = decode_terms(&s, 1.0, 1.0);
+    let ceiling = 1.0 / t.memory_s;
+    assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
+    // A step reads the weights (2 B each) and one token's KV, at 1 TB/s.
+    let bytes = s.model.decode_read_params(1.0) * 2.0 + s.kv_bytes_per_token();
+    assert!((t.bytes - bytes).abs() < 1.0, "{} vs {bytes}", t.bytes);
+    assert!((t.memory_s - bytes / 1e12).abs() < 1e-12, "{}", t.memory_s);
+    // The seed's round number: 7e9 params × 2 B = 14 GB → 71 tok/s.
+    let mut seed = s.model.clone();
+    seed.measured_params = Some(7e9);
+    let round = Scenario {
+        model: &seed,
+        ..s.clone()
+    };
+    let ceiling = 1.0 / decode_terms(&round, 1.0, 1.0).memory_s;
+    assert!((65.0..75.0).contains(&ceiling), "{ceiling}");
+}
+
+#[test]
+fn tensor_parallel_adds_comm_and_splits_bytes() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = HardwareCatalogue::builtin()
+        .unwrap()
+        .get("h100-sxm")
+        .unwrap()
+        .clone();
+    let mut s = Scenario {
+        model: models.get("llama-3.1-70b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 512,
+        gen_tokens: 128,
+        context: 4096,
+        memory_headroom: 0.2,
+    };
+    let one = decode_terms(&s, 1.0, 512.0);
+    s.tp = 4;
+    let four = decode_terms(&s, 1.0, 512.0);
+    assert!((one.memory_s / four.memory_s - 4.0).abs() < 1e-9);
+    assert!(four.comm_s > 0.0 && one.comm_s == 0.0);
+    let e = Estimator::new(EfficiencyTable::priors_only())
+        .estimate(&s)
+        .unwrap();
+    assert!(e.fits && e.max_concurrent_seqs > 0);
+}
