@@ -114,6 +114,18 @@ fn because(side: Option<&NodeSide>, node: &str, lang: Lang, pick: fn(&Fact) -> b
     }
 }
 
+/// How a node chose its label: its routing fact in words, or the label.
+fn decided(side: Option<&NodeSide>, node: &str, label: Option<&str>, lang: Lang) -> String {
+    let fact = side.and_then(|s| s.facts.iter().find(|f| matches!(f, Fact::Routed { .. })));
+    match (fact, label, lang) {
+        (Some(f), _, _) => clause(node, f, lang),
+        (None, Some(l), Lang::En) => format!("it emitted `{l}`"),
+        (None, Some(l), Lang::Zh) => format!("它输出「{l}」"),
+        (None, None, Lang::En) => "it emitted no label".into(),
+        (None, None, Lang::Zh) => "它没有输出标签".into(),
+    }
+}
+
 fn quoted(text: Option<&str>, lang: Lang) -> String {
     let t = crate::truncate(text.unwrap_or(""), 80);
     match lang {
@@ -170,7 +182,6 @@ fn row<'a>(d: &'a TraceDiff, node: &str) -> (Option<&'a NodeSide>, Option<&'a No
 }
 
 fn divergence(d: &TraceDiff, div: &Divergence, lang: Lang) -> String {
-    let is_route = |f: &Fact| matches!(f, Fact::Routed { .. });
     let is_guard = |f: &Fact| matches!(f, Fact::Guarded { .. });
     let is_retry = |f: &Fact| {
         matches!(
@@ -202,17 +213,14 @@ fn divergence(d: &TraceDiff, div: &Divergence, lang: Lang) -> String {
         }
         Divergence::Label { node, a, b } => {
             let (sa, sb) = row(d, node);
-            let (wa, wb) = (
-                because(sa, node, lang, is_route),
-                because(sb, node, lang, is_route),
+            let (ca, cb) = (
+                decided(sa, node, a.as_deref(), lang),
+                decided(sb, node, b.as_deref(), lang),
             );
-            let (la, lb) = (a.as_deref().unwrap_or("-"), b.as_deref().unwrap_or("-"));
             if en {
-                format!(
-                    "The requests part at `{node}`: it chose `{la}` for A{wa} and `{lb}` for B{wb}."
-                )
+                format!("The requests part at `{node}`: in A {ca}, in B {cb}.")
             } else {
-                format!("两个请求在 `{node}` 分道：A 被判为「{la}」{wa}，B 被判为「{lb}」{wb}。")
+                format!("两个请求在 `{node}` 分道：A 中{ca}，B 中{cb}。")
             }
         }
         Divergence::Guard { node, a, b } => {
