@@ -221,47 +221,52 @@ fn render(suites: &[Suite]) -> String {
     let mut out = String::new();
     for s in suites {
         out.push_str(&format!("{}\n", s.name));
-        let mut rows = Vec::new();
-        for r in &s.results {
-            let result = if r.skipped.is_some() {
-                "skip"
-            } else if r.failures.is_empty() {
-                "pass"
-            } else {
-                "FAIL"
-            };
-            rows.push(vec![
-                result.to_string(),
-                r.name.clone(),
-                r.path.clone(),
-                r.cost.clone(),
-                format!("{:.1} ms", r.seconds * 1000.0),
-            ]);
-            for f in r
-                .failures
-                .iter()
-                .map(String::as_str)
-                .chain(r.skipped.as_deref())
-            {
-                rows.push(vec![String::new(), format!("  {f}")]);
-            }
-        }
+        let rows: Vec<Vec<String>> = s
+            .results
+            .iter()
+            .map(|r| {
+                let result = if r.skipped.is_some() {
+                    "skip"
+                } else if r.failures.is_empty() {
+                    "pass"
+                } else {
+                    "FAIL"
+                };
+                vec![
+                    result.to_string(),
+                    r.name.clone(),
+                    r.path.clone(),
+                    r.cost.clone(),
+                    format!("{:.1} ms", r.seconds * 1000.0),
+                ]
+            })
+            .collect();
         if rows.is_empty() {
             out.push_str("  (nothing to run)\n");
         } else {
-            out.push_str(
-                &Table::new(&["RESULT", "CASE", "PATH", "COST", "TOOK"])
-                    .indent("  ")
-                    .align(&[
-                        Align::Left,
-                        Align::Left,
-                        Align::Left,
-                        Align::Right,
-                        Align::Right,
-                    ])
-                    .rows(rows)
-                    .render(),
-            );
+            let table = Table::new(&["RESULT", "CASE", "PATH", "COST", "TOOK"])
+                .indent("  ")
+                .align(&[
+                    Align::Left,
+                    Align::Left,
+                    Align::Left,
+                    Align::Right,
+                    Align::Right,
+                ])
+                .rows(rows)
+                .render();
+            // The header, then each case's row followed by its misses, so
+            // long misses do not widen the table.
+            let mut lines = table.lines();
+            if let Some(header) = lines.next() {
+                out.push_str(&format!("{header}\n"));
+            }
+            for (line, r) in lines.zip(&s.results) {
+                out.push_str(&format!("{line}\n"));
+                for f in r.failures.iter().chain(&r.skipped) {
+                    out.push_str(&format!("          {f}\n"));
+                }
+            }
         }
         out.push('\n');
     }
