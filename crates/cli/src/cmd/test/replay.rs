@@ -137,6 +137,7 @@ pub fn replay(
     if filter.topology.is_none() {
         filter.topology = Some(topology_id.to_string());
     }
+    let query_topology = filter.topology.clone().unwrap_or_default();
     let rows = store
         .list(&ListQuery {
             filter,
@@ -144,6 +145,13 @@ pub fn replay(
             limit: options.limit,
         })
         .map_err(store_error)?;
+    if rows.is_empty() {
+        eprintln!(
+            "warning: no stored requests of `{}` match, so nothing was replayed \
+             (hint: `glassbox trace list` shows what the store holds; `--store` picks the store)",
+            query_topology
+        );
+    }
     let mut results = Vec::with_capacity(rows.len());
     for row in rows {
         let stored: StoredTrace = load_trace(&mut *store, &row.request_id)?;
