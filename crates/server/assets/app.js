@@ -5,6 +5,7 @@
 //   #/topologies/{id}      one topology drawn as a graph
 //   #/traces?filters       trace list
 //   #/traces/{request_id}  one trace: waterfall, path, receipt, explanation
+//   #/traces/{a}/diff/{b}  two traces side by side, first divergence explained
 //   #/reports?filters      cost and latency by day
 //
 // Each page is an async function that fills <main>. When it finishes, <main>
@@ -16,6 +17,7 @@ import { h, mount, notice } from './dom.js';
 import { topologiesPage, topologyPage } from './topologies.js';
 import { tracesPage } from './traces.js';
 import { tracePage } from './trace.js';
+import { diffPage } from './diff.js';
 import { reportsPage } from './reports.js';
 
 const main = document.getElementById('main');
@@ -43,6 +45,9 @@ function route(parts) {
   const [section, id] = parts;
   if (!section || section === 'topologies') {
     return id ? { nav: 'topologies', page: topologyPage, arg: id } : { nav: 'topologies', page: topologiesPage };
+  }
+  if (section === 'traces' && id && parts[2] === 'diff' && parts[3]) {
+    return { nav: 'traces', page: diffPage, arg: [id, parts[3]] };
   }
   if (section === 'traces') return id ? { nav: 'traces', page: tracePage, arg: id } : { nav: 'traces', page: tracesPage };
   if (section === 'reports') return { nav: 'reports', page: reportsPage };

@@ -27,7 +27,7 @@ export function splitTrace(body) {
   return { record, spans };
 }
 
-export async function tracePage(view, id) {
+export async function tracePage(view, id, ctx) {
   const body = await get(`/v1/traces/${encodeURIComponent(id)}`);
   const { record: r, spans } = splitTrace(body);
   const path = r.path ?? { nodes: [], edges: [] };
@@ -65,6 +65,22 @@ export async function tracePage(view, id) {
   if (path.nodes?.length) view.append(section('path', 'Path', pathGraph(path), edgeReasons(path)));
   view.append(section('waterfall', 'Waterfall', waterfall(r, spans, path)));
   view.append(section('receipt', 'Receipt', receiptTable(receipt)));
+  view.append(section('compare', 'Compare', compareForm(r.request_id ?? id, ctx)));
+}
+
+/** Sets this request beside another one (the diff page). */
+function compareForm(id, ctx) {
+  const input = h('input', { id: 'compare-id', name: 'other', required: true, class: 'mono', size: 40, testid: 'compare-input', placeholder: 'another request id' });
+  return h('form', {
+    class: 'compare', testid: 'compare-form',
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      const other = input.value.trim();
+      if (other) ctx.navigate(`#/traces/${encodeURIComponent(id)}/diff/${encodeURIComponent(other)}`);
+    },
+  },
+  h('label', { for: 'compare-id' }, 'Set this request beside another: '), input, ' ',
+  h('button', { type: 'submit' }, 'Compare'));
 }
 
 function fact(term, ...value) {

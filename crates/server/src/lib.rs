@@ -354,6 +354,7 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/topologies/{id}", get(topologies::get_topology))
             .route("/v1/traces", get(traces::list_traces))
             .route("/v1/traces/{request_id}", get(traces::get_trace))
+            .route("/v1/traces/{a}/diff/{b}", get(traces::diff_traces))
             .route("/v1/reports", get(reports::get_summary))
             .route("/v1/reports/{name}", get(reports::get_report)),
     );

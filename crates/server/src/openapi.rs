@@ -43,6 +43,7 @@ impl Modify for Security {
         topologies::get_topology,
         traces::list_traces,
         traces::get_trace,
+        traces::diff_traces,
         reports::get_summary,
         reports::get_report,
         openai::chat::chat_completions,

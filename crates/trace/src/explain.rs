@@ -22,10 +22,7 @@ pub fn compose(
     let mut checks = Vec::new();
     for nf in facts {
         for fact in &nf.facts {
-            let clause = match lang {
-                Lang::En => en(&nf.node, fact),
-                Lang::Zh => zh(&nf.node, fact),
-            };
+            let clause = clause(&nf.node, fact, lang);
             if matches!(fact, Fact::Guarded { .. }) {
                 checks.push(clause);
             } else {
@@ -125,6 +122,15 @@ fn gen_detail(
         parts.push(format!("{temp_word} {t}"));
     }
     parts.join(sep)
+}
+
+/// One fact as a clause in `lang` (what [`compose`] joins into a
+/// paragraph); the trace diff quotes single clauses.
+pub fn clause(node: &str, fact: &Fact, lang: Lang) -> String {
+    match lang {
+        Lang::En => en(node, fact),
+        Lang::Zh => zh(node, fact),
+    }
 }
 
 /// The `rule` a router reports when it routed by its nearest labelled

@@ -22,6 +22,7 @@
 //!   so a store can re-render them in another language later
 //!   ([`explain::compose`]).
 
+pub mod diff;
 pub mod explain;
 pub mod fact;
 pub mod id;
@@ -30,6 +31,7 @@ pub mod record;
 pub mod sink;
 pub mod span;
 
+pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts};
 pub use id::RequestId;
 pub use receipt::{Receipt, ReceiptLine, Unit};

@@ -13,5 +13,7 @@ pub mod report;
 pub mod run;
 pub mod schema;
 pub mod serve;
+pub mod test;
 pub mod trace;
+pub mod trace_diff;
 pub mod validate;

@@ -138,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn build_error(err: PipelineError) -> anyhow::Error {
+pub(crate) fn build_error(err: PipelineError) -> anyhow::Error {
     let code = if err
         .errors
         .iter()

@@ -1,4 +1,5 @@
-//! `glassbox trace list | show | export`: read the stored traces.
+//! `glassbox trace list | show | export | diff`: read the stored traces
+//! (`diff` is drawn in `trace_diff`).
 //!
 //! Also home of the pieces `explain` and `report` share: the `--store`
 //! option, opening the store with exit-coded errors, and the filter flags
@@ -119,6 +120,9 @@ pub enum TraceCommand {
     Show(ShowArgs),
     /// Send stored requests to an OpenTelemetry collector (OTLP/HTTP JSON).
     Export(ExportArgs),
+    /// Two requests side by side: path, edges, node data, timings, tokens,
+    /// costs, and where they first differ, in plain words.
+    Diff(super::trace_diff::DiffArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -197,6 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         TraceCommand::List(a) => list(a),
         TraceCommand::Show(a) => show(a),
         TraceCommand::Export(a) => export(a),
+        TraceCommand::Diff(a) => super::trace_diff::run(a),
     }
 }
 

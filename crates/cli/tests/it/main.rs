@@ -12,6 +12,7 @@ mod plan;
 mod portability;
 mod props;
 mod rag;
+mod regress;
 mod run;
 mod serve;
 mod support;

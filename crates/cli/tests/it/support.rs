@@ -13,7 +13,8 @@ pub fn root() -> PathBuf {
 
 /// Files under a directory (recursively) with a topology extension, sorted.
 /// Folders that hold a vector index (what `glassbox index build` writes, e.g.
-/// `examples/rag-chat/kb.index`) are data, never topologies, and are skipped.
+/// `examples/rag-chat/kb.index`) are data, never topologies, and are skipped;
+/// so are `glassbox test` case files (`*.cases.yaml`).
 pub fn topology_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -27,13 +28,21 @@ pub fn topology_files(dir: &Path) -> Vec<PathBuf> {
             } else if matches!(
                 path.extension().and_then(|e| e.to_str()),
                 Some("json" | "yaml" | "yml")
-            ) {
+            ) && !is_case_file(&path)
+            {
                 out.push(path);
             }
         }
     }
     out.sort();
     out
+}
+
+/// A `glassbox test` case file: `NAME.cases.yaml` (or `.yml`, `.json`).
+pub fn is_case_file(path: &Path) -> bool {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s.ends_with(".cases"))
 }
 
 /// Runs `glassbox ARGS` in the repository root, with `stdin` fed if given.

@@ -1,4 +1,6 @@
-//! `GET /v1/traces` (filtered, sorted) and `GET /v1/traces/{request_id}`.
+//! `GET /v1/traces` (filtered, sorted), `GET /v1/traces/{request_id}` and
+//! `GET /v1/traces/{a}/diff/{b}` (two requests side by side, with the first
+//! divergence explained; the diff is `glassbox_trace::diff`).
 
 use crate::api::extract::{Path, Query};
 use axum::Json;
@@ -6,7 +8,8 @@ use axum::extract::State;
 use glassbox_store::{
     Filter, FilterError, FilterInput, ListQuery, RequestSummary, Sort, StoredTrace,
 };
-use glassbox_trace::RequestId;
+use glassbox_trace::diff::{Side, TraceDiff};
+use glassbox_trace::{Lang, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -205,6 +208,11 @@ pub async fn get_trace(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TraceDetail>, ApiError> {
+    load(&state, &id).await.map(|t| Json(t.into()))
+}
+
+/// One stored request, or a 400 (bad id) or 404 naming it.
+async fn load(state: &AppState, id: &str) -> Result<StoredTrace, ApiError> {
     let rid: RequestId = id
         .parse()
         .map_err(|e| ApiError::bad_request("bad_request_id", format!("`{id}`: {e}")))?;
@@ -216,8 +224,85 @@ pub async fn get_trace(
         state.flush_traces().await?;
         found = state.with_store(get).await?;
     }
-    found.map(|t| Json(t.into())).ok_or_else(|| {
+    found.ok_or_else(|| {
         ApiError::not_found("trace_not_found", format!("no stored request `{id}`"))
             .hint("GET /v1/traces lists stored requests")
     })
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DiffParams {
+    /// Language of the explanation: `en` (default) or `zh`.
+    pub lang: Option<String>,
+}
+
+/// Two stored requests side by side.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TraceDiffBody {
+    /// Both requests (id, topology and version, status, duration, cost,
+    /// summaries, the nodes that ran); every node in both (status, label,
+    /// attempts, guard outcome, timing, tokens, cost, input/output
+    /// summaries, `differs`); every edge in both (taken, why); and
+    /// `first_divergence` (`kind`: status, label, guard, attempts, input or
+    /// output; `node`; both values), or null.
+    #[schema(value_type = Object)]
+    pub diff: Value,
+    /// The first divergence in plain words.
+    pub explanation: String,
+    pub lang: String,
+}
+
+/// Two stored requests side by side: path and edges with their reasons,
+/// per-node summaries, timings, tokens and costs, and the first divergence
+/// explained in plain words.
+#[utoipa::path(
+    get,
+    path = "/v1/traces/{a}/diff/{b}",
+    tag = "traces",
+    params(
+        ("a" = String, Path, description = "The first request id"),
+        ("b" = String, Path, description = "The second request id"),
+        DiffParams,
+    ),
+    responses(
+        (status = 200, body = TraceDiffBody),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]))
+)]
+pub async fn diff_traces(
+    State(state): State<AppState>,
+    Path((a, b)): Path<(String, String)>,
+    Query(params): Query<DiffParams>,
+) -> Result<Json<TraceDiffBody>, ApiError> {
+    let lang: Lang = params
+        .lang
+        .as_deref()
+        .unwrap_or("en")
+        .parse()
+        .map_err(|e: String| {
+            ApiError::bad_request("bad_query", format!("`lang`: {e}"))
+                .hint("use lang=en or lang=zh")
+        })?;
+    let ta = load(&state, &a).await?;
+    let tb = load(&state, &b).await?;
+    let diff = TraceDiff::between(
+        Side {
+            record: &ta.record,
+            spans: &ta.spans,
+        },
+        Side {
+            record: &tb.record,
+            spans: &tb.spans,
+        },
+    );
+    Ok(Json(TraceDiffBody {
+        explanation: diff.explain(lang),
+        diff: serde_json::to_value(&diff).unwrap_or(Value::Null),
+        lang: lang.to_string(),
+    }))
 }

@@ -317,6 +317,50 @@ fn dashboard_pages_show_topologies_traces_and_reports_without_console_errors() {
 }
 
 /// Issue 14, item 9: the dashboard sent no CSP or framing headers.
+/// The diff page: two requests that took different branches, the first
+/// divergence explained in both languages, the differing rows marked; the
+/// trace page's compare form leads there.
+#[test]
+fn the_diff_page_sets_two_requests_side_by_side() {
+    let mut f = Fixture::start();
+    let (a, b) = (f.request_id(0), f.request_id(1));
+    f.open(&format!("#/traces/{a}"));
+    let typed = format!(
+        "(() => {{ const i = document.querySelector('[data-testid=compare-input]'); i.value = {}; \
+         document.querySelector('[data-testid=compare-form]').requestSubmit(); return true; }})()",
+        json!(b)
+    );
+    f.browser.eval(&typed);
+    f.browser.wait_for(
+        "(() => { const m = document.querySelector('main'); \
+         return m.dataset.state === 'ready' && document.querySelector('[data-testid=diff-explanation]') ? true : null; })()",
+        "the diff page after submitting the compare form",
+    );
+    f.assert_clean("diff page");
+    let text = f.texts("[data-testid=diff-explanation]", None);
+    assert!(text[0].contains("part at `route`"), "{text:?}");
+    assert_eq!(
+        f.texts("[data-testid=diff-explanation]", Some("data-kind")),
+        ["label"]
+    );
+    let differs = f.texts(
+        "[data-testid=diff-node][data-differs=true]",
+        Some("data-node"),
+    );
+    for node in ["route", "pricing_answer", "refuse"] {
+        assert!(
+            differs.contains(&node.to_owned()),
+            "{node} not marked: {differs:?}"
+        );
+    }
+    assert_eq!(f.count("[data-testid=diff-edge][data-differs=true]"), 4);
+
+    f.open(&format!("#/traces/{a}/diff/{b}?lang=zh"));
+    f.assert_clean("diff page in Chinese");
+    let zh = f.texts("[data-testid=diff-explanation]", None);
+    assert!(zh[0].contains("分道"), "{zh:?}");
+}
+
 #[test]
 fn dashboard_responses_forbid_framing_inline_code_and_sniffing() {
     let server = serve(Config::default());

@@ -1,0 +1,282 @@
+//! `glassbox test TOPOLOGY [CASES...] [--replay]`: regression tests for a
+//! topology, for CI.
+//!
+//! Cases (YAML, [`cases`]) each give an input and what the run must show:
+//! the path and labels, the guard outcome, checks on the answer (contains,
+//! regex, JSON schema), cost and latency bounds ([`expect`]). `--replay`
+//! runs stored requests again through this topology and reports every one
+//! whose path, guard outcome or cost changed ([`replay`]). The pipeline is
+//! built once, the way `glassbox run` builds it (`glassbox_nodes::assemble`),
+//! and runs in-process; test runs are not recorded in the trace store.
+//!
+//! Results print as a table (or JSON) and, with `--junit FILE`, as JUnit XML
+//! ([`junit`]). Exit codes: 0 every case passed and no replayed request
+//! changed, 1 a case failed or a request changed, 2 usage, 69 a model or
+//! the store is unavailable, 78 an invalid topology, case file or option.
+
+mod cases;
+mod expect;
+mod junit;
+mod replay;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use glassbox_engine::trace::NoopSink;
+use glassbox_engine::{PipelineOptions, RunOptions};
+use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
+use glassbox_topology::Source;
+use glassbox_trace::diff::path_taken;
+use serde_json::json;
+
+use super::common::{OutputFormat, color, topology_error};
+use super::trace::{FilterArgs, StoreArg};
+use crate::exit::{self, Coded};
+use crate::table::{Align, Table};
+use junit::{CaseResult, Suite};
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 every case passed (and no replayed request changed), \
+                        1 a case failed or a replayed request changed, 2 usage, 69 a model or the \
+                        store is unavailable, 78 an invalid topology, case file or option."
+)]
+pub struct Args {
+    /// Topology file (JSON or YAML) under test.
+    #[arg(value_name = "TOPOLOGY")]
+    pub file: String,
+    /// Case files (YAML or JSON) with `cases:`; see docs/lifecycle.md.
+    #[arg(required_unless_present = "replay")]
+    pub cases: Vec<String>,
+    /// Also run the stored requests of this topology id again and report
+    /// each whose path, labels, status, guard outcome or cost changed.
+    #[arg(long)]
+    pub replay: bool,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Most stored requests replayed (newest first).
+    #[arg(long, default_value_t = 200, requires = "replay")]
+    pub limit: u32,
+    /// A replayed request's total cost counts as changed beyond this
+    /// relative difference (CPU-time prices vary from run to run; call and
+    /// token prices are compared exactly).
+    #[arg(
+        long,
+        default_value_t = 0.25,
+        value_name = "FRACTION",
+        requires = "replay"
+    )]
+    pub cost_tolerance: f64,
+    /// Also write the results as JUnit XML to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !(args.cost_tolerance.is_finite() && args.cost_tolerance >= 0.0) {
+        return Err(Coded::invalid(format!(
+            "`--cost-tolerance {}` must be a fraction of zero or more (0.25 is 25%)",
+            args.cost_tolerance
+        )));
+    }
+    let registry = glassbox_nodes::registry();
+    // Warnings were printed when the topology was loaded below.
+    let options = |_: &glassbox_topology::Topology,
+                   _: &glassbox_topology::Report|
+     -> anyhow::Result<PipelineOptions> {
+        Ok(PipelineOptions {
+            sink: Arc::new(NoopSink),
+            ..PipelineOptions::default()
+        })
+    };
+    let assembly = Assembly {
+        registry: &registry,
+        options: &options,
+        outbound: None,
+        models: None,
+    };
+    // Case files are read against the validated topology before anything
+    // is built, so a typo in a case never waits for a model to load.
+    let topology = super::common::load(&args.file)?;
+    let mut files = Vec::new();
+    let mut bad = Vec::new();
+    for path in &args.cases {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Coded::invalid(format!(
+                "cannot read case file `{path}`: {e} (check the path)"
+            ))
+        })?;
+        match cases::read(Source::new(path.as_str(), text), &topology) {
+            Ok(c) => files.push((path.clone(), c)),
+            Err(report) => {
+                eprint!("{}", report.render(color(false)));
+                bad.push(format!(
+                    "`{path}` is not a valid case file ({})",
+                    report.summary()
+                ));
+            }
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Coded::invalid(bad.join("; ")));
+    }
+    let assembled = glassbox_nodes::assemble(TopologyInput::Path(args.file.clone()), &assembly)
+        .map_err(|e| match e {
+            AssembleError::Topology(err) => topology_error(err),
+            AssembleError::Options(err) => err,
+            AssembleError::Build(err) => super::run::build_error(err),
+        })?;
+    let pipeline = assembled.pipeline;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let label = format!("{}@{}", topology.id, topology.version);
+    let mut suites = Vec::new();
+    for (path, cases) in &files {
+        let mut results = Vec::with_capacity(cases.len());
+        for case in cases {
+            let outcome = runtime.block_on(pipeline.run(case.input.clone(), RunOptions::default()));
+            let r = &outcome.trace.record;
+            results.push(CaseResult {
+                name: case.name.clone(),
+                location: case.location.clone(),
+                seconds: r.duration_us as f64 / 1e6,
+                failures: expect::check(&case.expect, &outcome),
+                skipped: None,
+                request_id: r.request_id.to_string(),
+                path: path_taken(&r.path)
+                    .iter()
+                    .map(|n| &**n)
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                cost: expect::cost(r.receipt.total),
+            });
+        }
+        suites.push(Suite {
+            name: format!("{label} {path}"),
+            results,
+        });
+    }
+    if args.replay {
+        let options = replay::ReplayOptions {
+            store: &args.store,
+            filter: &args.filter,
+            limit: args.limit,
+            cost_tolerance: args.cost_tolerance,
+        };
+        suites.push(replay::replay(&pipeline, &topology.id, &options, &runtime)?);
+    }
+    drop(pipeline);
+    if let Some(file) = &args.junit {
+        std::fs::write(file, junit::render(&suites)).map_err(|e| {
+            Coded::invalid(format!("cannot write the JUnit report to `{file}`: {e}"))
+        })?;
+    }
+    match args.format {
+        OutputFormat::Table => print!("{}", render(&suites)),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&to_json(&suites))?),
+    }
+    let failed: usize = suites.iter().map(Suite::failed).sum();
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::FAILED)
+    })
+}
+
+fn to_json(suites: &[Suite]) -> serde_json::Value {
+    let results = |s: &Suite| {
+        s.results
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "location": r.location,
+                    "passed": r.passed(),
+                    "failures": r.failures,
+                    "skipped": r.skipped,
+                    "request_id": r.request_id,
+                    "path": r.path,
+                    "cost": r.cost,
+                    "seconds": r.seconds,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    json!({
+        "passed": suites.iter().flat_map(|s| &s.results).filter(|r| r.passed()).count(),
+        "failed": suites.iter().map(Suite::failed).sum::<usize>(),
+        "skipped": suites.iter().map(Suite::skipped).sum::<usize>(),
+        "suites": suites.iter().map(|s| json!({"name": s.name, "results": results(s)})).collect::<Vec<_>>(),
+    })
+}
+
+/// The terminal report: one table per suite, each miss under its case.
+fn render(suites: &[Suite]) -> String {
+    let mut out = String::new();
+    for s in suites {
+        out.push_str(&format!("{}\n", s.name));
+        let rows: Vec<Vec<String>> = s
+            .results
+            .iter()
+            .map(|r| {
+                let result = if r.skipped.is_some() {
+                    "skip"
+                } else if r.failures.is_empty() {
+                    "pass"
+                } else {
+                    "FAIL"
+                };
+                vec![
+                    result.to_string(),
+                    r.name.clone(),
+                    r.path.clone(),
+                    r.cost.clone(),
+                    format!("{:.1} ms", r.seconds * 1000.0),
+                ]
+            })
+            .collect();
+        if rows.is_empty() {
+            out.push_str("  (nothing to run)\n");
+        } else {
+            let table = Table::new(&["RESULT", "CASE", "PATH", "COST", "TOOK"])
+                .indent("  ")
+                .align(&[
+                    Align::Left,
+                    Align::Left,
+                    Align::Left,
+                    Align::Right,
+                    Align::Right,
+                ])
+                .rows(rows)
+                .render();
+            // The header, then each case's row followed by its misses, so
+            // long misses do not widen the table.
+            let mut lines = table.lines();
+            if let Some(header) = lines.next() {
+                out.push_str(&format!("{header}\n"));
+            }
+            for (line, r) in lines.zip(&s.results) {
+                out.push_str(&format!("{line}\n"));
+                for f in r.failures.iter().chain(&r.skipped) {
+                    out.push_str(&format!("          {f}\n"));
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let all: Vec<&CaseResult> = suites.iter().flat_map(|s| &s.results).collect();
+    let failed = all.iter().filter(|r| !r.failures.is_empty()).count();
+    let skipped = all.iter().filter(|r| r.skipped.is_some()).count();
+    out.push_str(&format!(
+        "{} run: {} passed, {failed} failed, {skipped} skipped\n",
+        all.len(),
+        all.len() - failed - skipped,
+    ));
+    out
+}
