@@ -39,6 +39,7 @@ pub mod measurements;
 pub mod model;
 pub mod quant;
 pub mod request;
+pub mod sim;
 pub mod validate;
 pub mod workload;
 
