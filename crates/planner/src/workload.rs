@@ -208,7 +208,7 @@ fn meets(p: &Point, sla: &Sla) -> bool {
 }
 
 /// Hourly cost per device and how it was derived.
-fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
+pub fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
     if let Some(h) = p.hourly_usd {
         return Ok((h, format!("given ${}/h", num(h))));
     }

@@ -28,6 +28,7 @@ macro_rules! out {
 
 mod catalogue;
 mod print;
+mod simulate;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -156,6 +157,8 @@ pub struct PlanArgs {
     pub calibration: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub sim: simulate::SimArgs,
 }
 
 /// Planner errors are problems with the input: exit 78 with the message.
@@ -251,6 +254,11 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         resolved.plan(&est, device).map_err(invalid)
     };
     if !p.compare.is_empty() {
+        if p.sim.wanted() {
+            return Err(usage(
+                "simulation (`--rate`, `--sla-*-p99`) sizes one GPU at a time: use `--gpu` instead of `--compare`",
+            ));
+        }
         let plans = p
             .compare
             .iter()
@@ -262,6 +270,10 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         .gpu
         .as_deref()
         .ok_or_else(|| usage("`--gpu` (or `--compare`) is required"))?;
+    if p.sim.wanted() {
+        let device = hw.get(gpu).map_err(invalid)?;
+        return simulate::run(&p.sim, &resolved, &est, device, p.format);
+    }
     let plan = plan_for(gpu)?;
     match p.format {
         OutputFormat::Json => out!(
