@@ -108,3 +108,91 @@ fn plan_compare_ranks_cards_meeting_the_sla_first() {
         "70B FP8 on PCIe L40S pairs cannot meet a 50 ms TPOT cheaply"
     );
 }
+
+#[test]
+fn rate_and_p99_sla_size_by_simulation() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--prompt-tokens",
+            "1000",
+            "--gen-tokens",
+            "100",
+            "--rate",
+            "30",
+            "--sla-ttft-p99",
+            "300",
+            "--sla-tpot-p99",
+            "40",
+            "--sim-requests",
+            "400",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let gpus = v["gpus_needed"].as_u64().unwrap();
+    let best = &v["best"];
+    assert!(best["meets_sla"].as_bool().unwrap());
+    assert!(best["ttft_ms"]["p99"].as_f64().unwrap() <= 300.0);
+    assert!(best["tpot_ms"]["p99"].as_f64().unwrap() <= 40.0);
+    // One GPU fewer was simulated and missed the SLA.
+    let tried = v["tried"].as_array().unwrap();
+    if gpus > 1 {
+        let below = tried
+            .iter()
+            .find(|t| t["replicas"].as_u64() == Some(gpus - 1))
+            .unwrap();
+        assert!(!below["meets_sla"].as_bool().unwrap());
+    }
+    // Same flags, same answer (seeded).
+    let again = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--prompt-tokens",
+            "1000",
+            "--gen-tokens",
+            "100",
+            "--rate",
+            "30",
+            "--sla-ttft-p99",
+            "300",
+            "--sla-tpot-p99",
+            "40",
+            "--sim-requests",
+            "400",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(stdout(&again), stdout(&out));
+}
+
+#[test]
+fn rate_without_a_p99_target_is_a_usage_error() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--rate",
+            "3",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--sla-ttft-p99"), "{}", stderr(&out));
+}
