@@ -37,6 +37,7 @@ pub mod hardware;
 pub mod hf_config;
 pub mod measurements;
 pub mod model;
+pub mod pipeline;
 pub mod quant;
 pub mod request;
 pub mod sim;

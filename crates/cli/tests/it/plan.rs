@@ -196,3 +196,52 @@ fn rate_without_a_p99_target_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--sla-ttft-p99"), "{}", stderr(&out));
 }
+
+#[test]
+fn pipeline_plan_learns_from_stored_traces() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-pipeline-it");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = dir.join("t.yaml");
+    std::fs::write(
+        &topo,
+        "topology_id: tiny\nversion: 1.0.0\nnodes:\n  - id: route\n    type: template\n    resource: { type: cpu }\n    config: { template: 'hi {{ input.question }}' }\n  - id: answer\n    type: template\n    resource: { type: gpu, model: llama-3.1-8b }\n    config: { template: 'a {{ input.question }}' }\nedges:\n  - { from: route, to: answer }\n",
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("s.db").display());
+    let topo_s = topo.to_str().unwrap();
+    for q in ["a", "b"] {
+        let out = glassbox(&["run", topo_s, "-q", q, "--store", &store], None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10", "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = glassbox(&args, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let v = plan(&[]);
+    assert_eq!(v["profile"]["requests"], 2);
+    assert_eq!(v["profile"]["nodes"][1]["reach"], 1.0);
+    let base_calls = v["plan"]["nodes"][1]["calls_per_s"].as_f64().unwrap();
+    assert!((base_calls - 10.0).abs() < 1e-9);
+    assert!(
+        v["plan"]["gpus"]["llama-3.1-8b @ h100-sxm"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    let half = plan(&["--route", "answer=0.5"]);
+    assert!((half["plan"]["nodes"][1]["calls_per_s"].as_f64().unwrap() - 5.0).abs() < 1e-9);
+    let bad = glassbox(
+        &[
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10", "--route", "x=0.5",
+        ],
+        None,
+    );
+    assert_eq!(bad.status.code(), Some(78));
+    assert!(stderr(&bad).contains("no node `x`"), "{}", stderr(&bad));
+}

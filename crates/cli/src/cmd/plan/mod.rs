@@ -27,6 +27,7 @@ macro_rules! out {
 }
 
 mod catalogue;
+mod pipeline;
 mod print;
 mod simulate;
 
@@ -52,6 +53,9 @@ pub enum Sub {
     ListGpus(ListArgs),
     /// List the built-in models.
     ListModels(ListArgs),
+    /// Plan a whole pipeline from a topology and its stored traces: CPU cores,
+    /// GPUs per model, cost per request and per day, with what-ifs.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Calibrate(a)) => catalogue::run_calibrate(a),
         Some(Sub::ListGpus(a)) => catalogue::list_gpus(a),
         Some(Sub::ListModels(a)) => catalogue::list_models(a),
+        Some(Sub::Pipeline(a)) => pipeline::run(a),
         None => run_plan(*args.plan),
     }
 }
