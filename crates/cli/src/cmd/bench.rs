@@ -121,7 +121,7 @@ pub enum Sub {
     /// Calibration benchmark of one LLM (local engine or an OpenAI-compatible
     /// endpoint): writes measurements `glassbox plan calibrate` fits; with
     /// `--rates`, measured vs simulated P99 under open-loop load.
-    Llm(llm::LlmArgs),
+    Llm(Box<llm::LlmArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -135,7 +135,7 @@ pub enum Arrivals {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(Sub::Llm(a)) = args.command {
-        return llm::run(a);
+        return llm::run(*a);
     }
     let buckets = Buckets::new(args.buckets.clone()).map_err(Coded::invalid)?;
     let inputs = match &args.inputs {

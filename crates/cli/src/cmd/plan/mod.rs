@@ -55,7 +55,7 @@ pub enum Sub {
     ListModels(ListArgs),
     /// Plan a whole pipeline from a topology and its stored traces: CPU cores,
     /// GPUs per model, cost per request and per day, with what-ifs.
-    Pipeline(pipeline::PipelineArgs),
+    Pipeline(Box<pipeline::PipelineArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -201,7 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Calibrate(a)) => catalogue::run_calibrate(a),
         Some(Sub::ListGpus(a)) => catalogue::list_gpus(a),
         Some(Sub::ListModels(a)) => catalogue::list_models(a),
-        Some(Sub::Pipeline(a)) => pipeline::run(a),
+        Some(Sub::Pipeline(a)) => pipeline::run(*a),
         None => run_plan(*args.plan),
     }
 }
