@@ -60,6 +60,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
     Bench(cmd::bench::Args),
+    /// Measure each node of a topology here and price it from its resource's hourly price.
+    Calibrate(cmd::calibrate::Args),
     /// Check this machine: CPU kernels, models, a real generation and embedding, trace store.
     Doctor(cmd::doctor::Args),
 }
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
     };
     let code = match result {

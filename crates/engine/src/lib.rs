@@ -35,6 +35,7 @@
 
 mod attempt;
 mod built;
+pub mod calibration;
 pub mod cost;
 pub mod cpu;
 pub mod error;

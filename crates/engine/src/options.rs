@@ -1,9 +1,11 @@
 //! Options: how a pipeline records its work ([`PipelineOptions`], fixed at
 //! build) and what one request asks for ([`RunOptions`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use glassbox_topology::Prices;
 use glassbox_trace::{Lang, NoopSink, RequestId, TraceSink};
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +23,9 @@ pub struct PipelineOptions {
     pub summary_chars: usize,
     /// How inline calls and async polls are timed for CPU billing.
     pub cpu_clock: CpuClock,
+    /// Node id → prices that replace the topology's for that node (a
+    /// calibration file's measured `cost_per_call`, see [`crate::calibration`]).
+    pub prices: BTreeMap<String, Prices>,
 }
 
 impl Default for PipelineOptions {
@@ -30,6 +35,7 @@ impl Default for PipelineOptions {
             worker: "local".into(),
             summary_chars: 200,
             cpu_clock: CpuClock::default(),
+            prices: BTreeMap::new(),
         }
     }
 }

@@ -55,6 +55,7 @@ impl Pipeline {
         cx: &BuildContext,
         options: PipelineOptions,
     ) -> Result<Pipeline, PipelineError> {
+        let topology = with_prices(topology, &options.prices);
         let mut nodes = Vec::with_capacity(topology.nodes.len());
         let mut errors = Vec::new();
         for node in &topology.nodes {
@@ -106,4 +107,22 @@ impl Pipeline {
     pub async fn run(&self, input: Value, options: RunOptions) -> Outcome {
         executor::execute(&self.built, input, options).await
     }
+}
+
+/// The topology with the calibrated nodes' prices replaced (unchanged, and
+/// not copied, when there are none).
+fn with_prices(
+    topology: Arc<Topology>,
+    prices: &std::collections::BTreeMap<String, glassbox_topology::Prices>,
+) -> Arc<Topology> {
+    if prices.is_empty() || !topology.nodes.iter().any(|n| prices.contains_key(&n.id)) {
+        return topology;
+    }
+    let mut t = (*topology).clone();
+    for node in &mut t.nodes {
+        if let Some(p) = prices.get(&node.id) {
+            node.resource.prices = p.clone();
+        }
+    }
+    Arc::new(t)
 }

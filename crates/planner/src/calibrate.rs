@@ -29,6 +29,8 @@
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
+
 use crate::efficiency::{EfficiencyTable, Engine, Entry, Factor, Phase, prior};
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, decode_terms, prefill_terms};
@@ -371,6 +373,99 @@ fn point(
     })
 }
 
+/// One run of the calibration benchmark on the target (`glassbox bench
+/// llm`): one request alone, its token counts and timings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRun {
+    /// `seed001-200` (a short prompt, 200 tokens out) or `seed000-512x256`.
+    pub name: String,
+    pub prompt_tokens: u64,
+    pub gen_tokens: u64,
+    /// Submission to first token, ms.
+    pub ttft_ms: f64,
+    /// Prompt processing alone, ms, when the engine reports it.
+    pub prefill_ms: Option<f64>,
+    /// Mean time between output tokens after the first, ms.
+    pub tpot_ms: Option<f64>,
+}
+
+/// What a benchmark ran on, in the planner's names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchTarget {
+    /// Device id in the hardware catalogue (or a `--hardware-file`).
+    pub gpu: String,
+    pub engine: String,
+    /// Model id in the planner's catalogue.
+    pub model: String,
+    pub quant: String,
+    pub kv_dtype: String,
+    /// Where the rows came from (command, date, model version).
+    pub source: String,
+}
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// The runs as a measurements CSV (the format of `data/measurements.csv`,
+/// read by `glassbox plan calibrate`): per run a `decode_tok_s` row (from
+/// TPOT), a `prefill_tok_s` row (from the prefill time, else TTFT) and a
+/// `ttft_ms` row. The decode row keeps the prompt, so the fit reads the
+/// KV the steps really attended to. Runs with no output tokens give no
+/// decode row.
+pub fn bench_csv(target: &BenchTarget, runs: &[BenchRun]) -> String {
+    let mut out = String::from(
+        "id,metric,value,gpu,tp,engine,model,quant,kv_dtype,batch,prompt_tokens,gen_tokens,source,notes\n",
+    );
+    let mut row = |id: &str, metric: &str, value: f64, prompt: u64, gen_tokens: u64| {
+        out.push_str(&format!(
+            "{},{metric},{value:.4},{},1,{},{},{},{},1,{prompt},{gen_tokens},{},measured by glassbox bench llm\n",
+            csv_field(id),
+            csv_field(&target.gpu),
+            csv_field(&target.engine),
+            csv_field(&target.model),
+            csv_field(&target.quant),
+            csv_field(&target.kv_dtype),
+            csv_field(&target.source),
+        ));
+    };
+    for r in runs {
+        if let Some(tpot) = r.tpot_ms.filter(|t| *t > 0.0)
+            && r.gen_tokens > 1
+        {
+            row(
+                &format!("{}-tg", r.name),
+                "decode_tok_s",
+                1e3 / tpot,
+                r.prompt_tokens,
+                r.gen_tokens,
+            );
+        }
+        let prefill_ms = r.prefill_ms.unwrap_or(r.ttft_ms);
+        if prefill_ms > 0.0 && r.prompt_tokens > 0 {
+            row(
+                &format!("{}-pp", r.name),
+                "prefill_tok_s",
+                r.prompt_tokens as f64 / (prefill_ms / 1e3),
+                r.prompt_tokens,
+                0,
+            );
+            row(
+                &format!("{}-ttft", r.name),
+                "ttft_ms",
+                r.ttft_ms,
+                r.prompt_tokens,
+                1,
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,5 +500,46 @@ mod tests {
         assert!(!g.overhead_fitted);
         assert!((g.factor.efficiency - 0.5).abs() < 0.01, "{g:?}");
         assert!(fit_group(&[], 0.0).is_none());
+    }
+
+    #[test]
+    fn bench_runs_become_rows_the_parser_reads() {
+        let target = BenchTarget {
+            gpu: "cpu-generic".into(),
+            engine: "llama.cpp".into(),
+            model: "smollm2-135m".into(),
+            quant: "q4_1".into(),
+            kv_dtype: "f16".into(),
+            source: "glassbox bench llm --local, 2026-12-01, a,b".into(),
+        };
+        let runs = [BenchRun {
+            name: "seed000-512x256".into(),
+            prompt_tokens: 512,
+            gen_tokens: 256,
+            ttft_ms: 60.0,
+            prefill_ms: Some(50.0),
+            tpot_ms: Some(10.0),
+        }];
+        let csv = bench_csv(&target, &runs);
+        let rows = crate::measurements::parse_csv(&csv, "bench").unwrap();
+        assert_eq!(rows.len(), 3);
+        let decode = rows.iter().find(|r| r.id.ends_with("-tg")).unwrap();
+        assert!((decode.value - 100.0).abs() < 1e-9);
+        let prefill = rows.iter().find(|r| r.id.ends_with("-pp")).unwrap();
+        assert!((prefill.value - 512.0 / 0.05).abs() < 1e-6);
+        assert_eq!(prefill.source, target.source);
+        let cat_hw = crate::hardware::HardwareCatalogue::builtin().unwrap();
+        let cat_models = crate::model::ModelCatalogue::builtin().unwrap();
+        let cat = Catalogues {
+            hardware: &cat_hw,
+            models: &cat_models,
+        };
+        let table = fit(&rows, cat).unwrap();
+        assert!(
+            table
+                .entries
+                .iter()
+                .any(|e| e.class == "cpu" && e.engine == "llama.cpp")
+        );
     }
 }

@@ -42,8 +42,10 @@ pub mod hardware;
 pub mod hf_config;
 pub mod measurements;
 pub mod model;
+pub mod pipeline;
 pub mod quant;
 pub mod request;
+pub mod sim;
 pub mod validate;
 pub mod workload;
 

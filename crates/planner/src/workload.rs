@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, Scenario};
 use crate::explain::{Line, num};
+use crate::hardware::Hardware;
 use crate::request::defaults;
 
 const SECONDS_PER_DAY: f64 = 86_400.0;
@@ -208,11 +209,16 @@ fn meets(p: &Point, sla: &Sla) -> bool {
 }
 
 /// Hourly cost per device and how it was derived.
-fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
+pub fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
+    device_hourly(s.hw, p)
+}
+
+/// Hourly cost of one `hw` device under `p`, and how it was derived.
+pub fn device_hourly(hw: &Hardware, p: &Pricing) -> Result<(f64, String), PlannerError> {
     if let Some(h) = p.hourly_usd {
         return Ok((h, format!("given ${}/h", num(h))));
     }
-    let power = s.hw.tdp_w / 1000.0 * p.usd_per_kwh;
+    let power = hw.tdp_w / 1000.0 * p.usd_per_kwh;
     if let Some(buy) = p.purchase_usd {
         let h = buy / (p.amortize_years * 8760.0) + power;
         return Ok((
@@ -221,15 +227,15 @@ fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
                 "${} / ({} y × 8760 h) + {} W × ${}/kWh",
                 num(buy),
                 num(p.amortize_years),
-                num(s.hw.tdp_w),
+                num(hw.tdp_w),
                 num(p.usd_per_kwh)
             ),
         ));
     }
-    if let Some(h) = s.hw.hourly_usd {
+    if let Some(h) = hw.hourly_usd {
         return Ok((h, format!("catalogue cloud price ${}/h", num(h))));
     }
-    if let Some(buy) = s.hw.purchase_usd {
+    if let Some(buy) = hw.purchase_usd {
         let h = buy / (p.amortize_years * 8760.0) + power;
         return Ok((
             h,
@@ -237,7 +243,7 @@ fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
                 "catalogue ${} / ({} y × 8760 h) + {} W × ${}/kWh",
                 num(buy),
                 num(p.amortize_years),
-                num(s.hw.tdp_w),
+                num(hw.tdp_w),
                 num(p.usd_per_kwh)
             ),
         ));
@@ -246,7 +252,7 @@ fn hourly(s: &Scenario, p: &Pricing) -> Result<(f64, String), PlannerError> {
         "price",
         format!(
             "`{}` has no price in the catalogue; pass --price-per-hour or --purchase-price",
-            s.hw.id
+            hw.id
         ),
     ))
 }

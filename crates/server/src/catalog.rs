@@ -327,8 +327,27 @@ impl Catalog {
         let name = path.display().to_string();
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
+        // A calibration beside the file (`glassbox calibrate`) prices its nodes.
+        let calibration = match glassbox_engine::calibration::Calibration::find(path) {
+            Some(Ok(c)) => Some(c),
+            Some(Err(e)) => {
+                eprintln!("glassbox serve: {e}; billing `{name}` with the topology's prices");
+                None
+            }
+            None => None,
+        };
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
+            let prices = calibration.as_ref().map_or_else(Default::default, |c| {
+                let today = glassbox_engine::calibration::today_days();
+                let machine = glassbox_engine::calibration::this_machine();
+                let none = std::collections::BTreeMap::new();
+                for w in c.warnings(today, &machine, &topology.version, &none) {
+                    eprintln!("glassbox serve: warning: {w}");
+                }
+                c.prices()
+            });
             Ok::<_, Infallible>(PipelineOptions {
+                prices,
                 sink: Arc::new(MeteredSink {
                     topology: Arc::from(topology.id.as_str()),
                     metrics: self.builder.metrics.clone(),

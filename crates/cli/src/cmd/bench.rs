@@ -26,6 +26,7 @@
 
 mod client;
 mod inputs;
+pub mod llm;
 mod load;
 mod report;
 mod stats;
@@ -47,17 +48,21 @@ use crate::exit::{self, Coded};
 
 #[derive(Debug, clap::Args)]
 #[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
     after_help = "Exit codes: 0 ok, 1 `--verify-traces` found admitted requests \
                         without a trace, 2 usage, 69 the server cannot be reached, 78 bad \
                         inputs file or options."
 )]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Sub>,
     /// Base URL of the server.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
     /// Topology id to run (`POST /v1/topologies/{id}/runs`).
-    #[arg(long)]
-    pub topology: String,
+    #[arg(long, required = true)]
+    pub topology: Option<String>,
     /// API key, sent as `Authorization: Bearer KEY`.
     #[arg(long, env = "GLASSBOX_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
@@ -111,6 +116,14 @@ pub struct Args {
     pub format: OutputFormat,
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// Calibration benchmark of one LLM (local engine or an OpenAI-compatible
+    /// endpoint): writes measurements `glassbox plan calibrate` fits; with
+    /// `--rates`, measured vs simulated P99 under open-loop load.
+    Llm(Box<llm::LlmArgs>),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrivals {
@@ -121,6 +134,9 @@ pub enum Arrivals {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Sub::Llm(a)) = args.command {
+        return llm::run(*a);
+    }
     let buckets = Buckets::new(args.buckets.clone()).map_err(Coded::invalid)?;
     let inputs = match &args.inputs {
         Some(path) => {
@@ -221,7 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .then(|| verify_traces(&client, ids, without_id));
     let report = Report {
         url: args.url.clone(),
-        topology: args.topology.clone(),
+        topology: args.topology.clone().unwrap_or_default(),
         mode: if args.rate.is_some() {
             "open"
         } else {

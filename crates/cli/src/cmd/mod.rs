@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod calibrate;
 pub mod common;
 pub mod diff;
 pub mod doctor;

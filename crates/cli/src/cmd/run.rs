@@ -63,11 +63,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let registry = glassbox_nodes::registry();
+    let calibration = calibration_for(&args.file);
     // The request is recorded off the request path by the store's writer;
     // `close` below waits until it is durable. The store is opened once the
     // topology is known to be valid.
     let writer = std::cell::OnceCell::new();
-    let options = |_: &glassbox_topology::Topology,
+    let options = |topology: &glassbox_topology::Topology,
                    warnings: &glassbox_topology::Report|
      -> anyhow::Result<PipelineOptions> {
         if !warnings.diagnostics.is_empty() {
@@ -84,8 +85,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writer.get_or_init(|| (opened.clone(), url));
             opened
         };
+        let prices = match &calibration {
+            Some(c) => {
+                let today = glassbox_engine::calibration::today_days();
+                let machine = glassbox_engine::calibration::this_machine();
+                let none = std::collections::BTreeMap::new();
+                for w in c.warnings(today, &machine, &topology.version, &none) {
+                    eprintln!("warning: {w}");
+                }
+                c.prices()
+            }
+            None => Default::default(),
+        };
         Ok(PipelineOptions {
             sink,
+            prices,
             ..PipelineOptions::default()
         })
     };
@@ -116,6 +130,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let outcome = runtime.block_on(pipeline.run(input, run_options));
     drop(pipeline);
+    if let Some(c) = &calibration {
+        let seen = outcome
+            .trace
+            .record
+            .models
+            .iter()
+            .map(|m| {
+                let v = m.version.clone().unwrap_or_else(|| m.model.clone());
+                (m.node.to_string(), v)
+            })
+            .collect();
+        let today = glassbox_engine::calibration::today_days();
+        // Age, hardware and version were told before the run.
+        for w in c.warnings(today, &c.hardware, &c.version, &seen) {
+            eprintln!("warning: {w}");
+        }
+    }
     if let Some((writer, url)) = writer.into_inner() {
         match writer.close() {
             Ok(_) if args.format == OutputFormat::Table => {
@@ -289,4 +320,19 @@ pub fn render_table(outcome: &Outcome) -> String {
     ));
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
+}
+
+/// The calibration beside the topology file (`glassbox calibrate`), if
+/// any; one that cannot be read is reported and not used.
+fn calibration_for(file: &str) -> Option<glassbox_engine::calibration::Calibration> {
+    if file == "-" {
+        return None;
+    }
+    match glassbox_engine::calibration::Calibration::find(std::path::Path::new(file))? {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("warning: {e}; billing with the topology's prices");
+            None
+        }
+    }
 }

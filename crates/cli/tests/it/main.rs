@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod bench;
+mod calibrate;
 mod cli;
 mod doctor;
 mod durable;

@@ -108,3 +108,140 @@ fn plan_compare_ranks_cards_meeting_the_sla_first() {
         "70B FP8 on PCIe L40S pairs cannot meet a 50 ms TPOT cheaply"
     );
 }
+
+#[test]
+fn rate_and_p99_sla_size_by_simulation() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--prompt-tokens",
+            "1000",
+            "--gen-tokens",
+            "100",
+            "--rate",
+            "30",
+            "--sla-ttft-p99",
+            "300",
+            "--sla-tpot-p99",
+            "40",
+            "--sim-requests",
+            "400",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let gpus = v["gpus_needed"].as_u64().unwrap();
+    let best = &v["best"];
+    assert!(best["meets_sla"].as_bool().unwrap());
+    assert!(best["ttft_ms"]["p99"].as_f64().unwrap() <= 300.0);
+    assert!(best["tpot_ms"]["p99"].as_f64().unwrap() <= 40.0);
+    // One GPU fewer was simulated and missed the SLA.
+    let tried = v["tried"].as_array().unwrap();
+    if gpus > 1 {
+        let below = tried
+            .iter()
+            .find(|t| t["replicas"].as_u64() == Some(gpus - 1))
+            .unwrap();
+        assert!(!below["meets_sla"].as_bool().unwrap());
+    }
+    // Same flags, same answer (seeded).
+    let again = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--prompt-tokens",
+            "1000",
+            "--gen-tokens",
+            "100",
+            "--rate",
+            "30",
+            "--sla-ttft-p99",
+            "300",
+            "--sla-tpot-p99",
+            "40",
+            "--sim-requests",
+            "400",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(stdout(&again), stdout(&out));
+}
+
+#[test]
+fn rate_without_a_p99_target_is_a_usage_error() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--rate",
+            "3",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--sla-ttft-p99"), "{}", stderr(&out));
+}
+
+#[test]
+fn pipeline_plan_learns_from_stored_traces() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-pipeline-it");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = dir.join("t.yaml");
+    std::fs::write(
+        &topo,
+        "topology_id: tiny\nversion: 1.0.0\nnodes:\n  - id: route\n    type: template\n    resource: { type: cpu }\n    config: { template: 'hi {{ input.question }}' }\n  - id: answer\n    type: template\n    resource: { type: gpu, model: llama-3.1-8b }\n    config: { template: 'a {{ input.question }}' }\nedges:\n  - { from: route, to: answer }\n",
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("s.db").display());
+    let topo_s = topo.to_str().unwrap();
+    for q in ["a", "b"] {
+        let out = glassbox(&["run", topo_s, "-q", q, "--store", &store], None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10", "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = glassbox(&args, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let v = plan(&[]);
+    assert_eq!(v["profile"]["requests"], 2);
+    assert_eq!(v["profile"]["nodes"][1]["reach"], 1.0);
+    let base_calls = v["plan"]["nodes"][1]["calls_per_s"].as_f64().unwrap();
+    assert!((base_calls - 10.0).abs() < 1e-9);
+    assert!(
+        v["plan"]["gpus"]["llama-3.1-8b @ h100-sxm"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    let half = plan(&["--route", "answer=0.5"]);
+    assert!((half["plan"]["nodes"][1]["calls_per_s"].as_f64().unwrap() - 5.0).abs() < 1e-9);
+    let bad = glassbox(
+        &[
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10", "--route", "x=0.5",
+        ],
+        None,
+    );
+    assert_eq!(bad.status.code(), Some(78));
+    assert!(stderr(&bad).contains("no node `x`"), "{}", stderr(&bad));
+}

@@ -120,3 +120,52 @@ nodes:
             .contains("passed through a")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn calibrated_prices_replace_the_topologys() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use glassbox_engine::{BuildContext, Pipeline, PipelineOptions};
+    use glassbox_topology::{Prices, Source};
+
+    let yaml = r#"
+topology_id: calibrated
+version: "1"
+nodes:
+  - { id: route, type: test, resource: { type: cpu, cost_per_call: 0.01 } }
+  - id: llm
+    type: test
+    resource: { type: gpu, model: chat-7b, cost_per_call: 0.001, cost_per_1k_output_tokens: 0.004 }
+    config: { tokens: [512, 256] }
+edges:
+  - { from: route, to: llm }
+"#;
+    let registry = crate::support::registry();
+    let validated =
+        glassbox_topology::load_source(Source::new("t.yaml", yaml), &registry.kind_set()).unwrap();
+    let topology = Arc::new(validated.topology);
+    let prices: BTreeMap<String, Prices> = [(
+        "llm".to_string(),
+        Prices {
+            cost_per_call: Some(d("0.99")),
+            ..Prices::default()
+        },
+    )]
+    .into();
+    let options = PipelineOptions {
+        prices,
+        ..PipelineOptions::default()
+    };
+    let cx = BuildContext::new(topology.clone());
+    let p = Pipeline::build(topology, &registry, &cx, options).unwrap();
+    let out = p.run(json!({}), RunOptions::default()).await;
+    out.result.unwrap();
+    let receipt = &out.trace.record.receipt;
+    let llm: Vec<_> = receipt.lines.iter().filter(|l| &*l.node == "llm").collect();
+    // Only the measured per-call price: no token line any more.
+    assert_eq!(llm.len(), 1, "{llm:?}");
+    assert_eq!((llm[0].unit, llm[0].amount), (Unit::Call, d("0.99")));
+    // Nodes without a calibration keep the topology's prices.
+    assert_eq!(receipt.total, d("1.00"));
+}

@@ -39,7 +39,10 @@ impl Client {
         let base = args.url.trim_end_matches('/').to_string();
         Client {
             agent,
-            runs_url: format!("{base}/v1/topologies/{}/runs", args.topology),
+            runs_url: format!(
+                "{base}/v1/topologies/{}/runs",
+                args.topology.as_deref().unwrap_or_default()
+            ),
             base,
             auth: args.api_key.as_ref().map(|k| format!("Bearer {k}")),
         }

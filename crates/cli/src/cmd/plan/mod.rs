@@ -27,7 +27,9 @@ macro_rules! out {
 }
 
 mod catalogue;
+mod pipeline;
 mod print;
+mod simulate;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -51,6 +53,9 @@ pub enum Sub {
     ListGpus(ListArgs),
     /// List the built-in models.
     ListModels(ListArgs),
+    /// Plan a whole pipeline from a topology and its stored traces: CPU cores,
+    /// GPUs per model, cost per request and per day, with what-ifs.
+    Pipeline(Box<pipeline::PipelineArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -156,6 +161,8 @@ pub struct PlanArgs {
     pub calibration: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub sim: simulate::SimArgs,
 }
 
 /// Planner errors are problems with the input: exit 78 with the message.
@@ -194,6 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Calibrate(a)) => catalogue::run_calibrate(a),
         Some(Sub::ListGpus(a)) => catalogue::list_gpus(a),
         Some(Sub::ListModels(a)) => catalogue::list_models(a),
+        Some(Sub::Pipeline(a)) => pipeline::run(*a),
         None => run_plan(*args.plan),
     }
 }
@@ -251,6 +259,11 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         resolved.plan(&est, device).map_err(invalid)
     };
     if !p.compare.is_empty() {
+        if p.sim.wanted() {
+            return Err(usage(
+                "simulation (`--rate`, `--sla-*-p99`) sizes one GPU at a time: use `--gpu` instead of `--compare`",
+            ));
+        }
         let plans = p
             .compare
             .iter()
@@ -262,6 +275,10 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         .gpu
         .as_deref()
         .ok_or_else(|| usage("`--gpu` (or `--compare`) is required"))?;
+    if p.sim.wanted() {
+        let device = hw.get(gpu).map_err(invalid)?;
+        return simulate::run(&p.sim, &resolved, &est, device, p.format);
+    }
     let plan = plan_for(gpu)?;
     match p.format {
         OutputFormat::Json => out!(

@@ -1,0 +1,380 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::efficiency::{EfficiencyTable, Engine};
+use crate::estimate::{Estimator, Scenario};
+use crate::hardware::HardwareCatalogue;
+use crate::model::ModelCatalogue;
+use crate::quant::Quant;
+
+/// A fake step cost for unit tests: a constant time per step.
+struct FakeConstantCost(f64);
+
+impl StepCost for FakeConstantCost {
+    fn step_s(&self, _: &Step) -> f64 {
+        self.0
+    }
+}
+
+/// A fake step cost for unit tests: fixed + per sequence + per prompt token.
+struct FakeLinearCost;
+
+impl StepCost for FakeLinearCost {
+    fn step_s(&self, s: &Step) -> f64 {
+        0.005 + 0.0001 * f64::from(s.decode_seqs) + 0.00002 * s.prefill_tokens as f64
+    }
+}
+
+fn chat(rate: f64, prompt: u64, output: u64, tasks: usize, seed: u64) -> Traffic {
+    Traffic {
+        arrivals: Arrivals::Poisson { rate },
+        prompt: Lengths::Fixed(prompt),
+        output: Lengths::Fixed(output),
+        profile: Profile::Chat,
+        tasks,
+        seed,
+    }
+}
+
+fn roomy() -> Limits {
+    Limits::with_kv_tokens(1 << 20)
+}
+
+#[test]
+fn one_at_a_time_matches_the_m_d_1_waiting_time() {
+    // One sequence at a time, one step per request (output 1), constant
+    // service D: an M/D/1 queue. Mean wait = ρD / (2(1 − ρ)).
+    let d = 0.010;
+    let limits = Limits {
+        max_running: 1,
+        ..roomy()
+    };
+    for rho in [0.5, 0.8] {
+        let traffic = chat(rho / d, 100, 1, 40_000, 7);
+        let r = simulate(&FakeConstantCost(d), limits, &traffic, 1, SlaP99::default()).unwrap();
+        let expected_ms = (rho * d / (2.0 * (1.0 - rho)) + d) * 1e3;
+        let err = (r.ttft_ms.mean - expected_ms).abs() / expected_ms;
+        assert!(
+            err < 0.06,
+            "rho {rho}: simulated mean TTFT {} ms, M/D/1 {expected_ms} ms",
+            r.ttft_ms.mean
+        );
+        assert!((r.utilisation - rho).abs() < 0.03, "{}", r.utilisation);
+        assert_eq!(r.ttft_ms.mean, r.e2e_ms.mean);
+    }
+}
+
+#[test]
+fn more_replicas_are_never_worse() {
+    let traffic = chat(60.0, 400, 64, 1500, 3);
+    let mut last: Option<SimReport> = None;
+    for n in [1, 2, 3, 4, 8] {
+        let r = simulate(&FakeLinearCost, roomy(), &traffic, n, SlaP99::default()).unwrap();
+        if let Some(prev) = &last {
+            assert!(
+                r.ttft_ms.p99 <= prev.ttft_ms.p99 * 1.001,
+                "{n}: {} vs {}",
+                r.ttft_ms.p99,
+                prev.ttft_ms.p99
+            );
+            assert!(r.e2e_ms.p99 <= prev.e2e_ms.p99 * 1.001);
+        }
+        last = Some(r);
+    }
+    // And one replica is really overloaded here, four are not.
+    let one = simulate(&FakeLinearCost, roomy(), &traffic, 1, SlaP99::default()).unwrap();
+    let four = simulate(&FakeLinearCost, roomy(), &traffic, 4, SlaP99::default()).unwrap();
+    assert!(one.ttft_ms.p99 > 5.0 * four.ttft_ms.p99, "{one:?} {four:?}");
+}
+
+#[test]
+fn a_tiny_kv_cache_preempts_and_still_finishes_everything() {
+    let traffic = chat(40.0, 200, 200, 400, 5);
+    // Room for about three full sequences of 400 tokens.
+    let tiny = Limits {
+        kv_blocks: 80,
+        ..roomy()
+    };
+    let small = simulate(&FakeLinearCost, tiny, &traffic, 1, SlaP99::default()).unwrap();
+    assert!(small.preemptions > 0, "{small:?}");
+    assert_eq!(small.rejected, 0);
+    assert_eq!(small.e2e_ms.count, small.tasks);
+    let big = simulate(&FakeLinearCost, roomy(), &traffic, 1, SlaP99::default()).unwrap();
+    assert_eq!(big.preemptions, 0);
+    assert!(small.e2e_ms.p99 > big.e2e_ms.p99);
+    // A request larger than the whole cache is rejected, not looped on.
+    let none = Limits {
+        kv_blocks: 10,
+        ..roomy()
+    };
+    let r = simulate(&FakeLinearCost, none, &traffic, 1, SlaP99::default()).unwrap();
+    assert_eq!(r.rejected, r.calls);
+    assert!(!r.meets_sla);
+    let err = search::fewest_replicas(
+        &FakeLinearCost,
+        none,
+        &traffic,
+        SlaP99 {
+            ttft_ms: Some(100.0),
+            ..SlaP99::default()
+        },
+        8,
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "planner.does_not_fit", "{err}");
+}
+
+#[test]
+fn same_seed_same_run_other_seed_other_run() {
+    let mut traffic = chat(30.0, 300, 50, 500, 11);
+    traffic.arrivals = Arrivals::Gamma {
+        rate: 30.0,
+        cv: 3.0,
+    };
+    traffic.prompt = Lengths::Uniform { lo: 50, hi: 900 };
+    let a = simulate(&FakeLinearCost, roomy(), &traffic, 2, SlaP99::default()).unwrap();
+    let b = simulate(&FakeLinearCost, roomy(), &traffic, 2, SlaP99::default()).unwrap();
+    let json = |r: &SimReport| serde_json::to_string(r).unwrap();
+    assert_eq!(json(&a), json(&b));
+    traffic.seed = 12;
+    let c = simulate(&FakeLinearCost, roomy(), &traffic, 2, SlaP99::default()).unwrap();
+    assert_ne!(json(&a), json(&c));
+}
+
+#[test]
+fn chunked_prefill_respects_the_token_budget() {
+    // A 5000-token prompt with a 1000-token budget takes five prefill steps.
+    let limits = Limits {
+        max_batched_tokens: 1000,
+        ..roomy()
+    };
+    let traffic = chat(0.01, 5000, 1, 10, 1);
+    let r = simulate(
+        &FakeConstantCost(0.01),
+        limits,
+        &traffic,
+        1,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!((r.ttft_ms.p50 - 50.0).abs() < 1e-6, "{:?}", r.ttft_ms);
+    let whole = Limits {
+        max_batched_tokens: 8192,
+        ..roomy()
+    };
+    let r = simulate(
+        &FakeConstantCost(0.01),
+        whole,
+        &traffic,
+        1,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!((r.ttft_ms.p50 - 10.0).abs() < 1e-6, "{:?}", r.ttft_ms);
+}
+
+#[test]
+fn search_finds_the_fewest_replicas() {
+    let traffic = chat(80.0, 400, 64, 1000, 9);
+    let sla = SlaP99 {
+        ttft_ms: Some(200.0),
+        tpot_ms: Some(40.0),
+        e2e_ms: None,
+    };
+    let s = search::fewest_replicas(&FakeLinearCost, roomy(), &traffic, sla, 64).unwrap();
+    let best = s.best.unwrap();
+    assert!(best.meets_sla && best.replicas > 1, "{best:?}");
+    assert!(best.ttft_ms.p99 <= 200.0 && best.tpot_ms.p99 <= 40.0);
+    let below = simulate(&FakeLinearCost, roomy(), &traffic, best.replicas - 1, sla).unwrap();
+    assert!(!below.meets_sla);
+    assert!(best.goodput_per_s > below.goodput_per_s);
+    assert!(s.tried.iter().any(|r| r.replicas == best.replicas - 1));
+    // No target, nothing to size against.
+    assert!(
+        search::fewest_replicas(&FakeLinearCost, roomy(), &traffic, SlaP99::default(), 4).is_err()
+    );
+}
+
+#[test]
+fn arrival_processes_keep_their_mean_rate() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    for a in [
+        Arrivals::Poisson { rate: 20.0 },
+        Arrivals::Gamma {
+            rate: 20.0,
+            cv: 4.0,
+        },
+        Arrivals::Gamma {
+            rate: 20.0,
+            cv: 0.5,
+        },
+        Arrivals::OnOff {
+            rate: 20.0,
+            on_s: 2.0,
+            off_s: 8.0,
+        },
+    ] {
+        let t = a.times(40_000, &mut rng);
+        let rate = t.len() as f64 / t.last().unwrap();
+        assert!((rate / 20.0 - 1.0).abs() < 0.08, "{a:?}: {rate}");
+        assert!(t.windows(2).all(|w| w[0] <= w[1]));
+    }
+    let on_off = Arrivals::OnOff {
+        rate: 5.0,
+        on_s: 1.0,
+        off_s: 4.0,
+    };
+    let t = on_off.times(2000, &mut rng);
+    assert!(
+        t.iter().all(|x| x % 5.0 <= 1.0 + 1e-9),
+        "arrival in an off period"
+    );
+    // A replay keeps the stored gaps' shape at the asked rate.
+    let r = Arrivals::replay_at(vec![100.0, 101.0, 103.0, 104.0, 110.0], 2.0).unwrap();
+    let t = r.times(100, &mut rng);
+    // 4 gaps over 10 s is 0.4/s; at 2/s every gap is 5× shorter.
+    let want = [0.0, 0.2, 0.6, 0.8, 2.0];
+    assert!(
+        t.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9),
+        "{t:?}"
+    );
+    assert_eq!(t.len(), want.len());
+    assert!((r.mean_rate() - 2.0).abs() < 1e-9);
+    assert!(Arrivals::replay_at(vec![1.0], 2.0).is_err());
+}
+
+#[test]
+fn bursty_arrivals_hurt_the_tail() {
+    let smooth = chat(40.0, 400, 64, 2000, 4);
+    let mut bursty = smooth.clone();
+    bursty.arrivals = Arrivals::Gamma {
+        rate: 40.0,
+        cv: 4.0,
+    };
+    let a = simulate(&FakeLinearCost, roomy(), &smooth, 2, SlaP99::default()).unwrap();
+    let b = simulate(&FakeLinearCost, roomy(), &bursty, 2, SlaP99::default()).unwrap();
+    assert!(
+        b.ttft_ms.p99 > a.ttft_ms.p99,
+        "{} vs {}",
+        b.ttft_ms.p99,
+        a.ttft_ms.p99
+    );
+}
+
+#[test]
+fn agent_tasks_loop_and_are_judged_whole() {
+    let mut traffic = chat(2.0, 500, 100, 600, 2);
+    traffic.profile = Profile::Agent {
+        mean_iterations: 4.0,
+        cap: 6,
+        tool_s: 0.5,
+        tool_tokens: 200,
+    };
+    let r = simulate(&FakeLinearCost, roomy(), &traffic, 1, SlaP99::default()).unwrap();
+    let per_task = r.calls as f64 / r.tasks as f64;
+    // Geometric with mean 4 capped at 6 has mean ~3.2.
+    assert!((2.7..3.7).contains(&per_task), "{per_task}");
+    let single = simulate(
+        &FakeLinearCost,
+        roomy(),
+        &chat(2.0, 500, 100, 600, 2),
+        1,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!(r.e2e_ms.mean > 2.5 * single.e2e_ms.mean);
+    // The cap holds.
+    let capped = Profile::Agent {
+        mean_iterations: 50.0,
+        cap: 3,
+        tool_s: 0.0,
+        tool_tokens: 0,
+    };
+    let mut rng = fastrand::Rng::with_seed(3);
+    assert!((0..1000).all(|_| (1..=3).contains(&capped.iterations(&mut rng))));
+    assert_eq!(capped.prompt_of_call(100, 10, 2), 120);
+}
+
+#[test]
+fn prefix_cache_hits_shorten_ttft() {
+    let cold = chat(20.0, 4000, 32, 500, 6);
+    let mut warm = cold.clone();
+    warm.profile = Profile::Coding { prefix_hit: 0.8 };
+    let a = simulate(&FakeLinearCost, roomy(), &cold, 1, SlaP99::default()).unwrap();
+    let b = simulate(&FakeLinearCost, roomy(), &warm, 1, SlaP99::default()).unwrap();
+    assert!(
+        b.ttft_ms.p50 < 0.6 * a.ttft_ms.p50,
+        "{:?} {:?}",
+        b.ttft_ms,
+        a.ttft_ms
+    );
+    assert!(Profile::Coding { prefix_hit: 1.0 }.validate().is_err());
+}
+
+#[test]
+fn async_work_is_judged_by_its_deadline() {
+    let mut traffic = chat(30.0, 2000, 400, 600, 8);
+    traffic.profile = Profile::Async { deadline_s: 60.0 };
+    let sla = SlaP99 {
+        ttft_ms: Some(1.0),
+        ..SlaP99::default()
+    };
+    let judged = sla.for_profile(&traffic.profile);
+    assert_eq!(judged.ttft_ms, None);
+    assert_eq!(judged.e2e_ms, Some(60_000.0));
+    let s = search::fewest_replicas(&FakeLinearCost, roomy(), &traffic, sla, 64).unwrap();
+    let best = s.best.unwrap();
+    assert!(best.e2e_ms.p99 <= 60_000.0);
+    let tight = Profile::Async { deadline_s: 5.0 };
+    traffic.profile = tight;
+    let s2 = search::fewest_replicas(&FakeLinearCost, roomy(), &traffic, sla, 64).unwrap();
+    assert!(s2.best.unwrap().replicas >= best.replicas);
+}
+
+#[test]
+fn estimator_cost_mixes_prefill_into_decode() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let est = Estimator::new(EfficiencyTable::priors_only());
+    let s = Scenario {
+        model: models.get("llama-3.1-8b").unwrap(),
+        hw: hw.get("h100-sxm").unwrap(),
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 512,
+        gen_tokens: 128,
+        context: 4096,
+        memory_headroom: 0.2,
+    };
+    let cost = EstimatorCost::new(&est, s.clone());
+    let decode = Step {
+        decode_seqs: 32,
+        decode_ctx: 1000.0,
+        ..Step::default()
+    };
+    let prefill = Step {
+        prefill_tokens: 1024,
+        prefill_seqs: 1,
+        ..Step::default()
+    };
+    let mixed = Step {
+        prefill_tokens: 1024,
+        prefill_seqs: 1,
+        ..decode
+    };
+    let (d, p, m) = (
+        cost.step_s(&decode),
+        cost.step_s(&prefill),
+        cost.step_s(&mixed),
+    );
+    assert!((d - est.tpot_s(&s, 32.0, 1000.0)).abs() < 1e-12);
+    assert!((p - est.ttft_s(&s, 1024.0)).abs() < 1e-12);
+    assert!(m >= d && m >= p && m < d + p, "{d} {p} {m}");
+    // KV capacity in tokens agrees with the estimator's bytes.
+    let tokens = cost.kv_tokens() as f64;
+    let bytes = est.kv_capacity_bytes(&s);
+    assert!((tokens * s.kv_bytes_per_token() - bytes).abs() <= s.kv_bytes_per_token());
+}
