@@ -5,7 +5,7 @@
 //   #/topologies/{id}      one topology drawn as a graph
 //   #/traces?filters       trace list
 //   #/traces/{request_id}  one trace: waterfall, path, receipt, explanation
-//   #/reports?filters      cost and latency by day
+//   #/reports?filters      cost, latency, path mix and nodes by time bucket
 //
 // Each page is an async function that fills <main>. When it finishes, <main>
 // gets `data-state="ready"` (or `error` / `auth`), which the browser tests
