@@ -19,6 +19,7 @@ use glassbox_topology::NodeId;
 use glassbox_trace::{ErrorRecord, SpanRecord, SpanRole, SpanStatus, Tags, Usage};
 
 use crate::built::BuiltPipeline;
+use crate::cache::{self, Miss, NodeCache, Probe};
 use crate::cost;
 use crate::cpu::{self, CpuTimed};
 use crate::error::NodeError;
@@ -33,6 +34,26 @@ pub(crate) struct AttemptSpec {
     pub role: SpanRole,
     pub reruns: u32,
     pub sources: Arc<[NodeId]>,
+    /// What the node's response cache found before the attempt (a
+    /// similarity lookup, which runs asynchronously); `None` looks up the
+    /// exact key in `begin`.
+    pub probe: Option<Probe>,
+    /// When the attempt began, if before `begin` (the cache lookup's start),
+    /// as (Unix µs, µs since the request started).
+    pub started: Option<(u64, u64)>,
+}
+
+/// What the response cache did for an attempt.
+enum CacheMark {
+    /// Answered from the cache: the node was not called.
+    Hit,
+    /// Not answered: store the output under `miss` if the attempt succeeds.
+    /// `refresh`: a re-run, which does not read the cache.
+    Store {
+        cache: Arc<NodeCache>,
+        miss: Miss,
+        refresh: bool,
+    },
 }
 
 /// Why an attempt did not produce an output.
@@ -67,6 +88,7 @@ pub(crate) struct SpanGuard {
     started_at_us: u64,
     start_us: u64,
     input_summary: Arc<str>,
+    cache: Option<CacheMark>,
 }
 
 /// How an attempt ended, for its span.
@@ -86,7 +108,11 @@ impl SpanGuard {
         let end_us = req.offset_us();
         let mut usage = end.usage;
         usage.wall_us = end_us.saturating_sub(self.start_us);
-        let cost = cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage);
+        let cost = match self.cache {
+            // Served from the cache: nothing ran, nothing is charged.
+            Some(CacheMark::Hit) => rust_decimal::Decimal::ZERO,
+            _ => cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage),
+        };
         req.record_span(SpanRecord {
             request_id: req.request_id,
             node: req.ids[self.node.0].clone(),
@@ -174,14 +200,19 @@ pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: Attem
         Some(slot) => slot.summary,
         None => req.input_summary.clone(),
     };
-    let guard = SpanGuard {
+    let (started_at_us, start_us) = spec
+        .started
+        .unwrap_or_else(|| (glassbox_trace::unix_micros_now(), req.offset_us()));
+    let refresh = matches!(spec.role, SpanRole::Rerun { .. });
+    let mut guard = SpanGuard {
         req: req.clone(),
         node: spec.node,
         attempt: spec.attempt,
         role: Some(spec.role),
-        started_at_us: glassbox_trace::unix_micros_now(),
-        start_us: req.offset_us(),
+        started_at_us,
+        start_us,
         input_summary,
+        cache: None,
     };
     let cx = NodeCx {
         req: req.clone(),
@@ -191,6 +222,44 @@ pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: Attem
         sources: spec.sources,
     };
     let node = &built.nodes[spec.node.0];
+    if let Some(cache) = &built.caches[spec.node.0] {
+        let probe = match spec.probe {
+            Some(p) if !refresh => p,
+            _ => {
+                let key = cache.key(node.as_ref(), &cx);
+                if refresh {
+                    Probe::Miss(Miss { key, vector: None })
+                } else {
+                    cache.exact(key)
+                }
+            }
+        };
+        match probe {
+            Probe::Hit(hit) => {
+                let output = hit.output();
+                // A streaming caller gets the cached text in one piece.
+                if let (Some(tokens), Some(text)) =
+                    (cx.token_stream(), crate::output::text_of(&output.value))
+                {
+                    tokens.send(text);
+                }
+                guard.cache = Some(CacheMark::Hit);
+                return Begun {
+                    guard,
+                    call: Call::Ready(Ok(output)),
+                    setup_cpu: Some(Duration::ZERO),
+                    limit: req.topology.node(spec.node).timeout,
+                };
+            }
+            Probe::Miss(miss) => {
+                guard.cache = Some(CacheMark::Store {
+                    cache: cache.clone(),
+                    miss,
+                    refresh,
+                });
+            }
+        }
+    }
     let clock = built.options.cpu_clock;
     let (call, setup_cpu) = clock.measure(|| catch_unwind(AssertUnwindSafe(|| node.call(cx))));
     let call = call.unwrap_or_else(|p| Call::Ready(Err(NodeError::Panicked(panic_message(&*p)))));
@@ -281,11 +350,27 @@ fn conclude(
                 output_tokens: output.tokens.output,
             };
             let output = Arc::new(output);
+            let mut tags = output.tags.clone();
+            if let Some(CacheMark::Store {
+                cache,
+                miss,
+                refresh,
+            }) = &guard.cache
+            {
+                cache.store(miss, output.clone());
+                let what = if *refresh {
+                    cache::REFRESH
+                } else {
+                    cache::MISS
+                };
+                tags.insert(cache::TAG.into(), what.into());
+                tags.insert("cache_key".into(), cache::short(&miss.key));
+            }
             guard.record(AttemptEnd {
                 status: SpanStatus::Ok,
                 error: None,
                 usage,
-                tags: output.tags.clone(),
+                tags,
                 output_summary: summary.clone(),
             });
             Ok(Slot { output, summary })

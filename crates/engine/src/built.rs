@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use glassbox_topology::{Condition, Expr, Topology};
 
+use crate::cache::NodeCache;
 use crate::node::Node;
 use crate::options::PipelineOptions;
 use crate::retry::RetryPolicy;
@@ -34,6 +35,8 @@ pub(crate) struct BuiltPipeline {
     /// Node kinds as shared strings.
     pub node_kinds: Arc<[Arc<str>]>,
     pub retry_policies: Vec<RetryPolicy>,
+    /// Each node's response cache (`None` without `cache:`).
+    pub caches: Vec<Option<Arc<NodeCache>>>,
     pub edge_conditions: Vec<EdgeCondition>,
     /// Each edge's condition as written (for the path record).
     pub condition_texts: Vec<Option<Arc<str>>>,
@@ -62,6 +65,10 @@ impl BuiltPipeline {
             .iter()
             .map(|n| RetryPolicy::new(n.retries, n.backoff))
             .collect();
+        let caches = topology
+            .node_ids()
+            .map(|n| NodeCache::for_node(&topology, n).map(Arc::new))
+            .collect();
         let edge_conditions = topology
             .edges
             .iter()
@@ -85,6 +92,7 @@ impl BuiltPipeline {
             node_ids,
             node_kinds,
             retry_policies,
+            caches,
             edge_conditions,
             condition_texts,
             options,

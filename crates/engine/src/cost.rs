@@ -17,6 +17,8 @@ pub struct Quantities {
     pub cpu_us: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Requests the node's response cache answered (never billed as calls).
+    pub cache_hits: u64,
 }
 
 impl Quantities {
@@ -25,6 +27,11 @@ impl Quantities {
         self.cpu_us += usage.cpu_us.unwrap_or(0);
         self.input_tokens += usage.input_tokens.unwrap_or(0);
         self.output_tokens += usage.output_tokens.unwrap_or(0);
+    }
+
+    /// Counts an attempt the response cache answered: no call, no usage.
+    pub fn add_cache_hit(&mut self) {
+        self.cache_hits += 1;
     }
 
     pub fn of(usage: &Usage) -> Quantities {
@@ -36,9 +43,16 @@ impl Quantities {
 
 /// The priced lines for some quantities: `(unit, quantity, unit_price)`.
 /// CPU milliseconds are billed only for CPU nodes (a GPU node's host thread
-/// mostly waits on the device); tokens wherever a price is set.
+/// mostly waits on the device); tokens wherever a price is set. Cache hits
+/// are a zero-priced line, so the receipt shows the node answered for free.
 pub fn lines(prices: &Prices, kind: ResourceKind, q: &Quantities) -> Vec<(Unit, Decimal, Decimal)> {
     let mut out = Vec::new();
+    if q.cache_hits > 0 {
+        out.push((Unit::CacheHit, Decimal::from(q.cache_hits), Decimal::ZERO));
+    }
+    if q.calls == 0 && q.cache_hits > 0 {
+        return out;
+    }
     if let Some(p) = prices.cost_per_call {
         out.push((Unit::Call, Decimal::from(q.calls), p));
     }
@@ -134,5 +148,31 @@ mod tests {
         // GPU nodes are not billed CPU time.
         let gpu = lines(&prices, ResourceKind::Gpu, &q);
         assert!(gpu.iter().all(|(u, _, _)| *u != Unit::CpuMs));
+    }
+
+    #[test]
+    fn a_cache_hit_is_one_zero_line() {
+        let prices = Prices {
+            cost_per_call: Some(d("0.02")),
+            cost_per_cpu_ms: Some(d("0.00001")),
+            ..Prices::default()
+        };
+        let mut q = Quantities::default();
+        q.add_cache_hit();
+        let mut r = Receipt::new("USD".into());
+        let node: Arc<str> = "llm".into();
+        let total = bill(&mut r, &node, &prices, ResourceKind::Cpu, &q);
+        assert_eq!(total, Decimal::ZERO);
+        assert_eq!(r.lines.len(), 1, "{:?}", r.lines);
+        assert_eq!(r.lines[0].unit, Unit::CacheHit);
+        assert_eq!(r.lines[0].quantity, Decimal::ONE);
+        // A re-run after the hit is a real call and is billed as one.
+        q.add(&Usage::default());
+        let lines = lines(&prices, ResourceKind::Cpu, &q);
+        assert!(
+            lines
+                .iter()
+                .any(|(u, n, _)| *u == Unit::Call && *n == Decimal::ONE)
+        );
     }
 }

@@ -143,12 +143,23 @@ impl<'a> RequestRun<'a> {
             .filter(|e| self.state.edges[e.0].taken)
             .map(|&e| topology.edge(e).from)
             .collect();
+        if self.built.caches[n.0]
+            .as_ref()
+            .is_some_and(|c| c.policy().similarity.is_some())
+        {
+            // A similarity lookup embeds text first: not inline work.
+            let fut = run_node(self.built, self.req.clone(), n, sources, None);
+            self.running.push(Box::pin(fut));
+            return;
+        }
         let spec = AttemptSpec {
             node: n,
             attempt: 1,
             role: SpanRole::Primary,
             reruns: 0,
             sources: sources.clone(),
+            probe: None,
+            started: None,
         };
         let begun = attempt::begin(self.built, &self.req, spec);
         if begun.is_ready_ok() {

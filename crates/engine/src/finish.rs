@@ -143,7 +143,11 @@ fn span_totals(built: &BuiltPipeline, spans: &[Arc<SpanRecord>]) -> Vec<NodeSpan
         );
         t.last_end_us = Some(t.last_end_us.map_or(span.end_us, |e| e.max(span.end_us)));
         t.last_ok = span.status == SpanStatus::Ok;
-        t.usage.add(&span.usage);
+        if span.tags.get(crate::cache::TAG).map(String::as_str) == Some(crate::cache::HIT) {
+            t.usage.add_cache_hit();
+        } else {
+            t.usage.add(&span.usage);
+        }
     }
     totals
 }

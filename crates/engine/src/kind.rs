@@ -47,10 +47,8 @@ pub trait NodeKind: KindSchema {
         false
     }
 
-    /// Whether its nodes turn text into a vector (`/v1/embeddings`).
-    fn embeds(&self) -> bool {
-        false
-    }
+    // Whether a kind embeds is [`KindSchema::embeds`]: validation needs it too
+    // (a response cache's `similarity.embedding` must name an embedding node).
 }
 
 /// A node kind written against its own config type.
@@ -97,7 +95,7 @@ pub trait TypedKind: Send + Sync + 'static {
         false
     }
 
-    /// See [`NodeKind::embeds`].
+    /// See [`KindSchema::embeds`].
     fn embeds(&self) -> bool {
         false
     }
@@ -151,6 +149,10 @@ impl<K: TypedKind> KindSchema for Typed<K> {
         self.0.labels(&typed)
     }
 
+    fn embeds(&self) -> bool {
+        self.0.embeds()
+    }
+
     fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked {
         let typed = self.0.check(config, cx);
         Checked {
@@ -178,10 +180,6 @@ impl<K: TypedKind> NodeKind for Typed<K> {
 
     fn guards_output(&self) -> bool {
         self.0.guards_output()
-    }
-
-    fn embeds(&self) -> bool {
-        self.0.embeds()
     }
 }
 

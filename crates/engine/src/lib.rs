@@ -18,7 +18,8 @@
 //! - [`Pipeline`]: an `Arc<Topology>` plus built nodes and precomputed
 //!   plans; [`Pipeline::run`] returns an [`Outcome`] (trace + result).
 //! - [`RetryPolicy`], per-node timeouts, fallbacks, request deadlines and
-//!   cancellation are separate small pieces composed in `node_run`.
+//!   cancellation are separate small pieces composed in `node_run`; the
+//!   response cache (`cache`) is one more, consulted as an attempt begins.
 //!
 //! Why this shape: the topology is immutable and shared; all per-request
 //! state lives in flat vectors owned by one executor future, so the hot
@@ -35,6 +36,7 @@
 
 mod attempt;
 mod built;
+pub mod cache;
 pub mod calibration;
 pub mod cost;
 pub mod cpu;

@@ -60,6 +60,24 @@ pub trait Node: Send + Sync + 'static {
     /// return [`Call::Ready`]; anything heavier returns [`Call::Blocking`] or
     /// [`Call::Future`].
     fn call(&self, cx: NodeCx) -> Call;
+
+    /// What this node's answer depends on, for its response cache's key
+    /// (e.g. an LLM's rendered messages). `None`, the default: the request
+    /// input and the outputs and labels of every node upstream, which is
+    /// always safe but counts two requests that differ anywhere upstream as
+    /// different. Called only for nodes with `cache:`; must be cheap.
+    fn cache_input(&self, cx: &NodeCx) -> Option<Value> {
+        let _ = cx;
+        None
+    }
+
+    /// Turns `text` into a vector with the node's model, for response-cache
+    /// similarity lookups; `None` when the node does not embed. Runs on the
+    /// blocking pool.
+    fn embed(&self, text: &str) -> Option<Result<Vec<f32>, NodeError>> {
+        let _ = text;
+        None
+    }
 }
 
 /// What a node sees of the request: the input, finished nodes' outputs and

@@ -9,7 +9,9 @@ use glassbox_trace::{Fact, SpanRole};
 
 use crate::attempt::{AttemptError, AttemptSpec, Begun, begin, finish};
 use crate::built::BuiltPipeline;
+use crate::cache::{Miss, NodeCache, Probe};
 use crate::error::{ExecError, NodeError};
+use crate::node::NodeCx;
 use crate::request::{RequestShared, Slot};
 
 /// Most upstream re-runs one node may trigger in one request, whatever the
@@ -113,6 +115,21 @@ async fn run_attempts(
     mut first: Option<Begun>,
 ) -> Attempts {
     let policy = built.retry_policies[node.0];
+    // A similarity cache embeds text before the first attempt, which is not
+    // cheap: it runs here, asynchronously, and its result rides along with
+    // every attempt (a retry that succeeds stores its output with it).
+    let mut started = None;
+    let probe = match &built.caches[node.0] {
+        Some(cache)
+            if cache.policy().similarity.is_some()
+                && first.is_none()
+                && !matches!(role, SpanRole::Rerun { .. }) =>
+        {
+            started = Some((glassbox_trace::unix_micros_now(), req.offset_us()));
+            Some(probe(built, req, node, &sources, cache).await)
+        }
+        _ => None,
+    };
     let mut facts = Vec::new();
     let mut attempt_no = 0u32;
     let mut retries_used = 0u32;
@@ -129,6 +146,8 @@ async fn run_attempts(
                     role: role.clone(),
                     reruns,
                     sources: sources.clone(),
+                    probe: probe.clone(),
+                    started: started.take(),
                 };
                 begin(built, req, spec)
             }
@@ -205,6 +224,41 @@ async fn run_attempts(
             result: Err(error),
             facts,
         };
+    }
+}
+
+/// Looks a request up in a similarity cache: the exact key first, then the
+/// text's embedding (by the topology's embedding node, on the blocking pool,
+/// within that node's timeout) against the cached ones. An embedding that
+/// fails or times out is a miss: the cache never fails a request.
+async fn probe(
+    built: &BuiltPipeline,
+    req: &Arc<RequestShared>,
+    node: NodeId,
+    sources: &Arc<[NodeId]>,
+    cache: &NodeCache,
+) -> Probe {
+    let cx = NodeCx {
+        req: req.clone(),
+        node,
+        attempt: 1,
+        reruns: 0,
+        sources: sources.clone(),
+    };
+    let key = cache.key(built.nodes[node.0].as_ref(), &cx);
+    if let hit @ Probe::Hit(_) = cache.exact(key) {
+        return hit;
+    }
+    let miss = Probe::Miss(Miss { key, vector: None });
+    let (Some(sim), Some(text)) = (cache.policy().similarity.as_ref(), cache.text(&cx)) else {
+        return miss;
+    };
+    let embedder = built.nodes[sim.embedding.0].clone();
+    let limit = req.topology.node(sim.embedding).timeout;
+    let task = tokio::task::spawn_blocking(move || embedder.embed(&text));
+    match tokio::time::timeout(limit, task).await {
+        Ok(Ok(Some(Ok(vector)))) if !vector.is_empty() => cache.similar(key, vector.into()),
+        _ => miss,
     }
 }
 

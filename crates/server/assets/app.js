@@ -6,7 +6,7 @@
 //   #/traces?filters       trace list
 //   #/traces/{request_id}  one trace: waterfall, path, receipt, explanation
 //   #/traces/{a}/diff/{b}  two traces side by side, first divergence explained
-//   #/reports?filters      cost and latency by day
+//   #/reports?filters      cost, latency, path mix and nodes by time bucket
 //
 // Each page is an async function that fills <main>. When it finishes, <main>
 // gets `data-state="ready"` (or `error` / `auth`), which the browser tests

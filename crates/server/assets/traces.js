@@ -31,6 +31,21 @@ export function localToUnix(value) {
   return Number.isFinite(ms) ? String(Math.floor(ms / 1000)) : '';
 }
 
+/** A custom-range bound from the URL: Unix seconds as they are (links from
+ * the Reports page carry them), else a local date-time from the form. */
+export function boundToUnix(value) {
+  if (/^\d+$/.test(value || '')) return value;
+  return localToUnix(value);
+}
+
+/** Unix seconds → `2026-11-30T12:00` in local time, for <input type=datetime-local>. */
+export function unixToLocal(value) {
+  if (!/^\d+$/.test(value || '')) return value || '';
+  const d = new Date(Number(value) * 1000);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
 /** The API query for the URL's filters. */
 export function apiParams(query) {
   const range = query.get('range') || '';
@@ -41,15 +56,15 @@ export function apiParams(query) {
     limit: query.get('limit') || '100',
   };
   if (range === 'custom') {
-    p.since = localToUnix(query.get('since'));
-    p.until = localToUnix(query.get('until'));
+    p.since = boundToUnix(query.get('since'));
+    p.until = boundToUnix(query.get('until'));
   } else if (range) {
     p.since = range;
   }
   return p;
 }
 
-function select(id, label, options, value) {
+export function select(id, label, options, value) {
   return h('div', { class: 'field' },
     h('label', { for: id }, label),
     h('select', { id, name: id.replace(/^f-/, ''), testid: `filter-${id.replace(/^f-/, '')}` },
@@ -57,7 +72,7 @@ function select(id, label, options, value) {
 }
 
 /** The filter form; `topologies` may be null when they could not be listed. */
-export function filterForm(query, topologies, onApply, { withStatus = true, withSort = true, testid = 'trace-filters' } = {}) {
+export function filterForm(query, topologies, onApply, { withStatus = true, withSort = true, testid = 'trace-filters', extra = [] } = {}) {
   const range = query.get('range') || '';
   const topo = query.get('topology') || '';
   const topoField = topologies
@@ -66,9 +81,9 @@ export function filterForm(query, topologies, onApply, { withStatus = true, with
       h('input', { id: 'f-topology', name: 'topology', value: topo, testid: 'filter-topology' }));
   const custom = h('div', { class: 'custom-range', hidden: range !== 'custom' },
     h('div', { class: 'field' }, h('label', { for: 'f-since' }, 'From'),
-      h('input', { id: 'f-since', name: 'since', type: 'datetime-local', value: query.get('since') || '' })),
+      h('input', { id: 'f-since', name: 'since', type: 'datetime-local', value: unixToLocal(query.get('since')) })),
     h('div', { class: 'field' }, h('label', { for: 'f-until' }, 'Until'),
-      h('input', { id: 'f-until', name: 'until', type: 'datetime-local', value: query.get('until') || '' })));
+      h('input', { id: 'f-until', name: 'until', type: 'datetime-local', value: unixToLocal(query.get('until')) })));
   const rangeField = select('f-range', 'Time range', RANGES, range);
   rangeField.querySelector('select').addEventListener('change', (ev) => {
     custom.hidden = ev.target.value !== 'custom';
@@ -79,6 +94,7 @@ export function filterForm(query, topologies, onApply, { withStatus = true, with
     rangeField,
     custom,
     withSort ? select('f-sort', 'Sort', SORTS, query.get('sort') || 'recent') : null,
+    ...extra,
     h('div', { class: 'field actions' }, h('button', { type: 'submit', class: 'primary', testid: 'filter-apply' }, 'Apply')));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();

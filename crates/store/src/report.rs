@@ -27,6 +27,54 @@ pub enum GroupBy {
     Version,
     /// The models (and versions) a request used, `llm=chat-7b@3.2.1`.
     Model,
+    /// Fixed time buckets of this many seconds (one of [`INTERVALS`]),
+    /// named by their start in UTC, `2026-12-01T19:25:00Z`. Days start at
+    /// midnight UTC, weeks on Monday.
+    Every(u64),
+}
+
+/// The time buckets [`GroupBy::Every`] offers, from a minute to a week:
+/// (name in the API and the dashboard, seconds).
+pub const INTERVALS: &[(&str, u64)] = &[
+    ("1m", 60),
+    ("5m", 300),
+    ("15m", 900),
+    ("1h", 3_600),
+    ("6h", 21_600),
+    ("1d", 86_400),
+    ("1w", 604_800),
+];
+
+/// The bucket size named `name` (`1m` … `1w`), in seconds.
+pub fn interval(name: &str) -> Option<u64> {
+    INTERVALS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+/// Weeks start on Monday: 1970-01-05 was the first Monday after the epoch.
+const WEEK_ORIGIN_S: i64 = 4 * 86_400;
+
+/// The start (Unix seconds) of the `secs`-long bucket holding `us`.
+pub fn bucket_start(us: i64, secs: u64) -> i64 {
+    let secs = i64::try_from(secs.max(1)).unwrap_or(i64::MAX);
+    let t = us.div_euclid(1_000_000);
+    let origin = if secs % 604_800 == 0 {
+        WEEK_ORIGIN_S
+    } else {
+        0
+    };
+    (t - origin).div_euclid(secs) * secs + origin
+}
+
+/// `2026-12-01T19:25:00Z` for Unix seconds.
+pub fn utc_key(secs: i64) -> String {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
 }
 
 /// What to compute.
@@ -186,6 +234,8 @@ enum GroupId<'a> {
     All,
     Day(i64),
     Week(i64),
+    /// A time bucket, by its start in Unix seconds.
+    Every(i64),
     Text(std::borrow::Cow<'a, str>),
 }
 
@@ -198,6 +248,7 @@ impl<'a> GroupId<'a> {
                 let day = days(started_us);
                 GroupId::Week(day - (day + 3).rem_euclid(7))
             }
+            GroupBy::Every(secs) => GroupId::Every(bucket_start(started_us, secs)),
             GroupBy::Version => GroupId::Text(version.into()),
             GroupBy::Model => GroupId::Text(if model_key.is_empty() {
                 "(no model)".into()
@@ -210,7 +261,9 @@ impl<'a> GroupId<'a> {
     fn matches(&self, other: &GroupId<'_>) -> bool {
         match (self, other) {
             (GroupId::All, GroupId::All) => true,
-            (GroupId::Day(a), GroupId::Day(b)) | (GroupId::Week(a), GroupId::Week(b)) => a == b,
+            (GroupId::Day(a), GroupId::Day(b))
+            | (GroupId::Week(a), GroupId::Week(b))
+            | (GroupId::Every(a), GroupId::Every(b)) => a == b,
             (GroupId::Text(a), GroupId::Text(b)) => a == b,
             _ => false,
         }
@@ -221,6 +274,7 @@ impl<'a> GroupId<'a> {
             GroupId::All => GroupId::All,
             GroupId::Day(d) => GroupId::Day(*d),
             GroupId::Week(w) => GroupId::Week(*w),
+            GroupId::Every(t) => GroupId::Every(*t),
             GroupId::Text(t) => GroupId::Text(t.to_string().into()),
         }
     }
@@ -231,6 +285,7 @@ impl<'a> GroupId<'a> {
             GroupId::All => "all".to_string(),
             GroupId::Day(d) => day_key(d * US_PER_DAY),
             GroupId::Week(monday) => week_key(monday * US_PER_DAY),
+            GroupId::Every(start) => utc_key(*start),
             GroupId::Text(t) => t.to_string(),
         }
     }
@@ -425,6 +480,10 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
             GroupBy::Week => "week",
             GroupBy::Version => "version",
             GroupBy::Model => "model",
+            GroupBy::Every(secs) => INTERVALS
+                .iter()
+                .find(|(_, s)| *s == secs)
+                .map_or("interval", |(n, _)| *n),
         },
         groups: out,
     })
@@ -442,6 +501,24 @@ mod tests {
         assert_eq!(p.mean, 50.5);
         assert_eq!(percentiles(&mut [7.0]).p99, 7.0);
         assert_eq!(percentiles(&mut []), Percentiles::default());
+    }
+
+    #[test]
+    fn time_buckets_from_a_minute_to_a_week() {
+        // 2026-12-01 19:27:42.5 UTC, a Tuesday.
+        let us = 1_796_153_262_500_000;
+        let key = |name| utc_key(bucket_start(us, interval(name).unwrap()));
+        assert_eq!(utc_key(us / 1_000_000), "2026-12-01T19:27:42Z");
+        assert_eq!(key("1m"), "2026-12-01T19:27:00Z");
+        assert_eq!(key("5m"), "2026-12-01T19:25:00Z");
+        assert_eq!(key("15m"), "2026-12-01T19:15:00Z");
+        assert_eq!(key("1h"), "2026-12-01T19:00:00Z");
+        assert_eq!(key("6h"), "2026-12-01T18:00:00Z");
+        assert_eq!(key("1d"), "2026-12-01T00:00:00Z");
+        assert_eq!(key("1w"), "2026-11-30T00:00:00Z", "weeks start on Monday");
+        assert_eq!(interval("2m"), None);
+        // Before the epoch too (div_euclid, not truncation).
+        assert_eq!(utc_key(bucket_start(-1, 60)), "1969-12-31T23:59:00Z");
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub enum Code {
     BadResource,
     /// A negative or non-numeric price.
     BadPrice,
+    /// A response cache that cannot work as written (its similarity model
+    /// is not an embedding node, its text does not parse).
+    BadCache,
 }
 
 impl Code {
@@ -104,6 +107,7 @@ impl Code {
             Code::FallbackCycle => "fallback-cycle",
             Code::BadResource => "bad-resource",
             Code::BadPrice => "bad-price",
+            Code::BadCache => "bad-cache",
         }
     }
 }

@@ -48,6 +48,12 @@ pub trait KindSchema: Send + Sync {
         Labels::None
     }
 
+    /// Whether its nodes turn text into a vector (`/v1/embeddings`, and the
+    /// model a response cache's `similarity.embedding` may name).
+    fn embeds(&self) -> bool {
+        false
+    }
+
     /// Checks `config` once and yields what later stages need from it: the
     /// labels a node can emit and the typed config its build step takes.
     /// Pure, like [`check_config`](KindSchema::check_config). The default

@@ -36,7 +36,9 @@ pub use condition::{Condition, ConditionSyntaxError, EvalError, Expr};
 pub use decode::{Cx, Obj, Spanned};
 pub use diagnostic::{Code, Diagnostic, Report, Severity};
 pub use kind::{Checked, KindSchema, KindSet, Labels, TypedConfig};
-pub use model::{Edge, EdgeId, Node, NodeId, Prices, Resource, ResourceKind, Topology};
+pub use model::{
+    CachePolicy, Edge, EdgeId, Node, NodeId, Prices, Resource, ResourceKind, Similarity, Topology,
+};
 pub use source::{Format, Source, Span};
 pub use spec::TopologySpec;
 pub use validate::{TopologyError, Validated, load_path, load_source, validate};

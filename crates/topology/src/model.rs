@@ -12,7 +12,7 @@ use std::time::Duration;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::condition::Condition;
+use crate::condition::{Condition, Expr};
 use crate::kind::TypedConfig;
 use crate::spec::TopologySpec;
 
@@ -75,10 +75,45 @@ pub struct Node {
     pub backoff: Duration,
     pub fallback: Option<NodeId>,
     pub affinity: Option<String>,
+    /// The node's response cache, when it has one.
+    pub cache: Option<CachePolicy>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// True when the node only runs as another node's fallback.
     pub is_fallback: bool,
 }
+
+/// A node's response cache, resolved: repeated requests are served from
+/// the node's earlier outputs for `ttl`, keeping at most `max_entries`.
+#[derive(Debug, Clone)]
+pub struct CachePolicy {
+    pub ttl: Duration,
+    pub max_entries: usize,
+    pub similarity: Option<Similarity>,
+}
+
+/// Similarity matching: `text` (default `input.question`) is embedded by the
+/// `embedding` node's model; a cached request whose text has at least
+/// `threshold` cosine similarity is a hit.
+#[derive(Clone)]
+pub struct Similarity {
+    pub embedding: NodeId,
+    pub threshold: f64,
+    pub text: Option<Expr>,
+}
+
+impl std::fmt::Debug for Similarity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Similarity")
+            .field("embedding", &self.embedding)
+            .field("threshold", &self.threshold)
+            .field("text", &self.text.as_ref().map(|e| e.source.as_str()))
+            .finish()
+    }
+}
+
+/// Cache defaults when the node's `cache` does not set them.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(3600);
+pub const DEFAULT_CACHE_ENTRIES: usize = 1000;
 
 #[derive(Debug, Clone)]
 pub struct Edge {

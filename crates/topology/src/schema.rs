@@ -70,6 +70,11 @@ mod tests {
             props(&s, Some("ResourceSpec")),
             sorted(spec::RESOURCE_FIELDS)
         );
+        assert_eq!(props(&s, Some("CacheSpec")), sorted(spec::CACHE_FIELDS));
+        assert_eq!(
+            props(&s, Some("SimilaritySpec")),
+            sorted(spec::SIMILARITY_FIELDS)
+        );
     }
 
     #[test]

@@ -19,6 +19,10 @@ use crate::value::Value;
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 pub const MAX_RETRIES: u64 = 10;
 pub const MAX_BACKOFF_MS: u64 = 60_000;
+/// Longest a cached response may live: 30 days.
+pub const MAX_CACHE_TTL_S: u64 = 2_592_000;
+/// Most responses one node's cache may hold.
+pub const MAX_CACHE_ENTRIES: u64 = 100_000;
 
 /// A Glassbox topology: the nodes a request may pass through and the edges
 /// between them. The concrete path is generated per request at run time.
@@ -173,6 +177,11 @@ pub struct NodeSpec {
     /// Placement group: nodes sharing a group run on the same worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Spanned<String>>,
+    /// Response cache: serve a repeated request from the node's earlier
+    /// output instead of calling it again (exact match, optionally by
+    /// embedding similarity), with a TTL and a size bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheSpec>,
     /// Free-form data for your own tooling. Not interpreted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<BTreeMap<String, serde_json::Value>>,
@@ -188,6 +197,41 @@ pub struct NodeSpec {
     #[serde(skip)]
     #[schemars(skip)]
     pub index: usize,
+}
+
+/// A node's response cache.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// How long a stored response is served, in seconds (1..=2592000). Default 3600.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2_592_000))]
+    pub ttl_s: Option<Spanned<u64>>,
+    /// Most responses kept; the least recently used goes first (1..=100000). Default 1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub max_entries: Option<Spanned<u64>>,
+    /// Also serve a request whose text is close enough to a cached one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<SimilaritySpec>,
+    /// Span of the whole `cache` entry.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub span: crate::source::Span,
+}
+
+/// Similarity matching for a response cache.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SimilaritySpec {
+    /// Id of an `embedding` node in this topology: its model embeds the text.
+    pub embedding: Spanned<String>,
+    /// Least cosine similarity that counts as the same request (0..=1), e.g. 0.95.
+    #[schemars(range(min = 0, max = 1))]
+    pub threshold: Spanned<f64>,
+    /// What to compare (CEL over `input`, `outputs`, `labels`). Default `input.question`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<Spanned<String>>,
 }
 
 /// A directed edge.
@@ -256,8 +300,11 @@ pub(crate) const NODE_FIELDS: &[&str] = &[
     "backoff_ms",
     "fallback",
     "affinity",
+    "cache",
     "metadata",
 ];
+pub(crate) const CACHE_FIELDS: &[&str] = &["ttl_s", "max_entries", "similarity"];
+pub(crate) const SIMILARITY_FIELDS: &[&str] = &["embedding", "threshold", "text"];
 pub(crate) const EDGE_FIELDS: &[&str] = &["from", "to", "condition", "description"];
 
 fn free_map(
@@ -443,12 +490,55 @@ impl NodeSpec {
             backoff_ms: obj.uint(cx, "backoff_ms", 0, MAX_BACKOFF_MS),
             fallback: obj.str(cx, "fallback"),
             affinity: obj.str(cx, "affinity"),
+            cache: obj
+                .obj(cx, "cache")
+                .map(|o| CacheSpec::decode(o, &mut cx.field("cache"))),
             metadata: free_map(&obj, cx, "metadata"),
             config_value,
             span: value.span,
             index,
         };
         Some(node)
+    }
+}
+
+impl CacheSpec {
+    fn decode(obj: Obj<'_>, cx: &mut Cx<'_>) -> CacheSpec {
+        obj.deny_unknown(cx, CACHE_FIELDS);
+        CacheSpec {
+            ttl_s: obj.uint(cx, "ttl_s", 1, MAX_CACHE_TTL_S),
+            max_entries: obj.uint(cx, "max_entries", 1, MAX_CACHE_ENTRIES),
+            similarity: obj
+                .obj(cx, "similarity")
+                .and_then(|o| SimilaritySpec::decode(o, &mut cx.field("similarity"))),
+            span: obj.span,
+        }
+    }
+}
+
+impl SimilaritySpec {
+    fn decode(obj: Obj<'_>, cx: &mut Cx<'_>) -> Option<SimilaritySpec> {
+        obj.deny_unknown(cx, SIMILARITY_FIELDS);
+        let embedding = obj.req_str(
+            cx,
+            "embedding",
+            "name the `embedding` node whose model compares texts, e.g. `embedding: embed`",
+        );
+        let threshold = obj.number(cx, "threshold", 0.0, 1.0);
+        if threshold.is_none() && obj.get("threshold").is_none() {
+            obj.missing(
+                cx,
+                "threshold",
+                "set the least cosine similarity that counts as a repeat, e.g. `threshold: 0.95`",
+            );
+        }
+        // A missing or bad field was reported; the rest is still checked
+        // (the topology is not built with errors, so the defaults never run).
+        Some(SimilaritySpec {
+            embedding: embedding.unwrap_or_else(|| Spanned::new(String::new(), obj.span)),
+            threshold: threshold.unwrap_or_else(|| Spanned::new(1.0, obj.span)),
+            text: obj.str(cx, "text"),
+        })
     }
 }
 

@@ -245,7 +245,37 @@ fn en(node: &str, fact: &Fact) -> String {
             "`{node}` had `{up}` re-run {} ({reason})",
             plural(*times as usize, "time", "times")
         ),
+        Fact::Cached {
+            similarity, age_ms, ..
+        } => {
+            let how = match similarity {
+                Some(s) => format!("a request {:.0}% similar", s * 100.0),
+                None => "the same request".to_string(),
+            };
+            format!(
+                "`{node}` was answered from the response cache ({how}, {} earlier) without being called, at no cost",
+                age_en(*age_ms)
+            )
+        }
         Fact::Note { en, .. } => en.clone(),
+    }
+}
+
+fn age_en(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..120_000 => plural((ms / 1_000) as usize, "second", "seconds"),
+        120_000..7_200_000 => plural((ms / 60_000) as usize, "minute", "minutes"),
+        _ => plural((ms / 3_600_000) as usize, "hour", "hours"),
+    }
+}
+
+fn age_zh(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} 毫秒"),
+        1_000..120_000 => format!("{} 秒", ms / 1_000),
+        120_000..7_200_000 => format!("{} 分钟", ms / 60_000),
+        _ => format!("{} 小时", ms / 3_600_000),
     }
 }
 
@@ -329,6 +359,19 @@ fn zh(node: &str, fact: &Fact) -> String {
         } => {
             format!("`{node}` 让 `{up}` 重新执行了 {times} 次（{reason}）")
         }
+        Fact::Cached {
+            similarity, age_ms, ..
+        } => {
+            let how = match similarity {
+                Some(s) => format!(
+                    "与 {}前一个相似度 {:.0}% 的请求",
+                    age_zh(*age_ms),
+                    s * 100.0
+                ),
+                None => format!("与 {}前的请求完全相同", age_zh(*age_ms)),
+            };
+            format!("`{node}` 直接由响应缓存作答（{how}），未实际调用，不产生费用")
+        }
         Fact::Note { zh, .. } => zh.clone(),
     }
 }
@@ -399,6 +442,44 @@ mod tests {
             "问题被归类为「product」（规则 `mentions_product`），检索到 3 篇文档（《Pricing》、《Plans》、《Billing》），\
              回答由 chat-7b（v3.2.1，温度 0.2）生成，输出检查通过了 4 条规则。"
         );
+    }
+
+    #[test]
+    fn a_cache_hit_is_said_plainly() {
+        let facts = |similarity: Option<f64>| {
+            vec![NodeFacts {
+                node: "llm".into(),
+                kind: "llm_inference".into(),
+                facts: vec![Fact::Cached {
+                    matched: if similarity.is_some() {
+                        "similar"
+                    } else {
+                        "exact"
+                    }
+                    .into(),
+                    similarity,
+                    age_ms: 12_400,
+                }],
+            }]
+        };
+        let en = compose(&facts(None), &PathRecord::default(), None, Lang::En);
+        assert_eq!(
+            en,
+            "`llm` was answered from the response cache (the same request, 12 seconds earlier) \
+             without being called, at no cost."
+        );
+        let en = compose(&facts(Some(0.964)), &PathRecord::default(), None, Lang::En);
+        assert!(
+            en.contains("(a request 96% similar, 12 seconds earlier)"),
+            "{en}"
+        );
+        let zh = compose(&facts(None), &PathRecord::default(), None, Lang::Zh);
+        assert_eq!(
+            zh,
+            "`llm` 直接由响应缓存作答（与 12 秒前的请求完全相同），未实际调用，不产生费用。"
+        );
+        let zh = compose(&facts(Some(0.964)), &PathRecord::default(), None, Lang::Zh);
+        assert!(zh.contains("相似度 96%"), "{zh}");
     }
 
     #[test]

@@ -53,6 +53,16 @@ pub enum Fact {
         times: u32,
         reason: String,
     },
+    /// The node was not called: its response cache answered with the
+    /// output of an earlier request, `matched` `exact` (the same resolved
+    /// input) or `similar` (its text at `similarity` cosine similarity),
+    /// stored `age_ms` earlier. Nothing was charged for it.
+    Cached {
+        matched: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        similarity: Option<f64>,
+        age_ms: u64,
+    },
     /// Free text a custom node kind wants in the explanation.
     Note { en: String, zh: String },
 }

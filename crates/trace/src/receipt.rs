@@ -25,6 +25,10 @@ pub enum Unit {
     /// Thousands of output (generated) tokens.
     #[serde(rename = "1k_output_tokens")]
     OutputTokens1k,
+    /// Requests a node's response cache answered (the node was not called);
+    /// priced at zero.
+    #[serde(rename = "cache_hit")]
+    CacheHit,
 }
 
 impl Unit {
@@ -34,6 +38,7 @@ impl Unit {
             Unit::CpuMs => "cpu_ms",
             Unit::InputTokens1k => "1k_input_tokens",
             Unit::OutputTokens1k => "1k_output_tokens",
+            Unit::CacheHit => "cache_hit",
         }
     }
 }

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod cache;
 mod failures;
 mod layering;
 mod paths;

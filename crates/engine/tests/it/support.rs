@@ -139,9 +139,59 @@ impl Node for TestNode {
     }
 }
 
+/// `test_embed`: a test-only embedding kind. Its vector for a text counts
+/// each letter (case-insensitive), so texts with the same letters embed
+/// alike whatever their punctuation; its output is `{"vector": ...}`.
+pub struct TestEmbedKind;
+
+impl KindSchema for TestEmbedKind {
+    fn name(&self) -> &'static str {
+        "test_embed"
+    }
+    fn summary(&self) -> &'static str {
+        "test-only embedding by letter counts"
+    }
+    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn embeds(&self) -> bool {
+        true
+    }
+}
+
+impl NodeKind for TestEmbedKind {
+    fn build(
+        &self,
+        _node: &glassbox_topology::Node,
+        _cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
+        Ok(Arc::new(TestEmbedNode))
+    }
+}
+
+struct TestEmbedNode;
+
+pub fn letters(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; 26];
+    for c in text.chars().filter(char::is_ascii_alphabetic) {
+        v[(c.to_ascii_lowercase() as u8 - b'a') as usize] += 1.0;
+    }
+    v
+}
+
+impl Node for TestEmbedNode {
+    fn call(&self, cx: NodeCx) -> Call {
+        let text = cx.input()["question"].as_str().unwrap_or_default();
+        Call::Ready(Ok(NodeOutput::new(json!({ "vector": letters(text) }))))
+    }
+
+    fn embed(&self, text: &str) -> Option<Result<Vec<f32>, NodeError>> {
+        Some(Ok(letters(text)))
+    }
+}
+
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(Arc::new(TestKind));
+    r.register(Arc::new(TestEmbedKind));
     r
 }
 

@@ -96,6 +96,25 @@ fn output(vector: Vec<f32>, tokens: u64, version: String, model: String) -> Node
 }
 
 impl Node for EmbeddingNode {
+    /// For response-cache similarity: the same model, one text, no trace
+    /// of its own (the cached node's span covers the lookup).
+    fn embed(&self, text: &str) -> Option<Result<Vec<f32>, NodeError>> {
+        Some(match &self.backend {
+            Backend::Local(embedder) => embedder
+                .embed_one(text)
+                .map_err(|e| NodeError::failed(e.to_string())),
+            Backend::OpenAi(endpoint) => {
+                endpoint
+                    .embed(&[text.to_string()])
+                    .and_then(|(mut vectors, _)| {
+                        vectors
+                            .pop()
+                            .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))
+                    })
+            }
+        })
+    }
+
     fn call(&self, cx: NodeCx) -> Call {
         let text = match self.text(&cx) {
             Ok(t) if !t.trim().is_empty() => t,

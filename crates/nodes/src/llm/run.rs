@@ -180,6 +180,14 @@ fn llm_error(e: LlmError) -> NodeError {
 }
 
 impl Node for LlmNode {
+    /// The messages the model would see: two requests whose prompts render
+    /// alike are the same request to a response cache, whatever else
+    /// differs upstream (a user id, retrieval scores).
+    fn cache_input(&self, cx: &NodeCx) -> Option<Value> {
+        let user = self.user_text(cx).ok()?;
+        Some(json!({ "system": self.system, "user": user }))
+    }
+
     fn call(&self, cx: NodeCx) -> Call {
         let user = match self.user_text(&cx) {
             Ok(u) => u,

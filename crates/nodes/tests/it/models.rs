@@ -191,3 +191,61 @@ edges:
     let llm = r.path.nodes.iter().find(|n| &*n.id == "llm").unwrap();
     assert_eq!(llm.status.as_str(), "not_run", "{r:?}");
 }
+
+/// A response cache matching by the topology's own MiniLM embedding node:
+/// a paraphrase is served from the cache, an unrelated question is not.
+#[tokio::test]
+async fn a_similarity_cache_uses_the_topologys_embedding_model() {
+    let p = build(
+        "cached.yaml",
+        r#"
+topology_id: cached
+version: "1"
+nodes:
+  - { id: embed, type: embedding, config: { backend: local } }
+  - id: answer
+    type: template
+    config: { template: "answer to {{ input.question }}" }
+    cache: { similarity: { embedding: embed, threshold: 0.9 } }
+edges:
+  - { from: embed, to: answer }
+"#,
+    );
+    let ask = |q: &'static str| {
+        let p = p.clone();
+        async move {
+            let out = p.run(json!({ "question": q }), RunOptions::default()).await;
+            assert!(out.result.is_ok(), "{:?}", out.result);
+            let span = out
+                .trace
+                .spans
+                .iter()
+                .find(|s| &*s.node == "answer")
+                .unwrap();
+            let tags = span.tags.clone();
+            (
+                out.result.unwrap()["text"].as_str().unwrap().to_owned(),
+                tags,
+            )
+        }
+    };
+    let (first, tags) = ask("What is the price of the Pro plan?").await;
+    assert_eq!(tags.get("cache").map(String::as_str), Some("miss"));
+    let (text, tags) = ask("what is the price of the pro plan").await;
+    assert_eq!(
+        tags.get("cache").map(String::as_str),
+        Some("hit"),
+        "{tags:?}"
+    );
+    assert_eq!(tags.get("cache_match").map(String::as_str), Some("similar"));
+    assert_eq!(text, first, "the cached answer is served");
+    let similarity: f64 = tags["cache_similarity"].parse().unwrap();
+    assert!(similarity >= 0.9, "{similarity}");
+    let (text, tags) = ask("Tell me a joke about penguins").await;
+    assert_eq!(
+        tags.get("cache").map(String::as_str),
+        Some("miss"),
+        "{tags:?}"
+    );
+    assert_eq!(text, "answer to Tell me a joke about penguins");
+}

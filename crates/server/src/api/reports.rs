@@ -1,6 +1,7 @@
 //! `GET /v1/reports/summary`: the trace store's report (as `glassbox
 //! report`): cost and latency P50/P95/P99 per topology and group (day, week,
-//! version, model), node shares, path mix and failure rates.
+//! version, model, or time buckets from a minute to a week), node shares,
+//! path mix and failure rates.
 
 use crate::api::extract::{Path, Query};
 use axum::Json;
@@ -20,7 +21,10 @@ pub const REPORTS: &[&str] = &["summary"];
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ReportParams {
-    /// `all` (default: one group per topology), `day`, `week`, `version` or `model`.
+    /// `all` (default: one group per topology), `day`, `week`, `version`,
+    /// `model`, or a time bucket: `1m`, `5m`, `15m`, `1h`, `6h`, `1d`, `1w`
+    /// (groups named by their start in UTC, e.g. `2026-12-01T19:25:00Z`;
+    /// weeks start on Monday).
     pub group_by: Option<String>,
     /// Per-node latency and cost shares (default true; false skips reading spans).
     pub nodes: Option<bool>,
@@ -35,13 +39,20 @@ fn group_by(s: Option<&str>) -> Result<GroupBy, ApiError> {
         "week" => GroupBy::Week,
         "version" => GroupBy::Version,
         "model" => GroupBy::Model,
-        other => {
-            return Err(ApiError::bad_request(
-                "bad_query",
-                format!("`group_by={other}` is not a grouping"),
-            )
-            .hint("use all, day, week, version or model"));
-        }
+        other => match report::interval(other) {
+            Some(secs) => GroupBy::Every(secs),
+            None => {
+                let buckets: Vec<&str> = report::INTERVALS.iter().map(|(n, _)| *n).collect();
+                return Err(ApiError::bad_request(
+                    "bad_query",
+                    format!("`group_by={other}` is not a grouping"),
+                )
+                .hint(format!(
+                    "use all, day, week, version, model, or a time bucket: {}",
+                    buckets.join(", ")
+                )));
+            }
+        },
     })
 }
 

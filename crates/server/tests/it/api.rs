@@ -230,8 +230,28 @@ fn reports_give_cost_and_latency_percentiles_by_day() {
     }
     let alias = s.get("/v1/reports?topology=moderation&group_by=day", None);
     assert_eq!(alias.json(), rep);
+    // Time buckets: the three requests fall in one minute bucket or two,
+    // each named by its start in UTC.
+    let minutes = s
+        .get("/v1/reports?topology=moderation&group_by=1m", None)
+        .json();
+    assert_eq!(minutes["group_by"], "1m");
+    let buckets = minutes["groups"].as_array().unwrap();
+    let counted: u64 = buckets
+        .iter()
+        .map(|g| g["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 3);
+    for g in buckets {
+        let name = g["group"].as_str().unwrap();
+        assert!(
+            name.ends_with(":00Z") && name.len() == "2026-12-01T19:25:00Z".len(),
+            "{name}"
+        );
+    }
     let r = s.get("/v1/reports/summary?group_by=month", None);
     assert_eq!((r.status, r.code().as_str()), (400, "bad_query"));
+    assert!(r.text.contains("1m, 5m, 15m, 1h, 6h, 1d, 1w"), "{}", r.text);
     let r = s.get("/v1/reports/weekly", None);
     assert_eq!((r.status, r.code().as_str()), (404, "report_not_found"));
 }

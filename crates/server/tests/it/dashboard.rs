@@ -316,6 +316,156 @@ fn dashboard_pages_show_topologies_traces_and_reports_without_console_errors() {
     );
 }
 
+/// Issue 16, item 7: the Reports page in time buckets from a minute to a
+/// week, the path mix over time, per-node P50/P95/P99 and cost share, and a
+/// click from a point to the traces behind it.
+#[test]
+fn reports_page_buckets_paths_nodes_and_links_points_to_their_traces() {
+    let mut f = Fixture::start();
+    let whole = get_json(
+        &f.server,
+        "/v1/reports?topology=moderation&group_by=all&nodes=true",
+    );
+    let nodes = whole["groups"][0]["nodes"]
+        .as_array()
+        .expect("node report")
+        .clone();
+
+    f.open("#/reports?topology=moderation&bucket=1m");
+    f.assert_clean("reports by minute");
+    let chosen = f
+        .browser
+        .eval("document.querySelector('[data-testid=filter-bucket]').value");
+    assert_eq!(
+        chosen, "1m",
+        "the bucket selector shows the bucket in the URL"
+    );
+    let options = f.texts("[data-testid=filter-bucket] option", Some("value"));
+    assert_eq!(options, ["1m", "5m", "15m", "1h", "6h", "1d", "1w"]);
+    let axis = f.texts("[data-testid=latency-chart] .axis-label", None);
+    assert!(
+        axis.contains(&"Time (UTC, 1m buckets)".to_owned()),
+        "{axis:?}"
+    );
+
+    // Every point links to the traces of its minute.
+    let links = f.texts(
+        "[data-testid=latency-chart] [data-testid=point-link]",
+        Some("href"),
+    );
+    assert!(!links.is_empty(), "latency points are links");
+    for link in &links {
+        let q: std::collections::HashMap<String, String> = link
+            .trim_start_matches("#/traces?")
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert_eq!(
+            q.get("topology").map(String::as_str),
+            Some("moderation"),
+            "{link}"
+        );
+        assert_eq!(q.get("range").map(String::as_str), Some("custom"), "{link}");
+        let since: u64 = q["since"].parse().unwrap();
+        let until: u64 = q["until"].parse().unwrap();
+        assert_eq!(
+            (since % 60, until - since),
+            (0, 60),
+            "one UTC minute: {link}"
+        );
+    }
+
+    // The path mix: one segment per path per bucket; the three questions
+    // took three paths.
+    assert_eq!(
+        f.count("[data-testid=path-chart] [data-testid=share-segment]"),
+        3
+    );
+    assert_eq!(
+        f.count("[data-testid=path-chart] [data-testid=share-legend]"),
+        3
+    );
+    let legend = f.texts("[data-testid=path-chart] [data-testid=share-legend]", None);
+    assert!(
+        legend.iter().any(|l| l == "route → pricing_answer → check"),
+        "path legend {legend:?}"
+    );
+
+    // Nodes: P50/P95/P99 and cost share as the API reports them.
+    let rows = f.texts("[data-testid=node-row]", Some("data-node"));
+    let mut want: Vec<String> = nodes
+        .iter()
+        .map(|n| n["node"].as_str().unwrap().to_owned())
+        .collect();
+    let mut got = rows.clone();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "one row per node that ran");
+    let headers = f.texts("[data-testid=node-table] th[scope=col]", None);
+    for h in ["Latency P50", "Latency P95", "Latency P99", "Cost share"] {
+        assert!(
+            headers.contains(&h.to_owned()),
+            "node table headers {headers:?}"
+        );
+    }
+    let shares: Vec<f64> = f
+        .texts("[data-testid=node-row] td[data-share]", Some("data-share"))
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let sum: f64 = shares.iter().sum();
+    assert!(
+        (sum - 1.0).abs() < 0.01,
+        "cost shares add up to 100%: {shares:?}"
+    );
+
+    // A click on a point opens the Traces page with the requests behind it.
+    f.browser.eval(
+        "document.querySelector('[data-testid=latency-chart] [data-testid=point-link]')\
+         .dispatchEvent(new MouseEvent('click', { bubbles: true, cancelable: true, view: window }))",
+    );
+    f.browser.wait_for(
+        "location.hash.startsWith('#/traces?') && document.querySelector('main').dataset.state === 'ready' \
+         && document.querySelectorAll('[data-testid=trace-row]').length > 0",
+        "the traces behind the clicked point",
+    );
+    let listed = f.texts("[data-testid=trace-row]", Some("data-request-id"));
+    let expect: u64 = get_json(
+        &f.server,
+        &format!(
+            "/v1/traces?{}",
+            f.browser
+                .eval("location.hash.split('?')[1]")
+                .as_str()
+                .unwrap()
+                .replace("range=custom&", "")
+        ),
+    )["traces"]
+        .as_array()
+        .map_or(0, |t| t.len() as u64);
+    assert_eq!(
+        listed.len() as u64,
+        expect,
+        "the page lists the traces of that minute"
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|id| (0..QUESTIONS.len()).any(|i| &f.request_id(i) == id)),
+        "{listed:?}"
+    );
+    f.assert_clean("traces behind a point");
+
+    // A week bucket holds every request in one point.
+    f.open("#/reports?topology=moderation&bucket=1w");
+    assert_eq!(
+        f.count("[data-testid=latency-chart] [data-testid=series-p50] circle"),
+        1
+    );
+    f.assert_clean("reports by week");
+}
+
 /// Issue 14, item 9: the dashboard sent no CSP or framing headers.
 /// The diff page: two requests that took different branches, the first
 /// divergence explained in both languages, the differing rows marked; the

@@ -40,6 +40,10 @@ macro_rules! store_suite {
             crate::suite::report_numbers(&mut $open())
         }
         #[test]
+        fn report_time_buckets() {
+            crate::suite::report_time_buckets(&mut $open())
+        }
+        #[test]
         fn writer_persists_redacted_records() {
             crate::suite::writer_persists_redacted(&mut $open())
         }
@@ -347,6 +351,52 @@ pub fn report_numbers(f: &mut Fixture) {
     assert_eq!(filtered.groups[0].requests, 5);
     let spans: u64 = filtered.groups[0].nodes.iter().map(|n| n.spans).sum();
     assert_eq!(spans, 30);
+}
+
+/// Requests grouped in time buckets from a minute to a week, each named
+/// by its start in UTC.
+pub fn report_time_buckets(f: &mut Fixture) {
+    const SEC: u64 = 1_000_000;
+    // 00:00:10, 00:01:10 and 00:02:10 on 2026-11-30 (a Monday), and one a day later.
+    for (i, t) in [10 * SEC, 70 * SEC, 130 * SEC, DAY + 10 * SEC]
+        .into_iter()
+        .enumerate()
+    {
+        put(&mut *f.store, &SynthRequest::new(300 + i as u64, T0 + t));
+    }
+    let groups = |f: &mut Fixture, name: &str| -> Vec<(String, u64)> {
+        let rep = report::build(
+            &mut *f.store,
+            &ReportOptions {
+                group_by: GroupBy::Every(report::interval(name).unwrap()),
+                ..ReportOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(rep.group_by, name);
+        rep.groups
+            .iter()
+            .map(|g| (g.group.clone(), g.requests))
+            .collect()
+    };
+    let key = |s: &str, n: u64| (s.to_string(), n);
+    assert_eq!(
+        groups(f, "1m"),
+        [
+            key("2026-11-30T00:00:00Z", 1),
+            key("2026-11-30T00:01:00Z", 1),
+            key("2026-11-30T00:02:00Z", 1),
+            key("2026-12-01T00:00:00Z", 1),
+        ]
+    );
+    assert_eq!(
+        groups(f, "5m"),
+        [
+            key("2026-11-30T00:00:00Z", 3),
+            key("2026-12-01T00:00:00Z", 1)
+        ]
+    );
+    assert_eq!(groups(f, "1w"), [key("2026-11-30T00:00:00Z", 4)]);
 }
 
 pub fn writer_persists_redacted(f: &mut Fixture) {

@@ -18,13 +18,14 @@ use crate::decode::Cx;
 use crate::diagnostic::{Code, Diagnostic, Report};
 use crate::kind::{KindSet, TypedConfig};
 use crate::model::{
-    DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts, Resource,
-    Topology,
+    CachePolicy, DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts,
+    Resource, Topology,
 };
 use crate::parse;
 use crate::source::{Source, Span};
 use crate::spec::{NodeSpec, TopologySpec};
 
+mod cache;
 mod edges;
 mod graph;
 mod nodes;
@@ -176,6 +177,7 @@ impl Checker<'_> {
         let labels = self.check_kinds();
         let resources = self.check_resources();
         let fallbacks = self.check_fallbacks(&index);
+        let caches = self.check_caches(&index);
         let edges = self.check_edges(&index, &labels);
         let order = self.check_graph(&index, &edges, &fallbacks);
 
@@ -184,7 +186,7 @@ impl Checker<'_> {
         if self.diags.iter().any(Diagnostic::is_error) {
             return None;
         }
-        Some(self.resolve(index, edges, fallbacks, resources, order))
+        Some(self.resolve(index, edges, fallbacks, caches, resources, order))
     }
 
     fn resolve(
@@ -192,6 +194,7 @@ impl Checker<'_> {
         index: HashMap<String, NodeId>,
         edges: Vec<CheckedEdge>,
         fallbacks: Vec<Option<NodeId>>,
+        mut caches: Vec<Option<CachePolicy>>,
         resources: Vec<Resource>,
         order: Vec<NodeId>,
     ) -> Topology {
@@ -230,6 +233,7 @@ impl Checker<'_> {
                 .unwrap_or(DEFAULT_BACKOFF),
                 fallback: fallbacks[i],
                 affinity: n.affinity.as_ref().map(|a| a.value.clone()),
+                cache: caches.get_mut(i).and_then(Option::take),
                 metadata: n
                     .metadata
                     .clone()
