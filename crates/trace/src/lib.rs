@@ -30,7 +30,7 @@ pub mod record;
 pub mod sink;
 pub mod span;
 
-pub use fact::{Explanation, Fact, Lang, NodeFacts};
+pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{

@@ -8,6 +8,7 @@ pub mod runs;
 pub mod system;
 pub mod topologies;
 pub mod traces;
+pub mod versions;
 
 use axum::http::HeaderValue;
 use axum::response::Response;

@@ -17,3 +17,4 @@ mod openapi;
 mod reload;
 mod secrets;
 mod support;
+mod versions;
