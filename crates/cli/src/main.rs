@@ -56,6 +56,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
+    /// Versions of a topology on a running `glassbox serve`: list, split traffic, promote, roll back.
+    Versions(cmd::versions::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
     Bench(cmd::bench::Args),
     /// Check this machine: CPU kernels, models, a real generation and embedding, trace store.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Versions(args) => cmd::versions::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
     };
     let code = match result {

@@ -342,7 +342,7 @@ async fn not_found() -> ApiError {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    use crate::api::{openai, reports, runs, system, topologies, traces, versions};
+    use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
     let run = guarded(
         &state,
         &[Scope::Run],
@@ -361,6 +361,7 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/traces", get(traces::list_traces))
             .route("/v1/traces/{request_id}", get(traces::get_trace))
             .route("/v1/reports", get(reports::get_summary))
+            .route("/v1/reports/compare", get(compare::compare_versions))
             .route("/v1/reports/{name}", get(reports::get_report)),
     );
     let models = guarded(

@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::api::{openai, reports, runs, system, topologies, traces, versions};
+use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
 use crate::error::{ErrorBody, ErrorDetail};
 
 /// Where the document is committed, relative to the workspace root.
@@ -49,6 +49,7 @@ impl Modify for Security {
         traces::get_trace,
         reports::get_summary,
         reports::get_report,
+        compare::compare_versions,
         openai::chat::chat_completions,
         openai::embeddings::embeddings,
         openai::models::models,

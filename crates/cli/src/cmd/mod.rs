@@ -15,3 +15,4 @@ pub mod schema;
 pub mod serve;
 pub mod trace;
 pub mod validate;
+pub mod versions;

@@ -16,3 +16,4 @@ mod run;
 mod serve;
 mod support;
 mod traces;
+mod versions;

@@ -1,6 +1,7 @@
 //! The `/v1` JSON API, one module per resource.
 
 pub mod body;
+pub mod compare;
 pub mod extract;
 pub mod openai;
 pub mod reports;

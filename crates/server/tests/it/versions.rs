@@ -223,3 +223,26 @@ fn a_single_version_adds_nothing_to_the_explanation() {
     let text = t["request"]["explanation"]["text"].as_str().unwrap();
     assert!(!text.contains("Version"), "{text}");
 }
+
+#[test]
+fn the_compare_report_puts_the_two_versions_side_by_side() {
+    let s = two_versions();
+    split(&s, r#"{"1.0.0": 50, "1.1.0": 50}"#);
+    let mut on = BTreeMap::<String, u64>::new();
+    for k in 0..30 {
+        *on.entry(run_keyed(&s, &format!("user-{k}")).0).or_default() += 1;
+    }
+    let r = s.get("/v1/reports/compare?topology=echo&a=1.0.0&b=1.1.0", None);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let c = r.json();
+    assert_eq!(c["requests"]["a"], on["1.0.0"], "{c}");
+    assert_eq!(c["requests"]["b"], on["1.1.0"], "{c}");
+    assert!(c["method"].as_str().unwrap().contains("Mann-Whitney U"));
+    assert_eq!(c["latency_ms"]["test"]["test"], "mann_whitney_u", "{c}");
+    assert_eq!(c["nodes"][0]["node"], "answer");
+    // One path on both sides: the path mix cannot differ.
+    assert_eq!(c["path_test"]["significant"], false, "{c}");
+    let r = s.get("/v1/reports/compare?topology=echo&a=1.0.0", None);
+    assert_eq!((r.status, r.code().as_str()), (400, "bad_query"));
+    assert!(r.text.contains("`b` is required"), "{}", r.text);
+}
