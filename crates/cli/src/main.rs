@@ -56,7 +56,7 @@ enum Command {
     Report(cmd::report::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
-    /// Versions of a topology on a running `glassbox serve`: list, split traffic, promote, roll back.
+    /// Versions of a topology on a running server: list, split traffic, promote, roll back.
     Versions(cmd::versions::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
     Bench(cmd::bench::Args),
