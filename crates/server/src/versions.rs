@@ -151,8 +151,8 @@ pub fn bucket(id: &str, key: &str) -> u32 {
     let digest = h.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
-    // `BUCKETS` divides 2^64 unevenly by 16 parts in 10^17: no skew worth
-    // a rejection loop.
+    // 2^64 is not a multiple of 100, but only 16 of its values fall in the
+    // uneven remainder: no skew worth a rejection loop.
     (u64::from_be_bytes(first) % u64::from(BUCKETS)) as u32
 }
 
