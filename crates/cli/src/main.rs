@@ -58,6 +58,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
+    /// Versions of a topology on a running server: list, split traffic, promote, roll back.
+    Versions(cmd::versions::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
     Bench(cmd::bench::Args),
     /// Measure each node of a topology here and price it from its resource's hourly price.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
+        Command::Versions(args) => cmd::versions::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
     };
     let code = match result {

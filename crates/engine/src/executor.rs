@@ -25,7 +25,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use glassbox_topology::{EdgeId, NodeId};
-use glassbox_trace::{Lang, SpanRole};
+use glassbox_trace::{Lang, NodeFacts, SpanRole};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +52,8 @@ struct RequestRun<'a> {
     state: RunState,
     running: RunningNodes<'a>,
     lang: Lang,
+    /// The caller's facts about the request, told first.
+    facts: Vec<NodeFacts>,
     deadline: Option<Duration>,
     /// Set once the trace is assembled (so `Drop` does not do it again).
     finished: bool,
@@ -75,6 +77,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         state: RunState::new(&built.topology),
         running: FuturesUnordered::new(),
         lang: options.lang,
+        facts: options.facts,
         deadline: options.deadline.or(built.topology.deadline),
         finished: false,
     };
@@ -248,6 +251,7 @@ impl<'a> RequestRun<'a> {
             spans,
             failure,
             lang: self.lang,
+            facts: std::mem::take(&mut self.facts),
         });
         self.req.sink.request(outcome.trace.record.clone());
         outcome

@@ -37,6 +37,8 @@ pub(crate) struct EndedRun<'a> {
     pub spans: Vec<Arc<SpanRecord>>,
     pub failure: Option<ExecError>,
     pub lang: Lang,
+    /// The caller's facts about the request (told before the nodes').
+    pub facts: Vec<NodeFacts>,
 }
 
 /// One node's attempts, summed over its spans.
@@ -59,6 +61,7 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
         spans,
         failure,
         lang,
+        facts: request_facts,
     } = run;
     let topology = &built.topology;
     let totals = span_totals(built, &spans);
@@ -83,7 +86,9 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
     }
     let (path, labels, degraded) = path.finish(state);
     let receipt = receipt.finish();
-    let (facts, models) = facts.finish();
+    let (node_facts, models) = facts.finish();
+    let mut facts = request_facts;
+    facts.extend(node_facts);
 
     let output = output_of(built, req, &state.nodes);
     let error = failure.as_ref().map(|f| ErrorRecord {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_topology::Prices;
-use glassbox_trace::{Lang, NoopSink, RequestId, TraceSink};
+use glassbox_trace::{Lang, NodeFacts, NoopSink, RequestId, TraceSink};
 use tokio_util::sync::CancellationToken;
 
 use crate::cpu::CpuClock;
@@ -53,4 +53,7 @@ pub struct RunOptions {
     pub lang: Lang,
     /// Receives generated text as nodes produce it (token streaming).
     pub tokens: Option<TokenSink>,
+    /// Facts about the request as a whole, told before the nodes' in its
+    /// explanation (e.g. which topology version served it, and why).
+    pub facts: Vec<NodeFacts>,
 }

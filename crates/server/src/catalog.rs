@@ -9,8 +9,11 @@
 //! Rules: a new or changed file is validated and its pipeline built (model
 //! handles are cached by the nodes crate); if either fails, the version
 //! already served from that file stays live and the reason is logged. A
-//! deleted file unloads its topology. Two files claiming one topology id:
-//! the first one loaded keeps it.
+//! deleted file unloads its version. Files of one topology id with different
+//! `version`s are served side by side ([`crate::versions`]): the first one
+//! loaded is promoted (or the one the config names), the others take no
+//! traffic until a split or a promotion gives them some. Two files claiming
+//! one id *and* version: the first one loaded keeps it.
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
@@ -28,6 +31,7 @@ use glassbox_topology::{Topology, TopologyError};
 
 use crate::error::ServerError;
 use crate::metrics::{MeteredSink, Metrics};
+use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
 
 /// How chat completions stream a topology's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,9 +76,13 @@ pub enum Change {
         version: String,
         file: PathBuf,
         replaced: Option<String>,
+        /// Another version of the id is promoted: this one takes no traffic
+        /// until a split or a promotion.
+        candidate: bool,
     },
     Unloaded {
         id: String,
+        version: String,
         file: PathBuf,
     },
     Rejected(FileProblem),
@@ -83,14 +91,15 @@ pub enum Change {
 #[derive(Debug)]
 struct FileState {
     hash: u64,
-    id: Option<String>,
+    /// The topology id and version served from this file.
+    serves: Option<(String, String)>,
     problem: Option<FileProblem>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     files: BTreeMap<PathBuf, FileState>,
-    by_id: BTreeMap<String, Arc<Served>>,
+    by_id: BTreeMap<String, Lineup>,
 }
 
 /// A new or changed file: path, content, content hash.
@@ -105,6 +114,9 @@ pub struct Builder {
     pub summary_chars: usize,
     /// Address ranges outbound calls may reach despite the deny list.
     pub outbound: Arc<ServerAllow>,
+    /// The version promoted at start, per topology id (from the config);
+    /// absent: the first version loaded.
+    pub promoted: BTreeMap<String, String>,
 }
 
 /// The topologies of one directory.
@@ -155,13 +167,55 @@ impl Catalog {
         &self.builder.registry
     }
 
+    /// The promoted version of `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Served>> {
+        self.read().by_id.get(id)?.promoted().cloned()
+    }
+
+    /// The version of `id` a request with `key` gets, and why; without a
+    /// key, `fallback` (e.g. the request id) draws the bucket.
+    pub fn choose(&self, id: &str, key: Option<&RequestKey>, fallback: &str) -> Option<Chosen> {
+        self.read().by_id.get(id)?.choose(id, key, fallback)
+    }
+
+    /// Every loaded version of `id` and the split (a snapshot).
+    pub fn lineup(&self, id: &str) -> Option<Lineup> {
         self.read().by_id.get(id).cloned()
     }
 
-    /// Served topologies, by id.
+    /// Changes the lineup of `id` with `f` (promote, roll back, split) and
+    /// returns it as it is now. Takes effect for the next request; requests
+    /// already running finish on the version they started with.
+    pub fn change_lineup<T>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut Lineup) -> Result<T, VersionError>,
+    ) -> Result<(T, Lineup), VersionError> {
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        let lineup = inner
+            .by_id
+            .get_mut(id)
+            .ok_or_else(|| VersionError::UnknownTopology { id: id.into() })?;
+        let out = f(lineup)?;
+        Ok((out, lineup.clone()))
+    }
+
+    /// Served topologies, by id: the promoted version of each.
     pub fn list(&self) -> Vec<Arc<Served>> {
-        self.read().by_id.values().cloned().collect()
+        self.read()
+            .by_id
+            .values()
+            .filter_map(|l| l.promoted().cloned())
+            .collect()
+    }
+
+    /// Every served lineup, by id.
+    pub fn lineups(&self) -> Vec<(String, Lineup)> {
+        self.read()
+            .by_id
+            .iter()
+            .map(|(id, l)| (id.clone(), l.clone()))
+            .collect()
     }
 
     /// Files with a problem (invalid, or an edit that was rejected).
@@ -233,78 +287,115 @@ impl Catalog {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         for path in gone {
             if let Some(state) = inner.files.remove(&path)
-                && let Some(id) = state.id
-                && inner.by_id.get(&id).is_some_and(|s| s.file == path)
+                && let Some((id, version)) = state.serves
+                && unload(&mut inner.by_id, &id, &version)
             {
-                inner.by_id.remove(&id);
-                changes.push(Change::Unloaded { id, file: path });
+                changes.push(Change::Unloaded {
+                    id,
+                    version,
+                    file: path,
+                });
             }
         }
         for (path, hash, result) in built {
-            let previous_id = inner.files.get(&path).and_then(|f| f.id.clone());
-            match result {
-                Ok(served) => {
-                    let id = served.topology.id.clone();
-                    let owner = inner.by_id.get(&id).map(|s| s.file.clone());
-                    if let Some(owner) = owner.filter(|o| *o != path) {
-                        let problem = FileProblem {
-                            file: path.clone(),
-                            message: format!(
-                                "topology id `{id}` is already served from `{}`",
-                                owner.display()
-                            ),
-                            still_serving: previous_id.clone(),
-                        };
-                        changes.push(Change::Rejected(problem.clone()));
-                        inner.files.insert(
-                            path,
-                            FileState {
-                                hash,
-                                id: previous_id,
-                                problem: Some(problem),
-                            },
-                        );
-                        continue;
-                    }
-                    let mut replaced = inner.by_id.get(&id).map(|s| s.topology.version.clone());
-                    if let Some(old) = previous_id.filter(|old| *old != id) {
-                        inner.by_id.remove(&old);
-                        replaced = Some(old);
-                    }
-                    changes.push(Change::Loaded {
-                        id: id.clone(),
-                        version: served.topology.version.clone(),
-                        file: path.clone(),
-                        replaced,
-                    });
-                    inner.by_id.insert(id.clone(), Arc::new(served));
-                    inner.files.insert(
-                        path,
-                        FileState {
-                            hash,
-                            id: Some(id),
-                            problem: None,
-                        },
-                    );
-                }
+            let previous = inner.files.get(&path).and_then(|f| f.serves.clone());
+            let served = match result {
+                Ok(served) => served,
                 Err(message) => {
-                    let still_serving = previous_id.clone();
                     let problem = FileProblem {
                         file: path.clone(),
                         message,
-                        still_serving,
+                        still_serving: previous.as_ref().map(|(id, _)| id.clone()),
                     };
                     changes.push(Change::Rejected(problem.clone()));
                     inner.files.insert(
                         path,
                         FileState {
                             hash,
-                            id: previous_id,
+                            serves: previous,
                             problem: Some(problem),
                         },
                     );
+                    continue;
                 }
+            };
+            let id = served.topology.id.clone();
+            let version = served.topology.version.clone();
+            let owner = inner
+                .by_id
+                .get(&id)
+                .and_then(|l| l.get(&version))
+                .map(|s| s.file.clone());
+            if let Some(owner) = owner.filter(|o| *o != path) {
+                let problem = FileProblem {
+                    file: path.clone(),
+                    message: format!(
+                        "version `{version}` of topology `{id}` is already served from `{}`",
+                        owner.display()
+                    ),
+                    still_serving: previous.as_ref().map(|(id, _)| id.clone()),
+                };
+                changes.push(Change::Rejected(problem.clone()));
+                inner.files.insert(
+                    path,
+                    FileState {
+                        hash,
+                        serves: previous,
+                        problem: Some(problem),
+                    },
+                );
+                continue;
             }
+            let served = Arc::new(served);
+            let mut replaced = None;
+            match previous {
+                // The same file, the same id: its version keeps its place.
+                Some((old_id, old_version)) if old_id == id => {
+                    if let Some(lineup) = inner.by_id.get_mut(&id) {
+                        lineup.rename(&old_version, served.clone());
+                    }
+                    replaced = Some(old_version);
+                }
+                Some((old_id, old_version)) => {
+                    unload(&mut inner.by_id, &old_id, &old_version);
+                    replaced = Some(old_id);
+                }
+                None => {}
+            }
+            let promoted_at_start = self.builder.promoted.get(&id);
+            let candidate = match inner.by_id.get_mut(&id) {
+                Some(lineup) => {
+                    lineup.insert(served.clone());
+                    // The config's choice wins over "first loaded" once its
+                    // version shows up (files load in name order).
+                    if promoted_at_start == Some(&version)
+                        && lineup.promoted_version() != version
+                        && !lineup.ever_changed()
+                    {
+                        lineup.promote_at_start(&version);
+                    }
+                    lineup.promoted_version() != version
+                }
+                None => {
+                    inner.by_id.insert(id.clone(), Lineup::new(served.clone()));
+                    false
+                }
+            };
+            changes.push(Change::Loaded {
+                id: id.clone(),
+                version: version.clone(),
+                file: path.clone(),
+                replaced,
+                candidate,
+            });
+            inner.files.insert(
+                path,
+                FileState {
+                    hash,
+                    serves: Some((id, version)),
+                    problem: None,
+                },
+            );
         }
         self.builder.metrics.set_topologies(inner.by_id.len());
         Ok(changes)
@@ -402,6 +493,20 @@ impl Catalog {
     }
 }
 
+/// Drops `version` of `id`; true when it was served.
+fn unload(by_id: &mut BTreeMap<String, Lineup>, id: &str, version: &str) -> bool {
+    let Some(lineup) = by_id.get_mut(id) else {
+        return false;
+    };
+    if lineup.get(version).is_none() {
+        return false;
+    }
+    if !lineup.remove(version) {
+        by_id.remove(id);
+    }
+    true
+}
+
 /// The problems of a file outside the topologies directory: codes and
 /// locations only, no message or line that could quote its contents.
 fn unquoted(name: &str, report: &glassbox_topology::Report) -> String {
@@ -455,80 +560,4 @@ fn embeds(t: &Topology, kinds: &Registry) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn topology(nodes: &str, edges: &str) -> Topology {
-        let text = format!("topology_id: t\nversion: 1.0.0\nnodes:\n{nodes}edges:\n{edges}");
-        let source = glassbox_topology::Source::new("t.yaml", text);
-        match glassbox_topology::load_source(source, &glassbox_nodes::builtin_kinds()) {
-            Ok(v) => v.topology,
-            Err(TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    const LLM: &str = "  - id: llm\n    type: llm_inference\n    config: { backend: local, model: m.gguf, prompt: '{{ input.question }}' }\n";
-    const LLM2: &str = "  - id: llm2\n    type: llm_inference\n    config: { backend: local, model: m.gguf, prompt: '{{ outputs.llm.text }}' }\n";
-    const GUARD: &str = "  - id: check\n    type: output_guard\n    config: { blocklist: [x] }\n";
-    const TEMPLATE: &str =
-        "  - id: t\n    type: template\n    config: { template_id: a, template: hi }\n";
-
-    #[test]
-    fn a_guard_after_an_llm_buffers_the_stream() {
-        let t = topology(&format!("{LLM}{GUARD}"), "  - { from: llm, to: check }\n");
-        assert_eq!(
-            stream_mode(&t, &glassbox_nodes::registry()),
-            StreamMode::Buffered {
-                reason: "output_guard"
-            }
-        );
-    }
-
-    #[test]
-    fn the_last_llm_streams_live() {
-        let t = topology(&format!("{LLM}{LLM2}"), "  - { from: llm, to: llm2 }\n");
-        assert_eq!(
-            stream_mode(&t, &glassbox_nodes::registry()),
-            StreamMode::Live {
-                nodes: vec!["llm2".into()]
-            }
-        );
-    }
-
-    #[test]
-    fn no_llm_is_buffered() {
-        let t = topology(TEMPLATE, "  []\n");
-        assert_eq!(
-            stream_mode(&t, &glassbox_nodes::registry()),
-            StreamMode::Buffered { reason: "no_llm" }
-        );
-    }
-
-    #[test]
-    fn a_fallback_counts_as_running_after_its_node() {
-        // The walk follows fallbacks: `llm` may be followed by `small`, so
-        // `small` is the last text writer on that path.
-        let small = "  - id: small\n    type: llm_inference\n    config: { backend: local, model: m.gguf }\n";
-        let llm = LLM.replace("    config:", "    fallback: small\n    config:");
-        let t = topology(&format!("{llm}{small}"), "  []\n");
-        assert_eq!(
-            stream_mode(&t, &glassbox_nodes::registry()),
-            StreamMode::Live {
-                nodes: vec!["small".into()]
-            }
-        );
-    }
-
-    #[test]
-    fn only_embedding_entries_serve_embeddings() {
-        let registry = glassbox_nodes::registry();
-        let embed = "  - id: e\n    type: embedding\n    config: { backend: local }\n";
-        assert!(embeds(&topology(embed, "  []\n"), &registry));
-        assert!(!embeds(&topology(TEMPLATE, "  []\n"), &registry));
-        assert!(!embeds(
-            &topology(&format!("{embed}{TEMPLATE}"), "  []\n"),
-            &registry
-        ));
-    }
-}
+mod tests;

@@ -32,6 +32,8 @@
 //!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
+//! promoted = "1.2.0"           # the version that takes traffic at start
+//!                              # (default: the first one loaded)
 //!
 //! [[keys]]
 //! name = "ci"
@@ -154,6 +156,9 @@ pub struct KeySpec {
 #[serde(deny_unknown_fields)]
 pub struct TopologySettings {
     pub max_concurrency: Option<usize>,
+    /// The version promoted at start when several versions of the id are
+    /// loaded (`glassbox versions promote` changes it while running).
+    pub promoted: Option<String>,
 }
 
 /// When a response may leave, relative to its trace's commit.
@@ -392,6 +397,14 @@ impl Config {
             scopes: vec![Scope::Admin],
             rate_limit: None,
         });
+    }
+
+    /// The version the config promotes at start, per topology id.
+    pub fn promoted_versions(&self) -> BTreeMap<String, String> {
+        self.topologies
+            .iter()
+            .filter_map(|(id, t)| Some((id.clone(), t.promoted.clone()?)))
+            .collect()
     }
 
     /// In-flight limit for one topology.

@@ -8,6 +8,9 @@
 //!   explanation, request id).
 //! - `/v1/topologies`, `/v1/traces`, `/v1/reports/summary`: what is served,
 //!   what happened, what it cost.
+//! - `/v1/topologies/{id}/versions`, `/split`, `/rollback`, `…/promote`:
+//!   several versions of one topology, a sticky traffic split for canaries,
+//!   promotion and rollback without a restart ([`versions`]).
 //! - `/v1/chat/completions`, `/v1/embeddings`, `/v1/models`: the OpenAI API,
 //!   topologies as models, streaming by SSE ([`api::openai`]).
 //! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
@@ -44,6 +47,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod service;
 pub mod state;
+pub mod versions;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -56,7 +60,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{from_fn, from_fn_with_state};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -154,6 +158,7 @@ impl Server {
                 metrics: metrics.clone(),
                 writer: writer.clone(),
                 summary_chars,
+                promoted: config.promoted_versions(),
                 outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
                     ranges: config.outbound_allow.clone(),
                 }),
@@ -337,7 +342,7 @@ async fn not_found() -> ApiError {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    use crate::api::{openai, reports, runs, system, topologies, traces};
+    use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
     let run = guarded(
         &state,
         &[Scope::Run],
@@ -352,10 +357,12 @@ pub fn router(state: AppState) -> Router {
         Router::new()
             .route("/v1/topologies", get(topologies::list_topologies))
             .route("/v1/topologies/{id}", get(topologies::get_topology))
+            .route("/v1/topologies/{id}/versions", get(versions::list_versions))
             .route("/v1/traces", get(traces::list_traces))
             .route("/v1/traces/{request_id}", get(traces::get_trace))
             .route("/v1/traces/{a}/diff/{b}", get(traces::diff_traces))
             .route("/v1/reports", get(reports::get_summary))
+            .route("/v1/reports/compare", get(compare::compare_versions))
             .route("/v1/reports/{name}", get(reports::get_report)),
     );
     let models = guarded(
@@ -366,7 +373,14 @@ pub fn router(state: AppState) -> Router {
     let admin = guarded(
         &state,
         &[Scope::Admin],
-        Router::new().route("/v1/admin/reload", post(system::reload)),
+        Router::new()
+            .route("/v1/admin/reload", post(system::reload))
+            .route("/v1/topologies/{id}/split", put(versions::set_split))
+            .route(
+                "/v1/topologies/{id}/versions/{version}/promote",
+                post(versions::promote),
+            )
+            .route("/v1/topologies/{id}/rollback", post(versions::rollback)),
     );
     let public = Router::new()
         .route("/healthz", get(system::healthz))
@@ -410,8 +424,12 @@ fn cors(config: &Config) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(origin)
-            .allow_methods([Method::GET, Method::POST])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+            .allow_methods([Method::GET, Method::POST, Method::PUT])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static(versions::KEY_HEADER),
+            ])
             .expose_headers([
                 HeaderName::from_static(api::REQUEST_ID_HEADER),
                 header::RETRY_AFTER,

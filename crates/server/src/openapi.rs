@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::api::{openai, reports, runs, system, topologies, traces};
+use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
 use crate::error::{ErrorBody, ErrorDetail};
 
 /// Where the document is committed, relative to the workspace root.
@@ -41,11 +41,16 @@ impl Modify for Security {
         runs::create_run,
         topologies::list_topologies,
         topologies::get_topology,
+        versions::list_versions,
+        versions::set_split,
+        versions::promote,
+        versions::rollback,
         traces::list_traces,
         traces::get_trace,
         traces::diff_traces,
         reports::get_summary,
         reports::get_report,
+        compare::compare_versions,
         openai::chat::chat_completions,
         openai::embeddings::embeddings,
         openai::models::models,
@@ -58,7 +63,7 @@ impl Modify for Security {
     modifiers(&Security),
     tags(
         (name = "runs", description = "Run requests through topologies"),
-        (name = "topologies", description = "Served topologies and their graphs"),
+        (name = "topologies", description = "Served topologies, their graphs and versions (split, promote, rollback)"),
         (name = "traces", description = "Stored requests"),
         (name = "reports", description = "Cost and latency reports"),
         (name = "openai", description = "OpenAI-compatible endpoints (topologies as models)"),

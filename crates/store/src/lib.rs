@@ -35,6 +35,7 @@
 //!   IBANs, e-mail addresses, phone numbers, plus configured rules; checksums
 //!   weed out look-alikes) and truncated before they reach the disk.
 
+pub mod compare;
 pub mod error;
 pub mod otlp;
 #[cfg(any(test, feature = "test-support"))]
@@ -45,6 +46,7 @@ pub mod redact;
 pub mod report;
 pub mod row;
 pub mod sqlite;
+pub mod stats;
 #[cfg(any(test, feature = "test-support"))]
 pub mod synth;
 pub mod time;

@@ -482,6 +482,8 @@ impl TraceStore for PostgresStore {
                 duration_us: r.try_get(5)?,
                 cost: r.try_get(6)?,
                 status: r.try_get(7)?,
+                kind: r.try_get(8)?,
+                tags: r.try_get(9)?,
             });
         }
         Ok(())

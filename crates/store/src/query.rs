@@ -247,6 +247,10 @@ pub struct SpanFacts<'a> {
     pub duration_us: i64,
     pub cost: f64,
     pub status: &'a str,
+    /// The node kind, e.g. `output_guard`.
+    pub kind: &'a str,
+    /// The span's tags as stored (a JSON object).
+    pub tags: &'a str,
 }
 
 /// A bound SQL parameter.
@@ -310,8 +314,7 @@ pub(crate) const REQUEST_FACT_COLUMNS: &str = "topology_id, version, model_key, 
      duration_us, status, degraded, timeouts, cost_f, path_key, top_node, input_chars";
 
 /// The columns `scan_spans` reads, in `SpanFacts` order.
-pub(crate) const SPAN_FACT_COLUMNS: &str =
-    "topology_id, version, model_key, req_started_at_us, node, duration_us, cost_f, status";
+pub(crate) const SPAN_FACT_COLUMNS: &str = "topology_id, version, model_key, req_started_at_us, node, duration_us, cost_f, status, kind, tags";
 
 /// Every `requests` column, in `RequestRow` order.
 pub(crate) const REQUEST_COLUMNS: &[&str] = &[

@@ -484,6 +484,8 @@ impl TraceStore for SqliteStore {
                 duration_us: r.get(5)?,
                 cost: r.get(6)?,
                 status: text(r, 7)?,
+                kind: text(r, 8)?,
+                tags: text(r, 9)?,
             });
         }
         Ok(())

@@ -9,7 +9,7 @@
 //! with it as the request ends, and anything holding a stored record (the
 //! CLI's `explain`, a store) can do the same without the engine.
 
-use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord};
+use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord, VersionChoice};
 
 /// Composes the explanation paragraph for a request.
 pub fn compose(
@@ -20,8 +20,16 @@ pub fn compose(
 ) -> String {
     let mut main = Vec::new();
     let mut checks = Vec::new();
+    let mut lead = Vec::new();
     for nf in facts {
         for fact in &nf.facts {
+            if let Fact::VersionChosen(choice) = fact {
+                lead.push(match lang {
+                    Lang::En => version_en(choice),
+                    Lang::Zh => version_zh(choice),
+                });
+                continue;
+            }
             let clause = clause(&nf.node, fact, lang);
             if matches!(fact, Fact::Guarded { .. }) {
                 checks.push(clause);
@@ -39,10 +47,18 @@ pub fn compose(
             });
         }
     }
-    let mut text = match lang {
+    let body = match lang {
         Lang::En => sentence_en(&main, &checks),
         Lang::Zh => sentence_zh(&main, &checks),
     };
+    // Which version served the request is its own sentence, told first.
+    let mut text = lead.join(" ");
+    if !body.is_empty() {
+        if !text.is_empty() && lang == Lang::En {
+            text.push(' ');
+        }
+        text.push_str(&body);
+    }
     if let Some(err) = error {
         let tail = match lang {
             Lang::En => match err.code.as_str() {
@@ -131,6 +147,69 @@ pub fn clause(node: &str, fact: &Fact, lang: Lang) -> String {
         Lang::En => en(node, fact),
         Lang::Zh => zh(node, fact),
     }
+}
+
+fn split_text(choice: &VersionChoice, sep: &str) -> String {
+    choice
+        .split
+        .iter()
+        .map(|s| format!("{} {}%", s.version, s.percent))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+fn share_of(choice: &VersionChoice) -> u32 {
+    choice
+        .split
+        .iter()
+        .find(|s| s.version == choice.version)
+        .map_or(0, |s| s.percent)
+}
+
+fn version_en(c: &VersionChoice) -> String {
+    let role = match c.role.as_str() {
+        "canary" => "canary",
+        _ => "promoted",
+    };
+    let head = format!("Version {} ({role}) served the request", c.version);
+    let Some(bucket) = c.bucket else {
+        return format!(
+            "{head}: no traffic split is set, so the promoted version takes all requests."
+        );
+    };
+    let key = match c.key_from.as_deref() {
+        Some("header") => "the request key (header `X-Glassbox-Key`)".to_string(),
+        Some("user") => "the request key (the `user` field)".to_string(),
+        Some(other) => format!("the request key (`{other}`)"),
+        None => "no request key was given, so a random bucket (not sticky) was drawn: it".into(),
+    };
+    format!(
+        "{head}: {key} fell in bucket {bucket} of 100, inside its {}% share of the split {}.",
+        share_of(c),
+        split_text(c, " / ")
+    )
+}
+
+fn version_zh(c: &VersionChoice) -> String {
+    let role = match c.role.as_str() {
+        "canary" => "灰度版本",
+        _ => "当前发布版本",
+    };
+    let head = format!("本次请求由版本 {}（{role}）处理", c.version);
+    let Some(bucket) = c.bucket else {
+        return format!("{head}：未设置流量分配，全部请求由当前发布版本处理。");
+    };
+    let key = match c.key_from.as_deref() {
+        Some("header") => "请求键（`X-Glassbox-Key` 请求头）".to_string(),
+        Some("user") => "请求键（`user` 字段）".to_string(),
+        Some(other) => format!("请求键（`{other}`）"),
+        None => "未提供请求键，随机抽取的分桶（不固定）".into(),
+    };
+    format!(
+        "{head}：{key}落在第 {bucket} 号桶（共 100 个），属于该版本 {}% 的份额（分配：{}）。",
+        share_of(c),
+        split_text(c, "，")
+    )
 }
 
 /// The `rule` a router reports when it routed by its nearest labelled
@@ -258,6 +337,7 @@ fn en(node: &str, fact: &Fact) -> String {
             )
         }
         Fact::Note { en, .. } => en.clone(),
+        Fact::VersionChosen(c) => version_en(c),
     }
 }
 
@@ -373,6 +453,7 @@ fn zh(node: &str, fact: &Fact) -> String {
             format!("`{node}` 直接由响应缓存作答（{how}），未实际调用，不产生费用")
         }
         Fact::Note { zh, .. } => zh.clone(),
+        Fact::VersionChosen(c) => version_zh(c),
     }
 }
 
@@ -501,6 +582,93 @@ mod tests {
         assert!(
             zh.contains("检索到 3 个片段，来自 2 篇文档（《Pricing》、《Plans》）"),
             "{zh}"
+        );
+    }
+
+    fn chosen(choice: VersionChoice) -> Vec<NodeFacts> {
+        let mut all = vec![NodeFacts {
+            node: "support".into(),
+            kind: "topology".into(),
+            facts: vec![Fact::VersionChosen(choice)],
+        }];
+        all.extend(facts());
+        all
+    }
+
+    fn canary() -> VersionChoice {
+        VersionChoice {
+            version: "1.1.0".into(),
+            role: "canary".into(),
+            split: vec![
+                crate::VersionShare {
+                    version: "1.1.0".into(),
+                    percent: 10,
+                },
+                crate::VersionShare {
+                    version: "1.0.0".into(),
+                    percent: 90,
+                },
+            ],
+            bucket: Some(7),
+            key_from: Some("header".into()),
+        }
+    }
+
+    #[test]
+    fn the_version_and_why_come_first_in_both_languages() {
+        let en = compose(&chosen(canary()), &PathRecord::default(), None, Lang::En);
+        assert!(
+            en.starts_with(
+                "Version 1.1.0 (canary) served the request: the request key (header \
+                 `X-Glassbox-Key`) fell in bucket 7 of 100, inside its 10% share of the split \
+                 1.1.0 10% / 1.0.0 90%. The question was classified"
+            ),
+            "{en}"
+        );
+        let zh = compose(&chosen(canary()), &PathRecord::default(), None, Lang::Zh);
+        assert!(
+            zh.starts_with(
+                "本次请求由版本 1.1.0（灰度版本）处理：请求键（`X-Glassbox-Key` 请求头）落在第 7 号桶\
+                 （共 100 个），属于该版本 10% 的份额（分配：1.1.0 10%，1.0.0 90%）。问题被归类为"
+            ),
+            "{zh}"
+        );
+    }
+
+    #[test]
+    fn without_a_split_the_promoted_version_takes_everything() {
+        let choice = VersionChoice {
+            version: "1.0.0".into(),
+            role: "promoted".into(),
+            split: vec![],
+            bucket: None,
+            key_from: None,
+        };
+        let en = compose(
+            &chosen(choice.clone()),
+            &PathRecord::default(),
+            None,
+            Lang::En,
+        );
+        assert!(
+            en.starts_with("Version 1.0.0 (promoted) served the request: no traffic split is set"),
+            "{en}"
+        );
+        let zh = compose(&chosen(choice), &PathRecord::default(), None, Lang::Zh);
+        assert!(
+            zh.starts_with("本次请求由版本 1.0.0（当前发布版本）处理：未设置流量分配"),
+            "{zh}"
+        );
+    }
+
+    #[test]
+    fn a_random_bucket_says_it_is_not_sticky() {
+        let mut c = canary();
+        c.key_from = None;
+        let en = compose(&chosen(c), &PathRecord::default(), None, Lang::En);
+        assert!(
+            en.contains("no request key was given, so a random bucket (not sticky)"),
+            "{en}"
         );
     }
 }

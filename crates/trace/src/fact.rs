@@ -65,6 +65,37 @@ pub enum Fact {
     },
     /// Free text a custom node kind wants in the explanation.
     Note { en: String, zh: String },
+    /// The server chose which loaded version of the topology served the
+    /// request, and why (told first, before the nodes' facts).
+    VersionChosen(VersionChoice),
+}
+
+/// Which version of a topology served a request, and why: the split in
+/// force and where the request's key fell in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionChoice {
+    pub version: String,
+    /// `promoted` (the version that takes traffic by default) or `canary`
+    /// (another version given a share of traffic by the split).
+    pub role: String,
+    /// The split in force, in bucket order; empty: no split, all traffic on
+    /// the promoted version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<VersionShare>,
+    /// The request's bucket (0 to 99) under the split; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<u32>,
+    /// Where the request key came from (`header`, `user`, `query`); absent
+    /// when none was given, so the bucket was drawn at random (not sticky).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_from: Option<String>,
+}
+
+/// One version's share of a traffic split, in percent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionShare {
+    pub version: String,
+    pub percent: u32,
 }
 
 /// The facts one node contributed.

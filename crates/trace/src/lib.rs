@@ -32,7 +32,7 @@ pub mod sink;
 pub mod span;
 
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
-pub use fact::{Explanation, Fact, Lang, NodeFacts};
+pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{

@@ -18,3 +18,4 @@ pub mod test;
 pub mod trace;
 pub mod trace_diff;
 pub mod validate;
+pub mod versions;

@@ -5,6 +5,11 @@
 //! node, each node's share of cost and how often it was the most expensive,
 //! the path mix (direct vs retrieval) and error / timeout / fallback rates;
 //! optionally latency by input-length bucket.
+//!
+//! `--compare A B` instead puts two versions of one topology side by side
+//! and marks the differences larger than noise ([`compare`]).
+
+mod compare;
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -57,9 +62,21 @@ pub struct Args {
     pub by_input_length: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: ReportFormat,
+    /// Compare two versions of the `--topology` side by side: cost, latency
+    /// P50/P95/P99 per request and node, path mix, guard failures and error
+    /// rates; differences larger than noise are marked `*` (Mann-Whitney U,
+    /// two-proportion z, chi-square, Holm-corrected).
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Option<Vec<String>>,
+    /// Significance level of `--compare` (family-wise, across all its tests).
+    #[arg(long, default_value_t = glassbox_store::compare::DEFAULT_ALPHA, requires = "compare")]
+    pub alpha: f64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(versions) = &args.compare {
+        return run_compare(&args, versions);
+    }
     let mut store = args.store.open()?;
     let options = ReportOptions {
         filter: args.filter.filter(None)?,
@@ -78,6 +95,57 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&rep)?),
         ReportFormat::Csv => print!("{}", csv(&rep)),
         ReportFormat::Table => print!("{}", table(&rep)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_compare(args: &Args, versions: &[String]) -> anyhow::Result<ExitCode> {
+    let usage = |message: String| {
+        anyhow::Error::new(crate::exit::Coded {
+            code: crate::exit::USAGE,
+            message,
+        })
+    };
+    let [a, b] = versions else {
+        return Err(usage(
+            "`--compare` takes two versions: --compare A B".into(),
+        ));
+    };
+    if args.format == ReportFormat::Csv {
+        return Err(usage(
+            "`--format csv` is not available with `--compare` (use table or json)".into(),
+        ));
+    }
+    if !(args.alpha > 0.0 && args.alpha <= 0.5) {
+        return Err(usage(format!(
+            "`--alpha {}` is not a significance level (use a value above 0 and at most 0.5, e.g. 0.05)",
+            args.alpha
+        )));
+    }
+    let filter = args.filter.filter(None)?;
+    let Some(topology) = filter.topology.clone() else {
+        return Err(usage(
+            "`--compare` needs `--topology ID` (the topology whose versions to compare)".into(),
+        ));
+    };
+    let registry = glassbox_nodes::registry();
+    let options = glassbox_store::compare::CompareOptions {
+        topology,
+        a: a.clone(),
+        b: b.clone(),
+        filter,
+        guard_kinds: registry
+            .names()
+            .filter(|k| registry.guards_output(k))
+            .map(str::to_string)
+            .collect(),
+        alpha: args.alpha,
+    };
+    let mut store = args.store.open()?;
+    let c = glassbox_store::compare::compare(&mut *store, &options).map_err(store_error)?;
+    match args.format {
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&c)?),
+        _ => print!("{}", compare::table(&c)),
     }
     Ok(ExitCode::SUCCESS)
 }

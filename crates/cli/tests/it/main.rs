@@ -18,3 +18,4 @@ mod run;
 mod serve;
 mod support;
 mod traces;
+mod versions;

@@ -1,6 +1,7 @@
 //! The `/v1` JSON API, one module per resource.
 
 pub mod body;
+pub mod compare;
 pub mod extract;
 pub mod openai;
 pub mod reports;
@@ -8,6 +9,7 @@ pub mod runs;
 pub mod system;
 pub mod topologies;
 pub mod traces;
+pub mod versions;
 
 use axum::http::HeaderValue;
 use axum::response::Response;

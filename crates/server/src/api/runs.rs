@@ -10,10 +10,21 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::body::JsonBody;
-use crate::api::extract::Path;
+use crate::api::extract::{Path, Query};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::state::AppState;
+use crate::versions::RequestKey;
+
+/// Query parameters of a run.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunParams {
+    /// The request key (a user or session id) that picks the topology
+    /// version under a traffic split: one key, one version. The
+    /// `X-Glassbox-Key` header does the same and wins.
+    pub key: Option<String>,
+}
 
 /// A finished request: its output and how it was produced.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -134,7 +145,11 @@ pub fn check_input(input: &Value) -> Result<(), ApiError> {
     post,
     path = "/v1/topologies/{id}/runs",
     tag = "runs",
-    params(("id" = String, Path, description = "Topology id")),
+    params(
+        ("id" = String, Path, description = "Topology id"),
+        ("x-glassbox-key" = Option<String>, Header, description = "The request key that picks the version under a traffic split (same key, same version)"),
+        RunParams,
+    ),
     request_body(content = Object, description = "The request input, a JSON object, e.g. `{\"question\": \"...\"}`"),
     responses(
         (status = 200, description = "The request succeeded", body = RunResponse),
@@ -155,12 +170,15 @@ pub async fn create_run(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    Query(params): Query<RunParams>,
+    headers: axum::http::HeaderMap,
     JsonBody(input): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
+    let key = RequestKey::find(&headers, None, params.key.as_deref());
     let finished = state
         .service
-        .admit(&id)?
+        .admit_keyed(&id, key.as_ref())?
         .run(input, RunOptions::default())
         .await?;
     // A run's tokens are known only afterwards: they count against the

@@ -82,15 +82,28 @@ pub fn describe(change: &Change) -> String {
             version,
             file,
             replaced,
-        } => match replaced {
-            Some(old) => format!(
-                "reloaded `{id}` {version} from `{}` (was {old})",
+            candidate,
+        } => {
+            let line = match replaced {
+                Some(old) => format!(
+                    "reloaded `{id}` {version} from `{}` (was {old})",
+                    file.display()
+                ),
+                None => format!("loaded `{id}` {version} from `{}`", file.display()),
+            };
+            if *candidate {
+                format!(
+                    "{line}; another version is promoted, so it takes no traffic until `glassbox versions split` or `promote`"
+                )
+            } else {
+                line
+            }
+        }
+        Change::Unloaded { id, version, file } => {
+            format!(
+                "unloaded `{id}` {version} (`{}` was removed)",
                 file.display()
-            ),
-            None => format!("loaded `{id}` {version} from `{}`", file.display()),
-        },
-        Change::Unloaded { id, file } => {
-            format!("unloaded `{id}` (`{}` was removed)", file.display())
+            )
         }
         Change::Rejected(p) => match &p.still_serving {
             Some(id) => format!(

@@ -30,6 +30,9 @@ pub struct TopologySummary {
     pub streaming: String,
     /// Usable as a model of `/v1/embeddings`.
     pub embeddings: bool,
+    /// Every loaded version of this id (the one above is the promoted
+    /// one); `GET /v1/topologies/{id}/versions` shows the split.
+    pub versions: Vec<String>,
 }
 
 /// A topology file that is not served, or whose latest edit was rejected.
@@ -145,7 +148,7 @@ fn mask_nodes(v: &mut Value) {
     }
 }
 
-fn summary(s: &Served) -> TopologySummary {
+fn summary(s: &Served, versions: Vec<String>) -> TopologySummary {
     let t = &s.topology;
     TopologySummary {
         id: t.id.clone(),
@@ -160,6 +163,15 @@ fn summary(s: &Served) -> TopologySummary {
             StreamMode::Buffered { .. } => "buffered".into(),
         },
         embeddings: s.embeds,
+        versions,
+    }
+}
+
+/// The loaded versions of `id` (just the served one's if it is gone).
+fn versions_of(state: &AppState, s: &Served) -> Vec<String> {
+    match state.catalog.lineup(&s.topology.id) {
+        Some(l) => l.versions().map(|(v, _)| v.to_string()).collect(),
+        None => vec![s.topology.version.clone()],
     }
 }
 
@@ -212,7 +224,15 @@ pub fn graph(s: &Served) -> Graph {
 )]
 pub async fn list_topologies(State(state): State<AppState>) -> Json<TopologyList> {
     Json(TopologyList {
-        topologies: state.catalog.list().iter().map(|s| summary(s)).collect(),
+        topologies: state
+            .catalog
+            .lineups()
+            .iter()
+            .filter_map(|(_, l)| {
+                let versions = l.versions().map(|(v, _)| v.to_string()).collect();
+                Some(summary(l.promoted()?, versions))
+            })
+            .collect(),
         problems: state
             .catalog
             .problems()
@@ -248,7 +268,7 @@ pub async fn get_topology(
         .find(|p| p.file == s.file)
         .map(|p| p.message);
     Ok(Json(TopologyDetail {
-        summary: summary(&s),
+        summary: summary(&s, versions_of(&state, &s)),
         currency: s.topology.currency.clone(),
         deadline_ms: s
             .topology

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
+use glassbox_engine::RunOptions;
+use glassbox_trace::{Fact, NodeFacts, RequestId, VersionChoice};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Service;
@@ -13,6 +15,7 @@ use crate::catalog::Served;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::InFlight;
+use crate::versions::RequestKey;
 
 /// One semaphore per topology id, kept across reloads so that a new version
 /// does not get a fresh allowance while the old one still runs.
@@ -44,6 +47,9 @@ impl Gates {
 pub struct Admission {
     pub(super) service: Arc<Service>,
     pub served: Arc<Served>,
+    /// Why this version was chosen (when several are loaded): told first in
+    /// the request's explanation.
+    pub why: Option<VersionChoice>,
     _permit: OwnedSemaphorePermit,
     _in_flight: InFlight,
 }
@@ -56,11 +62,39 @@ impl std::fmt::Debug for Admission {
     }
 }
 
+impl Admission {
+    /// Puts why this version was chosen into the request's options, so its
+    /// explanation tells it first.
+    pub(super) fn tell_version(&self, options: &mut RunOptions) {
+        if let Some(why) = &self.why {
+            options.facts.push(NodeFacts {
+                node: self.served.topology.id.as_str().into(),
+                kind: "topology".into(),
+                facts: vec![Fact::VersionChosen(why.clone())],
+            });
+        }
+    }
+}
+
 impl Service {
     /// Finds the topology and takes a concurrency slot, or answers 429 at
-    /// once.
+    /// once. With several versions loaded, the promoted one (or the split's
+    /// choice for a random key).
     pub fn admit(self: &Arc<Self>, id: &str) -> Result<Admission, ApiError> {
-        let served = self.topology(id)?;
+        self.admit_keyed(id, None)
+    }
+
+    /// As [`Service::admit`], choosing the version by the request's key: the
+    /// same key gets the same version while the split stands.
+    pub fn admit_keyed(
+        self: &Arc<Self>,
+        id: &str,
+        key: Option<&RequestKey>,
+    ) -> Result<Admission, ApiError> {
+        let chosen = self
+            .catalog
+            .choose(id, key, &RequestId::new().to_string())
+            .ok_or_else(|| self.not_served(id))?;
         let sem = self.gates.semaphore(id);
         let permit = sem.try_acquire_owned().map_err(|_| {
             self.metrics.rejected(id, "overloaded");
@@ -77,7 +111,8 @@ impl Service {
         })?;
         Ok(Admission {
             service: self.clone(),
-            served,
+            served: chosen.served,
+            why: chosen.why,
             _permit: permit,
             _in_flight: self.metrics.in_flight(id),
         })

@@ -95,7 +95,12 @@ impl Service {
 
     /// The served topology `id`, or 404 naming the ones that exist.
     pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
-        self.catalog.get(id).ok_or_else(|| {
+        self.catalog.get(id).ok_or_else(|| self.not_served(id))
+    }
+
+    /// 404 for `id`, naming the closest served id or the served ones.
+    pub fn not_served(&self, id: &str) -> ApiError {
+        {
             let ids = self.catalog.ids();
             let hint =
                 match glassbox_topology::diagnostic::closest(id, ids.iter().map(String::as_str)) {
@@ -110,6 +115,6 @@ impl Service {
                 format!("no topology `{id}` is served"),
             )
             .hint(hint)
-        })
+        }
     }
 }

@@ -31,6 +31,7 @@ impl Admission {
             .get_or_insert_with(CancellationToken::new)
             .clone();
         let _cancel_on_drop = cancel.drop_guard();
+        self.tell_version(&mut options);
         let pipeline = self.served.pipeline.clone();
         let outcome = service
             .engine
@@ -72,11 +73,12 @@ impl Admission {
                     }
                     let rid = RequestId::new();
                     tickets.push(self.service.ticket(rid));
-                    let options = RunOptions {
+                    let mut options = RunOptions {
                         request_id: Some(rid),
                         cancel: Some(cancel.clone()),
                         ..RunOptions::default()
                     };
+                    self.tell_version(&mut options);
                     let outcome = pipeline.run(input, options).await;
                     let stop = last(&outcome);
                     outcomes.push(outcome);

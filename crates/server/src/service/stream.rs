@@ -58,12 +58,13 @@ impl Admission {
         let job = async move {
             let cancel = CancellationToken::new();
             let (tok_tx, mut tok_rx) = mpsc::unbounded_channel();
-            let options = RunOptions {
+            let mut options = RunOptions {
                 request_id: Some(request_id),
                 cancel: Some(cancel.clone()),
                 tokens: live.is_some().then_some(tok_tx),
                 ..RunOptions::default()
             };
+            self.tell_version(&mut options);
             let pipeline = self.served.pipeline.clone();
             let run = pipeline.run(input, options);
             tokio::pin!(run);

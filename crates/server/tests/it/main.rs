@@ -18,3 +18,4 @@ mod reload;
 mod secrets;
 mod support;
 mod trace_diff;
+mod versions;

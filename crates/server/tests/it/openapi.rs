@@ -29,6 +29,10 @@ fn published_openapi_matches_the_code() {
         "/v1/models",
         "/v1/traces/{request_id}",
         "/v1/reports/{name}",
+        "/v1/reports/compare",
+        "/v1/topologies/{id}/versions",
+        "/v1/topologies/{id}/split",
+        "/v1/topologies/{id}/rollback",
         "/metrics",
     ] {
         assert!(doc["paths"][p].is_object(), "{p} is not documented");

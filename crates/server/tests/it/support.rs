@@ -171,6 +171,21 @@ impl TestServer {
         reply(req.send(body).unwrap())
     }
 
+    /// `method path` with a JSON body (may be empty) and extra headers.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "POST" => self.agent.post(url),
+            "PUT" => self.agent.put(url),
+            other => panic!("send: no {other}"),
+        }
+        .content_type("application/json");
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        reply(req.send(body).unwrap())
+    }
+
     /// Polls `GET path` until `done` holds (the server reloads files
     /// asynchronously); fails after two minutes.
     pub fn wait_for(&self, path: &str, key: Option<&str>, done: impl Fn(&Reply) -> bool) -> Reply {

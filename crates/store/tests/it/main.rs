@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod compare;
 mod crash;
 mod durable;
 mod fixture;

@@ -44,6 +44,14 @@ macro_rules! store_suite {
             crate::suite::report_time_buckets(&mut $open())
         }
         #[test]
+        fn compare_marks_no_difference_between_alike_versions() {
+            crate::compare::same_versions_get_no_mark(&mut *$open().store)
+        }
+        #[test]
+        fn compare_marks_real_differences() {
+            crate::compare::real_differences_are_marked(&mut *$open().store)
+        }
+        #[test]
         fn writer_persists_redacted_records() {
             crate::suite::writer_persists_redacted(&mut $open())
         }

@@ -5,6 +5,7 @@
 use axum::Extension;
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use glassbox_engine::RunOptions;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::TokenUsage;
 use crate::state::AppState;
+use crate::versions::RequestKey;
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ChatMessage {
@@ -52,6 +54,10 @@ pub struct ChatRequest {
     pub max_tokens: Option<u64>,
     #[serde(default)]
     pub max_completion_tokens: Option<u64>,
+    /// The end user: the request key that picks the topology version under
+    /// a traffic split (the `X-Glassbox-Key` header wins over it).
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 impl ChatRequest {
@@ -162,12 +168,14 @@ fn question(req: &ChatRequest) -> Result<String, ApiError> {
 pub async fn chat_completions(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
+    let key = RequestKey::find(&headers, req.user.as_deref(), None);
     let admission = state
         .service
-        .admit(&req.model)
+        .admit_keyed(&req.model, key.as_ref())
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
     // The guard took the request's unit; this adds its tokens.
     let estimate = req.estimated_tokens();

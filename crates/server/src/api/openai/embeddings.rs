@@ -16,6 +16,7 @@ use crate::api::request_id_header;
 use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use crate::versions::RequestKey;
 
 /// `input`: one string or a list of strings.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -27,6 +28,10 @@ pub struct EmbeddingRequest {
     /// `float` (default) or `base64` (little-endian f32).
     #[serde(default)]
     pub encoding_format: Option<String>,
+    /// The end user: the request key that picks the topology version under
+    /// a traffic split (the `X-Glassbox-Key` header wins over it).
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -130,6 +135,7 @@ fn vector_of(outcome: &Outcome) -> Option<Vec<f32>> {
 pub async fn embeddings(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     JsonBody(req): JsonBody<EmbeddingRequest>,
 ) -> Result<Response, ApiError> {
     let texts = inputs(&req.input, state.config.max_embedding_inputs)?;
@@ -144,9 +150,10 @@ pub async fn embeddings(
             .hint("use float or base64"));
         }
     };
+    let key = RequestKey::find(&headers, req.user.as_deref(), None);
     let admission = state
         .service
-        .admit(&req.model)
+        .admit_keyed(&req.model, key.as_ref())
         .map_err(|e| model_error(e, "whose entry node is `embedding`"))?;
     if !admission.served.embeds {
         return Err(ApiError::bad_request(
