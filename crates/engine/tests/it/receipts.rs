@@ -120,3 +120,31 @@ nodes:
             .contains("passed through a")
     );
 }
+
+/// Regression (issue 16, item 8): the record keeps the length of the whole
+/// input, not of its 200-character summary, so reports can group by it.
+#[tokio::test(start_paused = true)]
+async fn the_record_keeps_the_real_input_length_not_the_summarys() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: long
+version: "1"
+nodes:
+  - { id: a, type: test, resource: { type: cpu, cost_per_call: 0.1 } }
+"#,
+    );
+    let question = "é".repeat(5_000);
+    let out = p
+        .run(json!({ "question": question }), RunOptions::default())
+        .await;
+    let r = &out.trace.record;
+    // `{"question":"…"}`: 5,000 characters and 15 of JSON around them.
+    assert_eq!(r.input_chars, Some(5_015));
+    assert!(
+        r.input_summary.chars().count() <= 201,
+        "{}",
+        r.input_summary
+    );
+    let v = serde_json::to_value(&**r).unwrap();
+    assert_eq!(v["input_chars"], 5_015);
+}
