@@ -54,6 +54,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Cost and latency report per topology: P50/P95/P99, node shares, path mix, rates.
     Report(cmd::report::Args),
+    /// Drift alerts: route shifts, node P99 regressions, cost jumps against a baseline window.
+    Alerts(cmd::alerts::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Alerts(args) => cmd::alerts::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),

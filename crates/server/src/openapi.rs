@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::api::{openai, reports, runs, system, topologies, traces};
+use crate::api::{alerts, openai, reports, runs, system, topologies, traces};
 use crate::error::{ErrorBody, ErrorDetail};
 
 /// Where the document is committed, relative to the workspace root.
@@ -45,6 +45,7 @@ impl Modify for Security {
         traces::get_trace,
         reports::get_summary,
         reports::get_report,
+        alerts::list_alerts,
         openai::chat::chat_completions,
         openai::embeddings::embeddings,
         openai::models::models,
