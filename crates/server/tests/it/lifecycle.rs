@@ -38,10 +38,18 @@ fn traffic(store: &std::path::Path, current_retrieval: u64) {
     // A minute clear of each window's edges: the server's clock reads later.
     let minute = HOUR / 60;
     for i in 0..400u64 {
-        add(10_000 + i, window - 24 * HOUR + minute + i * (23 * HOUR / 400), i % 4 != 0);
+        add(
+            10_000 + i,
+            window - 24 * HOUR + minute + i * (23 * HOUR / 400),
+            i % 4 != 0,
+        );
     }
     for i in 0..150u64 {
-        add(20_000 + i, window + minute + i * (HOUR / 200), i % 20 < current_retrieval);
+        add(
+            20_000 + i,
+            window + minute + i * (HOUR / 200),
+            i % 20 < current_retrieval,
+        );
     }
     db.write(&reqs, &spans).unwrap();
 }
@@ -85,7 +93,10 @@ fn a_route_shift_is_listed_with_evidence_and_exported_as_a_metric() {
     traffic(&s.store, 2);
     let ev = s.get("/v1/alerts?fresh=true", None).json();
     assert_eq!(
-        (ev["baseline_requests"].as_u64(), ev["current_requests"].as_u64()),
+        (
+            ev["baseline_requests"].as_u64(),
+            ev["current_requests"].as_u64()
+        ),
         (Some(400), Some(150)),
         "{ev}"
     );
@@ -99,7 +110,10 @@ fn a_route_shift_is_listed_with_evidence_and_exported_as_a_metric() {
     assert_eq!(direct["baseline"]["value"], 0.25);
     // 16 of the 150 went through retrieval (i % 20 < 2).
     assert_eq!(direct["current"]["value"].as_f64(), Some(134.0 / 150.0));
-    assert!(direct["test"].as_str().unwrap().contains("z-test"), "{direct}");
+    assert!(
+        direct["test"].as_str().unwrap().contains("z-test"),
+        "{direct}"
+    );
     assert!(alerts.iter().all(|a| a["kind"] == "route_shift"), "{ev}");
     let metrics = s.get("/metrics", None).text;
     let series = r#"glassbox_alerts_firing{kind="route_shift",topology="rag-chat",node="route>prompt>llm>validate"} 1"#;
@@ -133,7 +147,10 @@ fn alert_settings_are_checked_field_by_field() {
         "[alerts]\nwindow = \"soon\"\ninterval = \"30s\"\n\n[alerts.thresholds]\nalpha = 2.0\nroute_shift = 0.2\n",
     );
     let err = config.unwrap_err();
-    assert!(err.contains("alerts: `window`: `soon` is not a length of time"), "{err}");
+    assert!(
+        err.contains("alerts: `window`: `soon` is not a length of time"),
+        "{err}"
+    );
     assert!(err.contains("alerts.thresholds: `alpha` is 2"), "{err}");
     let ok = Config::parse("[alerts]\nbaseline = \"7d\"\n[alerts.thresholds]\nmin_samples = 200\n")
         .unwrap();
