@@ -12,7 +12,8 @@
 //! When branches ran in parallel, a last sentence names the critical path
 //! (the chain that set the latency, from the path's own times) and the
 //! nodes that ran alongside it without adding to it; a straight path, where
-//! every node is on it, adds nothing.
+//! every node is on it, adds nothing; nor does a failed request, whose
+//! time its failure set.
 
 use crate::critical::{CriticalPath, critical_path};
 use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord, SpanRecord};
@@ -52,7 +53,11 @@ pub fn compose(
         Lang::En => sentence_en(&main, &checks),
         Lang::Zh => sentence_zh(&main, &checks),
     };
-    if let Some(critical) = critical_sentence(&critical_path::<SpanRecord>(path, &[]), lang) {
+    // A failed request's time was set by its failure, which the last
+    // sentence names; only finished requests get the critical path.
+    if error.is_none()
+        && let Some(critical) = critical_sentence(&critical_path::<SpanRecord>(path, &[]), lang)
+    {
         if !text.is_empty() {
             text.push(' ');
         }
@@ -504,6 +509,16 @@ mod tests {
             ),
             "{zh}"
         );
+        // A failed request's time was set by its failure: no sentence.
+        let err = ErrorRecord {
+            code: "node_failed".into(),
+            message: "node `llm` failed".into(),
+            node: Some("llm".into()),
+            attempt: Some(1),
+            detail: None,
+        };
+        let failed = compose(&facts(), &path, Some(&err), Lang::En);
+        assert!(!failed.contains("latency"), "{failed}");
         // Without the parallel branch every node is on the path: no sentence.
         path.nodes.remove(2);
         path.edges.retain(|e| &*e.from != "kb" && &*e.to != "kb");

@@ -123,6 +123,17 @@ fn a_route_shift_is_listed_with_evidence_and_exported_as_a_metric() {
     assert_eq!(other["alerts"].as_array().map(Vec::len), Some(0), "{other}");
     let again = s.get("/v1/alerts", None).json();
     assert_eq!(again["alerts"], ev["alerts"]);
+    // The report says which nodes were on the critical path: the LLM on
+    // every request, retrieval on the requests that took it.
+    let rep = s.get("/v1/reports?topology=rag-chat", None).json();
+    let crit = rep["groups"][0]["critical_path"].as_array().unwrap();
+    let llm = crit.iter().find(|c| c["node"] == "llm").unwrap();
+    assert_eq!(
+        (llm["requests"].as_u64(), llm["rate"].as_f64()),
+        (Some(550), Some(1.0))
+    );
+    let embed = crit.iter().find(|c| c["node"] == "embed").unwrap();
+    assert_eq!(embed["requests"], 300 + 16);
 }
 
 #[test]
