@@ -56,6 +56,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Cost and latency report per topology: P50/P95/P99, node shares, path mix, rates.
     Report(cmd::report::Args),
+    /// Drift alerts: route shifts, node P99 regressions, cost jumps against a baseline window.
+    Alerts(cmd::alerts::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
     /// Versions of a topology on a running server: list, split traffic, promote, roll back.
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Alerts(args) => cmd::alerts::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),

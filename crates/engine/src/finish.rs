@@ -114,6 +114,8 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
         labels,
         models,
         input_summary: req.input_summary.to_string(),
+        input_chars: Some(req.input_chars),
+        input_tokens: input_tokens(built, &spans),
         output_summary: summarize(&output, req.summary_chars),
         receipt,
         explanation: Explanation { lang, text, facts },
@@ -131,6 +133,23 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
         },
         result,
     }
+}
+
+/// Tokens of the request's input, as counted by the first node that read it
+/// directly (an entry node) and counted its input tokens: an embedding, a
+/// semantic router, a model given the input itself.
+fn input_tokens(built: &BuiltPipeline, spans: &[Arc<SpanRecord>]) -> Option<u64> {
+    let topology = &built.topology;
+    spans
+        .iter()
+        .filter(|s| s.usage.input_tokens.is_some())
+        .filter(|s| {
+            topology
+                .node_id(&s.node)
+                .is_some_and(|id| topology.incoming(id).is_empty())
+        })
+        .min_by_key(|s| s.start_us)
+        .and_then(|s| s.usage.input_tokens)
 }
 
 /// Each node's attempts, summed from the spans (indexed by node).

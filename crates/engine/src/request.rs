@@ -45,6 +45,8 @@ pub(crate) struct RequestShared {
     pub request_id: RequestId,
     pub input: Value,
     pub input_summary: Arc<str>,
+    /// Characters of the whole input (its JSON text unless it is a string).
+    pub input_chars: u64,
     pub slots: Box<[Mutex<Option<Slot>>]>,
     pub spans: Mutex<Vec<Arc<SpanRecord>>>,
     pub sink: Arc<dyn TraceSink>,
@@ -81,12 +83,13 @@ pub(crate) struct SharedParts {
 impl RequestShared {
     pub fn new(p: SharedParts) -> RequestShared {
         let n = p.topology.nodes.len();
-        let input_summary: Arc<str> = summarize(&p.input, p.summary_chars).into();
+        let (input_summary, input_chars) = summarize_counting(&p.input, p.summary_chars);
         RequestShared {
+            input_summary: input_summary.into(),
+            input_chars,
             topology: p.topology,
             request_id: p.request_id,
             input: p.input,
-            input_summary,
             slots: (0..n).map(|_| Mutex::new(None)).collect(),
             spans: Mutex::new(Vec::with_capacity(n)),
             sink: p.sink,
@@ -177,6 +180,25 @@ impl RequestShared {
 }
 
 /// A JSON value as a short string for traces (strings unquoted).
+/// [`summarize`], and the characters of the whole text it summarised
+/// (one serialisation for both).
+pub(crate) fn summarize_counting(value: &Value, max_chars: usize) -> (String, u64) {
+    let cut = |text: &str| {
+        let chars = text.chars().count() as u64;
+        let summary = if max_chars == 0 {
+            String::new()
+        } else {
+            glassbox_trace::truncate(text, max_chars)
+        };
+        (summary, chars)
+    };
+    match value {
+        Value::String(s) => cut(s),
+        Value::Null => (String::new(), 0),
+        other => cut(&other.to_string()),
+    }
+}
+
 pub(crate) fn summarize(value: &Value, max_chars: usize) -> String {
     if max_chars == 0 {
         return String::new();

@@ -63,7 +63,8 @@ export async function tracePage(view, id, ctx) {
       h('dt', {}, 'Output'), h('dd', {}, h('pre', { testid: 'request-output' }, r.output_summary || '–')))));
 
   if (path.nodes?.length) view.append(section('path', 'Path', pathGraph(path), edgeReasons(path)));
-  view.append(section('waterfall', 'Waterfall', waterfall(r, spans, path)));
+  const critical = body.critical_path ?? { steps: [], off_path: [] };
+  view.append(section('waterfall', 'Waterfall', criticalSummary(critical), waterfall(r, spans, path, critical)));
   view.append(section('receipt', 'Receipt', receiptTable(receipt)));
   view.append(section('compare', 'Compare', compareForm(r.request_id ?? id, ctx)));
 }
@@ -143,8 +144,21 @@ function factsList(facts) {
       })))));
 }
 
+/** The chain of nodes that set the latency, and the nodes that ran alongside it. */
+function criticalSummary(cp) {
+  const steps = cp.steps || [];
+  if (!steps.length) return null;
+  const off = cp.off_path || [];
+  return h('p', { class: 'critical-summary', testid: 'critical-path' },
+    h('span', { class: 'critical-key', 'aria-hidden': 'true' }), 'Critical path ',
+    h('span', { class: 'mono' }, steps.map((s) => s.node).join(' → ')),
+    ` (${fmtMicros(cp.end_us)}; the nodes' own times add up to ${fmtMicros(cp.nodes_total_us)})`,
+    off.length ? h('span', { class: 'muted' }, `; ran alongside: ${off.join(', ')}`) : null);
+}
+
 /** The time axis and one row per span; path nodes that never ran get a greyed row. */
-function waterfall(r, spans, path) {
+function waterfall(r, spans, path, critical) {
+  const onCritical = new Set(((critical && critical.steps) || []).map((s) => s.node));
   const sorted = spans.slice().sort((a, b) => (a.start_us - b.start_us) || (a.end_us - b.end_us));
   const total = Math.max(1, Number(r.duration_us) || 0, ...sorted.map((sp) => Number(sp.end_us) || 0));
   const onPath = new Set((path.nodes || []).filter((n) => ON_PATH.has(n.status)).map((n) => n.id));
@@ -161,9 +175,9 @@ function waterfall(r, spans, path) {
     const width = Math.max(0.5, (dur * 100) / total);
     const role = sp.role === 'fallback' ? ` (fallback for ${sp.replaces})` : sp.role === 'rerun' ? ` (rerun by ${sp.by})` : '';
     const name = `${sp.node}${sp.attempt > 1 ? ` #${sp.attempt}` : ''}`;
-    const cls = ['wf-row', onPath.has(sp.node) ? 'on-path' : null, `span-${sp.status}`];
+    const cls = ['wf-row', onPath.has(sp.node) ? 'on-path' : null, onCritical.has(sp.node) ? 'critical' : null, `span-${sp.status}`];
     const label = `${name}${role}: ${sp.status}, starts at ${fmtMicros(sp.start_us)}, takes ${fmtMicros(dur)}`;
-    return h('details', { class: cls, testid: 'waterfall-row', 'data-node': sp.node, 'data-attempt': sp.attempt },
+    return h('details', { class: cls, testid: 'waterfall-row', 'data-node': sp.node, 'data-attempt': sp.attempt, 'data-critical': String(onCritical.has(sp.node)) },
       h('summary', { 'aria-label': label },
         h('span', { class: 'wf-name' }, h('span', { class: 'chev', 'aria-hidden': 'true' }), name, role ? h('span', { class: 'muted small' }, role) : null),
         h('span', { class: 'wf-track' },

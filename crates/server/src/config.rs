@@ -35,6 +35,10 @@
 //! promoted = "1.2.0"           # the version that takes traffic at start
 //!                              # (default: the first one loaded)
 //!
+//! [alerts]                     # drift alerts: see `crate::alerts` for every field
+//! window = "1h"
+//! baseline = "24h"
+//!
 //! [[keys]]
 //! name = "ci"
 //! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -216,6 +220,8 @@ pub struct ConfigFile {
     pub outbound: OutboundSettings,
     #[serde(default)]
     pub store: StoreSettings,
+    #[serde(default)]
+    pub alerts: crate::alerts::AlertSettings,
 }
 
 /// A key the server accepts.
@@ -252,6 +258,8 @@ pub struct Config {
     /// Ranges outbound calls may reach despite the deny list.
     pub outbound_allow: Vec<IpRange>,
     pub store: StoreSettings,
+    /// Drift alerts: windows, interval, thresholds.
+    pub alerts: crate::alerts::AlertSettings,
 }
 
 impl Default for Config {
@@ -349,6 +357,7 @@ impl Config {
                 ));
             }
         }
+        problems.extend(file.alerts.problems());
         if problems.is_empty() {
             Ok(Config::from_file(file))
         } else {
@@ -368,6 +377,7 @@ impl Config {
                 .unwrap_or(DEFAULT_MAX_EMBEDDING_INPUTS),
             connections: file.connections,
             store: file.store,
+            alerts: file.alerts,
             rate_limit: file.rate_limit,
             topologies: file.topologies,
             outbound_allow: file

@@ -34,6 +34,7 @@
 //! ([`keyless`]); every error is JSON ([`error::json_errors`]); the
 //! dashboard is served under a strict Content-Security-Policy.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod catalog;
@@ -215,6 +216,7 @@ impl Server {
             writer,
             readers: Arc::new(state::ReadPool::new(readers)),
             ready: Arc::new(AtomicBool::new(false)),
+            alerts: Arc::new(alerts::AlertBoard::default()),
         };
         Ok(Server {
             state,
@@ -253,6 +255,7 @@ impl Server {
         let state = self.state.clone();
         let stop = glassbox_engine::CancellationToken::new();
         let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
+        let drift = tokio::spawn(alerts::run_periodically(state.clone(), stop.clone()));
         state.ready.store(true, Ordering::Release);
         let ready = state.ready.clone();
         let draining = stop.clone();
@@ -271,6 +274,7 @@ impl Server {
         .await;
         stop.cancel();
         let _ = poller.await;
+        let _ = drift.await;
         let writer = state.writer.clone();
         let stats = tokio::task::spawn_blocking(move || writer.close())
             .await
@@ -363,7 +367,8 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/traces/{a}/diff/{b}", get(traces::diff_traces))
             .route("/v1/reports", get(reports::get_summary))
             .route("/v1/reports/compare", get(compare::compare_versions))
-            .route("/v1/reports/{name}", get(reports::get_report)),
+            .route("/v1/reports/{name}", get(reports::get_report))
+            .route("/v1/alerts", get(api::alerts::list_alerts)),
     );
     let models = guarded(
         &state,

@@ -44,6 +44,13 @@ struct CostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    kind: String,
+    topology: String,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RejectLabels {
     topology: String,
     reason: String,
@@ -72,6 +79,7 @@ pub struct Metrics {
     commit_seconds: Gauge<f64, AtomicU64>,
     llm: LlmMetrics,
     topologies: Gauge,
+    alerts_firing: Family<AlertLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -165,6 +173,13 @@ impl Metrics {
         let llm = LlmMetrics::register(&mut registry);
         let topologies = Gauge::default();
         registry.register("topologies", "Topologies being served", topologies.clone());
+        let alerts_firing = Family::<AlertLabels, Gauge>::default();
+        registry.register(
+            "alerts_firing",
+            "Drift alerts firing (1 each), by kind (route_shift, p99_regression, cost_jump), \
+             topology and node (the path for a route shift; empty for cost)",
+            alerts_firing.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -180,6 +195,7 @@ impl Metrics {
             llm,
             commit_seconds,
             topologies,
+            alerts_firing,
         }
     }
 
@@ -238,6 +254,21 @@ impl Metrics {
                 currency: record.receipt.currency.to_string(),
             })
             .inc_by(cost.max(0.0));
+    }
+
+    /// Publishes the alerts of the latest drift evaluation: one series at 1
+    /// per firing alert; alerts that stopped firing disappear.
+    pub fn set_alerts(&self, alerts: &[glassbox_store::drift::Alert]) {
+        self.alerts_firing.clear();
+        for a in alerts {
+            self.alerts_firing
+                .get_or_create(&AlertLabels {
+                    kind: a.kind.as_str().to_string(),
+                    topology: a.topology.clone(),
+                    node: a.node.clone(),
+                })
+                .set(1);
+        }
     }
 
     /// The text exposition, with the writer's queue sampled now.

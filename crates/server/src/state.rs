@@ -29,6 +29,8 @@ pub struct AppState {
     /// The one door requests go through: admission, the engine runtime,
     /// streaming, usage, the trace hand-off.
     pub service: Arc<Service>,
+    /// The latest drift-alert evaluation (`/v1/alerts`, `/metrics`).
+    pub alerts: Arc<crate::alerts::AlertBoard>,
 }
 
 /// A few read connections, so a slow read (a report over a million

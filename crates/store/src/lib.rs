@@ -16,6 +16,8 @@
 //!   answers only after its ticket.
 //! - [`open_store`]`(url)` → a `Box<dyn TraceStore>` for reading (`trace
 //!   list/show`, `explain`, `report`).
+//! - [`drift::evaluate`]: drift alerts (route shifts, P99 regressions,
+//!   cost jumps) of the last window against a baseline, with the evidence.
 //! - [`StoreUrl::resolve`]: `--store URL`, else `GLASSBOX_STORE`, else
 //!   `$XDG_DATA_HOME/glassbox/traces.db` (`~/.local/share/glassbox/traces.db`).
 //!
@@ -36,6 +38,7 @@
 //!   weed out look-alikes) and truncated before they reach the disk.
 
 pub mod compare;
+pub mod drift;
 pub mod error;
 pub mod otlp;
 #[cfg(any(test, feature = "test-support"))]

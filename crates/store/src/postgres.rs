@@ -33,20 +33,24 @@ const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../migrations/postgres/004_compact_rows.sql"),
     ),
+    (
+        5,
+        include_str!("../migrations/postgres/005_input_length_critical_path.sql"),
+    ),
 ];
 
 /// Array types of `REQUEST_COLUMNS`, in order.
 const REQUEST_TYPES: &[&str] = &[
     "uuid", "text", "text", "int8", "int8", "int8", "text", "bool", "text", "text", "text",
     "bytea", "text", "text", "text", "text", "text", "int8", "text", "float8", "text", "text",
-    "int8", "bytea", "bytea", "text", "int8",
+    "int8", "bytea", "bytea", "text", "int8", "int8", "int8",
 ];
 
 /// Array types of `SPAN_COLUMNS`, in order.
 const SPAN_TYPES: &[&str] = &[
     "uuid", "int8", "text", "text", "text", "int8", "text", "text", "int8", "text", "text", "int8",
     "int8", "int8", "int8", "text", "text", "text", "int8", "int8", "int8", "int8", "text",
-    "float8", "text", "text", "text",
+    "float8", "text", "text", "text", "int8", "int8",
 ];
 
 /// A trace store in a PostgreSQL database.
@@ -232,6 +236,8 @@ fn request_row(r: &postgres::Row) -> Result<RequestRow> {
         explanation: Packed::from_stored(r.try_get(24)?),
         worker: r.try_get(25)?,
         span_count: r.try_get(26)?,
+        input_len: r.try_get(27)?,
+        input_tokens: r.try_get(28)?,
     })
 }
 
@@ -264,6 +270,8 @@ fn span_row(r: &postgres::Row) -> Result<SpanRow> {
         worker: r.try_get(24)?,
         input_summary: r.try_get(25)?,
         output_summary: r.try_get(26)?,
+        critical_us: r.try_get(27)?,
+        req_input_len: r.try_get(28)?,
     })
 }
 
@@ -325,11 +333,13 @@ impl TraceStore for PostgresStore {
                 column!(r, worker),
                 column!(r, span_count),
             );
+            let (c27, c28) = (column!(r, input_len), column!(r, input_tokens));
             tx.execute(
                 &self.insert_request,
                 &[
                     &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13, &c14,
-                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
+                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26, &c27,
+                    &c28,
                 ],
             )?;
         }
@@ -376,11 +386,13 @@ impl TraceStore for PostgresStore {
                 column!(s, input_summary),
                 column!(s, output_summary),
             );
+            let (c27, c28) = (column!(s, critical_us), column!(s, req_input_len));
             tx.execute(
                 &self.insert_span,
                 &[
                     &c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11, &c12, &c13, &c14,
-                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26,
+                    &c15, &c16, &c17, &c18, &c19, &c20, &c21, &c22, &c23, &c24, &c25, &c26, &c27,
+                    &c28,
                 ],
             )?;
         }
@@ -462,6 +474,7 @@ impl TraceStore for PostgresStore {
                 path_key: r.try_get(9)?,
                 top_node: r.try_get(10)?,
                 input_chars: r.try_get(11)?,
+                input_len: r.try_get(12)?,
             });
         }
         Ok(())
@@ -484,6 +497,8 @@ impl TraceStore for PostgresStore {
                 status: r.try_get(7)?,
                 kind: r.try_get(8)?,
                 tags: r.try_get(9)?,
+                critical_us: r.try_get(10)?,
+                req_input_len: r.try_get(11)?,
             });
         }
         Ok(())

@@ -233,7 +233,18 @@ pub struct RequestFacts<'a> {
     pub cost: f64,
     pub path_key: &'a str,
     pub top_node: Option<&'a str>,
+    /// Characters of the input summary (rows before schema 5 have only this).
     pub input_chars: i64,
+    /// Characters of the whole input (schema 5 on).
+    pub input_len: Option<i64>,
+}
+
+impl RequestFacts<'_> {
+    /// The input's length in characters: the whole input's where the row
+    /// has it, else (rows written before schema 5) its summary's.
+    pub fn input_length(&self) -> i64 {
+        self.input_len.unwrap_or(self.input_chars)
+    }
 }
 
 /// What reports read of a span (borrowed, like [`RequestFacts`]).
@@ -251,6 +262,11 @@ pub struct SpanFacts<'a> {
     pub kind: &'a str,
     /// The span's tags as stored (a JSON object).
     pub tags: &'a str,
+    /// What this attempt's node added to the request's latency, on the
+    /// attempt that ended its time on the critical path (else `None`).
+    pub critical_us: Option<i64>,
+    /// Characters of the request's whole input (schema 5 on).
+    pub req_input_len: Option<i64>,
 }
 
 /// A bound SQL parameter.
@@ -311,10 +327,11 @@ pub(crate) const SUMMARY_COLUMNS: &str = "request_id, topology_id, version, star
 
 /// The columns `scan_requests` reads, in `RequestFacts` order.
 pub(crate) const REQUEST_FACT_COLUMNS: &str = "topology_id, version, model_key, started_at_us, \
-     duration_us, status, degraded, timeouts, cost_f, path_key, top_node, input_chars";
+     duration_us, status, degraded, timeouts, cost_f, path_key, top_node, input_chars, input_len";
 
 /// The columns `scan_spans` reads, in `SpanFacts` order.
-pub(crate) const SPAN_FACT_COLUMNS: &str = "topology_id, version, model_key, req_started_at_us, node, duration_us, cost_f, status, kind, tags";
+pub(crate) const SPAN_FACT_COLUMNS: &str = "topology_id, version, model_key, req_started_at_us, node, duration_us, cost_f, status, \
+     kind, tags, critical_us, req_input_len";
 
 /// Every `requests` column, in `RequestRow` order.
 pub(crate) const REQUEST_COLUMNS: &[&str] = &[
@@ -345,6 +362,8 @@ pub(crate) const REQUEST_COLUMNS: &[&str] = &[
     "explanation",
     "worker",
     "span_count",
+    "input_len",
+    "input_tokens",
 ];
 
 /// Every `spans` column, in `SpanRow` order.
@@ -376,6 +395,8 @@ pub(crate) const SPAN_COLUMNS: &[&str] = &[
     "worker",
     "input_summary",
     "output_summary",
+    "critical_us",
+    "req_input_len",
 ];
 
 #[cfg(test)]

@@ -5,6 +5,13 @@
 //! same aggregator, so SQLite and PostgreSQL give identical numbers (one
 //! percentile definition, nearest rank, exact). Memory is one `f64` per
 //! request per metric, which is 16 MB for a million requests.
+//!
+//! With per-node numbers, a group also says which nodes were most often on
+//! the critical path and what share of the latency they set, and (with
+//! input buckets) each node's latency by input length ([`lifecycle`]).
+//! Input length is the whole input's (schema 5 on), not its summary's.
+
+mod lifecycle;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,6 +19,8 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
+use lifecycle::SpanExtras;
+pub use lifecycle::{CriticalShare, NodeBucketReport};
 
 /// How to slice requests within a topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,7 +93,7 @@ pub struct ReportOptions {
     pub group_by: GroupBy,
     /// Per-node latency and cost shares (reads every span).
     pub nodes: bool,
-    /// Latency by input-length bucket.
+    /// Latency by input-length bucket (with `nodes`, per node too).
     pub input_buckets: bool,
 }
 
@@ -144,6 +153,11 @@ pub struct GroupReport {
     pub top_cost_nodes: Vec<Share>,
     pub nodes: Vec<NodeReport>,
     pub input_buckets: Vec<BucketReport>,
+    /// Nodes on the critical path, most often first (with per-node numbers).
+    pub critical_path: Vec<CriticalShare>,
+    /// Per-node latency by input-length bucket (with per-node numbers and
+    /// input buckets), by node then bucket.
+    pub node_input_buckets: Vec<NodeBucketReport>,
 }
 
 /// The whole report, groups sorted by topology then group.
@@ -153,7 +167,7 @@ pub struct Report {
     pub groups: Vec<GroupReport>,
 }
 
-/// Input-length buckets (characters of the input summary).
+/// Input-length buckets (characters of the whole input).
 const BUCKETS: &[(i64, &str)] = &[
     (256, "<256"),
     (1024, "256-1k"),
@@ -161,6 +175,14 @@ const BUCKETS: &[(i64, &str)] = &[
     (16384, "4k-16k"),
     (i64::MAX, ">=16k"),
 ];
+
+/// The bucket an input of `len` characters falls in.
+fn bucket_of(len: i64) -> usize {
+    BUCKETS
+        .iter()
+        .position(|(limit, _)| len < *limit)
+        .unwrap_or(BUCKETS.len() - 1)
+}
 
 #[derive(Default)]
 struct Acc {
@@ -172,6 +194,9 @@ struct Acc {
     paths: HashMap<String, u64>,
     top: HashMap<String, u64>,
     buckets: Vec<Vec<f64>>,
+    /// Requests written with their input length (schema 5 on): those whose
+    /// critical path was recorded too.
+    recorded: u64,
 }
 
 #[derive(Default)]
@@ -375,18 +400,17 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
             if acc.buckets.is_empty() {
                 acc.buckets = vec![Vec::new(); BUCKETS.len()];
             }
-            let b = BUCKETS
-                .iter()
-                .position(|(limit, _)| r.input_chars < *limit)
-                .unwrap_or(BUCKETS.len() - 1);
-            acc.buckets[b].push(ms);
+            acc.buckets[bucket_of(r.input_length())].push(ms);
         }
+        acc.recorded += u64::from(r.input_len.is_some());
     })?;
 
     // Per-node accumulators, by group index (as `accs`). Spans of groups no
     // reported request falls into are not reported, so they are skipped.
     let mut nodes: Vec<BTreeMap<String, NodeAcc>> = Vec::new();
     nodes.resize_with(accs.len(), BTreeMap::new);
+    let mut extras: Vec<SpanExtras> = Vec::new();
+    extras.resize_with(accs.len(), SpanExtras::default);
     if options.nodes {
         let mut filter = options.filter.clone();
         filter.status = None;
@@ -405,6 +429,9 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
             let Some(per_node) = i.and_then(|i| nodes.get_mut(i)) else {
                 return;
             };
+            if let Some(extra) = i.and_then(|i| extras.get_mut(i)) {
+                extra.add(&s, options.input_buckets);
+            }
             let acc = match per_node.get_mut(s.node) {
                 Some(acc) => acc,
                 None => per_node.entry(s.node.to_string()).or_default(),
@@ -423,6 +450,11 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
             let n = acc.durations.len() as u64;
             let cost_total: f64 = acc.costs.iter().sum();
             let node_accs = nodes.get_mut(i).map(std::mem::take).unwrap_or_default();
+            let (critical_path, node_input_buckets) = extras
+                .get_mut(i)
+                .map(std::mem::take)
+                .unwrap_or_default()
+                .finish(acc.recorded);
             let node_cost: f64 = node_accs.values().map(|a| a.cost).sum();
             let mut node_reports: Vec<NodeReport> = node_accs
                 .into_iter()
@@ -463,6 +495,8 @@ pub fn build(store: &mut dyn TraceStore, options: &ReportOptions) -> Result<Repo
                 top_cost_nodes: shares(acc.top, n),
                 nodes: node_reports,
                 input_buckets,
+                critical_path,
+                node_input_buckets,
                 topology_id,
                 group,
             }

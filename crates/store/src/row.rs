@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use glassbox_trace::{
     ErrorRecord, Explanation, ModelUse, PathRecord, Receipt, RequestId, RequestRecord,
-    RequestStatus, SpanRecord, SpanRole, SpanStatus, Usage,
+    RequestStatus, SpanRecord, SpanRole, SpanStatus, Usage, critical_path,
 };
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
@@ -56,6 +56,10 @@ pub struct RequestRow {
     pub explanation: Packed,
     pub worker: String,
     pub span_count: i64,
+    /// Characters of the whole input (`input_chars` counts the summary's);
+    /// NULL on rows written before schema 5.
+    pub input_len: Option<i64>,
+    pub input_tokens: Option<i64>,
 }
 
 /// One `spans` row. `model_key` and `req_started_at_us` are copied from the
@@ -89,6 +93,11 @@ pub struct SpanRow {
     pub worker: String,
     pub input_summary: String,
     pub output_summary: String,
+    /// On the attempt that ended its node's time on the critical path: the
+    /// time the node added to the latency (see `glassbox_trace::critical`).
+    pub critical_us: Option<i64>,
+    /// The request's `input_len`, copied.
+    pub req_input_len: Option<i64>,
 }
 
 /// A JSON document as stored: LZ4-packed when that is smaller, else the JSON
@@ -270,11 +279,18 @@ pub fn encode(
         explanation: Packed::pack(json(&record.explanation)),
         worker: record.worker.to_string(),
         span_count: i64::from(record.span_count),
+        input_len: record.input_chars.map(i),
+        input_tokens: record.input_tokens.map(i),
     };
+    let marks = critical_path(&record.path, spans).span_marks(spans);
     let rows = spans
         .iter()
         .enumerate()
-        .map(|(seq, s)| encode_span(s, i(seq as u64), Some(&req), redactor))
+        .map(|(seq, s)| {
+            let mut row = encode_span(s, i(seq as u64), Some(&req), redactor);
+            row.critical_us = marks.get(seq).copied().flatten().map(i);
+            row
+        })
         .collect();
     (req, rows)
 }
@@ -320,6 +336,8 @@ pub fn encode_span(
         worker: s.worker.to_string(),
         input_summary: redactor.apply(&s.input_summary),
         output_summary: redactor.apply(&s.output_summary),
+        critical_us: None,
+        req_input_len: req.and_then(|r| r.input_len),
     }
 }
 
@@ -361,6 +379,8 @@ pub fn decode_request(row: &RequestRow) -> Result<RequestRecord> {
         labels,
         models: parse("requests.models", &row.models)?,
         input_summary: row.input_summary.clone(),
+        input_chars: row.input_len.map(u),
+        input_tokens: row.input_tokens.map(u),
         output_summary: row.output_summary.clone(),
         receipt: unpack("requests.receipt", &row.receipt)?,
         explanation: unpack::<Explanation>("requests.explanation", &row.explanation)?,

@@ -28,6 +28,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../migrations/sqlite/003_drop_redundant_index.sql"),
     ),
     (4, include_str!("../migrations/sqlite/004_compact_rows.sql")),
+    (
+        5,
+        include_str!("../migrations/sqlite/005_input_length_critical_path.sql"),
+    ),
 ];
 
 /// A trace store in one SQLite file.
@@ -270,6 +274,8 @@ fn request_row(r: &Row<'_>) -> rusqlite::Result<RequestRow> {
         explanation: r.get(24)?,
         worker: r.get(25)?,
         span_count: r.get(26)?,
+        input_len: r.get(27)?,
+        input_tokens: r.get(28)?,
     })
 }
 
@@ -302,6 +308,8 @@ fn span_row(r: &Row<'_>) -> rusqlite::Result<SpanRow> {
         worker: r.get(24)?,
         input_summary: r.get(25)?,
         output_summary: r.get(26)?,
+        critical_us: r.get(27)?,
+        req_input_len: r.get(28)?,
     })
 }
 
@@ -347,6 +355,8 @@ impl TraceStore for SqliteStore {
                     r.explanation,
                     r.worker,
                     r.span_count,
+                    r.input_len,
+                    r.input_tokens,
                 ])?;
             }
             let mut stmt = tx.prepare_cached(&self.insert_span)?;
@@ -379,6 +389,8 @@ impl TraceStore for SqliteStore {
                     s.worker,
                     s.input_summary,
                     s.output_summary,
+                    s.critical_us,
+                    s.req_input_len,
                 ])?;
             }
         }
@@ -464,6 +476,7 @@ impl TraceStore for SqliteStore {
                 path_key: text(r, 9)?,
                 top_node: opt_text(r, 10)?,
                 input_chars: r.get(11)?,
+                input_len: r.get(12)?,
             });
         }
         Ok(())
@@ -486,6 +499,8 @@ impl TraceStore for SqliteStore {
                 status: text(r, 7)?,
                 kind: text(r, 8)?,
                 tags: text(r, 9)?,
+                critical_us: r.get(10)?,
+                req_input_len: r.get(11)?,
             });
         }
         Ok(())

@@ -244,6 +244,34 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
             taken: !req.retrieval,
             why: "router label".into(),
         },
+        PathEdge {
+            from: "embed".into(),
+            to: "retrieve".into(),
+            condition: None,
+            taken: req.retrieval,
+            why: "no condition".into(),
+        },
+        PathEdge {
+            from: "retrieve".into(),
+            to: "prompt".into(),
+            condition: None,
+            taken: req.retrieval,
+            why: "no condition".into(),
+        },
+        PathEdge {
+            from: "prompt".into(),
+            to: "llm".into(),
+            condition: None,
+            taken: true,
+            why: "no condition".into(),
+        },
+        PathEdge {
+            from: "llm".into(),
+            to: "validate".into(),
+            condition: None,
+            taken: true,
+            why: "no condition".into(),
+        },
     ];
     let error = req.failed.then(|| ErrorRecord {
         code: "guard_failed".into(),
@@ -307,7 +335,10 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
             model: "chat-7b".into(),
             version: Some("3.2.1".into()),
         }],
-        input_summary: req.input.clone(),
+        // Cut as the engine cuts it; the record keeps the real length.
+        input_summary: glassbox_trace::truncate(&req.input, 200),
+        input_chars: Some(req.input.chars().count() as u64),
+        input_tokens: None,
         output_summary: "the answer".into(),
         receipt,
         explanation: Explanation {

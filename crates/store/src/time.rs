@@ -4,6 +4,26 @@
 
 use crate::report::days_from_civil;
 
+/// A length of time like `90m`, `24h`, `7d`, `30s`, `2w` in microseconds,
+/// or why `s` is not one (the age forms of [`parse_time`]).
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let scale = match t.chars().last() {
+        Some('s') => 1_000_000u64,
+        Some('m') => 60_000_000,
+        Some('h') => 3_600_000_000,
+        Some('d') => 86_400_000_000,
+        Some('w') => 604_800_000_000,
+        _ => 0,
+    };
+    match t[..t.len().saturating_sub(1)].parse::<u64>() {
+        Ok(n) if scale > 0 && n > 0 => Ok(n.saturating_mul(scale)),
+        _ => Err(format!(
+            "`{s}` is not a length of time (expected a number and a unit: 30s, 90m, 24h, 7d, 2w)"
+        )),
+    }
+}
+
 /// Microseconds since the epoch (UTC), or why `s` is not a time.
 pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
     let now = i64::try_from(now_us).unwrap_or(i64::MAX);
@@ -61,6 +81,17 @@ pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_lengths_of_time() {
+        assert_eq!(parse_duration("90m"), Ok(5_400_000_000));
+        assert_eq!(parse_duration("24h"), Ok(86_400_000_000));
+        assert_eq!(parse_duration("30s"), Ok(30_000_000));
+        for bad in ["", "h", "0h", "-1h", "1y", "soon"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("not a length of time"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn parses_the_documented_forms() {

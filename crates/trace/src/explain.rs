@@ -8,8 +8,15 @@
 //! the path, the error record): the engine composes a request's explanation
 //! with it as the request ends, and anything holding a stored record (the
 //! CLI's `explain`, a store) can do the same without the engine.
+//!
+//! When branches ran in parallel, a last sentence names the critical path
+//! (the chain that set the latency, from the path's own times) and the
+//! nodes that ran alongside it without adding to it; a straight path, where
+//! every node is on it, adds nothing; nor does a failed request, whose
+//! time its failure set.
 
-use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord, VersionChoice};
+use crate::critical::{CriticalPath, critical_path};
+use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord, SpanRecord, VersionChoice};
 
 /// Composes the explanation paragraph for a request.
 pub fn compose(
@@ -59,6 +66,16 @@ pub fn compose(
         }
         text.push_str(&body);
     }
+    // A failed request's time was set by its failure, which the last
+    // sentence names; only finished requests get the critical path.
+    if error.is_none()
+        && let Some(critical) = critical_sentence(&critical_path::<SpanRecord>(path, &[]), lang)
+    {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&critical);
+    }
     if let Some(err) = error {
         let tail = match lang {
             Lang::En => match err.code.as_str() {
@@ -76,6 +93,52 @@ pub fn compose(
         text.push_str(&tail);
     }
     text
+}
+
+/// `850 ms`, `1.2 ms`: a duration in microseconds as people read it.
+pub fn millis(us: u64) -> String {
+    if us < 10_000 {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    } else {
+        format!("{} ms", (us + 500) / 1000)
+    }
+}
+
+/// The sentence naming the critical path, when some node ran off it (with
+/// no parallel branch, the path is every node and says nothing new).
+pub fn critical_sentence(cp: &CriticalPath, lang: Lang) -> Option<String> {
+    if cp.off_path.is_empty() || cp.steps.is_empty() {
+        return None;
+    }
+    let chain = cp
+        .steps
+        .iter()
+        .map(|s| format!("`{}`", s.node))
+        .collect::<Vec<_>>()
+        .join(" → ");
+    let off: Vec<String> = cp.off_path.iter().map(|n| format!("`{n}`")).collect();
+    let total = millis(cp.end_us);
+    let top = cp.dominant()?;
+    Some(match lang {
+        Lang::En => {
+            let off = match off.as_slice() {
+                [one] => format!("{one} ran alongside and added nothing"),
+                [a, b] => format!("{a} and {b} ran alongside and added nothing"),
+                more => format!("{} ran alongside and added nothing", join_en(more)),
+            };
+            format!(
+                "The latency ({total}) was set by {chain}, most of it in `{}` ({}); {off}.",
+                top.node,
+                millis(top.added_us)
+            )
+        }
+        Lang::Zh => format!(
+            "延迟（{total}）由 {chain} 决定，其中 `{}` 占 {}；{} 并行执行，没有增加延迟。",
+            top.node,
+            millis(top.added_us),
+            off.join("、")
+        ),
+    })
 }
 
 fn join_en(items: &[String]) -> String {
@@ -561,6 +624,74 @@ mod tests {
         );
         let zh = compose(&facts(Some(0.964)), &PathRecord::default(), None, Lang::Zh);
         assert!(zh.contains("相似度 96%"), "{zh}");
+    }
+
+    #[test]
+    fn parallel_branches_name_the_critical_path_and_straight_paths_do_not() {
+        use crate::{NodeStatus, PathEdge, PathNode};
+        let node = |id: &str, start: u64, end: u64| PathNode {
+            id: id.into(),
+            kind: "k".into(),
+            status: NodeStatus::Succeeded,
+            start_us: Some(start),
+            end_us: Some(end),
+            duration_us: Some(end - start),
+            attempts: 1,
+            label: None,
+            fallback: None,
+            replaces: None,
+        };
+        let edge = |from: &str, to: &str| PathEdge {
+            from: from.into(),
+            to: to.into(),
+            condition: None,
+            taken: true,
+            why: "no condition".into(),
+        };
+        let mut path = PathRecord {
+            nodes: vec![
+                node("route", 0, 1_000),
+                node("web", 1_000, 400_000),
+                node("kb", 1_000, 90_000),
+                node("llm", 400_000, 850_000),
+            ],
+            edges: vec![
+                edge("route", "web"),
+                edge("route", "kb"),
+                edge("web", "llm"),
+                edge("kb", "llm"),
+            ],
+        };
+        let en = compose(&facts(), &path, None, Lang::En);
+        assert!(
+            en.ends_with(
+                "The latency (850 ms) was set by `route` → `web` → `llm`, most of it in `llm` \
+                 (450 ms); `kb` ran alongside and added nothing."
+            ),
+            "{en}"
+        );
+        let zh = compose(&facts(), &path, None, Lang::Zh);
+        assert!(
+            zh.ends_with(
+                "延迟（850 ms）由 `route` → `web` → `llm` 决定，其中 `llm` 占 450 ms；`kb` 并行执行，没有增加延迟。"
+            ),
+            "{zh}"
+        );
+        // A failed request's time was set by its failure: no sentence.
+        let err = ErrorRecord {
+            code: "node_failed".into(),
+            message: "node `llm` failed".into(),
+            node: Some("llm".into()),
+            attempt: Some(1),
+            detail: None,
+        };
+        let failed = compose(&facts(), &path, Some(&err), Lang::En);
+        assert!(!failed.contains("latency"), "{failed}");
+        // Without the parallel branch every node is on the path: no sentence.
+        path.nodes.remove(2);
+        path.edges.retain(|e| &*e.from != "kb" && &*e.to != "kb");
+        let en = compose(&facts(), &path, None, Lang::En);
+        assert!(!en.contains("latency"), "{en}");
     }
 
     #[test]

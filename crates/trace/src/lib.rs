@@ -18,10 +18,14 @@
 //!   bump rather than a string copy on the request path.
 //! - Money is [`rust_decimal::Decimal`]: a receipt's lines add up to its
 //!   total exactly, with no float drift.
+//! - The [`critical_path`] (the chain of nodes that set a request's
+//!   latency) is a pure function of the path and spans, so any holder of a
+//!   record can compute it, old records included.
 //! - Explanations keep their structured [`Fact`]s next to the rendered text,
 //!   so a store can re-render them in another language later
 //!   ([`explain::compose`]).
 
+pub mod critical;
 pub mod diff;
 pub mod explain;
 pub mod fact;
@@ -31,6 +35,7 @@ pub mod record;
 pub mod sink;
 pub mod span;
 
+pub use critical::{CriticalPath, CriticalStep, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;

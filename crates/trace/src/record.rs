@@ -169,6 +169,15 @@ pub struct RequestRecord {
     pub labels: BTreeMap<Arc<str>, String>,
     pub models: Vec<ModelUse>,
     pub input_summary: String,
+    /// Characters of the request's whole input (the summary is cut short),
+    /// for grouping by input length. Absent in records stored before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_chars: Option<u64>,
+    /// Tokens of the input, when the first node to read it counted them
+    /// (an embedding, a semantic router, a model reading it directly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
     pub output_summary: String,
     pub receipt: Receipt,
     pub explanation: Explanation,

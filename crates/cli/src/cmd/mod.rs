@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod alerts;
 pub mod bench;
 pub mod calibrate;
 pub mod common;

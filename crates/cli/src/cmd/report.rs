@@ -4,7 +4,8 @@
 //! average and P95 cost per request, P50/P95/P99 latency per request and per
 //! node, each node's share of cost and how often it was the most expensive,
 //! the path mix (direct vs retrieval) and error / timeout / fallback rates;
-//! optionally latency by input-length bucket.
+//! the nodes most often on the critical path and their share of latency;
+//! optionally latency by input-length bucket (per request and per node).
 //!
 //! `--compare A B` instead puts two versions of one topology side by side
 //! and marks the differences larger than noise ([`compare`]).
@@ -57,7 +58,8 @@ pub struct Args {
     /// Leave out per-node latency and cost shares (faster: spans are not read).
     #[arg(long)]
     pub no_nodes: bool,
-    /// Add latency by input-length bucket (characters of the input summary).
+    /// Add latency by input-length bucket (characters of the whole input),
+    /// per request and per node.
     #[arg(long)]
     pub by_input_length: bool,
     #[arg(long, value_enum, default_value_t)]
@@ -237,6 +239,23 @@ fn group_table(out: &mut String, g: &GroupReport, by: &str) {
             .rows(rows);
         out.push_str(&nodes.render());
     }
+    if !g.critical_path.is_empty() {
+        let crit = g
+            .critical_path
+            .iter()
+            .take(5)
+            .map(|c| {
+                format!(
+                    "{} {} of requests, {} of latency",
+                    c.node,
+                    pct(c.rate),
+                    pct(c.latency_share)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let _ = writeln!(out, "  critical path   {crit}");
+    }
     for b in &g.input_buckets {
         let _ = writeln!(
             out,
@@ -245,6 +264,27 @@ fn group_table(out: &mut String, g: &GroupReport, by: &str) {
             b.requests,
             lat(&b.latency_ms)
         );
+    }
+    if !g.node_input_buckets.is_empty() {
+        let rows = g
+            .node_input_buckets
+            .iter()
+            .map(|b| {
+                vec![
+                    b.node.clone(),
+                    b.bucket.clone(),
+                    b.spans.to_string(),
+                    lat(&b.latency_ms),
+                ]
+            })
+            .collect();
+        let t = Table::new(&["node", "input", "spans", "p50 / p95 / p99"])
+            .indent("  ")
+            .gap(1)
+            .min_width(&[16, 8, 8, 28])
+            .align(&[Align::Left, Align::Left, Align::Right, Align::Right])
+            .rows(rows);
+        out.push_str(&t.render());
     }
     out.push('\n');
 }
@@ -262,14 +302,16 @@ pub fn csv(rep: &Report) -> String {
     let mut out = String::from(
         "topology_id,group_by,group,requests,cost_mean,cost_p95,cost_total,latency_p50_ms,\
          latency_p95_ms,latency_p99_ms,error_rate,timeout_rate,fallback_rate,top_path,\
-         top_path_share,top_cost_node,top_cost_node_share\n",
+         top_path_share,top_cost_node,top_cost_node_share,top_critical_node,\
+         top_critical_node_rate,top_critical_node_latency_share\n",
     );
     for g in &rep.groups {
         let path = g.paths.first();
         let node = g.top_cost_nodes.first();
+        let crit = g.critical_path.first();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&g.topology_id),
             rep.group_by,
             csv_field(&g.group),
@@ -287,6 +329,9 @@ pub fn csv(rep: &Report) -> String {
             path.map_or(0.0, |p| p.share),
             csv_field(node.map_or("", |n| n.key.as_str())),
             node.map_or(0.0, |n| n.share),
+            csv_field(crit.map_or("", |c| c.node.as_str())),
+            crit.map_or(0.0, |c| c.rate),
+            crit.map_or(0.0, |c| c.latency_share),
         );
     }
     out
@@ -325,6 +370,8 @@ mod tests {
         .unwrap();
         let t = table(&rep);
         assert!(t.contains("rag-chat  [day 2026-11-30]"), "{t}");
+        // Every request's path ends in the LLM and the guard.
+        assert!(t.contains("critical path   llm 100.0% of requests"), "{t}");
         assert!(t.contains("50.0%"), "{t}");
         assert!(t.contains("llm"), "{t}");
         let c = csv(&rep);

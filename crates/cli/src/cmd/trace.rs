@@ -297,14 +297,65 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut store = a.store.open()?;
     let trace = load_trace(&mut *store, &a.id)?;
     match a.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&trace)?),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&with_critical(&trace))?),
         OutputFormat::Table => print!("{}", waterfall(&trace, 40)),
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The terminal view of one request: header, waterfall, edges, receipt,
-/// explanation.
+/// The stored trace as JSON, with its critical path (computed from the path
+/// and spans, so records stored before it existed have one too).
+pub fn with_critical(trace: &StoredTrace) -> serde_json::Value {
+    let mut v = serde_json::to_value(trace).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        let cp = glassbox_trace::critical_path(&trace.record.path, &trace.spans);
+        obj.insert(
+            "critical_path".into(),
+            serde_json::to_value(cp).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+/// The critical path section of `trace show`: the chain, what each step
+/// added, and the nodes that ran alongside it.
+fn critical_section(out: &mut String, trace: &StoredTrace) {
+    let cp = glassbox_trace::critical_path(&trace.record.path, &trace.spans);
+    if cp.steps.is_empty() {
+        return;
+    }
+    let millis = glassbox_trace::explain::millis;
+    let chain: Vec<&str> = cp.steps.iter().map(|s| &*s.node).collect();
+    let _ = writeln!(
+        out,
+        "\ncritical path ({}; the nodes' own times add up to {})\n  {}",
+        millis(cp.end_us),
+        millis(cp.nodes_total_us),
+        chain.join(" → ")
+    );
+    let total = cp.end_us.max(1) as f64;
+    for s in &cp.steps {
+        let retries = if s.attempts > 1 {
+            format!("  ({} attempts)", s.attempts)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>10} {:>6.1}%{retries}",
+            s.node,
+            millis(s.added_us),
+            s.added_us as f64 / total * 100.0
+        );
+    }
+    if !cp.off_path.is_empty() {
+        let off: Vec<&str> = cp.off_path.iter().map(|n| &**n).collect();
+        let _ = writeln!(out, "  off the path (ran alongside): {}", off.join(", "));
+    }
+}
+
+/// The terminal view of one request: header, waterfall, critical path,
+/// edges, receipt, explanation.
 pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
     let r = &trace.record;
     let mut out = String::new();
@@ -369,6 +420,7 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
             s.cost.normalize().to_string(),
         );
     }
+    critical_section(&mut out, trace);
     if !r.path.edges.is_empty() {
         let _ = writeln!(out, "\nedges");
         for e in &r.path.edges {
@@ -479,5 +531,27 @@ mod tests {
         assert!(text.contains("receipt (USD)"), "{text}");
         assert!(text.contains("explanation (en)"), "{text}");
         assert!(text.contains('█'), "{text}");
+        // The LLM timed out and its fallback stood in: both on the path.
+        assert!(
+            text.contains("route → embed → retrieve → prompt → llm → llm_small → validate"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn json_carries_the_critical_path() {
+        use glassbox_store::synth::{SynthRequest, build};
+        let mut req = SynthRequest::new(2, 1_796_040_000_000_000);
+        req.retrieval = false;
+        let (record, spans) = build(&req);
+        let v = with_critical(&StoredTrace { record, spans });
+        let steps: Vec<&str> = v["critical_path"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["node"].as_str().unwrap())
+            .collect();
+        assert_eq!(steps, ["route", "prompt", "llm", "validate"]);
+        assert_eq!(v["record"]["request_id"], req.id.to_string());
     }
 }

@@ -75,6 +75,8 @@ fn runs_are_recorded_and_read_back() {
         "pricing_answer",
         "total",
         "explanation",
+        "critical path",
+        "route → pricing_answer → check",
     ] {
         assert!(shown.contains(needle), "missing {needle}:\n{shown}");
     }
@@ -89,6 +91,65 @@ fn runs_are_recorded_and_read_back() {
     assert!(text.contains("moderation"), "{text}");
     let csv = ok(&["report", "--store", &store, "--format", "csv"]);
     assert!(csv.lines().count() >= 2, "{csv}");
+}
+
+/// 400 baseline requests over the day before the last hour (75% through
+/// retrieval) and 150 in the last hour, `retrieval` of every 20 through it.
+fn drift_store(dir: &tempfile::TempDir, retrieval: u64) -> String {
+    use glassbox_store::row::encode;
+    use glassbox_store::synth::{SynthRequest, build};
+    use glassbox_store::{RedactOptions, Redactor, SqliteStore, TraceStore};
+    const HOUR: u64 = 3_600_000_000;
+    let mut db = SqliteStore::open(&dir.path().join("traces.db")).unwrap();
+    let red = Redactor::new(&RedactOptions::default()).unwrap();
+    let window = glassbox_trace::unix_micros_now() - HOUR;
+    let minute = HOUR / 60;
+    let (mut reqs, mut spans) = (Vec::new(), Vec::new());
+    let times = (0..400u64)
+        .map(|i| (window - 23 * HOUR + i * (22 * HOUR / 400), i % 4 != 0))
+        .chain((0..150u64).map(|i| (window + minute + i * (HOUR / 200), i % 20 < retrieval)));
+    for (n, (at, through)) in times.enumerate() {
+        let mut r = SynthRequest::new(n as u64 + 1, at);
+        r.retrieval = through;
+        let (record, s) = build(&r);
+        let s: Vec<_> = s.into_iter().map(std::sync::Arc::new).collect();
+        let (row, rows) = encode(&record, &s, &red);
+        reqs.push(row);
+        spans.extend(rows);
+    }
+    db.write(&reqs, &spans).unwrap();
+    store_url(dir)
+}
+
+#[test]
+fn alerts_list_drift_with_evidence_and_nothing_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = drift_store(&dir, 2);
+    let ev: Value =
+        serde_json::from_str(&ok(&["alerts", "--store", &store, "--format", "json"])).unwrap();
+    let alerts = ev["alerts"].as_array().unwrap();
+    assert_eq!(alerts.len(), 2, "{ev}");
+    assert!(alerts.iter().all(|a| a["kind"] == "route_shift"), "{ev}");
+    assert_eq!(alerts[0]["baseline"]["samples"], 400);
+    let table = ok(&["alerts", "--store", &store]);
+    assert!(table.contains("2 alert(s) firing"), "{table}");
+    assert!(table.contains("route_shift"), "{table}");
+    let check = glassbox(&["alerts", "--store", &store, "--check"], None);
+    assert_eq!(check.status.code(), Some(1));
+    // A route shift smaller than the threshold given does not fire.
+    let loose = ok(&["alerts", "--store", &store, "--route-shift", "0.9"]);
+    assert!(loose.contains("no alerts firing"), "{loose}");
+    let bad = glassbox(&["alerts", "--store", &store, "--alpha", "2"], None);
+    assert_eq!(bad.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("`alpha` is 2"), "{err}");
+    let bad = glassbox(&["alerts", "--store", &store, "--window", "soon"], None);
+    assert_eq!(bad.status.code(), Some(78));
+
+    let calm = tempfile::tempdir().unwrap();
+    let store = drift_store(&calm, 15);
+    let text = ok(&["alerts", "--store", &store, "--check"]);
+    assert!(text.contains("no alerts firing"), "{text}");
 }
 
 #[test]

@@ -169,3 +169,70 @@ edges:
     // Nodes without a calibration keep the topology's prices.
     assert_eq!(receipt.total, d("1.00"));
 }
+
+/// Regression (issue 16, item 8): the record keeps the length of the whole
+/// input, not of its 200-character summary, so reports can group by it.
+#[tokio::test(start_paused = true)]
+async fn the_record_keeps_the_real_input_length_not_the_summarys() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: long
+version: "1"
+nodes:
+  - { id: a, type: test, resource: { type: cpu, cost_per_call: 0.1 } }
+"#,
+    );
+    let question = "é".repeat(5_000);
+    let out = p
+        .run(json!({ "question": question }), RunOptions::default())
+        .await;
+    let r = &out.trace.record;
+    // `{"question":"…"}`: 5,000 characters and 15 of JSON around them.
+    assert_eq!(r.input_chars, Some(5_015));
+    assert!(
+        r.input_summary.chars().count() <= 201,
+        "{}",
+        r.input_summary
+    );
+    let v = serde_json::to_value(&**r).unwrap();
+    assert_eq!(v["input_chars"], 5_015);
+}
+
+/// Parallel branches: the explanation names the branch that set the latency
+/// (not the sum), and the input's tokens come from the entry node that
+/// counted them.
+#[tokio::test(start_paused = true)]
+async fn parallel_branches_name_the_critical_path_and_entry_tokens_are_kept() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: fan
+version: "1"
+nodes:
+  - { id: a, type: test, config: { tokens: [42, 0] } }
+  - { id: fast, type: test, config: { sleep_ms: 10 } }
+  - { id: slow, type: test, config: { sleep_ms: 200 } }
+  - { id: join, type: test, config: { tokens: [7, 1] } }
+edges:
+  - { from: a, to: fast }
+  - { from: a, to: slow }
+  - { from: fast, to: join }
+  - { from: slow, to: join }
+"#,
+    );
+    let out = p
+        .run(json!({"question": "hi"}), RunOptions::default())
+        .await;
+    let r = &out.trace.record;
+    let cp = glassbox_engine::trace::critical_path(&r.path, &out.trace.spans);
+    let chain: Vec<&str> = cp.steps.iter().map(|s| &*s.node).collect();
+    assert_eq!(chain, ["a", "slow", "join"]);
+    assert_eq!(cp.off_path.len(), 1);
+    assert!(
+        r.explanation.text.contains(
+            "was set by `a` → `slow` → `join`, most of it in `slow` (200 ms); `fast` ran alongside"
+        ),
+        "{}",
+        r.explanation.text
+    );
+    assert_eq!(r.input_tokens, Some(42));
+}

@@ -1,5 +1,6 @@
 //! The `/v1` JSON API, one module per resource.
 
+pub mod alerts;
 pub mod body;
 pub mod compare;
 pub mod extract;

@@ -82,7 +82,7 @@ async fn build(
     tag = "reports",
     params(("name" = String, Path, description = "Report name: `summary`"), FilterParams, ReportParams),
     responses(
-        (status = 200, description = "`{group_by, groups: [{topology_id, group, requests, cost: {mean,p50,p95,p99}, cost_total, latency_ms: {mean,p50,p95,p99}, error_rate, timeout_rate, fallback_rate, paths, top_cost_nodes, nodes, input_buckets}]}`", body = Object),
+        (status = 200, description = "`{group_by, groups: [{topology_id, group, requests, cost: {mean,p50,p95,p99}, cost_total, latency_ms: {mean,p50,p95,p99}, error_rate, timeout_rate, fallback_rate, paths, top_cost_nodes, nodes, input_buckets, critical_path: [{node, requests, rate, latency_share, added_ms_mean}], node_input_buckets: [{node, bucket, spans, latency_ms}]}]}`", body = Object),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),

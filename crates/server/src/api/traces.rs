@@ -136,12 +136,19 @@ pub struct TraceDetail {
     pub explanation: String,
     pub input_summary: String,
     pub output_summary: String,
+    /// The chain of nodes that set the request's latency: `{steps: [{node,
+    /// start_us, end_us, attempts, wait_us, added_us}], end_us,
+    /// nodes_total_us, off_path}` (computed from the path and spans).
+    #[schema(value_type = Object)]
+    pub critical_path: Value,
 }
 
 impl From<StoredTrace> for TraceDetail {
     fn from(t: StoredTrace) -> Self {
         let r = &t.record;
+        let critical = glassbox_trace::critical_path(&r.path, &t.spans);
         TraceDetail {
+            critical_path: serde_json::to_value(critical).unwrap_or(Value::Null),
             request_id: r.request_id.to_string(),
             receipt: serde_json::to_value(&r.receipt).unwrap_or(Value::Null),
             explanation: r.explanation.text.clone(),

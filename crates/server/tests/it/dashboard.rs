@@ -246,6 +246,38 @@ fn dashboard_pages_show_topologies_traces_and_reports_without_console_errors() {
         2,
         "the two skipped nodes are listed greyed in the waterfall"
     );
+    // The critical path (from the API) is named above the waterfall, and
+    // exactly the spans of its nodes are marked in it.
+    let steps: Vec<String> = stored["critical_path"]["steps"]
+        .as_array()
+        .expect("critical_path.steps")
+        .iter()
+        .map(|s| s["node"].as_str().expect("node").to_owned())
+        .collect();
+    assert_eq!(steps, ["route", "pricing_answer", "check"]);
+    let summary = f.texts("[data-testid=critical-path]", None);
+    assert_eq!(summary.len(), 1, "{summary:?}");
+    assert!(
+        summary[0].contains("route → pricing_answer → check"),
+        "{summary:?}"
+    );
+    let marked = f.texts(
+        "[data-testid=waterfall-row][data-critical=true]",
+        Some("data-node"),
+    );
+    assert_eq!(
+        marked.len(),
+        spans,
+        "every span here is on the path: {marked:?}"
+    );
+    assert!(marked.iter().all(|n| steps.contains(n)), "{marked:?}");
+    let ring = f.browser.eval(
+        "getComputedStyle(document.querySelector('[data-testid=waterfall-row][data-critical=true] [data-testid=waterfall-bar]')).boxShadow",
+    );
+    assert!(
+        ring.as_str().is_some_and(|s| s != "none"),
+        "critical bars carry a ring: {ring}"
+    );
     let total = record["receipt"]["total"]
         .as_str()
         .map(str::to_owned)

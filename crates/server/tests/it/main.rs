@@ -11,6 +11,7 @@ mod connections;
 mod dashboard;
 mod durable;
 mod keyless;
+mod lifecycle;
 mod limits;
 mod openai;
 mod openapi;

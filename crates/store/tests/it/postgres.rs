@@ -45,12 +45,18 @@ fn migrates_schema_3_rows() {
                  ALTER COLUMN receipt TYPE text USING convert_from(receipt, 'UTF8'),
                  ALTER COLUMN explanation TYPE text USING convert_from(explanation, 'UTF8');
              ALTER TABLE spans ALTER COLUMN request_id TYPE text USING request_id::text;
-             DELETE FROM schema_version WHERE version = 4;",
+             DROP INDEX requests_report;
+             ALTER TABLE requests DROP COLUMN input_len, DROP COLUMN input_tokens;
+             ALTER TABLE spans DROP COLUMN critical_us, DROP COLUMN req_input_len;
+             CREATE INDEX requests_report ON requests (topology_id, started_at_us, version,
+                 model_key, duration_us, status, degraded, timeouts, cost_f, path_key, top_node,
+                 input_chars);
+             DELETE FROM schema_version WHERE version >= 4;",
         )
         .unwrap();
     let mut store = PostgresStore::connect(&url).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 4);
-    crate::suite::assert_stored(&mut store, &reqs);
+    assert_eq!(store.schema_version().unwrap(), 5);
+    crate::suite::assert_stored_before_5(&mut store, &reqs);
     let ty: String = client
         .query_one(
             "SELECT data_type FROM information_schema.columns

@@ -22,8 +22,19 @@ fn default_path_follows_xdg_data_home() {
     assert!(path.ends_with("glassbox/traces.db"), "{}", path.display());
 }
 
-/// A store written at schema 3 (text ids, JSON text) opens at schema 4 with
-/// every request readable and its ids converted.
+/// Takes a schema-5 database back to schema 4 (the columns and index
+/// migration 5 added), as an older Glassbox left it.
+pub const UNDO_5: &str = "DROP INDEX requests_report;
+     ALTER TABLE requests DROP COLUMN input_len;
+     ALTER TABLE requests DROP COLUMN input_tokens;
+     ALTER TABLE spans DROP COLUMN critical_us;
+     ALTER TABLE spans DROP COLUMN req_input_len;
+     CREATE INDEX requests_report ON requests (topology_id, started_at_us, version, model_key,
+         duration_us, status, degraded, timeouts, cost_f, path_key, top_node, input_chars);";
+
+/// A store written at schema 3 (text ids, JSON text) opens at schema 5 with
+/// every request readable (without the real input length, which schema 3
+/// rows never had) and its ids converted.
 #[test]
 fn migrates_schema_3_rows() {
     use glassbox_store::TraceStore;
@@ -61,7 +72,8 @@ fn migrates_schema_3_rows() {
         conn.execute_batch(&format!(
             "UPDATE requests SET request_id = {dashed};
              UPDATE spans SET request_id = {dashed};
-             DELETE FROM schema_version WHERE version = 4;"
+             {UNDO_5}
+             DELETE FROM schema_version WHERE version >= 4;"
         ))
         .unwrap();
         let kinds: Vec<String> = conn
@@ -74,8 +86,8 @@ fn migrates_schema_3_rows() {
         assert_eq!(kinds, ["texttext"]);
     }
     let mut store = glassbox_store::SqliteStore::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 4);
-    crate::suite::assert_stored(&mut store, &reqs);
+    assert_eq!(store.schema_version().unwrap(), 5);
+    crate::suite::assert_stored_before_5(&mut store, &reqs);
     let text_ids: i64 = store
         .connection()
         .query_row(

@@ -52,6 +52,10 @@ macro_rules! store_suite {
             crate::compare::real_differences_are_marked(&mut *$open().store)
         }
         #[test]
+        fn input_length_and_critical_path_reports() {
+            crate::suite::input_length_and_critical_path(&mut $open())
+        }
+        #[test]
         fn writer_persists_redacted_records() {
             crate::suite::writer_persists_redacted(&mut $open())
         }
@@ -71,22 +75,95 @@ pub fn put(store: &mut dyn TraceStore, req: &SynthRequest) {
     store.write(&[row], &span_rows).unwrap();
 }
 
-/// Each request reads back exactly as built, spans included.
-pub fn assert_stored(store: &mut dyn TraceStore, reqs: &[SynthRequest]) {
+/// Each request reads back as built, except what rows written before schema
+/// 5 do not have (the real input length).
+pub fn assert_stored_before_5(store: &mut dyn TraceStore, reqs: &[SynthRequest]) {
     for r in reqs {
-        let (record, spans) = build(r);
+        let (mut record, spans) = build(r);
+        record.input_chars = None;
+        record.input_tokens = None;
         let got = store.get(r.id).unwrap().expect("stored request");
         assert_eq!(got.record, record);
         assert_eq!(got.spans, spans);
     }
 }
 
+/// Regression (issue 16, item 8): requests are grouped by the length of
+/// their whole input, not of the stored summary (cut to 200 characters, so
+/// every request used to land in `<256`); per-node latency by input length;
+/// the nodes most often on the critical path.
+pub fn input_length_and_critical_path(f: &mut Fixture) {
+    // 12 short questions, 8 long (3,000 characters) answered more slowly.
+    let mut reqs = Vec::new();
+    for i in 0..20u64 {
+        let mut r = SynthRequest::new(300 + i, T0 + i);
+        let long = i >= 12;
+        r.input = if long {
+            "q".repeat(3_000)
+        } else {
+            format!("short {i}")
+        };
+        r.llm_us = if long { 400_000 } else { 100_000 };
+        r.retrieval = i % 2 == 0;
+        put(&mut *f.store, &r);
+        reqs.push(r);
+    }
+    // The record reads back as built, with the real length (`input_chars`).
+    for r in &reqs {
+        let got = f.store.get(r.id).unwrap().expect("stored request");
+        assert_eq!(got.record, build(r).0);
+    }
+    let got = f
+        .store
+        .get(SynthRequest::new(319, T0 + 19).id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.record.input_chars, Some(3_000));
+    assert!(got.record.input_summary.chars().count() <= 201);
+    let rep = report::build(
+        &mut *f.store,
+        &ReportOptions {
+            nodes: true,
+            input_buckets: true,
+            ..ReportOptions::default()
+        },
+    )
+    .unwrap();
+    let g = &rep.groups[0];
+    let buckets: Vec<(&str, u64)> = g
+        .input_buckets
+        .iter()
+        .map(|b| (b.bucket.as_str(), b.requests))
+        .collect();
+    assert_eq!(buckets, [("<256", 12), ("1k-4k", 8)]);
+    let llm = |bucket: &str| {
+        g.node_input_buckets
+            .iter()
+            .find(|b| b.node == "llm" && b.bucket == bucket)
+            .unwrap()
+    };
+    assert_eq!((llm("<256").spans, llm("<256").latency_ms.p99), (12, 100.0));
+    assert_eq!(
+        (llm("1k-4k").spans, llm("1k-4k").latency_ms.p50),
+        (8, 400.0)
+    );
+    // Every request's critical path runs through route, prompt, llm and
+    // validate; retrieval only for half of them. The LLM sets most of it.
+    let crit = |node: &str| g.critical_path.iter().find(|c| c.node == node).unwrap();
+    assert_eq!((crit("llm").requests, crit("llm").rate), (20, 1.0));
+    assert_eq!((crit("embed").requests, crit("embed").rate), (10, 0.5));
+    assert!(crit("llm").latency_share > 0.9, "{:?}", g.critical_path);
+    let shares: f64 = g.critical_path.iter().map(|c| c.latency_share).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+    assert_eq!(g.critical_path[0].requests, 20);
+}
+
 pub fn schema_is_versioned(f: &mut Fixture) {
-    assert_eq!(f.store.schema_version().unwrap(), 4);
+    assert_eq!(f.store.schema_version().unwrap(), 5);
     put(&mut *f.store, &SynthRequest::new(1, T0));
     // Opening again migrates nothing and keeps the data.
     let mut again = f.reopen();
-    assert_eq!(again.schema_version().unwrap(), 4);
+    assert_eq!(again.schema_version().unwrap(), 5);
     assert_eq!(again.counts().unwrap().0, 1);
     again.integrity_check().unwrap();
 }

@@ -164,6 +164,8 @@ fn build(r: &Req) -> (RequestRecord, Vec<SpanRecord>) {
             .collect(),
         models: vec![],
         input_summary: input,
+        input_chars: None,
+        input_tokens: None,
         output_summary: answer.into(),
         receipt,
         explanation: Explanation {

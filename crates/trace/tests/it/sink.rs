@@ -21,6 +21,8 @@ fn record(id: RequestId) -> RequestRecord {
         labels: Default::default(),
         models: vec![],
         input_summary: String::new(),
+        input_chars: None,
+        input_tokens: None,
         output_summary: String::new(),
         receipt: Receipt::new("USD".into()),
         explanation: Explanation::default(),

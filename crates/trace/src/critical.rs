@@ -1,0 +1,227 @@
+//! The critical path of a request: the chain of nodes that set its
+//! end-to-end latency.
+//!
+//! With parallel branches the request's latency is not the sum of its
+//! nodes' times: a branch that finished while another was still running
+//! added nothing. [`critical_path`] walks back from the node that finished
+//! last, each time to the upstream node it waited for longest (the one that
+//! finished last among the sources of its incoming edges), until it reaches
+//! a node that waited for none. Every step says how much time it *added*:
+//! from the moment the step before it finished (the request's start, for
+//! the first) to its own end, so the steps add up to the chain's end.
+//!
+//! A pure function of the path (its nodes and edges) and the spans: the
+//! engine uses it for the explanation, the store marks the spans on the
+//! path so reports can count them, and the CLI, API and dashboard show it.
+//! Rules it follows:
+//! - A node's time runs from its first attempt's start to its last attempt's
+//!   end, so retries and the backoff between them are part of it.
+//! - Skipped and never-run nodes have no time and are never on the path.
+//! - A fallback that stood in for a node comes after the node it replaced
+//!   (its failed attempts), and the nodes downstream waited for the fallback.
+//! - An edge that was not taken still gated its target if its source ran
+//!   (the target waited for the condition to be decided).
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::PathRecord;
+use crate::span::SpanRecord;
+
+/// One node on the critical path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriticalStep {
+    pub node: Arc<str>,
+    /// Offsets from the request's start, in microseconds: the node's first
+    /// attempt's start and last attempt's end.
+    pub start_us: u64,
+    pub end_us: u64,
+    pub attempts: u32,
+    /// Time between the step before it finishing (or the request starting)
+    /// and this node starting: scheduling, not work.
+    pub wait_us: u64,
+    /// What this node added to the latency: from the step before it
+    /// finishing (or the request starting) to its own end. The steps' added
+    /// times sum to the end of the last step.
+    pub added_us: u64,
+}
+
+/// The chain of nodes that set a request's latency, first to last.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriticalPath {
+    pub steps: Vec<CriticalStep>,
+    /// When the last step ended (offset from the request's start).
+    pub end_us: u64,
+    /// The nodes' own times summed, as if they had run one after another:
+    /// more than `end_us` when branches overlapped.
+    pub nodes_total_us: u64,
+    /// Nodes that ran but are not on the path (they ran alongside it).
+    pub off_path: Vec<Arc<str>>,
+}
+
+impl CriticalPath {
+    /// Whether `node` is on the path.
+    pub fn contains(&self, node: &str) -> bool {
+        self.steps.iter().any(|s| &*s.node == node)
+    }
+
+    /// The step that added the most time.
+    pub fn dominant(&self) -> Option<&CriticalStep> {
+        self.steps.iter().max_by_key(|s| s.added_us)
+    }
+
+    /// For each span (same order as given): the time its node added to the
+    /// latency on the span that ended the node's time on the path (its last
+    /// attempt), `None` on every other span. Stores keep this per span so
+    /// reports can sum it without re-walking paths.
+    pub fn span_marks<S: Borrow<SpanRecord>>(&self, spans: &[S]) -> Vec<Option<u64>> {
+        let mut marks = vec![None; spans.len()];
+        for step in &self.steps {
+            let last = spans
+                .iter()
+                .map(Borrow::<SpanRecord>::borrow)
+                .enumerate()
+                .filter(|(_, s)| s.node == step.node)
+                .max_by_key(|(i, s)| (s.end_us, *i));
+            if let Some((i, _)) = last {
+                marks[i] = Some(step.added_us);
+            }
+        }
+        marks
+    }
+}
+
+/// A node's time in this request.
+#[derive(Debug, Clone, Copy)]
+struct Interval {
+    start: u64,
+    end: u64,
+    attempts: u32,
+    /// Position in the path, for ties.
+    order: usize,
+}
+
+/// The critical path of one request, from its path (nodes and edges) and
+/// its spans. Nodes with no spans (a record stored without them) use the
+/// times in the path.
+pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> CriticalPath {
+    let mut times: HashMap<&str, Interval> = HashMap::new();
+    for (order, node) in path.nodes.iter().enumerate() {
+        let mut iv: Option<Interval> = None;
+        for s in spans
+            .iter()
+            .map(Borrow::borrow)
+            .filter(|s| s.node == node.id)
+        {
+            let v = iv.get_or_insert(Interval {
+                start: s.start_us,
+                end: s.end_us,
+                attempts: 0,
+                order,
+            });
+            v.start = v.start.min(s.start_us);
+            v.end = v.end.max(s.end_us);
+            v.attempts += 1;
+        }
+        let iv = iv.or_else(|| match (node.start_us, node.end_us) {
+            (Some(start), Some(end)) => Some(Interval {
+                start,
+                end: end.max(start),
+                attempts: node.attempts,
+                order,
+            }),
+            _ => None,
+        });
+        if let Some(iv) = iv {
+            times.insert(&node.id, iv);
+        }
+    }
+    // Who each node waited for: the sources of its incoming edges that ran;
+    // a source that fell back is stood in for by its fallback, which waited
+    // for the source's own failed attempts.
+    let fallback_of = |id: &str| -> Option<&str> {
+        path.node(id)
+            .and_then(|n| n.fallback.as_deref())
+            .filter(|f| times.contains_key(f))
+    };
+    let preds = |id: &str| -> Vec<&str> {
+        if let Some(replaced) = path.node(id).and_then(|n| n.replaces.as_deref())
+            && times.contains_key(replaced)
+        {
+            return vec![replaced];
+        }
+        path.edges
+            .iter()
+            .filter(|e| &*e.to == id && times.contains_key(&*e.from))
+            .map(|e| fallback_of(&e.from).unwrap_or(&e.from))
+            .collect()
+    };
+    let mut chain: Vec<&str> = Vec::new();
+    let mut current = latest(&times, times.keys().copied());
+    while let Some(id) = current {
+        if chain.contains(&id) {
+            break; // a path is a DAG; never loop on a damaged record
+        }
+        chain.push(id);
+        current = latest(&times, preds(id).into_iter());
+    }
+    chain.reverse();
+
+    let mut steps = Vec::with_capacity(chain.len());
+    let mut prev_end = 0u64;
+    for id in &chain {
+        let Some(iv) = times.get(id) else { continue };
+        steps.push(CriticalStep {
+            node: path
+                .node(id)
+                .map_or_else(|| Arc::from(*id), |n| n.id.clone()),
+            start_us: iv.start,
+            end_us: iv.end,
+            attempts: iv.attempts,
+            wait_us: iv.start.saturating_sub(prev_end),
+            added_us: iv.end.saturating_sub(prev_end),
+        });
+        prev_end = prev_end.max(iv.end);
+    }
+    let mut off_path: Vec<(usize, Arc<str>)> = path
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| times.contains_key(&*n.id) && !chain.contains(&&*n.id))
+        .map(|(i, n)| (i, n.id.clone()))
+        .collect();
+    off_path.sort_by_key(|(i, _)| *i);
+    CriticalPath {
+        end_us: prev_end,
+        nodes_total_us: times
+            .values()
+            .map(|iv| iv.end.saturating_sub(iv.start))
+            .sum(),
+        off_path: off_path.into_iter().map(|(_, id)| id).collect(),
+        steps,
+    }
+}
+
+/// Of `ids`, the node that finished last (ties: the later in the path).
+fn latest<'a>(
+    times: &HashMap<&'a str, Interval>,
+    ids: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut best: Option<(&'a str, Interval)> = None;
+    for id in ids {
+        let Some(iv) = times.get(id).copied() else {
+            continue;
+        };
+        if best.is_none_or(|(_, b)| (iv.end, iv.order) > (b.end, b.order)) {
+            best = Some((id, iv));
+        }
+    }
+    best.map(|(id, _)| id)
+}
+
+#[cfg(test)]
+#[path = "critical_tests.rs"]
+mod tests;
