@@ -5,9 +5,11 @@
 // requests behind it.
 //
 // The page is a list of panels, one function each, so panels can be added
-// without touching the others. Three are placeholders the coordinator wires
-// after merging (see the PANEL comments): version comparison, critical-path
-// share and firing alerts.
+// without touching the others; a panel returns an element, null, or a
+// promise of one (the page is ready once every panel has rendered). Besides
+// the charts: the nodes most often on the critical path, two versions side
+// by side with the differences beyond noise marked, and the drift alerts
+// firing.
 
 import { get } from './api.js';
 import { h, title, notice, listOf, fmtMillis, fmtCost } from './dom.js';
@@ -126,7 +128,7 @@ export async function reportsPage(view, _arg, ctx) {
       + 'and each node’s latency and share of the cost. Click a point, a bar or a node to see the traces behind it.'),
     filterForm(ctx.query, topologies, (q) => ctx.navigate(`#/reports${q.toString() ? `?${q}` : ''}`),
       { withStatus: false, withSort: false, testid: 'report-filters', extra: [bucketField] }));
-  const alerts = alertsPanel(ctx);
+  const alerts = await alertsPanel({ filters, range: rangeBounds(filters) });
   if (alerts) view.append(alerts);
   const tops = byTopology(timeline);
   if (!tops.size) {
@@ -138,14 +140,14 @@ export async function reportsPage(view, _arg, ctx) {
   for (const [topo, groups] of tops) {
     const cx = { topo, groups, whole: totals.get(topo)?.[0], bucket, seconds, range, ctx };
     const slug = topo.replace(/[^a-z0-9_-]/gi, '_');
-    const panels = [
+    const panels = (await Promise.all([
       latencyCostPanel(cx),
       pathPanel(cx),
       nodesPanel(cx),
       criticalPathPanel(cx),
-      versionComparePanel(cx),
+      versionComparePanel({ ...cx, filters }),
       bucketTable(cx),
-    ].filter(Boolean);
+    ])).filter(Boolean);
     view.append(h('section', { class: 'report', 'aria-labelledby': `rep-${slug}`, testid: 'report-topology', 'data-topology': topo },
       h('h2', { id: `rep-${slug}` }, h('a', { href: `#/topologies/${encodeURIComponent(topo)}` }, topo)),
       ...panels));
@@ -219,26 +221,120 @@ function nodesPanel({ topo, whole, range }) {
       })))));
 }
 
-// PANEL: critical-path share (issue #16 item 4). Wire to the report's
-// critical-path numbers (which nodes set end-to-end latency, and their share
-// of it) once they are merged; return an element, or null to show nothing.
-function criticalPathPanel(_cx) {
-  return null;
+/** The nodes that set end-to-end latency most often (the critical path,
+ * which with parallel branches is not the sum of the nodes), and their share
+ * of it. */
+function criticalPathPanel({ topo, whole, range }) {
+  const shares = listOf(whole, 'critical_path');
+  if (!shares.length) return null;
+  const link = tracesLink(topo, range.since, range.until, { sort: 'slowest' });
+  return h('div', { class: 'report-panel', testid: 'critical-panel' },
+    h('h3', {}, 'Critical path'),
+    h('p', { class: 'muted' },
+      'The chain of nodes that set each request’s latency (parallel branches that finished earlier are not on it): '
+      + 'how often each node was on it, and what share of the latency it set.'),
+    h('div', { class: 'table-wrap' }, h('table', { testid: 'critical-table' },
+      h('caption', { class: 'visually-hidden' }, `${topo}: nodes on the critical path`),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Node'),
+        h('th', { scope: 'col', class: 'num' }, 'On the path'),
+        h('th', { scope: 'col', class: 'num' }, 'Added (mean)'),
+        h('th', { scope: 'col' }, 'Share of latency'))),
+      h('tbody', {}, shares.map((c) => {
+        const share = Number(c.latency_share || 0);
+        return h('tr', { testid: 'critical-row', 'data-node': c.node },
+          h('th', { scope: 'row' }, h('a', { href: link, title: `slowest ${topo} requests in this range` }, c.node)),
+          h('td', { class: 'num' }, `${(100 * Number(c.rate || 0)).toFixed(1)}% (${c.requests})`),
+          h('td', { class: 'num' }, fmtMillis(c.added_ms_mean)),
+          h('td', { 'data-share': share.toFixed(4) },
+            h('span', { class: 'share-bar', style: { width: `${Math.round(share * 8 * 10) / 10}rem` }, 'aria-hidden': 'true' }),
+            `${(100 * share).toFixed(1)}%`));
+      })))));
 }
 
-// PANEL: version comparison (issue #16 item 1). Wire to
-// `GET /v1/reports/compare` (cost, per-node P50/P95/P99, path mix, guard and
-// error rates of two versions side by side, differences beyond noise
-// marked); return an element, or null to show nothing.
-function versionComparePanel(_cx) {
-  return null;
+/** Two versions of the topology side by side (the two with the most
+ * requests in the range, or `a`/`b` in the URL), each difference larger than
+ * noise marked with the test that says so. */
+async function versionComparePanel({ topo, range, filters, ctx }) {
+  const base = { topology: topo, since: filters.since, until: filters.until };
+  const byVersion = listOf(await get('/v1/reports', { ...base, group_by: 'version', nodes: 'false' }), 'groups')
+    .filter((g) => g.topology_id === topo)
+    .sort((x, y) => Number(y.requests || 0) - Number(x.requests || 0));
+  if (byVersion.length < 2) return null;
+  const versions = byVersion.map((g) => g.group);
+  const want = (k, dflt) => (versions.includes(ctx.query.get(k)) ? ctx.query.get(k) : dflt);
+  const [a, b] = [want('a', versions[1]), want('b', versions[0])].sort();
+  const cmp = await get('/v1/reports/compare', { ...base, a, b });
+  const link = tracesLink(topo, range.since, range.until);
+  const mark = (test) => (test?.significant
+    ? h('span', { class: 'marked', testid: 'compare-mark', title: `${test.test}, p = ${test.p_value.toPrecision(2)}` }, '★')
+    : '');
+  const pval = (test) => (test ? test.p_value.toPrecision(2) : 'n/a');
+  const row = (name, va, vb, test) => h('tr', { testid: 'compare-row', 'data-measure': name, 'data-marked': String(!!test?.significant) },
+    h('th', { scope: 'row' }, name),
+    h('td', { class: 'num' }, va), h('td', { class: 'num' }, vb),
+    h('td', { class: 'num' }, pval(test)), h('td', {}, mark(test)));
+  const pct = (d, k, f) => (d && d.n ? f(d[k]) : '–');
+  const rows = [row('Requests', String(cmp.requests.a), String(cmp.requests.b), cmp.requests.test)];
+  for (const [k, n] of PCTS) {
+    rows.push(row(`Latency ${n}`, pct(cmp.latency_ms.a, k, fmtMillis), pct(cmp.latency_ms.b, k, fmtMillis),
+      k === 'p50' ? cmp.latency_ms.test : null));
+  }
+  for (const [k, n] of PCTS) {
+    rows.push(row(`Cost ${n}`, pct(cmp.cost.a, k, fmtCost), pct(cmp.cost.b, k, fmtCost), k === 'p50' ? cmp.cost.test : null));
+  }
+  const rate = (r) => (r && r.n ? `${(100 * r.rate).toFixed(1)}% (${r.hits}/${r.n})` : '–');
+  for (const r of listOf(cmp, 'rates')) rows.push(row(r.name, rate(r.a), rate(r.b), r.test));
+  for (const p of listOf(cmp, 'paths')) rows.push(row(`Path ${pathText(p.path) || p.path}`, rate(p.a), rate(p.b), null));
+  for (const n of listOf(cmp, 'nodes')) {
+    rows.push(row(`${n.node}: latency P99`, pct(n.latency_ms.a, 'p99', fmtMillis), pct(n.latency_ms.b, 'p99', fmtMillis), n.latency_ms.test));
+    rows.push(row(`${n.node}: errors`, rate(n.error_rate.a), rate(n.error_rate.b), n.error_rate.test));
+  }
+  return h('div', { class: 'report-panel', testid: 'compare-panel', 'data-a': a, 'data-b': b },
+    h('h3', {}, `Versions ${a} and ${b}`),
+    h('p', { class: 'muted' },
+      `★ marks a difference larger than noise (${cmp.method}; family-wise α ${cmp.alpha}). `
+      + `The path mix as a whole: p = ${pval(cmp.path_test)}${cmp.path_test?.significant ? ' ★' : ''}. `
+      + 'Other versions: add a= and b= to the address. ',
+      h('a', { href: link }, 'The traces behind it')),
+    h('div', { class: 'table-wrap' }, h('table', { testid: 'compare-table' },
+      h('caption', { class: 'visually-hidden' }, `${topo}: version ${a} vs ${b}`),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Measure'), h('th', { scope: 'col', class: 'num' }, a),
+        h('th', { scope: 'col', class: 'num' }, b), h('th', { scope: 'col', class: 'num' }, 'p'),
+        h('th', { scope: 'col' }, ''))),
+      h('tbody', {}, rows))));
 }
 
-// PANEL: firing alerts (issue #16 item 5). Wire to `GET /v1/alerts` (route
-// shifts, P99 regressions, cost jumps with their evidence); shown once above
-// the topologies; return an element, or null to show nothing.
-function alertsPanel(_ctx) {
-  return null;
+/** Drift alerts firing (route-ratio shifts, node P99 regressions, cost
+ * jumps), each with its evidence and a link to the traces of its window;
+ * shown once, above the topologies. */
+async function alertsPanel({ filters }) {
+  let ev;
+  try {
+    ev = await get('/v1/alerts', { topology: filters.topology });
+  } catch (err) {
+    return h('div', { class: 'report-panel', testid: 'alerts-panel' }, notice(`Drift alerts: ${err.message}`));
+  }
+  const alerts = listOf(ev, 'alerts');
+  const secs = (us) => Math.floor(Number(us) / 1e6);
+  const when = `current window from ${new Date(Number(ev.window_from_us) / 1000).toISOString().slice(0, 16)}Z `
+    + `against the baseline before it`;
+  if (!alerts.length) {
+    return h('div', { class: 'report-panel', testid: 'alerts-panel', 'data-firing': '0' },
+      h('h3', {}, 'Drift alerts'),
+      h('p', { class: 'muted', testid: 'alerts-none' }, `None firing (${when}).`));
+  }
+  const side = (x) => `${Number(x.value).toPrecision(3)} (n ${x.samples})`;
+  return h('div', { class: 'report-panel alerts', testid: 'alerts-panel', 'data-firing': String(alerts.length) },
+    h('h3', {}, `Drift alerts firing: ${alerts.length}`),
+    h('p', { class: 'muted' }, `${when}.`),
+    h('ul', {}, alerts.map((al) => h('li', { testid: 'alert', 'data-kind': al.kind },
+      h('strong', {}, `${al.kind} · ${al.topology}${al.node ? ` · ${al.node}` : ''}: `),
+      al.message, ' ',
+      h('span', { class: 'muted' },
+        `baseline ${side(al.baseline)}, now ${side(al.current)}; ${al.test} p = ${Number(al.p_value).toPrecision(2)} < ${Number(al.level).toPrecision(2)}. `),
+      h('a', { href: tracesLink(al.topology, secs(ev.window_from_us), secs(ev.until_us)) }, 'traces')))));
 }
 
 /** The numbers behind the charts, one row per bucket, each linking to its traces. */

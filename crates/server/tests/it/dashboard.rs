@@ -491,11 +491,114 @@ fn reports_page_buckets_paths_nodes_and_links_points_to_their_traces() {
 
     // A week bucket holds every request in one point.
     f.open("#/reports?topology=moderation&bucket=1w");
+    // The critical-path panel lists the nodes the report puts on it, with
+    // their share of latency (the shares add up to the whole latency).
+    let critical: Vec<String> = whole["groups"][0]["critical_path"]
+        .as_array()
+        .expect("critical-path report")
+        .iter()
+        .map(|c| c["node"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!critical.is_empty(), "{whole}");
+    assert_eq!(
+        f.texts("[data-testid=critical-row]", Some("data-node")),
+        critical
+    );
+    let shares: f64 = f
+        .texts(
+            "[data-testid=critical-row] td[data-share]",
+            Some("data-share"),
+        )
+        .iter()
+        .map(|s| s.parse::<f64>().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 0.01, "latency shares: {shares}");
+    // One version only: nothing to compare. No drift in a fresh store.
+    assert_eq!(f.count("[data-testid=compare-panel]"), 0);
+    assert_eq!(f.count("[data-testid=alerts-none]"), 1);
     assert_eq!(
         f.count("[data-testid=latency-chart] [data-testid=series-p50] circle"),
         1
     );
     f.assert_clean("reports by week");
+}
+
+/// Two versions of one topology in the range: the Reports page sets them
+/// side by side with the numbers `/v1/reports/compare` gives.
+#[test]
+fn reports_page_compares_two_versions() {
+    cdp::chromium_path();
+    let server = TestServer::start(
+        &[
+            ("a-echo.yaml", &crate::support::echo("echo", "1.0.0")),
+            ("b-echo.yaml", &crate::support::echo("echo", "1.1.0")),
+        ],
+        Config::default(),
+    );
+    let r = server.send(
+        "PUT",
+        "/v1/topologies/echo/split",
+        &[],
+        r#"{"weights": {"1.0.0": 50, "1.1.0": 50}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    for k in 0..24 {
+        let key = format!("user-{k}");
+        let r = server.send(
+            "POST",
+            "/v1/topologies/echo/runs",
+            &[("x-glassbox-key", key.as_str())],
+            r#"{"question": "hi"}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let cmp = get_json(&server, "/v1/reports/compare?topology=echo&a=1.0.0&b=1.1.0");
+    let mut f = Fixture {
+        server,
+        browser: Browser::launch(),
+        runs: Vec::new(),
+    };
+    f.open("#/reports?topology=echo");
+    f.assert_clean("reports with two versions");
+    assert_eq!(f.count("[data-testid=compare-panel]"), 1);
+    let sides = (
+        f.texts("[data-testid=compare-panel]", Some("data-a")),
+        f.texts("[data-testid=compare-panel]", Some("data-b")),
+    );
+    assert_eq!(sides, (vec!["1.0.0".to_owned()], vec!["1.1.0".to_owned()]));
+    let requests = f.texts(
+        "[data-testid=compare-row][data-measure=Requests] td.num",
+        None,
+    );
+    assert_eq!(
+        requests[..2],
+        [
+            cmp["requests"]["a"].to_string(),
+            cmp["requests"]["b"].to_string()
+        ],
+        "{cmp}"
+    );
+    let n: u64 = requests[..2]
+        .iter()
+        .map(|v| v.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(n, 24, "every request on one side or the other");
+    // The marks are the API's: a measure is marked exactly when its test is.
+    let marked = f.count("[data-testid=compare-mark]");
+    let api_marked = [&cmp["latency_ms"], &cmp["cost"]]
+        .into_iter()
+        .chain(cmp["rates"].as_array().unwrap())
+        .chain(
+            cmp["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|n| [&n["latency_ms"], &n["error_rate"]]),
+        )
+        .filter(|d| d["test"]["significant"] == true)
+        .count() as u64
+        + u64::from(cmp["requests"]["test"]["significant"] == true);
+    assert_eq!(marked, api_marked, "{cmp}");
 }
 
 /// Issue 14, item 9: the dashboard sent no CSP or framing headers.
