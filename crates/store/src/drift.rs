@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
 use crate::report::percentiles;
+use crate::stats::normal_sf;
 
 /// When a change fires an alert. Every field has a default, so a config
 /// file may set only some.
@@ -318,7 +319,7 @@ fn route_shifts(topology: &str, base: &Window, cur: &Window, t: &Thresholds, out
         if se <= 0.0 || (pc - pb).abs() < t.route_shift {
             continue;
         }
-        let p = erfc(((pc - pb) / se).abs() / std::f64::consts::SQRT_2);
+        let p = 2.0 * normal_sf(((pc - pb) / se).abs());
         if p < level {
             let way = if pc > pb { "rose" } else { "fell" };
             out.push(Alert {
@@ -406,7 +407,7 @@ fn cost_jump(topology: &str, base: &Moments, cur: &Moments, t: &Thresholds, out:
     }
     let se = (base.variance() / base.n as f64 + cur.variance() / cur.n as f64).sqrt();
     let p = if se > 0.0 {
-        0.5 * erfc((cur.mean - base.mean) / se / std::f64::consts::SQRT_2)
+        normal_sf((cur.mean - base.mean) / se)
     } else {
         // Every request cost the same in each window, and the two differ.
         0.0
@@ -433,23 +434,6 @@ fn cost_jump(topology: &str, base: &Moments, cur: &Moments, t: &Thresholds, out:
             ),
         });
     }
-}
-
-/// The complementary error function (Chebyshev fit, relative error below
-/// 1.2e-7: ample for comparing p-values with a significance level).
-pub fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 { r } else { 2.0 - r }
 }
 
 /// P(X ≥ k) for X ~ Binomial(n, p), summed from k upwards in log space (no

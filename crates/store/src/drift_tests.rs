@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::row::encode;
+use crate::stats::erfc;
 use crate::synth::{SynthRequest, build};
 use crate::{RedactOptions, Redactor, SqliteStore};
 

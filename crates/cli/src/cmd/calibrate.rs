@@ -31,7 +31,6 @@ use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_topology::ResourceKind;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
-use serde_json::{Value, json};
 
 use super::common::{OutputFormat, topology_error};
 use crate::exit::{self, Coded};
@@ -133,17 +132,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             a.core_hourly
         )));
     }
-    let input = match (&a.question, &a.input) {
-        (Some(q), _) => json!({ "question": q }),
-        (None, Some(text)) => serde_json::from_str::<Value>(text)
-            .map_err(|e| invalid(format!("`--input` is not valid JSON: {e}")))?,
-        (None, None) => {
-            return Err(anyhow::Error::new(Coded {
-                code: exit::USAGE,
-                message: "give `--question TEXT` or `--input JSON`".into(),
-            }));
-        }
-    };
+    let input = super::common::request_input(a.question.as_deref(), a.input.as_deref())?;
     let (gpu_hourly, gpu_basis) = device_hourly(&a)?;
     let registry = glassbox_nodes::registry();
     let options = |_: &glassbox_topology::Topology, _: &glassbox_topology::Report| {

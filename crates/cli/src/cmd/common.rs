@@ -77,3 +77,20 @@ pub fn topology_error(err: TopologyError) -> anyhow::Error {
         }
     }
 }
+
+/// The request input of `--question TEXT` (as `{"question": TEXT}`) or
+/// `--input JSON`; a usage error when neither is given.
+pub fn request_input(
+    question: Option<&str>,
+    input: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    match (question, input) {
+        (Some(q), _) => Ok(serde_json::json!({ "question": q })),
+        (None, Some(text)) => serde_json::from_str(text)
+            .map_err(|e| Coded::invalid(format!("`--input` is not valid JSON: {e}"))),
+        (None, None) => Err(anyhow::Error::new(Coded {
+            code: crate::exit::USAGE,
+            message: "give `--question TEXT` or `--input JSON`".into(),
+        })),
+    }
+}

@@ -51,17 +51,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let input = match (&args.question, &args.input) {
-        (Some(q), _) => json!({ "question": q }),
-        (None, Some(text)) => serde_json::from_str::<Value>(text)
-            .map_err(|e| Coded::invalid(format!("`--input` is not valid JSON: {e}")))?,
-        (None, None) => {
-            return Err(anyhow::Error::new(Coded {
-                code: exit::USAGE,
-                message: "give `--question TEXT` or `--input JSON`".into(),
-            }));
-        }
-    };
+    let input = super::common::request_input(args.question.as_deref(), args.input.as_deref())?;
     let registry = glassbox_nodes::registry();
     let calibration = calibration_for(&args.file);
     // The request is recorded off the request path by the store's writer;
