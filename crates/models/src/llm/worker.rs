@@ -525,24 +525,30 @@ fn worker(
         };
         if let Some(detail) = failure {
             session.release_all();
-            for r in running.drain(..) {
+            let failed: Vec<Running> = running.drain(..).collect();
+            publish(&load, &running, waiting.len() + preempted.len(), &pool);
+            for r in failed {
                 free_ids.push(r.seq.id);
                 let _ = r.reply.send(Err(LlmError::Decode(detail.clone())));
             }
-            publish(&load, &running, waiting.len() + preempted.len(), &pool);
             continue;
         }
+        // The load is published before the replies go out, so a caller
+        // that has its answer never sees its request still counted.
+        let mut done = Vec::new();
         let mut i = 0;
         while i < running.len() {
-            if !running[i].seq.is_finished() {
+            if running[i].seq.is_finished() {
+                done.push(running.remove(i));
+            } else {
                 i += 1;
-                continue;
             }
-            let Running { seq, tokens, reply } = running.remove(i);
+        }
+        publish(&load, &running, waiting.len() + preempted.len(), &pool);
+        for Running { seq, tokens, reply } in done {
             free_ids.push(seq.id);
             complete(&mut session, &load, seq, tokens, reply);
         }
-        publish(&load, &running, waiting.len() + preempted.len(), &pool);
     }
     publish(&load, &running, waiting.len() + preempted.len(), &pool);
 }
