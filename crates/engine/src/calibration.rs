@@ -209,16 +209,38 @@ impl Calibration {
                 self.topology, self.version
             ));
         }
-        for (node, seen) in models {
-            if let Some(then) = self.models.get(node)
-                && then != seen
-            {
-                out.push(format!(
-                    "node `{node}` now runs model `{seen}`, calibrated with `{then}`: run `glassbox calibrate`"
-                ));
-            }
-        }
+        out.extend(self.model_warnings(models));
         out
+    }
+
+    /// The nodes whose model changed since this calibration measured them
+    /// (`models`: node → version tag seen in a run), one line each.
+    pub fn model_warnings(&self, models: &BTreeMap<String, String>) -> Vec<String> {
+        models
+            .iter()
+            .filter_map(|(node, seen)| {
+                let then = self.models.get(node)?;
+                (then != seen).then(|| {
+                    format!(
+                        "node `{node}` now runs model `{seen}`, calibrated with `{then}`: run `glassbox calibrate`"
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// [`model_warnings`](Self::model_warnings) for the models a request's
+    /// record says it ran.
+    pub fn record_warnings(&self, record: &glassbox_trace::RequestRecord) -> Vec<String> {
+        let seen = record
+            .models
+            .iter()
+            .map(|m| {
+                let v = m.version.clone().unwrap_or_else(|| m.model.clone());
+                (m.node.to_string(), v)
+            })
+            .collect();
+        self.model_warnings(&seen)
     }
 }
 

@@ -29,6 +29,7 @@ use glassbox_store::StoreWriter;
 use glassbox_topology::secret::mask_text;
 use glassbox_topology::{Topology, TopologyError};
 
+use crate::calibrated::CalibratedSink;
 use crate::error::ServerError;
 use crate::metrics::{MeteredSink, Metrics};
 use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
@@ -437,13 +438,18 @@ impl Catalog {
                 }
                 c.prices()
             });
+            let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
+                topology: Arc::from(topology.id.as_str()),
+                metrics: self.builder.metrics.clone(),
+                inner: self.builder.writer.clone(),
+            });
+            let sink = match &calibration {
+                Some(c) => Arc::new(CalibratedSink::new(name.clone(), c.clone(), metered)),
+                None => metered,
+            };
             Ok::<_, Infallible>(PipelineOptions {
                 prices,
-                sink: Arc::new(MeteredSink {
-                    topology: Arc::from(topology.id.as_str()),
-                    metrics: self.builder.metrics.clone(),
-                    inner: self.builder.writer.clone(),
-                }),
+                sink,
                 worker: "server".into(),
                 summary_chars: self.builder.summary_chars,
                 ..PipelineOptions::default()

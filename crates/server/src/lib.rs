@@ -37,6 +37,7 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
+pub mod calibrated;
 pub mod catalog;
 pub mod config;
 pub mod connection;

@@ -121,19 +121,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let outcome = runtime.block_on(pipeline.run(input, run_options));
     drop(pipeline);
     if let Some(c) = &calibration {
-        let seen = outcome
-            .trace
-            .record
-            .models
-            .iter()
-            .map(|m| {
-                let v = m.version.clone().unwrap_or_else(|| m.model.clone());
-                (m.node.to_string(), v)
-            })
-            .collect();
-        let today = glassbox_engine::calibration::today_days();
         // Age, hardware and version were told before the run.
-        for w in c.warnings(today, &c.hardware, &c.version, &seen) {
+        for w in c.record_warnings(&outcome.trace.record) {
             eprintln!("warning: {w}");
         }
     }

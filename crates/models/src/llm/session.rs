@@ -201,10 +201,11 @@ impl<'m> Session<'m> {
         })
     }
 
-    /// One step of the batch: one `llama_decode` over the next token (and
-    /// draft tokens) of every generating sequence, then one over a prompt
-    /// chunk of the oldest sequence still in prefill, so a long prompt never
-    /// stalls the others for more than a chunk. Each sequence whose logits
+    /// One step of the batch: one `llama_decode` over prompt chunks of the
+    /// sequences still in prefill (oldest first, `n_batch` tokens in all, so
+    /// a long prompt never stalls the others for more than a chunk), then
+    /// one over the next token (and draft tokens) of every sequence that was
+    /// generating when the step began. Each sequence whose logits
     /// were computed then takes its next token(s); `on_text(i, piece)`
     /// receives new text of `seqs[i]` and may break to cancel it.
     ///
@@ -222,22 +223,32 @@ impl<'m> Session<'m> {
             seq.draft.clear();
             seq.rows = 0;
         }
+        // Who generates this step is fixed before the prompt pass: a prompt
+        // finished now gives its first token at once and decodes from the
+        // next step, so the decode batch is what it would be either way.
+        let generating: Vec<bool> = seqs
+            .iter()
+            .map(|seq| seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill())
+            .collect();
+        // Prompts first: a new request's first token does not wait for the
+        // running ones' decode call (the step costs the same in either order).
         // Logits live until the next decode: take each call's tokens first.
-        self.decode_step(seqs)?;
-        self.take_tokens(seqs, on_text)?;
         self.prefill_step(seqs)?;
+        self.take_tokens(seqs, on_text)?;
+        self.decode_step(seqs, &generating)?;
         self.take_tokens(seqs, on_text)
     }
 
     /// The generating sequences' rows: each its next token, then its draft,
     /// then padding up to the row count of its run (see [`shape`]).
-    fn decode_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
+    fn decode_step(
+        &mut self,
+        seqs: &mut [&mut Sequence],
+        generating: &[bool],
+    ) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         let mut order: Vec<usize> = (0..seqs.len())
-            .filter(|&i| {
-                let seq = &seqs[i];
-                seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill()
-            })
+            .filter(|&i| generating[i] && seqs[i].finish.is_none() && seqs[i].next.is_some())
             .collect();
         if order.is_empty() {
             return Ok(());

@@ -9,7 +9,8 @@
 //! [`search::fewest_replicas`] finds the fewest replicas whose P99s meet an
 //! SLA.
 //!
-//! - [`cost`]: step durations, from the planner's estimator ([`EstimatorCost`]).
+//! - [`cost`]: step durations, from the planner's estimator ([`EstimatorCost`])
+//!   or from step times measured on the engine itself ([`ProfiledCost`]).
 //! - [`arrivals`]: Poisson, gamma, on/off and replayed arrivals; lengths.
 //! - [`profile`]: chat, agent, coding and async workloads (seed 001).
 //! - `engine`: the event loop and scheduler.
@@ -28,7 +29,7 @@ mod tests;
 use serde::Serialize;
 
 pub use arrivals::{Arrivals, Lengths};
-pub use cost::{EstimatorCost, Step, StepCost};
+pub use cost::{EstimatorCost, ProfiledCost, Step, StepCost, StepProfile};
 pub use profile::Profile;
 pub use stats::{Percentiles, SimReport};
 

@@ -24,11 +24,9 @@ use std::time::{Duration, Instant};
 
 use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, LlmOptions};
 use glassbox_planner::calibrate::{self, BenchRun, BenchTarget};
-use glassbox_planner::efficiency::Engine;
-use glassbox_planner::measurements::{self, Catalogues};
-use glassbox_planner::request::{self, kv_dtype_bytes};
-use glassbox_planner::sim::{self, Arrivals, EstimatorCost, Lengths, Limits, Percentiles, Traffic};
-use glassbox_planner::{Estimator, ModelCatalogue, Quant, Scenario};
+use glassbox_planner::sim::{
+    self, Arrivals, Lengths, Limits, Percentiles, ProfiledCost, StepProfile, Traffic,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -85,6 +83,15 @@ pub struct LlmArgs {
     /// (requests/s, comma-separated) and compare measured with simulated P99.
     #[arg(long, value_delimiter = ',', value_name = "REQ_PER_S")]
     pub rates: Vec<f64>,
+    /// Local: like `--rates`, as fractions of the engine's capacity (what
+    /// the step profile says it sustains at --max-num-seqs), e.g. `0.3,0.6,0.85`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "FRACTION",
+        conflicts_with = "rates"
+    )]
+    pub loads: Vec<f64>,
     /// Open loop: requests per rate.
     #[arg(long, default_value_t = 40)]
     pub requests: usize,
@@ -97,9 +104,6 @@ pub struct LlmArgs {
     /// Open loop: sequences the local engine runs at once.
     #[arg(long, default_value_t = 4)]
     pub max_num_seqs: u32,
-    /// Extra or overriding device entries (TOML, the catalogue's schema), e.g. this machine.
-    #[arg(long)]
-    pub hardware_file: Option<PathBuf>,
     /// Seed of the open-loop arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -183,9 +187,15 @@ pub fn run(a: LlmArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = a.rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
         return Err(invalid(format!("`--rates` must be above 0, got {r}")));
     }
-    if !a.rates.is_empty() && !a.local {
+    if let Some(r) = a.loads.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        return Err(invalid(format!(
+            "`--loads` are fractions of capacity above 0 (e.g. 0.5), got {r}"
+        )));
+    }
+    if (!a.rates.is_empty() || !a.loads.is_empty()) && !a.local {
         return Err(invalid(
-            "`--rates` checks the simulator against the local engine: use it with `--local`".into(),
+            "`--rates`/`--loads` check the simulator against the local engine: use them with `--local`"
+                .into(),
         ));
     }
     let engine = a
@@ -232,8 +242,8 @@ pub fn run(a: LlmArgs) -> anyhow::Result<ExitCode> {
     let csv = calibrate::bench_csv(&target, &runs);
     std::fs::write(&a.output, &csv)
         .map_err(|e| invalid(format!("cannot write `{}`: {e}", a.output.display())))?;
-    let validation = match (&llm, a.rates.is_empty()) {
-        (Some(llm), false) => Some(validate(&a, llm, &target, &csv)?),
+    let validation = match (&llm, a.rates.is_empty() && a.loads.is_empty()) {
+        (Some(llm), false) => Some(validate(&a, llm, &runs)?),
         _ => None,
     };
     match a.format {
@@ -394,10 +404,24 @@ fn endpoint_runs(a: &LlmArgs, url: &str) -> anyhow::Result<Vec<BenchRun>> {
     Ok(out)
 }
 
+/// The simulator's check: the engine's profiled steps, its capacity, and
+/// measured against simulated at each rate.
+#[derive(Debug, Serialize)]
+pub struct Validation {
+    pub prefill_ms_per_token: f64,
+    /// Decode step at batch 1, 2, … at the open loop's context.
+    pub decode_step_ms: Vec<f64>,
+    /// Requests/s the profile says the engine sustains at --max-num-seqs.
+    pub capacity_rps: f64,
+    pub checks: Vec<RateCheck>,
+}
+
 /// Measured against simulated, at one rate.
 #[derive(Debug, Serialize)]
 pub struct RateCheck {
     pub rate: f64,
+    /// The rate as a fraction of the profiled capacity (`--loads`).
+    pub load: Option<f64>,
     pub requests: usize,
     pub measured_ttft_ms: Percentiles,
     pub simulated_ttft_ms: Percentiles,
@@ -451,54 +475,37 @@ fn open_loop(llm: &LlmHandle, msgs: &[ChatMessage], max_tokens: u32, times: &[f6
     v
 }
 
-fn validate(
-    a: &LlmArgs,
-    llm: &LlmHandle,
-    target: &BenchTarget,
-    csv: &str,
-) -> anyhow::Result<Vec<RateCheck>> {
-    let hw = request::hardware_catalogue(a.hardware_file.as_deref())
-        .map_err(|e| invalid(e.to_string()))?;
-    let models = ModelCatalogue::builtin().map_err(|e| invalid(e.to_string()))?;
-    let cat = Catalogues {
-        hardware: &hw,
-        models: &models,
+/// The simulator's check against the local engine: profile the engine's
+/// step times, load it open loop at each rate, replay the same arrivals and
+/// token counts in the simulator with the profiled steps, and compare.
+fn validate(a: &LlmArgs, llm: &LlmHandle, runs: &[BenchRun]) -> anyhow::Result<Validation> {
+    let msgs = local_prompt(llm, a.prompt_tokens)?;
+    let seqs = a.max_num_seqs.max(1);
+    let (profile, cost) = profile_steps(llm, &msgs, seqs, a.gen_tokens, runs)?;
+    let prompt = profile
+        .prefill
+        .last()
+        .map_or(a.prompt_tokens as f64, |p| p.0);
+    let capacity = cost.capacity_rps(seqs, prompt, f64::from(a.gen_tokens));
+    let rates: Vec<(f64, Option<f64>)> = if a.loads.is_empty() {
+        a.rates.iter().map(|&r| (r, None)).collect()
+    } else {
+        a.loads.iter().map(|&l| (l * capacity, Some(l))).collect()
     };
-    let rows = measurements::parse_csv(csv, "bench").map_err(|e| invalid(e.to_string()))?;
-    let est = Estimator::new(calibrate::fit(&rows, cat).map_err(|e| invalid(e.to_string()))?);
-    let model = models
-        .get(&target.model)
-        .map_err(|e| invalid(e.to_string()))?;
-    let device = hw.get(&target.gpu).map_err(|e| invalid(e.to_string()))?;
-    let scenario = Scenario {
-        model,
-        hw: device,
-        quant: Quant::parse(&target.quant).map_err(|e| invalid(e.to_string()))?,
-        kv_bytes: kv_dtype_bytes(&target.kv_dtype).map_err(|e| invalid(e.to_string()))?,
-        engine: Engine::parse(&target.engine).map_err(|e| invalid(e.to_string()))?,
-        tp: 1,
-        batch: 1,
-        prompt_tokens: a.prompt_tokens,
-        gen_tokens: u64::from(a.gen_tokens),
-        context: u64::from(N_CTX),
-        memory_headroom: 0.0,
-    };
-    let cost = EstimatorCost::new(&est, scenario);
     // The local engine gives each running sequence a full context of KV.
     let limits = Limits {
-        max_running: a.max_num_seqs.max(1),
+        max_running: seqs,
         max_batched_tokens: N_BATCH,
-        ..Limits::with_kv_tokens(u64::from(N_CTX) * u64::from(a.max_num_seqs.max(1)))
+        ..Limits::with_kv_tokens(u64::from(N_CTX) * u64::from(seqs))
     };
-    let msgs = local_prompt(llm, a.prompt_tokens)?;
-    let mut out = Vec::new();
-    for (i, &rate) in a.rates.iter().enumerate() {
+    let mut checks = Vec::new();
+    for (i, &(rate, load)) in rates.iter().enumerate() {
         let mut rng = fastrand::Rng::with_seed(a.seed.wrapping_add(i as u64));
         let times = Arrivals::Poisson { rate }.times(a.requests, &mut rng);
         let timed = open_loop(llm, &msgs, a.gen_tokens, &times);
         if timed.len() < 10 {
             return Err(invalid(format!(
-                "only {} of {} open-loop requests at {rate}/s completed",
+                "only {} of {} open-loop requests at {rate:.3}/s completed",
                 timed.len(),
                 a.requests
             )));
@@ -520,8 +527,9 @@ fn validate(
         let r = sim::simulate(&cost, limits, &traffic, 1, sim::SlaP99::default())
             .map_err(|e| invalid(e.to_string()))?;
         let (mt, me) = (Percentiles::of(&mut ttft), Percentiles::of(&mut e2e));
-        out.push(RateCheck {
+        checks.push(RateCheck {
             rate,
+            load,
             requests: timed.len(),
             ttft_p99_error: (r.ttft_ms.p99 - mt.p99) / mt.p99.max(1e-9),
             e2e_p99_error: (r.e2e_ms.p99 - me.p99) / me.p99.max(1e-9),
@@ -531,20 +539,91 @@ fn validate(
             simulated_e2e_ms: r.e2e_ms,
         });
     }
-    Ok(out)
+    Ok(Validation {
+        prefill_ms_per_token: cost.prefill_s(1000.0) - cost.prefill_s(0.0),
+        decode_step_ms: (1..=seqs)
+            .map(|b| cost.decode_s(b, profile.decode_ctx) * 1e3)
+            .collect(),
+        capacity_rps: capacity,
+        checks,
+    })
 }
 
-fn print_validation(v: &[RateCheck]) {
+/// Measures what the simulator needs of the engine: decode steps at every
+/// batch size up to `seqs` (that many identical greedy requests at once, so
+/// the batch stays whole; the median time per output token is the step),
+/// and prompt passes at the calibration runs' lengths and the open loop's.
+fn profile_steps(
+    llm: &LlmHandle,
+    msgs: &[ChatMessage],
+    seqs: u32,
+    gen_tokens: u32,
+    runs: &[BenchRun],
+) -> anyhow::Result<(StepProfile, ProfiledCost)> {
+    let mut p = StepProfile::default();
+    for r in runs {
+        if let Some(ms) = r.prefill_ms.filter(|ms| *ms > 0.0) {
+            p.prefill.push((r.prompt_tokens as f64, ms / 1e3));
+        }
+        if let Some(tpot) = r.tpot_ms.filter(|t| *t > 0.0) {
+            let ctx = r.prompt_tokens as f64 + r.gen_tokens as f64 / 2.0;
+            p.single_stream.push((ctx, tpot / 1e3));
+        }
+    }
+    let out_tokens = gen_tokens.max(16);
+    for batch in 1..=seqs {
+        let done: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..batch)
+                .map(|_| {
+                    s.spawn(|| {
+                        llm.generate_blocking(GenerateRequest {
+                            max_tokens: out_tokens,
+                            temperature: 0.0,
+                            ..GenerateRequest::chat(msgs.to_vec())
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let mut tpots = Vec::new();
+        for c in done {
+            let c = c?;
+            if batch == 1 {
+                let prompt = f64::from(c.usage.prompt_tokens);
+                p.prefill.push((prompt, c.prompt_ms / 1e3));
+                p.decode_ctx = prompt + f64::from(c.usage.completion_tokens) / 2.0;
+            }
+            tpots.extend(c.timing.tpot_ms);
+        }
+        if let Some(t) = median(tpots) {
+            p.decode.push((batch, t / 1e3));
+        }
+    }
+    let cost = ProfiledCost::fit(&p).map_err(|e| invalid(e.to_string()))?;
+    Ok((p, cost))
+}
+
+fn print_validation(v: &Validation) {
+    let steps: Vec<String> = v.decode_step_ms.iter().map(|t| format!("{t:.1}")).collect();
+    println!(
+        "\nstep profile: prefill {:.2} ms/token; decode step ms at batch 1..{}: {}; capacity {:.3} req/s",
+        v.prefill_ms_per_token,
+        steps.len(),
+        steps.join(" / "),
+        v.capacity_rps
+    );
     println!(
         "\nopen loop, measured vs simulated (same arrivals and token counts; first 10% left out):"
     );
     println!(
-        "rate/s  reqs  TTFT p50 meas/sim   TTFT p99 meas/sim    err   E2E p99 meas/sim     err"
+        "rate/s  load  reqs  TTFT p50 meas/sim   TTFT p99 meas/sim    err   E2E p99 meas/sim     err"
     );
-    for c in v {
+    for c in &v.checks {
         println!(
-            "{:>6} {:>5} {:>8.0} / {:<8.0} {:>8.0} / {:<8.0} {:>+5.0}% {:>8.0} / {:<8.0} {:>+5.0}%",
+            "{:>6.3} {:>5} {:>5} {:>8.0} / {:<8.0} {:>8.0} / {:<8.0} {:>+5.0}% {:>8.0} / {:<8.0} {:>+5.0}%",
             c.rate,
+            c.load.map_or("-".into(), |l| format!("{:.0}%", l * 100.0)),
             c.requests,
             c.measured_ttft_ms.p50,
             c.simulated_ttft_ms.p50,
