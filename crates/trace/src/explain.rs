@@ -253,7 +253,7 @@ fn scheduled(s: &Scheduling, cut: bool, lang: Lang) -> Option<String> {
         });
     }
     if s.waited_ms > 0 || s.passed_over > 0 {
-        let waited = millis(s.waited_ms.saturating_mul(1000));
+        let waited = seconds(s.waited_ms);
         parts.push(match (lang, s.passed_over) {
             (Lang::En, 0) => {
                 format!("It waited {waited} in the {band} band for a free slot of the topology.")
@@ -270,7 +270,7 @@ fn scheduled(s: &Scheduling, cut: bool, lang: Lang) -> Option<String> {
     }
     if cut && let Some(ms) = s.max_run_time_ms {
         let from = s.max_run_time_from.as_deref().unwrap_or("config");
-        let limit = millis(ms.saturating_mul(1000));
+        let limit = seconds(ms);
         parts.push(match lang {
             Lang::En => format!(
                 "It was stopped at its maximum run time of {limit} (`max_run_time`, set for the {from})."
@@ -279,6 +279,15 @@ fn scheduled(s: &Scheduling, cut: bool, lang: Lang) -> Option<String> {
         });
     }
     (!parts.is_empty()).then(|| parts.join(if lang == Lang::En { " " } else { "" }))
+}
+
+/// `850 ms`, `2.1 s`: a wait or a limit in milliseconds.
+fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
 }
 
 fn version_en(c: &VersionChoice) -> String {
