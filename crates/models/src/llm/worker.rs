@@ -482,7 +482,7 @@ fn worker(
         };
         if let Some(detail) = failure {
             session.release_all();
-            let failed: Vec<Running> = running.drain(..).collect();
+            let failed: Vec<Running> = std::mem::take(&mut running);
             publish(&load, &running, waiting.len() + preempted.len(), &pool);
             for r in failed {
                 free_ids.push(r.seq.id);
