@@ -113,6 +113,12 @@ impl SpanGuard {
             Some(CacheMark::Hit) => rust_decimal::Decimal::ZERO,
             _ => cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage),
         };
+        let mut tags = end.tags;
+        // A band other than the default is worth a tag on every span: the
+        // trace then shows what ran at which priority.
+        if req.priority != glassbox_trace::Priority::default() {
+            tags.insert("priority".into(), req.priority.as_str().into());
+        }
         req.record_span(SpanRecord {
             request_id: req.request_id,
             node: req.ids[self.node.0].clone(),
@@ -124,7 +130,7 @@ impl SpanGuard {
             end_us,
             status: end.status,
             error: end.error,
-            tags: end.tags,
+            tags,
             usage,
             cost,
             worker: req.worker.clone(),

@@ -70,6 +70,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         kinds: built.node_kinds.clone(),
         summary_chars: built.options.summary_chars,
         tokens: options.tokens.clone(),
+        priority: options.priority,
     }));
     let mut run = RequestRun {
         built,

@@ -67,6 +67,7 @@ pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};
 
 pub use glassbox_trace as trace;
+pub use glassbox_trace::Priority;
 /// Explanations are composed from trace types alone, so they live in
 /// `glassbox-trace`; re-exported here for the nodes and the CLI.
 pub use glassbox_trace::explain;

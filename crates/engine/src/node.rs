@@ -175,6 +175,13 @@ impl NodeCx {
         })
     }
 
+    /// The request's priority band (see
+    /// [`RunOptions::priority`](crate::RunOptions::priority)): a node that
+    /// calls a model engine passes it on.
+    pub fn priority(&self) -> glassbox_trace::Priority {
+        self.req.priority
+    }
+
     /// Every finished node's label by id (`labels.<id>`).
     pub fn labels_json(&self) -> Map<String, Value> {
         self.req.labels_json()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_topology::Prices;
-use glassbox_trace::{Lang, NodeFacts, NoopSink, RequestId, TraceSink};
+use glassbox_trace::{Lang, NodeFacts, NoopSink, Priority, RequestId, TraceSink};
 use tokio_util::sync::CancellationToken;
 
 use crate::cpu::CpuClock;
@@ -56,4 +56,10 @@ pub struct RunOptions {
     /// Facts about the request as a whole, told before the nodes' in its
     /// explanation (e.g. which topology version served it, and why).
     pub facts: Vec<NodeFacts>,
+    /// The request's priority band: nodes hand it to the model engines
+    /// they call ([`NodeCx::priority`](crate::NodeCx::priority)), so a
+    /// local LLM admits waiting online requests before offline ones and
+    /// preempts offline ones first; spans of a band other than `online`
+    /// carry a `priority` tag.
+    pub priority: Priority,
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use glassbox_topology::{NodeId, Topology};
-use glassbox_trace::{RequestId, SpanRecord, TraceSink};
+use glassbox_trace::{Priority, RequestId, SpanRecord, TraceSink};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
@@ -58,6 +58,8 @@ pub(crate) struct RequestShared {
     pub started_at_us: u64,
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
+    /// The request's priority band (nodes pass it to model engines).
+    pub priority: Priority,
     ending: AtomicU8,
     deadline_cut: OnceLock<DeadlineCut>,
 }
@@ -78,6 +80,7 @@ pub(crate) struct SharedParts {
     pub kinds: Arc<[Arc<str>]>,
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
+    pub priority: Priority,
 }
 
 impl RequestShared {
@@ -100,6 +103,7 @@ impl RequestShared {
             started_at_us: glassbox_trace::unix_micros_now(),
             summary_chars: p.summary_chars,
             tokens: p.tokens,
+            priority: p.priority,
             ending: AtomicU8::new(Ending::Cancelled as u8),
             deadline_cut: OnceLock::new(),
         }

@@ -12,15 +12,22 @@
 //! request arrives, and a handler that learns from the body that the request
 //! is bigger (an embeddings call with 500 inputs, a chat with a long prompt)
 //! charges the rest with [`RateLimiter::charge`] before any work starts.
+//!
+//! Every answer to a key with a rate limit carries what is left of it, as
+//! OpenAI sends it: `x-ratelimit-limit-requests`,
+//! `x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests` (until the
+//! bucket is full again) and, with `tokens_per_minute`, the same three for
+//! `-tokens` ([`RateLimiter::remaining`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use glassbox_trace::Priority;
 
 use crate::config::{ApiKey, Config, RateLimit, Scope, sha256_hex};
 use crate::error::ApiError;
@@ -33,6 +40,10 @@ pub struct Caller {
     pub name: String,
     /// The key's rate limit, if it has one.
     pub limit: Option<RateLimit>,
+    /// The most urgent band its requests may run in.
+    pub max_priority: Option<Priority>,
+    /// The longest one of its requests may run.
+    pub max_run_time: Option<Duration>,
 }
 
 /// What a request costs against its key's rate limit.
@@ -88,6 +99,8 @@ impl Keys {
             return Ok(Caller {
                 name: "anonymous".into(),
                 limit: self.default_limit,
+                max_priority: None,
+                max_run_time: None,
             });
         }
         let unauthorized = |message: &str| {
@@ -122,6 +135,8 @@ impl Keys {
         Ok(Caller {
             name: key.name.clone(),
             limit: key.rate_limit.or(self.default_limit),
+            max_priority: key.max_priority,
+            max_run_time: key.max_run_time,
         })
     }
 }
@@ -236,6 +251,43 @@ impl RateLimiter {
         b.tokens.tokens = (b.tokens.tokens - tokens as f64).max(-capacity);
     }
 
+    /// What is left of `caller`'s buckets now; `None` without a limit.
+    pub fn remaining(&self, caller: &Caller) -> Option<Remaining> {
+        let limit = caller.limit?;
+        let now = Instant::now();
+        let burst = f64::from(limit.burst.max(1));
+        let tpm = limit.tokens_per_minute.map(|t| t.max(1) as f64);
+        let buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut units, mut tokens) = match buckets.get(&caller.name) {
+            Some(b) => (b.units, b.tokens),
+            None => (
+                Bucket::full(burst, now),
+                Bucket::full(tpm.unwrap_or(0.0), now),
+            ),
+        };
+        drop(buckets);
+        units.refill(burst, limit.requests_per_second, now);
+        let left = |b: &Bucket| b.tokens.max(0.0).floor() as u64;
+        let reset = |b: &Bucket, capacity: f64, per_second: f64| {
+            ((capacity - b.tokens).max(0.0) / per_second).ceil() as u64
+        };
+        Some(Remaining {
+            requests: (
+                u64::from(limit.burst),
+                left(&units),
+                reset(&units, burst, limit.requests_per_second),
+            ),
+            tokens: tpm.map(|capacity| {
+                tokens.refill(capacity, capacity / 60.0, now);
+                (
+                    capacity as u64,
+                    left(&tokens),
+                    reset(&tokens, capacity, capacity / 60.0),
+                )
+            }),
+        })
+    }
+
     /// Takes `work`; refuses for good when `total` (the request's whole
     /// cost, `work` and what was taken before) can never fit.
     fn take_at(
@@ -290,6 +342,39 @@ impl RateLimiter {
         }
         b.units.tokens -= units;
         Ok(())
+    }
+}
+
+/// What is left of a key's rate limit: (limit, remaining, seconds until
+/// full) for requests, and for tokens with `tokens_per_minute`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remaining {
+    pub requests: (u64, u64, u64),
+    pub tokens: Option<(u64, u64, u64)>,
+}
+
+impl Remaining {
+    /// Adds the `x-ratelimit-*` headers to `response`.
+    pub fn write(&self, response: &mut Response) {
+        let h = response.headers_mut();
+        let mut put = |what: &str, (limit, left, reset): (u64, u64, u64)| {
+            for (name, value) in [
+                (format!("x-ratelimit-limit-{what}"), limit.to_string()),
+                (format!("x-ratelimit-remaining-{what}"), left.to_string()),
+                (format!("x-ratelimit-reset-{what}"), format!("{reset}s")),
+            ] {
+                if let (Ok(n), Ok(v)) = (
+                    axum::http::HeaderName::try_from(name),
+                    axum::http::HeaderValue::try_from(value),
+                ) {
+                    h.insert(n, v);
+                }
+            }
+        };
+        put("requests", self.requests);
+        if let Some(t) = self.tokens {
+            put("tokens", t);
+        }
     }
 }
 
@@ -351,142 +436,21 @@ pub async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Resp
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    if let Err(e) = g.state.charge(&caller, Work::ONE, Work::ONE) {
-        return e.into_response();
+    let limiter = g.state.limiter.clone();
+    let mut response = match g.state.charge(&caller, Work::ONE, Work::ONE) {
+        Err(e) => e.into_response(),
+        Ok(()) => {
+            req.extensions_mut().insert(caller.clone());
+            next.run(req).await
+        }
+    };
+    // Read after the handler charged and settled the request's tokens.
+    if let Some(left) = limiter.remaining(&caller) {
+        left.write(&mut response);
     }
-    req.extensions_mut().insert(caller);
-    next.run(req).await
+    response
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn at(
-        l: &RateLimiter,
-        who: &str,
-        limit: RateLimit,
-        work: Work,
-        now: Instant,
-    ) -> Result<(), Refusal> {
-        l.take_at(who, limit, work, work, now)
-    }
-
-    #[test]
-    fn bucket_allows_burst_then_refills() {
-        let l = RateLimiter::default();
-        let limit = RateLimit {
-            requests_per_second: 1.0,
-            burst: 2,
-            tokens_per_minute: None,
-        };
-        let t0 = Instant::now();
-        let one = Work::ONE;
-        assert!(at(&l, "a", limit, one, t0).is_ok());
-        assert!(at(&l, "a", limit, one, t0).is_ok());
-        let wait = Refusal::Wait {
-            secs: 1,
-            what: Measure::Units,
-        };
-        assert_eq!(at(&l, "a", limit, one, t0), Err(wait));
-        assert!(at(&l, "b", limit, one, t0).is_ok(), "buckets are per key");
-        assert!(at(&l, "a", limit, one, t0 + Duration::from_secs(1)).is_ok());
-    }
-
-    #[test]
-    fn work_counts_units_and_tokens_all_or_nothing() {
-        let l = RateLimiter::default();
-        let limit = RateLimit {
-            requests_per_second: 1.0,
-            burst: 10,
-            tokens_per_minute: Some(600),
-        };
-        let t0 = Instant::now();
-        let work = |units, tokens| Work { units, tokens };
-        assert!(at(&l, "a", limit, work(8, 100), t0).is_ok());
-        // 3 more units do not fit (2 left): nothing is taken.
-        assert_eq!(
-            at(&l, "a", limit, work(3, 10), t0),
-            Err(Refusal::Wait {
-                secs: 1,
-                what: Measure::Units
-            })
-        );
-        // 600 tokens per minute refill at 10 per second; 500 left.
-        assert_eq!(
-            at(&l, "a", limit, work(1, 520), t0),
-            Err(Refusal::Wait {
-                secs: 2,
-                what: Measure::Tokens
-            })
-        );
-        assert!(at(&l, "a", limit, work(2, 500), t0).is_ok());
-        assert!(matches!(
-            at(&l, "b", limit, work(11, 0), t0),
-            Err(Refusal::TooBig {
-                cost: 11,
-                capacity: 10,
-                ..
-            })
-        ));
-        assert!(matches!(
-            at(&l, "b", limit, work(1, 601), t0),
-            Err(Refusal::TooBig {
-                what: Measure::Tokens,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn estimates_about_four_characters_a_token() {
-        assert_eq!(estimate_tokens(""), 0);
-        assert_eq!(estimate_tokens("hi"), 1);
-        assert_eq!(estimate_tokens("hello world!"), 3);
-    }
-
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive() {
-        assert_eq!(bearer_token("Bearer k"), Some("k"));
-        assert_eq!(bearer_token("BEARER k"), Some("k"));
-        assert_eq!(bearer_token("bEaReR   k  "), Some("k"));
-        assert_eq!(bearer_token("Basic k"), None);
-        assert_eq!(bearer_token("Bearer "), None);
-        assert_eq!(bearer_token("Bearerk"), None);
-    }
-
-    #[test]
-    fn scopes_and_missing_keys() {
-        let mut c = Config::default();
-        c.add_env_key("k1");
-        c.keys.push(ApiKey {
-            name: "reader".into(),
-            sha256: sha256_hex("k2"),
-            scopes: vec![Scope::Read],
-            rate_limit: None,
-        });
-        let keys = Keys::new(&c);
-        let name = |h: &HeaderMap, s| keys.check(h, s).map(|c| c.name);
-        let mut h = HeaderMap::new();
-        assert_eq!(
-            keys.check(&h, &[Scope::Run]).unwrap_err().status,
-            StatusCode::UNAUTHORIZED
-        );
-        h.insert(header::AUTHORIZATION, "Bearer k2".parse().unwrap());
-        assert_eq!(
-            keys.check(&h, &[Scope::Run]).unwrap_err().status,
-            StatusCode::FORBIDDEN
-        );
-        assert_eq!(name(&h, &[Scope::Read]).unwrap(), "reader");
-        h.insert(header::AUTHORIZATION, "Bearer k1".parse().unwrap());
-        assert_eq!(name(&h, &[Scope::Run]).unwrap(), "env");
-        h.insert(header::AUTHORIZATION, "BEARER k1".parse().unwrap());
-        assert_eq!(name(&h, &[Scope::Run]).unwrap(), "env");
-        h.insert(header::AUTHORIZATION, "Bearer nope".parse().unwrap());
-        assert_eq!(
-            keys.check(&h, &[Scope::Read]).unwrap_err().status,
-            StatusCode::UNAUTHORIZED
-        );
-    }
-}
+#[path = "auth_tests.rs"]
+mod tests;

@@ -11,6 +11,8 @@
 //! max_concurrency = 16         # in-flight requests per topology
 //! cors_origins = ["https://app.example.com"]
 //! max_embedding_inputs = 256   # inputs per /v1/embeddings request
+//! max_queue = 0                # requests that may wait per topology when its
+//!                              # slots are busy (0: refuse at once with 429)
 //!
 //! [connections]                # every field optional; these are the defaults
 //! header_timeout_ms = 10000    # from a request's first byte to its last header
@@ -22,6 +24,10 @@
 //! requests_per_second = 20.0   # units of work: an embedding input is one
 //! burst = 40
 //! tokens_per_minute = 200000   # optional: estimated tokens (prompt + max_tokens)
+//! # or: requests_per_minute = 600 (burst defaults to the minute's requests)
+//!
+//! [priorities]                 # see `crate::service::queue`
+//! max_passed_over = 4          # a waiting lower band sits out at most 4 grants
 //!
 //! [store]
 //! durability = "commit"        # default: answer only once the trace has committed;
@@ -32,6 +38,8 @@
 //!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
+//! max_queue = 8                # waiting requests, ordered by priority band
+//! max_run_time = "30s"         # a request running longer ends with 504
 //! promoted = "1.2.0"           # the version that takes traffic at start
 //!                              # (default: the first one loaded)
 //!
@@ -44,6 +52,14 @@
 //! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 //! scopes = ["run", "read"]
 //! rate_limit = { requests_per_second = 5.0, burst = 5 }
+//!
+//! [[keys]]
+//! name = "nightly"
+//! sha256 = "…"
+//! scopes = ["run"]
+//! max_priority = "offline"     # its requests run in the offline band at most
+//! max_run_time = "10m"
+//! rate_limit = { requests_per_minute = 60, tokens_per_minute = 100000 }
 //! ```
 
 use std::collections::BTreeMap;
@@ -54,6 +70,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use glassbox_nodes::outbound::IpRange;
+use glassbox_trace::Priority;
 
 use crate::error::ServerError;
 
@@ -65,6 +82,10 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 pub const DEFAULT_PORT: u16 = 8080;
 /// Default cap on the inputs of one `/v1/embeddings` request.
 pub const DEFAULT_MAX_EMBEDDING_INPUTS: usize = 256;
+/// Default waiting requests per topology: none, a full topology refuses.
+pub const DEFAULT_MAX_QUEUE: usize = 0;
+/// Default grants to higher bands a waiting lower band sits out.
+pub const DEFAULT_MAX_PASSED_OVER: u32 = 4;
 
 /// What a key may do. `admin` implies the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -92,13 +113,91 @@ impl Scope {
 /// `requests_per_second`; a request costs one unit per run it makes (an
 /// embeddings call: one per input). With `tokens_per_minute`, a second
 /// bucket of that size counts estimated tokens (see [`crate::auth::Work`]).
+///
+/// Written either as `requests_per_second` with `burst`, or as
+/// `requests_per_minute` (OpenAI's RPM: the bucket holds a minute's
+/// requests unless `burst` says otherwise).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RateLimitSpec")]
 pub struct RateLimit {
     pub requests_per_second: f64,
     pub burst: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_minute: Option<u64>,
+}
+
+/// [`RateLimit`] as written in the file.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitSpec {
+    requests_per_second: Option<f64>,
+    requests_per_minute: Option<u32>,
+    burst: Option<u32>,
+    tokens_per_minute: Option<u64>,
+}
+
+impl TryFrom<RateLimitSpec> for RateLimit {
+    type Error = String;
+
+    fn try_from(r: RateLimitSpec) -> Result<RateLimit, String> {
+        let (requests_per_second, burst) = match (r.requests_per_second, r.requests_per_minute) {
+            (Some(rps), None) => (
+                rps,
+                r.burst
+                    .ok_or("`requests_per_second` needs `burst` (the most runs at once)")?,
+            ),
+            (None, Some(rpm)) => (f64::from(rpm) / 60.0, r.burst.unwrap_or(rpm)),
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set `requests_per_second` or `requests_per_minute`, not both".to_string(),
+                );
+            }
+            (None, None) => {
+                return Err("a rate limit needs `requests_per_second` (with `burst`) or `requests_per_minute`".to_string());
+            }
+        };
+        Ok(RateLimit {
+            requests_per_second,
+            burst,
+            tokens_per_minute: r.tokens_per_minute,
+        })
+    }
+}
+
+/// A length of time in the config: `300ms`, `30s`, `5m`, `2h`.
+pub fn parse_run_time(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Some(ms) = t.strip_suffix("ms") {
+        return match ms.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
+            _ => Err(format!(
+                "`{text}` is not a length of time (expected e.g. 300ms, 30s, 5m, 2h)"
+            )),
+        };
+    }
+    glassbox_store::time::parse_duration(t)
+        .map(Duration::from_micros)
+        .map_err(|_| format!("`{text}` is not a length of time (expected e.g. 300ms, 30s, 5m, 2h)"))
+}
+
+/// How admission orders waiting requests by band (see
+/// [`crate::service::queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Priorities {
+    /// Slots granted to higher bands in a row, while a lower band waits,
+    /// before the lower band gets the next one: each band below the top is
+    /// guaranteed at least one slot in `max_passed_over + 1` freed while it
+    /// waits, so it is never starved.
+    pub max_passed_over: u32,
+}
+
+impl Default for Priorities {
+    fn default() -> Self {
+        Priorities {
+            max_passed_over: DEFAULT_MAX_PASSED_OVER,
+        }
+    }
 }
 
 /// Time limits and a per-address cap for every inbound connection, so a
@@ -153,6 +252,13 @@ pub struct KeySpec {
     /// Overrides the file's `[rate_limit]` for this key.
     #[serde(default)]
     pub rate_limit: Option<RateLimit>,
+    /// The most urgent band this key's requests may run in (a request
+    /// asking for more runs in this band).
+    #[serde(default)]
+    pub max_priority: Option<Priority>,
+    /// The longest a request of this key may run (`30s`, `5m`).
+    #[serde(default)]
+    pub max_run_time: Option<String>,
 }
 
 /// Per-topology settings.
@@ -160,6 +266,11 @@ pub struct KeySpec {
 #[serde(deny_unknown_fields)]
 pub struct TopologySettings {
     pub max_concurrency: Option<usize>,
+    /// Requests that may wait for a slot (default: the file's `max_queue`).
+    pub max_queue: Option<usize>,
+    /// The longest a request of this topology may run (`30s`, `5m`); over
+    /// it the run is cancelled and answered 504.
+    pub max_run_time: Option<String>,
     /// The version promoted at start when several versions of the id are
     /// loaded (`glassbox versions promote` changes it while running).
     pub promoted: Option<String>,
@@ -209,9 +320,12 @@ pub struct ConfigFile {
     #[serde(default)]
     pub cors_origins: Vec<String>,
     pub max_embedding_inputs: Option<usize>,
+    pub max_queue: Option<usize>,
     #[serde(default)]
     pub connections: Connections,
     pub rate_limit: Option<RateLimit>,
+    #[serde(default)]
+    pub priorities: Priorities,
     #[serde(default)]
     pub topologies: BTreeMap<String, TopologySettings>,
     #[serde(default)]
@@ -232,6 +346,8 @@ pub struct ApiKey {
     pub sha256: String,
     pub scopes: Vec<Scope>,
     pub rate_limit: Option<RateLimit>,
+    pub max_priority: Option<Priority>,
+    pub max_run_time: Option<Duration>,
 }
 
 impl ApiKey {
@@ -251,8 +367,10 @@ pub struct Config {
     pub max_concurrency: usize,
     pub cors_origins: Vec<String>,
     pub max_embedding_inputs: usize,
+    pub max_queue: usize,
     pub connections: Connections,
     pub rate_limit: Option<RateLimit>,
+    pub priorities: Priorities,
     pub topologies: BTreeMap<String, TopologySettings>,
     pub keys: Vec<ApiKey>,
     /// Ranges outbound calls may reach despite the deny list.
@@ -342,6 +460,21 @@ impl Config {
         if file.body_limit_bytes == Some(0) {
             problems.push("`body_limit_bytes` must be at least 1".into());
         }
+        for (i, k) in file.keys.iter().enumerate() {
+            if let Some(Err(e)) = k.max_run_time.as_deref().map(parse_run_time) {
+                problems.push(format!("keys[{i}] (`{}`): `max_run_time`: {e}", k.name));
+            }
+        }
+        for (id, t) in &file.topologies {
+            if let Some(Err(e)) = t.max_run_time.as_deref().map(parse_run_time) {
+                problems.push(format!("topologies.{id}: `max_run_time`: {e}"));
+            }
+        }
+        if file.priorities.max_passed_over == 0 {
+            problems.push(
+                "priorities: `max_passed_over` must be at least 1 (with 0 a lower band would be served as often as a higher one)".into(),
+            );
+        }
         if file.max_concurrency == Some(0)
             || file
                 .topologies
@@ -375,6 +508,8 @@ impl Config {
             max_embedding_inputs: file
                 .max_embedding_inputs
                 .unwrap_or(DEFAULT_MAX_EMBEDDING_INPUTS),
+            max_queue: file.max_queue.unwrap_or(DEFAULT_MAX_QUEUE),
+            priorities: file.priorities,
             connections: file.connections,
             store: file.store,
             alerts: file.alerts,
@@ -394,6 +529,11 @@ impl Config {
                     sha256: k.sha256.to_ascii_lowercase(),
                     scopes: k.scopes,
                     rate_limit: k.rate_limit,
+                    max_priority: k.max_priority,
+                    max_run_time: k
+                        .max_run_time
+                        .as_deref()
+                        .and_then(|t| parse_run_time(t).ok()),
                 })
                 .collect(),
         }
@@ -406,6 +546,8 @@ impl Config {
             sha256: sha256_hex(key),
             scopes: vec![Scope::Admin],
             rate_limit: None,
+            max_priority: None,
+            max_run_time: None,
         });
     }
 
@@ -426,6 +568,22 @@ impl Config {
             .max(1)
     }
 
+    /// Requests that may wait for a slot of one topology.
+    pub fn queue_for(&self, topology: &str) -> usize {
+        self.topologies
+            .get(topology)
+            .and_then(|t| t.max_queue)
+            .unwrap_or(self.max_queue)
+    }
+
+    /// The maximum run time set for one topology, if any.
+    pub fn run_time_for(&self, topology: &str) -> Option<Duration> {
+        self.topologies
+            .get(topology)
+            .and_then(|t| t.max_run_time.as_deref())
+            .and_then(|t| parse_run_time(t).ok())
+    }
+
     /// Whether requests must carry a key.
     pub fn auth_required(&self) -> bool {
         !self.keys.is_empty()
@@ -433,92 +591,5 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_keys_and_limits() {
-        let c = Config::parse(&format!(
-            r#"
-            body_limit_bytes = 100
-            [rate_limit]
-            requests_per_second = 2.0
-            burst = 3
-            [topologies.moderation]
-            max_concurrency = 1
-            [[keys]]
-            name = "ci"
-            sha256 = "{}"
-            scopes = ["read"]
-            "#,
-            sha256_hex("secret")
-        ))
-        .unwrap();
-        assert_eq!(c.body_limit_bytes, 100);
-        assert_eq!(c.concurrency_for("moderation"), 1);
-        assert_eq!(c.concurrency_for("other"), DEFAULT_MAX_CONCURRENCY);
-        assert!(c.keys[0].allows(Scope::Read));
-        assert!(!c.keys[0].allows(Scope::Run));
-    }
-
-    #[test]
-    fn reports_every_problem() {
-        let err = Config::parse(
-            r#"
-            max_concurrency = 0
-            [[keys]]
-            name = "a"
-            sha256 = "nothex"
-            scopes = []
-            "#,
-        )
-        .unwrap_err();
-        assert!(err.contains("64 hex digits"), "{err}");
-        assert!(err.contains("`scopes` is empty"), "{err}");
-        assert!(err.contains("`max_concurrency`"), "{err}");
-    }
-
-    #[test]
-    fn connection_limits_have_defaults_and_are_checked() {
-        let c = Config::default();
-        assert_eq!(c.connections.header_timeout(), Duration::from_secs(10));
-        assert_eq!(c.connections.body_timeout(), Duration::from_secs(30));
-        assert_eq!(c.connections.idle_timeout(), Duration::from_secs(60));
-        assert_eq!(c.max_embedding_inputs, DEFAULT_MAX_EMBEDDING_INPUTS);
-        let c = Config::parse("[connections]\nidle_timeout_ms = 500").unwrap();
-        assert_eq!(c.connections.idle_timeout_ms, 500);
-        assert_eq!(
-            c.connections.header_timeout_ms, 10_000,
-            "others keep defaults"
-        );
-        let err = Config::parse(
-            "max_embedding_inputs = 0\n[connections]\nbody_timeout_ms = 0\nmax_per_client = 0",
-        )
-        .unwrap_err();
-        assert!(err.contains("`body_timeout_ms`"), "{err}");
-        assert!(err.contains("`max_per_client`"), "{err}");
-        assert!(err.contains("`max_embedding_inputs`"), "{err}");
-    }
-
-    #[test]
-    fn traces_are_durable_unless_opted_out() {
-        assert_eq!(Config::default().store.durability, Durability::Commit);
-        let c = Config::parse("[store]\ndurability = \"async\"").unwrap();
-        assert_eq!(c.store.durability, Durability::Async);
-        let err = Config::parse("[store]\ndurability = \"later\"").unwrap_err();
-        assert!(err.contains("commit") && err.contains("async"), "{err}");
-    }
-
-    #[test]
-    fn rejects_unknown_fields() {
-        assert!(Config::parse("prot = 1").unwrap_err().contains("prot"));
-    }
-
-    #[test]
-    fn hashes_like_sha256sum() {
-        assert_eq!(
-            sha256_hex("test"),
-            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-        );
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

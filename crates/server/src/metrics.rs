@@ -51,6 +51,12 @@ struct AlertLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BandLabels {
+    topology: String,
+    priority: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RejectLabels {
     topology: String,
     reason: String,
@@ -80,6 +86,8 @@ pub struct Metrics {
     llm: LlmMetrics,
     topologies: Gauge,
     alerts_firing: Family<AlertLabels, Gauge>,
+    band_running: Family<BandLabels, Gauge>,
+    band_waiting: Family<BandLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -134,7 +142,7 @@ impl Metrics {
         let rejections = Family::<RejectLabels, Counter>::default();
         registry.register(
             "rejections",
-            "Requests turned away before running (overloaded, rate_limited)",
+            "Requests turned away before running (overloaded, queue_full, shed, rate_limited)",
             rejections.clone(),
         );
         let queue_depth = Gauge::default();
@@ -180,7 +188,21 @@ impl Metrics {
              topology and node (the path for a route shift; empty for cost)",
             alerts_firing.clone(),
         );
+        let band_running = Family::<BandLabels, Gauge>::default();
+        registry.register(
+            "requests_running",
+            "Requests holding a slot of their topology now, by priority band",
+            band_running.clone(),
+        );
+        let band_waiting = Family::<BandLabels, Gauge>::default();
+        registry.register(
+            "requests_waiting",
+            "Requests waiting in their topology's queue for a slot, by priority band",
+            band_waiting.clone(),
+        );
         Metrics {
+            band_running,
+            band_waiting,
             registry,
             requests,
             request_seconds,
@@ -207,6 +229,23 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    /// A topology's running and waiting requests of one priority band.
+    pub fn band(
+        &self,
+        topology: &str,
+        band: glassbox_trace::Priority,
+        running: usize,
+        waiting: usize,
+    ) {
+        let label = BandLabels {
+            topology: topology.to_string(),
+            priority: band.as_str().to_string(),
+        };
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        self.band_running.get_or_create(&label).set(n(running));
+        self.band_waiting.get_or_create(&label).set(n(waiting));
     }
 
     /// Counts a request as running until the guard drops.

@@ -16,7 +16,9 @@
 //! time its failure set.
 
 use crate::critical::{CriticalPath, critical_path};
-use crate::{ErrorRecord, Fact, Lang, NodeFacts, PathRecord, SpanRecord, VersionChoice};
+use crate::{
+    ErrorRecord, Fact, Lang, NodeFacts, PathRecord, Scheduling, SpanRecord, VersionChoice,
+};
 
 /// Composes the explanation paragraph for a request.
 pub fn compose(
@@ -35,6 +37,11 @@ pub fn compose(
                     Lang::En => version_en(choice),
                     Lang::Zh => version_zh(choice),
                 });
+                continue;
+            }
+            if let Fact::Scheduled(s) = fact {
+                let cut = error.is_some_and(|e| e.code == "deadline_exceeded");
+                lead.extend(scheduled(s, cut, lang));
                 continue;
             }
             let clause = clause(&nf.node, fact, lang);
@@ -229,6 +236,60 @@ fn share_of(choice: &VersionChoice) -> u32 {
         .map_or(0, |s| s.percent)
 }
 
+/// What admission did to the request, when it changed anything: a band
+/// its key lowered, a wait for a slot (and the higher-band requests that
+/// went first), and, when `cut` (the deadline ended it), the maximum run
+/// time that stopped it and where it is set.
+fn scheduled(s: &Scheduling, cut: bool, lang: Lang) -> Option<String> {
+    let band = s.priority.as_str();
+    let mut parts = Vec::new();
+    if let Some(asked) = s.asked {
+        let key = s.key.as_deref().unwrap_or("?");
+        parts.push(match lang {
+            Lang::En => format!(
+                "It asked for the {asked} band and ran in the {band} band, the most key `{key}` may use (`max_priority`)."
+            ),
+            Lang::Zh => format!("请求要求 {asked} 优先级，按密钥 `{key}` 的上限（`max_priority`）以 {band} 优先级运行。"),
+        });
+    }
+    if s.waited_ms > 0 || s.passed_over > 0 {
+        let waited = seconds(s.waited_ms);
+        parts.push(match (lang, s.passed_over) {
+            (Lang::En, 0) => {
+                format!("It waited {waited} in the {band} band for a free slot of the topology.")
+            }
+            (Lang::En, n) => format!(
+                "It waited {waited} in the {band} band for a free slot, behind {} of higher bands.",
+                plural(n as usize, "request", "requests")
+            ),
+            (Lang::Zh, 0) => format!("请求以 {band} 优先级排队等待空闲名额 {waited}。"),
+            (Lang::Zh, n) => format!(
+                "请求以 {band} 优先级排队等待空闲名额 {waited}，期间有 {n} 个更高优先级的请求先行。"
+            ),
+        });
+    }
+    if cut && let Some(ms) = s.max_run_time_ms {
+        let from = s.max_run_time_from.as_deref().unwrap_or("config");
+        let limit = seconds(ms);
+        parts.push(match lang {
+            Lang::En => format!(
+                "It was stopped at its maximum run time of {limit} (`max_run_time`, set for the {from})."
+            ),
+            Lang::Zh => format!("请求在达到最长运行时间 {limit} 时被终止（`max_run_time`，设置于 {from}）。"),
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(if lang == Lang::En { " " } else { "" }))
+}
+
+/// `850 ms`, `2.1 s`: a wait or a limit in milliseconds.
+fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
 fn version_en(c: &VersionChoice) -> String {
     let role = match c.role.as_str() {
         "canary" => "canary",
@@ -401,6 +462,7 @@ fn en(node: &str, fact: &Fact) -> String {
         }
         Fact::Note { en, .. } => en.clone(),
         Fact::VersionChosen(c) => version_en(c),
+        Fact::Scheduled(s) => scheduled(s, false, Lang::En).unwrap_or_default(),
     }
 }
 
@@ -517,6 +579,7 @@ fn zh(node: &str, fact: &Fact) -> String {
         }
         Fact::Note { zh, .. } => zh.clone(),
         Fact::VersionChosen(c) => version_zh(c),
+        Fact::Scheduled(s) => scheduled(s, false, Lang::Zh).unwrap_or_default(),
     }
 }
 

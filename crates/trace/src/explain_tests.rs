@@ -280,3 +280,75 @@ fn a_random_bucket_says_it_is_not_sticky() {
         "{en}"
     );
 }
+
+fn scheduled(s: crate::Scheduling) -> Vec<NodeFacts> {
+    let mut all = vec![NodeFacts {
+        node: "support".into(),
+        kind: "admission".into(),
+        facts: vec![Fact::Scheduled(s)],
+    }];
+    all.extend(facts());
+    all
+}
+
+#[test]
+fn admission_is_told_only_when_it_changed_something() {
+    use crate::{Priority, Scheduling};
+    let plain = compose(&facts(), &PathRecord::default(), None, Lang::En);
+    let quiet = Scheduling {
+        max_run_time_ms: Some(300),
+        max_run_time_from: Some("key `k`".into()),
+        ..Scheduling::default()
+    };
+    assert_eq!(
+        compose(
+            &scheduled(quiet.clone()),
+            &PathRecord::default(),
+            None,
+            Lang::En
+        ),
+        plain,
+        "an online request that did not wait says nothing more"
+    );
+    let waited = Scheduling {
+        priority: Priority::Offline,
+        asked: Some(Priority::Online),
+        key: Some("nightly".into()),
+        waited_ms: 2100,
+        passed_over: 3,
+        ..quiet.clone()
+    };
+    let en = compose(
+        &scheduled(waited.clone()),
+        &PathRecord::default(),
+        None,
+        Lang::En,
+    );
+    assert!(
+        en.starts_with(
+            "It asked for the online band and ran in the offline band, the most key `nightly` \
+             may use (`max_priority`). It waited 2.1 s in the offline band for a free slot, \
+             behind 3 requests of higher bands. The question"
+        ),
+        "{en}"
+    );
+    let zh = compose(&scheduled(waited), &PathRecord::default(), None, Lang::Zh);
+    assert!(zh.contains("期间有 3 个更高优先级的请求先行"), "{zh}");
+    let cut = ErrorRecord {
+        code: "deadline_exceeded".into(),
+        message: "request deadline of 300 ms exceeded".into(),
+        node: None,
+        attempt: None,
+        detail: None,
+    };
+    let en = compose(
+        &scheduled(quiet),
+        &PathRecord::default(),
+        Some(&cut),
+        Lang::En,
+    );
+    assert!(
+        en.contains("It was stopped at its maximum run time of 300 ms (`max_run_time`, set for the key `k`)."),
+        "{en}"
+    );
+}

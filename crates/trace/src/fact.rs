@@ -68,6 +68,10 @@ pub enum Fact {
     /// The server chose which loaded version of the topology served the
     /// request, and why (told first, before the nodes' facts).
     VersionChosen(VersionChoice),
+    /// How the server's admission treated the request: its priority band,
+    /// any wait for a slot, its run-time limit (told first, when it changed
+    /// anything).
+    Scheduled(crate::Scheduling),
 }
 
 /// Which version of a topology served a request, and why: the split in

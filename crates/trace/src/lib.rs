@@ -30,6 +30,7 @@ pub mod diff;
 pub mod explain;
 pub mod fact;
 pub mod id;
+pub mod priority;
 pub mod receipt;
 pub mod record;
 pub mod sink;
@@ -39,6 +40,7 @@ pub use critical::{CriticalPath, CriticalStep, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
+pub use priority::{Priority, Scheduling};
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{
     ErrorRecord, ModelUse, NodeStatus, PathEdge, PathNode, PathRecord, RequestRecord, RequestStatus,

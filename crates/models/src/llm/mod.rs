@@ -13,18 +13,22 @@
 mod load;
 mod lookup;
 mod pool;
+mod schedule;
 mod sequence;
 pub(crate) mod session;
 mod shape;
 mod stats;
 mod stop;
+mod stream;
 mod worker;
 
 use std::path::PathBuf;
 
 pub use lookup::PromptLookup;
+pub use stats::EngineLoad;
 pub use stats::{HistogramSnapshot, LatencyStats};
-pub use worker::{CompletionStream, EngineLoad, LlmHandle, ModelInfo};
+pub use stream::CompletionStream;
+pub use worker::{LlmHandle, ModelInfo};
 
 use crate::paths::FETCH_HINT;
 
@@ -95,6 +99,14 @@ pub struct GenerateRequest {
     /// Generation stops before the first occurrence of any of these; the stop
     /// sequence itself is not part of the text.
     pub stop: Vec<String>,
+    /// Scheduling priority, vLLM's convention: lower runs earlier (0, the
+    /// default; Glassbox's bands are -1 interactive, 0 online, 1 offline).
+    /// Waiting requests are admitted in priority order, then by arrival,
+    /// and when a KV pool runs out the running request with the highest
+    /// value is preempted first (then the newest). A waiting request
+    /// passed over by several admissions of more urgent ones goes next, so
+    /// none waits forever.
+    pub priority: i32,
 }
 
 impl Default for GenerateRequest {
@@ -106,6 +118,7 @@ impl Default for GenerateRequest {
             top_p: 0.95,
             seed: None,
             stop: Vec::new(),
+            priority: 0,
         }
     }
 }
@@ -242,7 +255,7 @@ pub struct LlmOptions {
     /// whole request at admission, so nothing is ever preempted. Fewer cells
     /// make the cache one pool, as vLLM's paged KV: a request is admitted
     /// when its prompt fits, and when the pool runs out mid-generation the
-    /// newest running request is preempted (its KV freed and recomputed when
+    /// running request of the lowest priority (then the newest) is preempted (its KV freed and recomputed when
     /// cells free up). More requests then run at once on the same memory,
     /// at the price of batch invariance (ADR 0006) and of recomputation
     /// under pressure.

@@ -1,6 +1,6 @@
 //! The KV cache as the scheduler sees it: whether a request may join the
 //! running batch, and how many cells the next step lacks (then cached
-//! prefixes are evicted and the newest request is preempted).
+//! prefixes are evicted and the least urgent, newest request is preempted).
 
 use super::sequence::Sequence;
 

@@ -35,6 +35,9 @@ pub(super) struct Sequence {
     /// When the request was submitted, admitted (`started`), and produced
     /// its first and latest token.
     pub(super) arrived: Instant,
+    /// The request's priority (lower runs earlier, see
+    /// [`GenerateRequest::priority`](super::GenerateRequest::priority)).
+    pub(super) priority: i32,
     pub(super) started: Instant,
     pub(super) first_token: Option<Instant>,
     pub(super) last_token: Option<Instant>,

@@ -182,6 +182,7 @@ impl<'m> Session<'m> {
             preemptions: 0,
             reused: 0,
             arrived,
+            priority: request.priority,
             first_token: None,
             last_token: None,
             prompt: tokens,

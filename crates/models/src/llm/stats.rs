@@ -2,11 +2,60 @@
 //! time per output token, queue time, end-to-end), so dashboards and
 //! placement logic built for vLLM read Glassbox the same way.
 //!
+//! With them, the worker's load gauges ([`Load`], read as [`EngineLoad`]).
+//!
 //! Lock-free: the worker thread observes, any thread takes a snapshot.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::Timing;
+
+/// What the worker is doing, for metrics (vLLM's `num_requests_running` /
+/// `num_requests_waiting`, KV usage).
+#[derive(Debug, Default)]
+pub(super) struct Load {
+    pub(super) running: AtomicUsize,
+    pub(super) waiting: AtomicUsize,
+    pub(super) kv_reserved: AtomicUsize,
+    pub(super) prefix_queries: AtomicU64,
+    pub(super) prefix_hits: AtomicU64,
+    pub(super) spec_drafts: AtomicU64,
+    pub(super) spec_draft_tokens: AtomicU64,
+    pub(super) spec_accepted_tokens: AtomicU64,
+    pub(super) preemptions: AtomicU64,
+    pub(super) latencies: Latencies,
+}
+
+/// A snapshot of the engine's load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineLoad {
+    /// Requests in the running batch.
+    pub running: usize,
+    /// Requests admitted to the queue but not yet running.
+    pub waiting: usize,
+    /// KV cells reserved by the running requests.
+    pub kv_reserved: usize,
+    /// KV cells in all.
+    pub kv_cells: usize,
+    /// Prompt tokens of admitted requests, in total (vLLM's
+    /// `prefix_cache_queries`).
+    pub prefix_queries: u64,
+    /// Of those, tokens whose KV was reused from an earlier request with the
+    /// same prefix (vLLM's `prefix_cache_hits`).
+    pub prefix_hits: u64,
+    /// Speculative decoding: finished requests that drafted, their draft
+    /// tokens, and of those the accepted ones (vLLM's
+    /// `spec_decode_num_draft_tokens` and `…_num_accepted_tokens`).
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
+    /// Requests preempted so far because the KV pool ran out (vLLM's
+    /// `num_preemptions`); always 0 without a pool (`kv_cache_cells`).
+    pub preemptions: u64,
+    /// TTFT, time per output token, queue time and end-to-end latency of
+    /// the requests finished so far.
+    pub latency: LatencyStats,
+}
 
 /// Upper bounds, in seconds, of vLLM's `time_to_first_token_seconds` buckets.
 const TTFT_BOUNDS: &[f64] = &[

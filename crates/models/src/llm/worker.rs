@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::Instant;
 
@@ -15,9 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::load::load_model;
 use super::pool::Pool;
+use super::schedule::{self, Turn};
 use super::sequence::Sequence;
 use super::session::Session;
-use super::stats::{Latencies, LatencyStats};
+use super::stats::{EngineLoad, Load};
+use super::stream::CompletionStream;
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;
 
@@ -78,93 +80,11 @@ struct Inner {
     load: Arc<Load>,
 }
 
-/// What the worker is doing, for metrics (vLLM's `num_requests_running` /
-/// `num_requests_waiting`, KV usage).
-#[derive(Debug, Default)]
-struct Load {
-    running: AtomicUsize,
-    waiting: AtomicUsize,
-    kv_reserved: AtomicUsize,
-    prefix_queries: AtomicU64,
-    prefix_hits: AtomicU64,
-    spec_drafts: AtomicU64,
-    spec_draft_tokens: AtomicU64,
-    spec_accepted_tokens: AtomicU64,
-    preemptions: AtomicU64,
-    latencies: Latencies,
-}
-
-/// A snapshot of the engine's load.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineLoad {
-    /// Requests in the running batch.
-    pub running: usize,
-    /// Requests admitted to the queue but not yet running.
-    pub waiting: usize,
-    /// KV cells reserved by the running requests.
-    pub kv_reserved: usize,
-    /// KV cells in all.
-    pub kv_cells: usize,
-    /// Prompt tokens of admitted requests, in total (vLLM's
-    /// `prefix_cache_queries`).
-    pub prefix_queries: u64,
-    /// Of those, tokens whose KV was reused from an earlier request with the
-    /// same prefix (vLLM's `prefix_cache_hits`).
-    pub prefix_hits: u64,
-    /// Speculative decoding: finished requests that drafted, their draft
-    /// tokens, and of those the accepted ones (vLLM's
-    /// `spec_decode_num_draft_tokens` and `…_num_accepted_tokens`).
-    pub spec_drafts: u64,
-    pub spec_draft_tokens: u64,
-    pub spec_accepted_tokens: u64,
-    /// Requests preempted so far because the KV pool ran out (vLLM's
-    /// `num_preemptions`); always 0 without a pool (`kv_cache_cells`).
-    pub preemptions: u64,
-    /// TTFT, time per output token, queue time and end-to-end latency of
-    /// the requests finished so far.
-    pub latency: LatencyStats,
-}
-
 impl std::fmt::Debug for LlmHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmHandle")
             .field("info", &self.inner.info)
             .finish_non_exhaustive()
-    }
-}
-
-/// A completion arriving piece by piece.
-#[derive(Debug)]
-pub struct CompletionStream {
-    tokens: mpsc::UnboundedReceiver<String>,
-    done: oneshot::Receiver<Result<Completion, LlmError>>,
-}
-
-impl CompletionStream {
-    /// The next piece of text, or `None` when generation has ended.
-    pub async fn next(&mut self) -> Option<String> {
-        self.tokens.recv().await
-    }
-
-    /// The final completion (text, usage, finish reason). Pieces not read are
-    /// skipped, not lost: they are part of [`Completion::text`].
-    pub async fn finish(self) -> Result<Completion, LlmError> {
-        let Self { mut tokens, done } = self;
-        // Drain rather than drop: dropping the receiver would cancel generation.
-        while tokens.recv().await.is_some() {}
-        done.await.map_err(|_| LlmError::WorkerGone)?
-    }
-
-    /// Blocking [`next`](Self::next); not on an async runtime thread.
-    pub fn next_blocking(&mut self) -> Option<String> {
-        self.tokens.blocking_recv()
-    }
-
-    /// Blocking [`finish`](Self::finish); not on an async runtime thread.
-    pub fn finish_blocking(self) -> Result<Completion, LlmError> {
-        let Self { mut tokens, done } = self;
-        while tokens.blocking_recv().is_some() {}
-        done.blocking_recv().map_err(|_| LlmError::WorkerGone)?
     }
 }
 
@@ -314,8 +234,20 @@ impl LlmHandle {
 struct Waiting {
     request: GenerateRequest,
     arrived: Instant,
+    /// More urgent requests admitted while it waited (see [`schedule`]).
+    passed: u32,
     tokens: Option<mpsc::UnboundedSender<String>>,
     reply: oneshot::Sender<Result<Completion, LlmError>>,
+}
+
+impl Waiting {
+    fn turn(&self) -> Turn {
+        Turn {
+            priority: self.request.priority,
+            arrived: self.arrived,
+            passed: self.passed,
+        }
+    }
 }
 
 /// A request in the running batch.
@@ -326,6 +258,14 @@ struct Running {
 }
 
 impl Running {
+    fn turn(&self) -> Turn {
+        Turn {
+            priority: self.seq.priority,
+            arrived: self.seq.arrived,
+            passed: 0,
+        }
+    }
+
     /// Whether nobody waits for this request any more.
     fn abandoned(&self) -> bool {
         self.reply.is_closed() || self.tokens.as_ref().is_some_and(|t| t.is_closed())
@@ -377,7 +317,8 @@ fn worker(
     let mut waiting: VecDeque<Waiting> = VecDeque::new();
     let mut running: Vec<Running> = Vec::new();
     // Requests preempted when the KV pool ran out: they resume before any
-    // new request is admitted, oldest first.
+    // new request of their priority or a lower one is admitted, most urgent
+    // then oldest first (see `schedule`).
     let mut preempted: VecDeque<Running> = VecDeque::new();
     let mut free_ids: Vec<i32> = (0..max_seqs as i32).rev().collect();
     let mut open = true;
@@ -416,30 +357,40 @@ fn worker(
                 preempted.push_back(r);
             }
         }
-        // Resume preempted requests while a slot and their cells are free.
+        // Resume preempted requests while a slot and their cells are free,
+        // unless a more urgent request waits.
         while !free_ids.is_empty() {
-            let Some(front) = preempted.front() else {
+            let Some(at) = schedule::next(preempted.iter().map(Running::turn)) else {
                 break;
             };
-            if !pool.admits(running.iter().map(|r| &r.seq), front.seq.feed_len()) {
+            let first =
+                schedule::next(waiting.iter().map(Waiting::turn)).map(|i| waiting[i].turn());
+            if !schedule::resumes_first(preempted[at].turn(), first)
+                || !pool.admits(running.iter().map(|r| &r.seq), preempted[at].seq.feed_len())
+            {
                 break;
             }
-            let mut r = preempted.pop_front().expect("front exists");
+            let mut r = preempted.remove(at).expect("index from `next`");
             let (at, common) = session.best_slot(&free_ids, r.seq.prompt());
             let id = free_ids.remove(at);
             session.attach(&mut r.seq, id, common);
             running.push(r);
         }
-        // Admit, oldest first, while a slot is free and the KV cells for the
-        // whole request (prompt + max_tokens; with a pool, the prompt) are.
+        // Admit, most urgent then oldest first (see `schedule`), while a
+        // slot is free and the KV cells for the whole request (prompt +
+        // max_tokens; with a pool, the prompt) are, and no preempted
+        // request goes before it.
         let mut reserved: usize = running.iter().map(|r| r.seq.reserve()).sum();
-        while let Some(front) = waiting.front() {
-            if free_ids.is_empty() || !preempted.is_empty() {
+        while let Some(at) = schedule::next(waiting.iter().map(Waiting::turn)) {
+            let turn = waiting[at].turn();
+            let resuming = schedule::next(preempted.iter().map(Running::turn))
+                .is_some_and(|p| schedule::resumes_first(preempted[p].turn(), Some(turn)));
+            if free_ids.is_empty() || resuming {
                 break;
             }
-            match session.start(&front.request, front.arrived) {
+            match session.start(&waiting[at].request, waiting[at].arrived) {
                 Err(e) => {
-                    let w = waiting.pop_front().expect("front exists");
+                    let w = waiting.remove(at).expect("index from `next`");
                     let _ = w.reply.send(Err(e));
                 }
                 Ok(mut seq) => {
@@ -451,7 +402,13 @@ fn worker(
                     if !fits && !running.is_empty() {
                         break; // wait for a running request to free cells
                     }
-                    let w = waiting.pop_front().expect("front exists");
+                    let w = waiting.remove(at).expect("index from `next`");
+                    schedule::pass_over(
+                        turn.priority,
+                        waiting
+                            .iter_mut()
+                            .map(|w| (w.request.priority, &mut w.passed)),
+                    );
                     // The free slot whose cached prompt shares the longest prefix.
                     let (at, common) = session.best_slot(&free_ids, seq.prompt());
                     let id = free_ids.remove(at);
@@ -469,7 +426,8 @@ fn worker(
             }
         }
         // With a pool: make room for this step's cells, first from cached
-        // prefixes nobody uses, then by preempting the newest request.
+        // prefixes nobody uses, then by preempting the least urgent request,
+        // the newest among equals.
         if pool.pooled {
             loop {
                 let short = pool.shortfall(
@@ -486,11 +444,10 @@ fn worker(
                 if running.len() <= 1 {
                     break; // alone it fits: its budget is capped by the pool
                 }
-                // The latest arrival goes first (vLLM's order).
-                let newest = (0..running.len())
-                    .max_by_key(|&i| running[i].seq.arrived)
-                    .expect("more than one running");
-                let mut victim = running.remove(newest);
+                let last =
+                    schedule::victim(running.iter().map(|r| (r.seq.priority, r.seq.arrived)))
+                        .expect("more than one running");
+                let mut victim = running.remove(last);
                 free_ids.push(victim.seq.id);
                 session.preempt(&mut victim.seq);
                 load.preemptions.fetch_add(1, Ordering::Relaxed);
@@ -606,6 +563,7 @@ fn take(job: Job, session: &mut Session<'_>, waiting: &mut VecDeque<Waiting>) {
                 waiting.push_back(Waiting {
                     request,
                     arrived,
+                    passed: 0,
                     tokens,
                     reply,
                 });

@@ -212,10 +212,7 @@ fn corrupted_gguf_is_an_error_not_a_crash() {
 /// oversubscribed next to the shared handle).
 fn batched() -> (&'static LlmHandle, std::sync::MutexGuard<'static, ()>) {
     static LLM: std::sync::OnceLock<LlmHandle> = std::sync::OnceLock::new();
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let turn = TURN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let turn = turn();
     let handle = LLM.get_or_init(|| {
         let options = LlmOptions {
             threads: Some(1),
@@ -227,6 +224,13 @@ fn batched() -> (&'static LlmHandle, std::sync::MutexGuard<'static, ()>) {
         LlmHandle::load(options).expect("loading SmolLM2 with batching")
     });
     (handle, turn)
+}
+
+/// The turn to run a batching test: one at a time.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Polls `f` until it holds; false after `limit` (a hang guard, not a speed check).
@@ -554,5 +558,73 @@ fn a_full_kv_pool_preempts_and_resumes_without_losing_text() {
     assert!(
         preempted > 0 && load.preemptions >= u64::from(preempted),
         "{load:?}"
+    );
+}
+
+/// With a KV pool that holds two prompts but not both answers, an online
+/// request that arrives after an offline one is not the one preempted (the
+/// newest would be, between equals): the offline request gives up its KV,
+/// resumes once the online one is done, and loses no text.
+#[test]
+fn a_full_kv_pool_preempts_the_offline_request_before_a_newer_online_one() {
+    let _turn = turn();
+    let path = glassbox_models::smollm2_path(&models());
+    // llama.cpp rounds a context up to 256 cells: a pool of 256 admits two
+    // prompts of about 110 tokens, and runs out when they have generated
+    // a dozen tokens each.
+    const CELLS: usize = 256;
+    let text =
+        |i: usize, filler: &str| format!("Count from {i}0 to {i}99, one number per line.{filler}");
+    let mut filler = String::new();
+    let tokens = |t: &str| {
+        llm()
+            .render_prompt_blocking(vec![ChatMessage::user(t)])
+            .and_then(|p| llm().tokenize_blocking(&p, true))
+            .unwrap()
+            .len()
+    };
+    while tokens(&text(1, &filler)) < CELLS * 43 / 100 {
+        filler.push_str(" Please be exact.");
+    }
+    let ask = |i: usize, priority: i32| GenerateRequest {
+        max_tokens: 24,
+        temperature: 0.0,
+        priority,
+        ..GenerateRequest::chat(vec![ChatMessage::user(text(i, &filler))])
+    };
+    let options = LlmOptions {
+        threads: Some(1),
+        n_ctx: 512,
+        max_num_seqs: 2,
+        kv_cache_cells: Some(CELLS as u32),
+        ..LlmOptions::new(path)
+    };
+    let h = LlmHandle::load(options).expect("loading SmolLM2 with a small KV pool");
+    assert_eq!(h.info().kv_cells as usize, CELLS, "{:?}", h.info());
+    // Offline (1) first, online (0) second: the online one is the newest.
+    let readers: Vec<_> = [(1, 1), (2, 0)]
+        .into_iter()
+        .map(|(i, priority)| {
+            let mut stream = h.stream(ask(i, priority)).unwrap();
+            std::thread::spawn(move || {
+                let mut streamed = String::new();
+                while let Some(piece) = stream.next_blocking() {
+                    streamed.push_str(&piece);
+                }
+                (streamed, stream.finish_blocking())
+            })
+        })
+        .collect();
+    let mut preemptions = Vec::new();
+    for r in readers {
+        let (streamed, done) = r.join().unwrap();
+        let c = done.expect("both requests finish");
+        assert_eq!(streamed, c.text, "the stream repeated or lost text");
+        assert!(c.usage.completion_tokens > 0, "{c:?}");
+        preemptions.push(c.preemptions);
+    }
+    assert!(
+        preemptions[0] > 0 && preemptions[1] == 0,
+        "offline, then online preemptions: {preemptions:?}"
     );
 }

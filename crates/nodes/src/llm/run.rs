@@ -207,6 +207,9 @@ impl Node for LlmNode {
                     top_p: self.top_p,
                     seed: self.seed,
                     stop: self.stop.clone(),
+                    // Online before offline in the engine's queue; offline
+                    // preempted first when its KV pool runs out.
+                    priority: cx.priority().rank(),
                 };
                 let handle = handle.clone();
                 let this = self.meta.clone();

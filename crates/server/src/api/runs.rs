@@ -13,6 +13,7 @@ use crate::api::body::JsonBody;
 use crate::api::extract::{Path, Query};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, ErrorDetail};
+use crate::service::{Ask, priority};
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -24,6 +25,10 @@ pub struct RunParams {
     /// version under a traffic split: one key, one version. The
     /// `X-Glassbox-Key` header does the same and wins.
     pub key: Option<String>,
+    /// The priority band: `interactive`, `online` (the default), `offline`
+    /// or `batch`. The `X-Glassbox-Priority` header does the same and
+    /// wins; the key's `max_priority` caps it.
+    pub priority: Option<String>,
 }
 
 /// A finished request: its output and how it was produced.
@@ -148,6 +153,7 @@ pub fn check_input(input: &Value) -> Result<(), ApiError> {
     params(
         ("id" = String, Path, description = "Topology id"),
         ("x-glassbox-key" = Option<String>, Header, description = "The request key that picks the version under a traffic split (same key, same version)"),
+        ("x-glassbox-priority" = Option<String>, Header, description = "The priority band: interactive, online (default), offline or batch; capped by the key's `max_priority`"),
         RunParams,
     ),
     request_body(content = Object, description = "The request input, a JSON object, e.g. `{\"question\": \"...\"}`"),
@@ -159,10 +165,10 @@ pub fn check_input(input: &Value) -> Result<(), ApiError> {
         (status = 404, description = "No such topology", body = ErrorBody),
         (status = 413, description = "The body is over the limit", body = ErrorBody),
         (status = 422, description = "The run failed on bad input (body: RunResponse with `error`)", body = RunResponse),
-        (status = 429, description = "Over the topology's concurrency or the key's rate limit; see `Retry-After`", body = ErrorBody),
+        (status = 429, description = "Over the topology's concurrency and queue (`overloaded`), shed from a full queue for a more urgent request (`shed`), or over the key's rate limit (`rate_limited`); see `Retry-After` and the `x-ratelimit-*` headers", body = ErrorBody),
         (status = 500, description = "The run failed (body: RunResponse with `error`)", body = RunResponse),
         (status = 503, description = "The run ended but its trace could not be stored (`trace_not_stored`); with `[store] durability = \"commit\"` (the default) no answer leaves before its trace has committed", body = ErrorBody),
-        (status = 504, description = "A timeout or the deadline ended the run", body = RunResponse),
+        (status = 504, description = "A timeout, the deadline or the maximum run time (`max_run_time_exceeded`, naming the limit and where it is set) ended the run", body = RunResponse),
     ),
     security(("api_key" = ["run"]))
 )]
@@ -176,9 +182,16 @@ pub async fn create_run(
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
     let key = RequestKey::find(&headers, None, params.key.as_deref());
+    let field = params.priority.map(Value::String);
+    let ask = Ask {
+        key: key.as_ref(),
+        priority: priority::asked(&headers, field.as_ref(), None)?,
+        caller: Some(&caller),
+    };
     let finished = state
         .service
-        .admit_keyed(&id, key.as_ref())?
+        .admit(&id, ask)
+        .await?
         .run(input, RunOptions::default())
         .await?;
     // A run's tokens are known only afterwards: they count against the
@@ -186,8 +199,12 @@ pub async fn create_run(
     state
         .limiter
         .settle(&caller, finished.usage.generated_total());
+    let mut body = RunResponse::from_outcome(&finished.outcome);
+    if let Some(e) = finished.over_run_time() {
+        // Its maximum run time ended it: the error names the limit.
+        body.error = Some(e.body().error);
+    }
     let outcome = finished.outcome;
-    let body = RunResponse::from_outcome(&outcome);
     let status = match &outcome.result {
         Ok(_) => StatusCode::OK,
         Err(e) => failure_status(e).0,

@@ -1,48 +1,87 @@
 //! Admission: a request gets a slot of its topology's bounded concurrency,
-//! or 429 `overloaded` at once. Requests never wait in an unbounded queue,
-//! so overload shows up as fast refusals, not as memory or latency.
+//! after a wait in a bounded queue ordered by priority band
+//! ([`queue`](super::queue)), or 429 at once. With no queue configured
+//! (`max_queue = 0`, the default) a full topology refuses at once, so
+//! overload shows up as fast refusals, not as memory or latency.
+//!
+//! Admission also settles what the run is allowed: its band (asked for,
+//! capped by the key, see [`priority`](super::priority)) and its maximum
+//! run time (the smaller of the topology's and the key's `max_run_time`),
+//! and tells both to the engine and to the request's trace.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use glassbox_engine::RunOptions;
-use glassbox_trace::{Fact, NodeFacts, RequestId, VersionChoice};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
 use super::Service;
+use super::queue::{Gate, Limits, Refused, Slot};
+use crate::auth::Caller;
 use crate::catalog::Served;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::metrics::InFlight;
+use crate::metrics::{InFlight, Metrics};
 use crate::versions::RequestKey;
 
-/// One semaphore per topology id, kept across reloads so that a new version
+/// One gate per topology id, kept across reloads so that a new version
 /// does not get a fresh allowance while the old one still runs.
 #[derive(Debug)]
 pub struct Gates {
     config: Arc<Config>,
-    map: Mutex<HashMap<String, Arc<Semaphore>>>,
+    metrics: Arc<Metrics>,
+    map: Mutex<HashMap<String, Arc<Gate>>>,
 }
 
 impl Gates {
-    pub fn new(config: Arc<Config>) -> Gates {
+    pub fn new(config: Arc<Config>, metrics: Arc<Metrics>) -> Gates {
         Gates {
             config,
+            metrics,
             map: Mutex::default(),
         }
     }
 
-    fn semaphore(&self, id: &str) -> Arc<Semaphore> {
+    fn gate(&self, id: &str) -> Arc<Gate> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(id.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.config.concurrency_for(id))))
+            .or_insert_with(|| {
+                let limits = Limits {
+                    slots: self.config.concurrency_for(id),
+                    queue: self.config.queue_for(id),
+                    max_passed_over: self.config.priorities.max_passed_over.max(1),
+                };
+                Gate::new(id, limits, self.metrics.clone())
+            })
             .clone()
     }
 }
 
-/// A request allowed to run: holds its concurrency slot and in-flight count
-/// until it is dropped, which the service does when the run ends (see
+/// What a request asks of admission besides its topology.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ask<'a> {
+    /// Picks the version under a traffic split (same key, same version).
+    pub key: Option<&'a RequestKey>,
+    /// The band it asked for (see [`priority::asked`](super::priority::asked)).
+    pub priority: Option<Priority>,
+    /// Who asks: its key's `max_priority` and `max_run_time` apply.
+    pub caller: Option<&'a Caller>,
+}
+
+/// A maximum run time and where it is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLimit {
+    pub limit: Duration,
+    /// `topology `rag`` or `key `nightly``.
+    pub from: String,
+    /// The config entry that sets it, for the hint.
+    pub setting: String,
+}
+
+/// A request allowed to run: holds its slot and in-flight count until it
+/// is dropped, which the service does when the run ends (see
 /// [`Admission::run`], [`Admission::run_each`], [`Admission::stream`]).
 pub struct Admission {
     pub(super) service: Arc<Service>,
@@ -50,7 +89,12 @@ pub struct Admission {
     /// Why this version was chosen (when several are loaded): told first in
     /// the request's explanation.
     pub why: Option<VersionChoice>,
-    _permit: OwnedSemaphorePermit,
+    /// Its band, its wait, its run-time limit: recorded in its trace.
+    pub scheduling: Scheduling,
+    /// The maximum run time it runs under, when one is set below the
+    /// topology's own `deadline_ms`.
+    pub run_limit: Option<RunLimit>,
+    _slot: Slot,
     _in_flight: InFlight,
 }
 
@@ -58,63 +102,136 @@ impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")
             .field("topology", &self.served.topology.id)
+            .field("priority", &self.scheduling.priority)
             .finish_non_exhaustive()
     }
 }
 
 impl Admission {
-    /// Puts why this version was chosen into the request's options, so its
-    /// explanation tells it first.
-    pub(super) fn tell_version(&self, options: &mut RunOptions) {
+    /// Puts what admission settled into the request's options: why this
+    /// version was chosen (told first), its band and wait, and its
+    /// maximum run time as the engine's deadline.
+    pub(super) fn prepare(&self, options: &mut RunOptions) {
+        let node: Arc<str> = self.served.topology.id.as_str().into();
         if let Some(why) = &self.why {
             options.facts.push(NodeFacts {
-                node: self.served.topology.id.as_str().into(),
+                node: node.clone(),
                 kind: "topology".into(),
                 facts: vec![Fact::VersionChosen(why.clone())],
             });
+        }
+        options.facts.push(NodeFacts {
+            node,
+            kind: "admission".into(),
+            facts: vec![Fact::Scheduled(self.scheduling.clone())],
+        });
+        options.priority = self.scheduling.priority;
+        if let Some(limit) = &self.run_limit {
+            options.deadline = Some(limit.limit);
         }
     }
 }
 
 impl Service {
-    /// Finds the topology and takes a concurrency slot, or answers 429 at
-    /// once. With several versions loaded, the promoted one (or the split's
-    /// choice for a random key).
-    pub fn admit(self: &Arc<Self>, id: &str) -> Result<Admission, ApiError> {
-        self.admit_keyed(id, None)
-    }
-
-    /// As [`Service::admit`], choosing the version by the request's key: the
-    /// same key gets the same version while the split stands.
-    pub fn admit_keyed(
-        self: &Arc<Self>,
-        id: &str,
-        key: Option<&RequestKey>,
-    ) -> Result<Admission, ApiError> {
+    /// Finds the topology and takes a slot of it, waiting in its queue when
+    /// it has one, or answers 429. With several versions loaded, the
+    /// promoted one (or the split's choice for `ask.key`).
+    pub async fn admit(self: &Arc<Self>, id: &str, ask: Ask<'_>) -> Result<Admission, ApiError> {
         let chosen = self
             .catalog
-            .choose(id, key, &RequestId::new().to_string())
+            .choose(id, ask.key, &RequestId::new().to_string())
             .ok_or_else(|| self.not_served(id))?;
-        let sem = self.gates.semaphore(id);
-        let permit = sem.try_acquire_owned().map_err(|_| {
-            self.metrics.rejected(id, "overloaded");
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "overloaded",
-                format!(
-                    "topology `{id}` is running its limit of {} concurrent requests",
-                    self.config.concurrency_for(id)
-                ),
-            )
-            .hint("retry after the number of seconds in `Retry-After`, or raise `max_concurrency` for this topology")
-            .retry_after(1)
-        })?;
+        let (priority, lowered) = super::priority::band(ask.priority, ask.caller);
+        let gate = self.gates.gate(id);
+        let (slot, waited) = gate
+            .acquire(priority)
+            .await
+            .map_err(|refused| self.refusal(id, priority, gate.limits(), refused))?;
+        let run_limit = self.run_limit(id, ask.caller, chosen.served.topology.deadline);
+        let scheduling = Scheduling {
+            priority,
+            asked: lowered,
+            key: lowered.and(ask.caller.map(|c| c.name.clone())),
+            waited_ms: waited.ms,
+            passed_over: waited.passed_over,
+            max_run_time_ms: run_limit
+                .as_ref()
+                .map(|l| u64::try_from(l.limit.as_millis()).unwrap_or(u64::MAX)),
+            max_run_time_from: run_limit.as_ref().map(|l| l.from.clone()),
+        };
         Ok(Admission {
             service: self.clone(),
             served: chosen.served,
             why: chosen.why,
-            _permit: permit,
+            scheduling,
+            run_limit,
+            _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })
+    }
+
+    /// The smaller of the topology's and the key's `max_run_time`, when it
+    /// is below the topology's own deadline (else that deadline ends the
+    /// run first, as before).
+    fn run_limit(
+        &self,
+        id: &str,
+        caller: Option<&Caller>,
+        deadline: Option<Duration>,
+    ) -> Option<RunLimit> {
+        let topology = self.config.run_time_for(id).map(|limit| RunLimit {
+            limit,
+            from: format!("topology `{id}`"),
+            setting: format!("`[topologies.{id}] max_run_time`"),
+        });
+        let key = caller.and_then(|c| {
+            c.max_run_time.map(|limit| RunLimit {
+                limit,
+                from: format!("key `{}`", c.name),
+                setting: format!("`max_run_time` of key `{}` (`[[keys]]`)", c.name),
+            })
+        });
+        [topology, key]
+            .into_iter()
+            .flatten()
+            .min_by_key(|l| l.limit)
+            .filter(|l| deadline.is_none_or(|d| l.limit < d))
+    }
+
+    /// The 429 for a request admission turned away, saying why.
+    fn refusal(&self, id: &str, band: Priority, limits: Limits, refused: Refused) -> ApiError {
+        let slots = limits.slots;
+        let (code, message, hint) = match refused {
+            Refused::Full => (
+                "overloaded",
+                format!("topology `{id}` is running its limit of {slots} concurrent requests"),
+                "retry after the number of seconds in `Retry-After`, or raise `max_concurrency` for this topology".to_string(),
+            ),
+            Refused::QueueFull => (
+                "overloaded",
+                format!(
+                    "topology `{id}` is running its limit of {slots} concurrent requests and its queue of {} is full of requests of the {band} band or more urgent ones",
+                    limits.queue
+                ),
+                "retry after the number of seconds in `Retry-After`, or raise `max_concurrency` / `max_queue` for this topology".to_string(),
+            ),
+            Refused::Shed { by } => (
+                "shed",
+                format!(
+                    "this {band} request waited in topology `{id}`'s full queue (of {}) and was shed to make room for an {by} request: the least urgent band is shed first under overload",
+                    limits.queue
+                ),
+                "retry after the number of seconds in `Retry-After`, send fewer requests at once, or use a more urgent band if the work cannot wait".to_string(),
+            ),
+        };
+        let reason = match refused {
+            Refused::Full => "overloaded",
+            Refused::QueueFull => "queue_full",
+            Refused::Shed { .. } => "shed",
+        };
+        self.metrics.rejected(id, reason);
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+            .hint(hint)
+            .retry_after(1)
     }
 }

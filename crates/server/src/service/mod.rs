@@ -5,8 +5,9 @@
 //! In order, it does:
 //!
 //! 1. admission ([`Service::admit`]): the topology, and a slot of its bounded
-//!    concurrency or 429 `overloaded` with `Retry-After` at once, never a
-//!    queue ([`admission`]);
+//!    concurrency, after a wait in its bounded queue ordered by priority
+//!    band when it has one ([`queue`]), or 429 with `Retry-After`; the
+//!    request's band ([`priority`]) and maximum run time ([`admission`]);
 //! 2. the run, on the engine runtime ([`runtime`]), never on an HTTP worker:
 //!    while CPU-bound pipelines keep every core busy, new requests are still
 //!    parsed and refused with 429;
@@ -25,6 +26,8 @@
 
 pub mod admission;
 pub mod durable;
+pub mod priority;
+pub mod queue;
 pub mod run;
 pub mod runtime;
 pub mod stream;
@@ -32,10 +35,11 @@ pub mod usage;
 
 use std::sync::Arc;
 
+use axum::http::StatusCode;
 use glassbox_engine::{Outcome, Registry};
 use glassbox_store::StoreWriter;
 
-pub use admission::Admission;
+pub use admission::{Admission, Ask, RunLimit};
 pub use stream::{StreamEvent, Streaming};
 pub use usage::TokenUsage;
 
@@ -66,12 +70,44 @@ pub struct Finished {
     pub outcome: Outcome,
     /// Its tokens, counted once from its spans.
     pub usage: TokenUsage,
+    /// The maximum run time it ran under, if one applied.
+    pub run_limit: Option<RunLimit>,
 }
 
 impl Finished {
-    fn new(outcome: Outcome, kinds: &Registry) -> Finished {
+    fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
         let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s), kinds);
-        Finished { outcome, usage }
+        Finished {
+            outcome,
+            usage,
+            run_limit,
+        }
+    }
+
+    /// When its maximum run time ended the request: 504
+    /// `max_run_time_exceeded`, naming the limit and where it is set.
+    pub fn over_run_time(&self) -> Option<ApiError> {
+        let limit = self.run_limit.as_ref()?;
+        let err = self.outcome.result.as_ref().err()?;
+        if err.code() != "deadline_exceeded" {
+            return None;
+        }
+        let id = self.outcome.trace.record.request_id;
+        Some(
+            ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "max_run_time_exceeded",
+                format!(
+                    "request {id} ran past its maximum run time of {} ms, set for {}, and was cancelled ({err}; GET /v1/traces/{id} shows its path)",
+                    limit.limit.as_millis(),
+                    limit.from
+                ),
+            )
+            .hint(format!(
+                "raise {} in the server config, or make the request lighter",
+                limit.setting
+            )),
+        )
     }
 }
 
@@ -84,7 +120,7 @@ impl Service {
         writer: Arc<StoreWriter>,
     ) -> std::io::Result<Service> {
         Ok(Service {
-            gates: Gates::new(config.clone()),
+            gates: Gates::new(config.clone(), metrics.clone()),
             engine: EngineRuntime::new()?,
             catalog,
             config,

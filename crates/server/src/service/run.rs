@@ -14,8 +14,11 @@ impl Admission {
     /// Runs the request on the engine runtime, holding the admission (slot
     /// and in-flight count) until it ends, while the caller waits without
     /// occupying an HTTP worker. Requests that arrive meanwhile reach
-    /// [`Service::admit`](super::Service::admit) and get 429 once the
-    /// topology is full, even when its nodes are pure CPU and never yield.
+    /// [`Service::admit`](super::Service::admit) and wait or get 429 once
+    /// the topology is full, even when its nodes are pure CPU and never
+    /// yield. Its maximum run time, if one applies, is the run's deadline:
+    /// past it the run is cancelled (model work included) and its trace
+    /// recorded.
     /// Dropping the returned future (the client went away) cancels the run.
     ///
     /// Returns once the request's trace has committed (see
@@ -31,7 +34,8 @@ impl Admission {
             .get_or_insert_with(CancellationToken::new)
             .clone();
         let _cancel_on_drop = cancel.drop_guard();
-        self.tell_version(&mut options);
+        self.prepare(&mut options);
+        let run_limit = self.run_limit.clone();
         let pipeline = self.served.pipeline.clone();
         let outcome = service
             .engine
@@ -42,7 +46,11 @@ impl Admission {
             })
             .await;
         committed(ticket).await?;
-        Ok(Finished::new(outcome, service.catalog.registry()))
+        Ok(Finished::new(
+            outcome,
+            service.catalog.registry(),
+            run_limit,
+        ))
     }
 
     /// Runs `inputs` one after another on the engine runtime under this one
@@ -62,6 +70,7 @@ impl Admission {
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
         let pipeline = self.served.pipeline.clone();
+        let run_limit = self.run_limit.clone();
         let (outcomes, tickets) = service
             .engine
             .run(async move {
@@ -78,7 +87,7 @@ impl Admission {
                         cancel: Some(cancel.clone()),
                         ..RunOptions::default()
                     };
-                    self.tell_version(&mut options);
+                    self.prepare(&mut options);
                     let outcome = pipeline.run(input, options).await;
                     let stop = last(&outcome);
                     outcomes.push(outcome);
@@ -94,7 +103,7 @@ impl Admission {
         let kinds = service.catalog.registry();
         Ok(outcomes
             .into_iter()
-            .map(|o| Finished::new(o, kinds))
+            .map(|o| Finished::new(o, kinds, run_limit.clone()))
             .collect())
     }
 }

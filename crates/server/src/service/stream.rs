@@ -64,7 +64,8 @@ impl Admission {
                 tokens: live.is_some().then_some(tok_tx),
                 ..RunOptions::default()
             };
-            self.tell_version(&mut options);
+            self.prepare(&mut options);
+            let run_limit = self.run_limit.clone();
             let pipeline = self.served.pipeline.clone();
             let run = pipeline.run(input, options);
             tokio::pin!(run);
@@ -96,7 +97,7 @@ impl Admission {
             }
             let end = committed(ticket)
                 .await
-                .map(|()| Finished::new(outcome, kinds.catalog.registry()));
+                .map(|()| Finished::new(outcome, kinds.catalog.registry(), run_limit));
             let _ = events.send(StreamEvent::End(end)).await;
         };
         drop(service.engine.spawn(job));

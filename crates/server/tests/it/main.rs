@@ -15,6 +15,7 @@ mod lifecycle;
 mod limits;
 mod openai;
 mod openapi;
+mod priorities;
 mod reload;
 mod secrets;
 mod support;

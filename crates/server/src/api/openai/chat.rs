@@ -12,12 +12,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::{answer_text, model_error, now_secs, run_failed};
+use super::{answer_text, finished_failed, model_error, now_secs};
 use crate::api::body::JsonBody;
 use crate::api::request_id_header;
 use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
-use crate::service::TokenUsage;
+use crate::service::priority;
+use crate::service::{Ask, TokenUsage};
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -58,6 +59,17 @@ pub struct ChatRequest {
     /// a traffic split (the `X-Glassbox-Key` header wins over it).
     #[serde(default)]
     pub user: Option<String>,
+    /// The priority band: `interactive`, `online` (the default), `offline`
+    /// or `batch`, or vLLM's integer (below 0 interactive, 0 online, above
+    /// 0 offline). The `X-Glassbox-Priority` header wins over it; the key's
+    /// `max_priority` caps it.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub priority: Option<Value>,
+    /// OpenAI's service tier, read as a band when `priority` is absent:
+    /// `flex` runs offline, `priority` interactive, others online.
+    #[serde(default)]
+    pub service_tier: Option<String>,
 }
 
 impl ChatRequest {
@@ -173,9 +185,15 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
     let key = RequestKey::find(&headers, req.user.as_deref(), None);
+    let ask = Ask {
+        key: key.as_ref(),
+        priority: priority::asked(&headers, req.priority.as_ref(), req.service_tier.as_deref())?,
+        caller: Some(&caller),
+    };
     let admission = state
         .service
-        .admit_keyed(&req.model, key.as_ref())
+        .admit(&req.model, ask)
+        .await
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
     // The guard took the request's unit; this adds its tokens.
     let estimate = req.estimated_tokens();
@@ -203,7 +221,7 @@ pub async fn chat_completions(
     let output = match &outcome.result {
         Ok(v) => v,
         Err(err) => {
-            let mut r = run_failed(outcome, err).into_response();
+            let mut r = finished_failed(&finished, err).into_response();
             request_id_header(&mut r, &rid);
             return Ok(r);
         }

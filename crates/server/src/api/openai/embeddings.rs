@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::{model_error, run_failed};
+use super::{finished_failed, model_error};
 use crate::api::body::JsonBody;
 use crate::api::request_id_header;
 use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
+use crate::service::{Ask, priority};
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -32,6 +33,11 @@ pub struct EmbeddingRequest {
     /// a traffic split (the `X-Glassbox-Key` header wins over it).
     #[serde(default)]
     pub user: Option<String>,
+    /// The priority band, as in chat completions (a band name or vLLM's
+    /// integer; the `X-Glassbox-Priority` header wins).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub priority: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -151,9 +157,15 @@ pub async fn embeddings(
         }
     };
     let key = RequestKey::find(&headers, req.user.as_deref(), None);
+    let ask = Ask {
+        key: key.as_ref(),
+        priority: priority::asked(&headers, req.priority.as_ref(), None)?,
+        caller: Some(&caller),
+    };
     let admission = state
         .service
-        .admit_keyed(&req.model, key.as_ref())
+        .admit(&req.model, ask)
+        .await
         .map_err(|e| model_error(e, "whose entry node is `embedding`"))?;
     if !admission.served.embeds {
         return Err(ApiError::bad_request(
@@ -193,7 +205,7 @@ pub async fn embeddings(
         ids.push(outcome.trace.record.request_id.to_string());
         if let Err(err) = &outcome.result {
             // The error names this request's trace, which has committed.
-            return Err(run_failed(outcome, err));
+            return Err(finished_failed(f, err));
         }
         let vector = vector_of(outcome).ok_or_else(|| {
             ApiError::internal(

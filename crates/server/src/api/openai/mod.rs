@@ -69,6 +69,14 @@ fn now_secs() -> u64 {
     glassbox_trace::unix_micros_now() / 1_000_000
 }
 
+/// The error answer of a finished request that failed: its maximum run
+/// time's 504 when that ended it, else [`run_failed`].
+fn finished_failed(finished: &crate::service::Finished, err: &ExecError) -> ApiError {
+    finished
+        .over_run_time()
+        .unwrap_or_else(|| run_failed(&finished.outcome, err))
+}
+
 /// The error answer of a failed run, naming its trace.
 fn run_failed(outcome: &Outcome, err: &ExecError) -> ApiError {
     let (status, hint) = failure_status(err);

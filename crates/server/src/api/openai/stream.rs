@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::chat::Usage;
-use super::{answer_text, now_secs, run_failed};
+use super::{answer_text, now_secs};
 use crate::api::request_id_header;
 use crate::service::{Finished, StreamEvent, Streaming};
 
@@ -73,7 +73,7 @@ impl Chunks {
                 }
             }
             Err(err) => {
-                let body = run_failed(outcome, err).body();
+                let body = super::finished_failed(finished, err).body();
                 events.push(Event::default().data(json!(body).to_string()));
             }
         }
