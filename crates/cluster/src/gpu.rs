@@ -69,6 +69,21 @@ pub trait GpuSource: Send + Sync {
     }
 }
 
+/// A shared source (e.g. [`shared`]'s `&'static` one) is a source too.
+impl<T: GpuSource + ?Sized> GpuSource for &T {
+    fn gpus(&self) -> Vec<Gpu> {
+        (**self).gpus()
+    }
+
+    fn sample(&self) -> Vec<GpuStats> {
+        (**self).sample()
+    }
+
+    fn unavailable(&self) -> Option<&str> {
+        (**self).unavailable()
+    }
+}
+
 /// GPU readings through NVML, or nothing when NVML cannot be loaded.
 pub struct NvmlSource {
     nvml: Result<Nvml, String>,
