@@ -3,7 +3,10 @@
 # (through the `llama-cpp-2` crate): cmake, a C/C++ compiler and libclang for
 # bindgen; and Debian's `chromium` for the dashboard's headless-browser tests
 # (crates/server/tests/it/dashboard.rs), and `qemu-user` for the portability tests
-# (crates/cli/tests/it/portability.rs). Idempotent: installs only what is missing, and runs `apt-get update`
+# (crates/cli/tests/it/portability.rs), and `etcd-server` for the deployment
+# test (crates/cli/tests/it/deploy.rs). With GLASSBOX_DEPS=build (the
+# Dockerfile's build stage) only what building needs: no chromium, no
+# qemu-user, no etcd. Idempotent: installs only what is missing, and runs `apt-get update`
 # at most once, only when something has to be installed.
 set -euo pipefail
 
@@ -16,16 +19,21 @@ if ! compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null \
     && ! compgen -G "/usr/lib/*/libclang-*.so*" >/dev/null; then
   missing+=(libclang-dev)
 fi
+# Test-only tools are skipped when only building (GLASSBOX_DEPS=build).
+tests=1
+[[ ${GLASSBOX_DEPS:-} == build ]] && tests=0
 # The dashboard tests drive headless Chromium at this path.
-[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+[[ $tests == 0 || -x /usr/bin/chromium ]] || missing+=(chromium)
 # ccache: llama.cpp's CPU backend is compiled once per x86-64 level (14
 # times); a rebuild with unchanged sources then takes seconds.
 command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 # The portability tests run the binary on older CPU models under user-mode QEMU.
-command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
+[[ $tests == 0 ]] || command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
+# The deployment test checks the etcd flags in deploy/k8s against `etcd --help`.
+[[ $tests == 0 ]] || command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, ccache, chromium, qemu-user)"
+  echo "build and test dependencies present (cmake, clang, libclang, ccache, chromium, qemu-user, etcd)"
   exit 0
 fi
 

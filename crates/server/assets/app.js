@@ -7,6 +7,7 @@
 //   #/traces/{request_id}  one trace: waterfall, path, receipt, explanation
 //   #/traces/{a}/diff/{b}  two traces side by side, first divergence explained
 //   #/reports?filters      cost, latency, path mix and nodes by time bucket
+//   #/gpus                 every worker's GPUs and the GPU alerts firing
 //
 // Each page is an async function that fills <main>. When it finishes, <main>
 // gets `data-state="ready"` (or `error` / `auth`), which the browser tests
@@ -19,6 +20,7 @@ import { tracesPage } from './traces.js';
 import { tracePage } from './trace.js';
 import { diffPage } from './diff.js';
 import { reportsPage } from './reports.js';
+import { gpusPage } from './gpus.js';
 
 const main = document.getElementById('main');
 const announcer = document.getElementById('announcer');
@@ -51,6 +53,7 @@ function route(parts) {
   }
   if (section === 'traces') return id ? { nav: 'traces', page: tracePage, arg: id } : { nav: 'traces', page: tracesPage };
   if (section === 'reports') return { nav: 'reports', page: reportsPage };
+  if (section === 'gpus') return { nav: 'gpus', page: gpusPage };
   return null;
 }
 

@@ -21,6 +21,9 @@
 //! p99_ratio = 1.5              # a node's P99 grew 1.5x ...
 //! p99_min_ms = 5.0             # ... and by 5 ms
 //! cost_ratio = 1.25            # mean cost per request grew 1.25x
+//!
+//! [alerts.gpu]                 # GPU alerts: see `crate::gpu_monitor`
+//! temperature_celsius = 85.0
 //! ```
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -42,6 +45,8 @@ pub struct AlertSettings {
     pub baseline: String,
     pub interval: String,
     pub thresholds: Thresholds,
+    /// GPU readings and their alerts ([`crate::gpu_monitor`]).
+    pub gpu: crate::gpu_monitor::GpuAlertSettings,
 }
 
 impl Default for AlertSettings {
@@ -52,6 +57,7 @@ impl Default for AlertSettings {
             baseline: "24h".into(),
             interval: "1m".into(),
             thresholds: Thresholds::default(),
+            gpu: Default::default(),
         }
     }
 }
@@ -77,6 +83,7 @@ impl AlertSettings {
                 .into_iter()
                 .map(|p| format!("alerts.thresholds: {p}")),
         );
+        out.extend(self.gpu.problems());
         out
     }
 

@@ -14,6 +14,8 @@
 //! - `/v1/chat/completions`, `/v1/embeddings`, `/v1/models`: the OpenAI API,
 //!   topologies as models, streaming by SSE ([`api::openai`]).
 //! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
+//! - `/v1/gpus`, `/v1/alerts`: GPU readings and alerts ([`gpu_monitor`]),
+//!   drift alerts ([`alerts`]).
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
@@ -43,6 +45,7 @@ pub mod config;
 pub mod connection;
 pub mod dashboard;
 pub mod error;
+pub mod gpu_monitor;
 pub mod keyless;
 mod llm_metrics;
 pub mod metrics;
@@ -202,6 +205,22 @@ impl Server {
                 source,
             })?;
         let addr = listener.local_addr()?;
+        let gpus = Arc::new(gpu_monitor::GpuMonitor::new(
+            Arc::new(glassbox_cluster::gpu::shared()),
+            gpu_monitor::local_worker_name(),
+            config.alerts.gpu.clone(),
+            metrics.clone(),
+        ));
+        if config.alerts.gpu.enabled {
+            // The first reading before any request, so `/metrics` and
+            // `/v1/gpus` agree from the start.
+            let first = gpus.clone();
+            tokio::task::spawn_blocking(move || {
+                first.sample_now(glassbox_trace::unix_micros_now())
+            })
+            .await
+            .map_err(blocking_error)?;
+        }
         let state = AppState {
             keys: Arc::new(Keys::new(&config)),
             service: Arc::new(Service::new(
@@ -218,6 +237,7 @@ impl Server {
             readers: Arc::new(state::ReadPool::new(readers)),
             ready: Arc::new(AtomicBool::new(false)),
             alerts: Arc::new(alerts::AlertBoard::default()),
+            gpus,
         };
         Ok(Server {
             state,
@@ -257,6 +277,7 @@ impl Server {
         let stop = glassbox_engine::CancellationToken::new();
         let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
         let drift = tokio::spawn(alerts::run_periodically(state.clone(), stop.clone()));
+        let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(state.clone(), stop.clone()));
         state.ready.store(true, Ordering::Release);
         let ready = state.ready.clone();
         let draining = stop.clone();
@@ -276,6 +297,7 @@ impl Server {
         stop.cancel();
         let _ = poller.await;
         let _ = drift.await;
+        let _ = gpu_sampler.await;
         let writer = state.writer.clone();
         let stats = tokio::task::spawn_blocking(move || writer.close())
             .await
@@ -369,7 +391,8 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/reports", get(reports::get_summary))
             .route("/v1/reports/compare", get(compare::compare_versions))
             .route("/v1/reports/{name}", get(reports::get_report))
-            .route("/v1/alerts", get(api::alerts::list_alerts)),
+            .route("/v1/alerts", get(api::alerts::list_alerts))
+            .route("/v1/gpus", get(api::gpus::list_gpus)),
     );
     let models = guarded(
         &state,

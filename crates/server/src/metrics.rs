@@ -5,8 +5,11 @@
 //! pipeline's sink is a [`MeteredSink`] that counts a record and then hands it
 //! to the store writer, so metrics and traces can never disagree.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use glassbox_cluster::gpu::GpuStats;
 
 use glassbox_store::StoreWriter;
 use glassbox_trace::{RequestRecord, SpanRecord, TraceSink};
@@ -43,11 +46,119 @@ struct CostLabels {
     currency: String,
 }
 
+/// `glassbox_alerts_firing` labels: `{kind, topology, node}` for a drift
+/// alert, `{kind, worker, gpu, name}` for a GPU alert.
+type AlertLabels = Vec<(&'static str, String)>;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AlertLabels {
-    kind: String,
-    topology: String,
-    node: String,
+struct GpuLabels {
+    worker: String,
+    gpu: String,
+    name: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The per-GPU gauges (`glassbox_gpu_*`).
+struct GpuGauges {
+    utilization: Family<GpuLabels, FloatGauge>,
+    memory_used: Family<GpuLabels, FloatGauge>,
+    memory_total: Family<GpuLabels, FloatGauge>,
+    temperature: Family<GpuLabels, FloatGauge>,
+    power: Family<GpuLabels, FloatGauge>,
+    power_limit: Family<GpuLabels, FloatGauge>,
+    /// The series set per worker, so a GPU that is gone loses its series.
+    shown: Mutex<BTreeMap<String, Vec<GpuLabels>>>,
+}
+
+impl GpuGauges {
+    fn register(registry: &mut Registry) -> GpuGauges {
+        let g = GpuGauges {
+            utilization: Family::default(),
+            memory_used: Family::default(),
+            memory_total: Family::default(),
+            temperature: Family::default(),
+            power: Family::default(),
+            power_limit: Family::default(),
+            shown: Mutex::new(BTreeMap::new()),
+        };
+        registry.register(
+            "gpu_utilization_ratio",
+            "Share of the last sample period a kernel ran on the GPU (0-1), per worker and GPU",
+            g.utilization.clone(),
+        );
+        registry.register(
+            "gpu_memory_used_bytes",
+            "GPU memory allocated, per worker and GPU",
+            g.memory_used.clone(),
+        );
+        registry.register(
+            "gpu_memory_total_bytes",
+            "GPU memory installed, per worker and GPU",
+            g.memory_total.clone(),
+        );
+        registry.register(
+            "gpu_temperature_celsius",
+            "GPU die temperature, per worker and GPU",
+            g.temperature.clone(),
+        );
+        registry.register(
+            "gpu_power_watts",
+            "Power the GPU draws, per worker and GPU",
+            g.power.clone(),
+        );
+        registry.register(
+            "gpu_power_limit_watts",
+            "Power cap the driver enforces on the GPU, per worker and GPU",
+            g.power_limit.clone(),
+        );
+        g
+    }
+
+    fn families(&self) -> [&Family<GpuLabels, FloatGauge>; 6] {
+        [
+            &self.utilization,
+            &self.memory_used,
+            &self.memory_total,
+            &self.temperature,
+            &self.power,
+            &self.power_limit,
+        ]
+    }
+
+    fn set(&self, worker: &str, samples: &[GpuStats]) {
+        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        for labels in shown.remove(worker).unwrap_or_default() {
+            for f in self.families() {
+                f.remove(&labels);
+            }
+        }
+        let mut now = Vec::with_capacity(samples.len());
+        for s in samples {
+            let labels = GpuLabels {
+                worker: worker.to_string(),
+                gpu: s.index.to_string(),
+                name: s.name.clone(),
+            };
+            let readings = [
+                s.utilization,
+                s.memory_used_bytes.map(|b| b as f64),
+                s.memory_total_bytes.map(|b| b as f64),
+                s.temperature_celsius,
+                s.power_watts,
+                s.power_limit_watts,
+            ];
+            for (f, v) in self.families().into_iter().zip(readings) {
+                if let Some(v) = v {
+                    f.get_or_create(&labels).set(v);
+                }
+            }
+            now.push(labels);
+        }
+        if !now.is_empty() {
+            shown.insert(worker.to_string(), now);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -88,6 +199,10 @@ pub struct Metrics {
     alerts_firing: Family<AlertLabels, Gauge>,
     band_running: Family<BandLabels, Gauge>,
     band_waiting: Family<BandLabels, Gauge>,
+    /// The firing series of the latest drift evaluation and of the GPU
+    /// monitor, kept apart so each replaces only its own.
+    firing: Mutex<(Vec<AlertLabels>, Vec<AlertLabels>)>,
+    gpus: GpuGauges,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -184,8 +299,10 @@ impl Metrics {
         let alerts_firing = Family::<AlertLabels, Gauge>::default();
         registry.register(
             "alerts_firing",
-            "Drift alerts firing (1 each), by kind (route_shift, p99_regression, cost_jump), \
-             topology and node (the path for a route shift; empty for cost)",
+            "Alerts firing (1 each). Drift alerts by kind (route_shift, p99_regression, \
+             cost_jump), topology and node (the path for a route shift; empty for cost); \
+             GPU alerts by kind (gpu_temperature, gpu_memory, gpu_utilization), worker, \
+             gpu and name",
             alerts_firing.clone(),
         );
         let band_running = Family::<BandLabels, Gauge>::default();
@@ -200,6 +317,7 @@ impl Metrics {
             "Requests waiting in their topology's queue for a slot, by priority band",
             band_waiting.clone(),
         );
+        let gpus = GpuGauges::register(&mut registry);
         Metrics {
             band_running,
             band_waiting,
@@ -218,6 +336,8 @@ impl Metrics {
             commit_seconds,
             topologies,
             alerts_firing,
+            firing: Mutex::new((Vec::new(), Vec::new())),
+            gpus,
         }
     }
 
@@ -298,16 +418,50 @@ impl Metrics {
     /// Publishes the alerts of the latest drift evaluation: one series at 1
     /// per firing alert; alerts that stopped firing disappear.
     pub fn set_alerts(&self, alerts: &[glassbox_store::drift::Alert]) {
+        let labels = alerts
+            .iter()
+            .map(|a| {
+                vec![
+                    ("kind", a.kind.as_str().to_string()),
+                    ("topology", a.topology.clone()),
+                    ("node", a.node.clone()),
+                ]
+            })
+            .collect();
+        let mut firing = self.firing.lock().unwrap_or_else(PoisonError::into_inner);
+        firing.0 = labels;
+        self.publish_firing(&firing);
+    }
+
+    /// Publishes the GPU alerts firing now, in place of the previous ones.
+    pub fn set_gpu_alerts(&self, alerts: &[crate::gpu_monitor::GpuAlert]) {
+        let labels = alerts
+            .iter()
+            .map(|a| {
+                vec![
+                    ("kind", a.kind.as_str().to_string()),
+                    ("worker", a.worker.clone()),
+                    ("gpu", a.gpu.to_string()),
+                    ("name", a.name.clone()),
+                ]
+            })
+            .collect();
+        let mut firing = self.firing.lock().unwrap_or_else(PoisonError::into_inner);
+        firing.1 = labels;
+        self.publish_firing(&firing);
+    }
+
+    fn publish_firing(&self, firing: &(Vec<AlertLabels>, Vec<AlertLabels>)) {
         self.alerts_firing.clear();
-        for a in alerts {
-            self.alerts_firing
-                .get_or_create(&AlertLabels {
-                    kind: a.kind.as_str().to_string(),
-                    topology: a.topology.clone(),
-                    node: a.node.clone(),
-                })
-                .set(1);
+        for labels in firing.0.iter().chain(&firing.1) {
+            self.alerts_firing.get_or_create(labels).set(1);
         }
+    }
+
+    /// One worker's latest GPU readings (all its GPUs; an empty list
+    /// removes its series). A reading a GPU lacks is not exported.
+    pub fn set_gpus(&self, worker: &str, samples: &[GpuStats]) {
+        self.gpus.set(worker, samples);
     }
 
     /// The text exposition, with the writer's queue sampled now.
@@ -324,6 +478,11 @@ impl Metrics {
         self.commit_seconds.set(stats.write_us_total as f64 / 1e6);
         self.llm
             .sample(glassbox_nodes::model_cache::global().llm_loads());
+        self.encode_registry()
+    }
+
+    /// The text exposition of the registry as it is.
+    pub(crate) fn encode_registry(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

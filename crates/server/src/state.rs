@@ -31,6 +31,8 @@ pub struct AppState {
     pub service: Arc<Service>,
     /// The latest drift-alert evaluation (`/v1/alerts`, `/metrics`).
     pub alerts: Arc<crate::alerts::AlertBoard>,
+    /// GPU readings and alerts (`/v1/gpus`, `/v1/alerts`, `/metrics`).
+    pub gpus: Arc<crate::gpu_monitor::GpuMonitor>,
 }
 
 /// A few read connections, so a slow read (a report over a million

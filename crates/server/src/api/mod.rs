@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod body;
 pub mod compare;
 pub mod extract;
+pub mod gpus;
 pub mod openai;
 pub mod reports;
 pub mod runs;

@@ -791,3 +791,60 @@ fn a_key_without_the_read_scope_is_told_so_not_shown_pages() {
     );
     assert_only_problems(&mut b, "status of 403");
 }
+
+/// Issue 18, item 6: the GPUs page shows a row per GPU `/v1/gpus` reports,
+/// with its readings and alerts; on a machine without NVML (this test's
+/// usual home) it says there are no GPUs, and why.
+#[test]
+fn gpu_page_shows_what_the_gpu_monitor_read() {
+    cdp::chromium_path();
+    let server = serve(Config::default());
+    let snap = get_json(&server, "/v1/gpus");
+    let gpus = snap["gpus"].as_array().expect("gpus").clone();
+    let mut b = Browser::launch();
+    b.open(&format!("{}/#/gpus", server.base));
+    b.wait_for(
+        "document.querySelector('main[data-state=ready] [data-testid=gpu-panel]')",
+        "the GPU panel",
+    );
+    assert_eq!(
+        b.eval("document.querySelector('[data-nav=gpus]').getAttribute('aria-current')"),
+        "page"
+    );
+    let shown = b.eval("document.querySelector('[data-testid=gpu-panel]').dataset.gpus");
+    assert_eq!(shown, json!(gpus.len().to_string()));
+    let rows = b.eval(
+        "Array.from(document.querySelectorAll('[data-testid=gpu-row]')).map(r => [r.dataset.worker, r.dataset.gpu])",
+    );
+    let want: Vec<Value> = gpus
+        .iter()
+        .map(|g| json!([g["worker"], g["index"].to_string()]))
+        .collect();
+    assert_eq!(rows, Value::Array(want));
+    let none = b.eval("document.querySelectorAll('[data-testid=gpus-none]').length");
+    if gpus.is_empty() {
+        assert_eq!(none, 1, "an empty pool says so");
+        let text = b.eval("document.querySelector('[data-testid=gpu-panel]').innerText");
+        let text = text.as_str().unwrap_or_default();
+        assert!(text.contains("No GPUs on this machine"), "{text}");
+        if let Some(why) = snap["unavailable"].as_str() {
+            assert!(text.contains(why), "the reason is shown: {text}");
+        }
+    } else {
+        assert_eq!(none, 0);
+        let temps = b.eval(
+            "Array.from(document.querySelectorAll('[data-testid=gpu-temperature]')).map(c => c.textContent)",
+        );
+        for (g, t) in gpus.iter().zip(temps.as_array().expect("cells")) {
+            if let Some(c) = g["temperature_celsius"].as_f64() {
+                assert_eq!(t, &json!(format!("{c:.0} °C")));
+            }
+        }
+        assert_eq!(
+            b.eval("document.querySelectorAll('[data-testid=gpu-alert]').length"),
+            snap["alerts"].as_array().map_or(0, Vec::len)
+        );
+    }
+    let problems = b.problems();
+    assert!(problems.is_empty(), "{problems:#?}");
+}

@@ -10,6 +10,7 @@ mod auth;
 mod connections;
 mod dashboard;
 mod durable;
+mod gpus;
 mod keyless;
 mod lifecycle;
 mod limits;
