@@ -91,6 +91,7 @@ struct Load {
     spec_draft_tokens: AtomicU64,
     spec_accepted_tokens: AtomicU64,
     preemptions: AtomicU64,
+    generation_tokens: AtomicU64,
     latencies: Latencies,
 }
 
@@ -120,6 +121,9 @@ pub struct EngineLoad {
     /// Requests preempted so far because the KV pool ran out (vLLM's
     /// `num_preemptions`); always 0 without a pool (`kv_cache_cells`).
     pub preemptions: u64,
+    /// Output tokens generated so far (vLLM's `generation_tokens`); its
+    /// rise over an interval is the engine's output tok/s.
+    pub generation_tokens: u64,
     /// TTFT, time per output token, queue time and end-to-end latency of
     /// the requests finished so far.
     pub latency: LatencyStats,
@@ -225,6 +229,7 @@ impl LlmHandle {
             spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
             spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),
             preemptions: load.preemptions.load(Ordering::Relaxed),
+            generation_tokens: load.generation_tokens.load(Ordering::Relaxed),
             latency: load.latencies.snapshot(),
         }
     }
@@ -508,6 +513,10 @@ fn worker(
         }
         // One step over the batch. A panic inside llama.cpp's bindings fails
         // the requests in hand, not the worker.
+        let before: u64 = running
+            .iter()
+            .map(|r| u64::from(r.seq.completion_tokens))
+            .sum();
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let (mut seqs, senders): (Vec<&mut Sequence>, Vec<_>) = running
                 .iter_mut()
@@ -533,6 +542,12 @@ fn worker(
             }
             continue;
         }
+        let after: u64 = running
+            .iter()
+            .map(|r| u64::from(r.seq.completion_tokens))
+            .sum();
+        load.generation_tokens
+            .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
         // The load is published before the replies go out, so a caller
         // that has its answer never sees its request still counted.
         let mut done = Vec::new();
