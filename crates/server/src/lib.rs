@@ -14,6 +14,8 @@
 //! - `/v1/chat/completions`, `/v1/embeddings`, `/v1/models`: the OpenAI API,
 //!   topologies as models, streaming by SSE ([`api::openai`]).
 //! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
+//! - `/v1/cluster/workers`: the worker pool of `glassbox serve --cluster`
+//!   ([`api::cluster`]).
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
@@ -91,6 +93,9 @@ pub struct ServerOptions {
     pub poll_interval: Duration,
     /// Longest input/output summary kept in traces.
     pub summary_chars: usize,
+    /// The cluster's worker pool (`--cluster`): shown at
+    /// `/v1/cluster/workers`; filled by the caller's etcd watch.
+    pub pool: Option<glassbox_cluster::Pool>,
 }
 
 impl ServerOptions {
@@ -103,6 +108,7 @@ impl ServerOptions {
             port: None,
             poll_interval: Duration::from_secs(1),
             summary_chars: 200,
+            pool: None,
         }
     }
 }
@@ -138,6 +144,7 @@ impl Server {
             port,
             poll_interval,
             summary_chars,
+            pool,
         } = options;
         let config = Arc::new(config);
         let url = store.clone();
@@ -218,6 +225,7 @@ impl Server {
             readers: Arc::new(state::ReadPool::new(readers)),
             ready: Arc::new(AtomicBool::new(false)),
             alerts: Arc::new(alerts::AlertBoard::default()),
+            pool,
         };
         Ok(Server {
             state,
@@ -347,7 +355,9 @@ async fn not_found() -> ApiError {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
+    use crate::api::{
+        cluster, compare, openai, reports, runs, system, topologies, traces, versions,
+    };
     let run = guarded(
         &state,
         &[Scope::Run],
@@ -369,7 +379,8 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/reports", get(reports::get_summary))
             .route("/v1/reports/compare", get(compare::compare_versions))
             .route("/v1/reports/{name}", get(reports::get_report))
-            .route("/v1/alerts", get(api::alerts::list_alerts)),
+            .route("/v1/alerts", get(api::alerts::list_alerts))
+            .route("/v1/cluster/workers", get(cluster::list_workers)),
     );
     let models = guarded(
         &state,
@@ -390,6 +401,9 @@ pub fn router(state: AppState) -> Router {
     );
     let public = Router::new()
         .route("/healthz", get(system::healthz))
+        // `/health` as vLLM, SGLang and llama-server name it, so a cluster
+        // probes every kind of worker at the same path.
+        .route("/health", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/", get(dashboard::index))

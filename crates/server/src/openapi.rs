@@ -5,7 +5,9 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::api::{alerts, compare, openai, reports, runs, system, topologies, traces, versions};
+use crate::api::{
+    alerts, cluster, compare, openai, reports, runs, system, topologies, traces, versions,
+};
 use crate::error::{ErrorBody, ErrorDetail};
 
 /// Where the document is committed, relative to the workspace root.
@@ -52,6 +54,7 @@ impl Modify for Security {
         reports::get_report,
         compare::compare_versions,
         alerts::list_alerts,
+        cluster::list_workers,
         openai::chat::chat_completions,
         openai::embeddings::embeddings,
         openai::models::models,

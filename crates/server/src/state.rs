@@ -31,6 +31,9 @@ pub struct AppState {
     pub service: Arc<Service>,
     /// The latest drift-alert evaluation (`/v1/alerts`, `/metrics`).
     pub alerts: Arc<crate::alerts::AlertBoard>,
+    /// The worker pool (`glassbox serve --cluster`), kept in step with etcd
+    /// by the caller; `None` on a single server.
+    pub pool: Option<glassbox_cluster::Pool>,
 }
 
 /// A few read connections, so a slow read (a report over a million
