@@ -6,6 +6,7 @@
 mod bench;
 mod calibrate;
 mod cli;
+mod cluster;
 mod doctor;
 mod durable;
 mod fixtures;
