@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-step "system packages (cmake, clang for llama.cpp)"
+step "system packages (cmake, clang for llama.cpp, protoc for etcd-client)"
 ./scripts/install-deps.sh
 # llama.cpp is built by CMake, which picks these up: unchanged C/C++ sources
 # are not compiled again (it is built once per CPU level; ADR 0004).

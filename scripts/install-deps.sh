@@ -2,11 +2,14 @@
 # Install the system packages the local model runtime needs to build llama.cpp
 # (through the `llama-cpp-2` crate): cmake, a C/C++ compiler and libclang for
 # bindgen; and Debian's `chromium` for the dashboard's headless-browser tests
-# (crates/server/tests/it/dashboard.rs), and `qemu-user` for the portability tests
-# (crates/cli/tests/it/portability.rs), and `etcd-server` for the deployment
-# test (crates/cli/tests/it/deploy.rs). With GLASSBOX_DEPS=build (the
-# Dockerfile's build stage) only what building needs: no chromium, no
-# qemu-user, no etcd. Idempotent: installs only what is missing, and runs `apt-get update`
+# (crates/server/tests/it/dashboard.rs), `qemu-user` for the portability tests
+# (crates/cli/tests/it/portability.rs), `etcd-server` for the deployment and
+# cluster tests (crates/cli/tests/it/deploy.rs, cluster.rs), and `protoc`
+# (`protobuf-compiler`, with `libprotobuf-dev` for protobuf's own .proto files),
+# which the `etcd-client` crate's build script runs on etcd's .proto files
+# (ADR 0007). With GLASSBOX_DEPS=build (the Dockerfile's build stage) only what
+# building needs: no chromium, no qemu-user, no etcd.
+# Idempotent: installs only what is missing, and runs `apt-get update`
 # at most once, only when something has to be installed.
 set -euo pipefail
 
@@ -31,15 +34,20 @@ command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 [[ $tests == 0 ]] || command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
 # The deployment test checks the etcd flags in deploy/k8s against `etcd --help`.
 [[ $tests == 0 ]] || command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# etcd-client (cluster membership) compiles etcd's gRPC API with protoc at build
+# time; etcd's .proto files import protobuf's own (descriptor.proto, struct.proto),
+# which Debian ships in libprotobuf-dev.
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+[[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, ccache, chromium, qemu-user, etcd)"
+  echo "build and test dependencies present (cmake, clang, libclang, ccache, protoc and its .proto files; for tests chromium, qemu-user, etcd)"
   exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "error: missing ${missing[*]} and apt-get is not available" >&2
-  echo "hint: install cmake, clang and libclang with your system's package manager" >&2
+  echo "hint: install cmake, clang, libclang and protoc (protobuf-compiler) with your system's package manager" >&2
   exit 69
 fi
 

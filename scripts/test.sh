@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (cmake, clang for llama.cpp, chromium, qemu-user)"
+step "system packages (cmake, clang for llama.cpp, protoc for etcd-client, chromium, qemu-user)"
 ./scripts/install-deps.sh
 # llama.cpp is built by CMake, which picks these up: unchanged C/C++ sources
 # are not compiled again (it is built once per CPU level; ADR 0004).
@@ -17,6 +17,9 @@ fi
 
 step "PostgreSQL server binaries (trace-store tests)"
 ./scripts/install-postgres.sh
+
+step "etcd (cluster membership tests)"
+./scripts/install-etcd.sh
 
 step "OTLP receiver (trace export test)"
 ./scripts/install-otlp-receiver.sh

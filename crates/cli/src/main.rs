@@ -60,6 +60,8 @@ enum Command {
     Alerts(cmd::alerts::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
+    /// Join a cluster's pool: serve local models, or attach a vLLM/SGLang/llama.cpp server; register in etcd.
+    Worker(cmd::worker::Args),
     /// Versions of a topology on a running server: list, split traffic, promote, roll back.
     Versions(cmd::versions::Args),
     /// Load a running `glassbox serve`: open- or closed-loop, P50/P95/P99 by input length.
@@ -98,6 +100,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Alerts(args) => cmd::alerts::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Worker(args) => cmd::worker::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Versions(args) => cmd::versions::run(args),

@@ -9,14 +9,29 @@
 //! - [`gpu`]: this machine's GPUs and their utilisation, memory,
 //!   temperature and power, through NVML loaded at run time (none without
 //!   a driver).
+//! - [`etcd`]: membership itself: a worker's [`Registration`] under a lease,
+//!   a coordinator's [`watch`] that keeps a [`Pool`] in step with etcd.
+//! - [`host`]: the machine a worker runs on (CPU, memory, host name).
+//! - [`attach`]: an existing OpenAI-compatible server (vLLM, SGLang,
+//!   llama.cpp's `llama-server`, another Glassbox) as a member: its
+//!   Prometheus metrics read into a [`Load`].
 //!
 //! Membership and heartbeats live in etcd (a lease per worker: its keys
 //! vanish when it stops refreshing); nothing here invents a protocol.
 
+pub mod attach;
+pub mod etcd;
+#[cfg(any(test, feature = "test-support"))]
+pub mod etcd_temp;
 pub mod gpu;
+pub mod host;
 pub mod member;
 pub mod pool;
 
+pub use etcd::{
+    EtcdError, EtcdOptions, Registration, RegistrationEvent, RegistrationOptions, Watch,
+    WatchEvent, watch,
+};
 pub use gpu::{GpuSource, GpuStats, NvmlSource};
 pub use member::{Gpu, Hardware, Load, Member, WorkerRecord};
 pub use pool::Pool;

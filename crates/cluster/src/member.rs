@@ -105,6 +105,14 @@ pub fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Nanoseconds since the Unix epoch, now (unique names for temp files).
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn now_secs_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,8 @@
 //! - `/metrics`, `/healthz`, `/readyz`; the dashboard at `/` ([`dashboard`]).
 //! - `/v1/gpus`, `/v1/alerts`: GPU readings and alerts ([`gpu_monitor`]),
 //!   drift alerts ([`alerts`]).
+//! - `/v1/cluster/workers`: the worker pool of `glassbox serve --cluster`
+//!   ([`api::cluster`]).
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
@@ -94,6 +96,9 @@ pub struct ServerOptions {
     pub poll_interval: Duration,
     /// Longest input/output summary kept in traces.
     pub summary_chars: usize,
+    /// The cluster's worker pool (`--cluster`): shown at
+    /// `/v1/cluster/workers`; filled by the caller's etcd watch.
+    pub pool: Option<glassbox_cluster::Pool>,
 }
 
 impl ServerOptions {
@@ -106,6 +111,7 @@ impl ServerOptions {
             port: None,
             poll_interval: Duration::from_secs(1),
             summary_chars: 200,
+            pool: None,
         }
     }
 }
@@ -141,6 +147,7 @@ impl Server {
             port,
             poll_interval,
             summary_chars,
+            pool,
         } = options;
         let config = Arc::new(config);
         let url = store.clone();
@@ -238,6 +245,7 @@ impl Server {
             ready: Arc::new(AtomicBool::new(false)),
             alerts: Arc::new(alerts::AlertBoard::default()),
             gpus,
+            pool,
         };
         Ok(Server {
             state,
@@ -369,7 +377,9 @@ async fn not_found() -> ApiError {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    use crate::api::{compare, openai, reports, runs, system, topologies, traces, versions};
+    use crate::api::{
+        cluster, compare, openai, reports, runs, system, topologies, traces, versions,
+    };
     let run = guarded(
         &state,
         &[Scope::Run],
@@ -392,7 +402,8 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/reports/compare", get(compare::compare_versions))
             .route("/v1/reports/{name}", get(reports::get_report))
             .route("/v1/alerts", get(api::alerts::list_alerts))
-            .route("/v1/gpus", get(api::gpus::list_gpus)),
+            .route("/v1/gpus", get(api::gpus::list_gpus))
+            .route("/v1/cluster/workers", get(cluster::list_workers)),
     );
     let models = guarded(
         &state,
@@ -413,6 +424,9 @@ pub fn router(state: AppState) -> Router {
     );
     let public = Router::new()
         .route("/healthz", get(system::healthz))
+        // `/health` as vLLM, SGLang and llama-server name it, so a cluster
+        // probes every kind of worker at the same path.
+        .route("/health", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/", get(dashboard::index))

@@ -69,6 +69,7 @@ pub(crate) struct LlmMetrics {
     spec_draft_tokens: Counts,
     spec_accepted_tokens: Counts,
     preemptions: Counts,
+    generation_tokens: Counts,
     ttft: Histograms,
     tpot: Histograms,
     queue_time: Histograms,
@@ -110,6 +111,10 @@ impl LlmMetrics {
             "llm_num_preemptions",
             "Requests preempted because the local LLM's KV pool ran out (recomputed on resume), since start",
         );
+        let generation_tokens = gauge(
+            "llm_generation_tokens",
+            "Output tokens the local LLM generated, since start (its rise per second is output tok/s)",
+        );
         let kv_usage = Family::<ModelLabels, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "llm_kv_cache_usage_perc",
@@ -146,6 +151,7 @@ impl LlmMetrics {
             spec_draft_tokens,
             spec_accepted_tokens,
             preemptions,
+            generation_tokens,
             ttft,
             tpot,
             queue_time,
@@ -182,6 +188,9 @@ impl LlmMetrics {
             self.preemptions
                 .get_or_create(&labels)
                 .set(count(load.preemptions));
+            self.generation_tokens
+                .get_or_create(&labels)
+                .set(count(load.generation_tokens));
             let latency = load.latency;
             self.ttft
                 .get_or_create(&labels)
@@ -216,6 +225,7 @@ mod tests {
             spec_draft_tokens: 8,
             spec_accepted_tokens: 5,
             preemptions: 3,
+            generation_tokens: 640,
             latency: Default::default(),
         };
         load.latency.time_to_first_token = HistogramSnapshot {
@@ -231,6 +241,7 @@ mod tests {
             "glassbox_llm_kv_cache_usage_perc{model=\"smol\"} 0.25",
             "glassbox_llm_spec_decode_num_accepted_tokens{model=\"smol\"} 5",
             "glassbox_llm_num_preemptions{model=\"smol\"} 3",
+            "glassbox_llm_generation_tokens{model=\"smol\"} 640",
             "# TYPE glassbox_llm_time_to_first_token_seconds histogram",
             "glassbox_llm_time_to_first_token_seconds_bucket{le=\"1.0\",model=\"smol\"} 3",
             "glassbox_llm_time_to_first_token_seconds_bucket{le=\"+Inf\",model=\"smol\"} 4",

@@ -6,7 +6,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::api::{
-    alerts, compare, gpus, openai, reports, runs, system, topologies, traces, versions,
+    alerts, cluster, compare, gpus, openai, reports, runs, system, topologies, traces, versions,
 };
 use crate::error::{ErrorBody, ErrorDetail};
 
@@ -55,6 +55,7 @@ impl Modify for Security {
         compare::compare_versions,
         alerts::list_alerts,
         gpus::list_gpus,
+        cluster::list_workers,
         openai::chat::chat_completions,
         openai::embeddings::embeddings,
         openai::models::models,

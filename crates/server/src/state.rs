@@ -33,6 +33,9 @@ pub struct AppState {
     pub alerts: Arc<crate::alerts::AlertBoard>,
     /// GPU readings and alerts (`/v1/gpus`, `/v1/alerts`, `/metrics`).
     pub gpus: Arc<crate::gpu_monitor::GpuMonitor>,
+    /// The worker pool (`glassbox serve --cluster`), kept in step with etcd
+    /// by the caller; `None` on a single server.
+    pub pool: Option<glassbox_cluster::Pool>,
 }
 
 /// A few read connections, so a slow read (a report over a million

@@ -20,3 +20,4 @@ pub mod trace;
 pub mod trace_diff;
 pub mod validate;
 pub mod versions;
+pub mod worker;

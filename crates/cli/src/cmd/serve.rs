@@ -41,9 +41,17 @@ pub struct Args {
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     pub openapi: bool,
+    /// Join a cluster: etcd client URLs, comma-separated. The worker pool
+    /// (`glassbox worker`s registered there) is watched and shown at
+    /// `GET /v1/cluster/workers` (docs/cluster.md).
+    #[arg(long, value_name = "ETCD_URLS", env = "GLASSBOX_CLUSTER")]
+    pub cluster: Option<String>,
+    /// Key prefix in etcd (one pool per prefix).
+    #[arg(long, value_name = "PREFIX", default_value = glassbox_cluster::member::DEFAULT_PREFIX, requires = "cluster")]
+    pub cluster_prefix: String,
 }
 
-fn server_error(err: ServerError) -> anyhow::Error {
+pub(crate) fn server_error(err: ServerError) -> anyhow::Error {
     let code = match err {
         ServerError::Store(e) => return store_error(e),
         ServerError::ConfigIo { .. }
@@ -56,6 +64,54 @@ fn server_error(err: ServerError) -> anyhow::Error {
         code,
         message: format!("{err} [{}]", err.code()),
     })
+}
+
+/// Fills a pool from etcd and logs who joins and leaves.
+fn watch_cluster(
+    urls: &str,
+    prefix: &str,
+) -> anyhow::Result<(glassbox_cluster::Pool, glassbox_cluster::Watch)> {
+    use glassbox_cluster::{EtcdOptions, WatchEvent};
+    let etcd_error = |err: glassbox_cluster::EtcdError| {
+        let code = if err.is_usage() {
+            exit::USAGE
+        } else {
+            exit::UNAVAILABLE
+        };
+        anyhow::Error::new(Coded {
+            code,
+            message: format!("`--cluster`: {err} [{}]", err.code()),
+        })
+    };
+    let mut options = EtcdOptions::new(EtcdOptions::parse_endpoints(urls).map_err(etcd_error)?);
+    options.prefix = prefix.to_owned();
+    let pool = glassbox_cluster::Pool::new();
+    let watch = glassbox_cluster::watch(options.clone(), pool.clone(), |event| match event {
+        WatchEvent::Joined(r) => eprintln!(
+            "glassbox serve: worker `{}` joined: {} at {} ({}; models {})",
+            r.id,
+            r.engine,
+            r.address,
+            r.hardware.name(),
+            r.models.join(", ")
+        ),
+        WatchEvent::Left { id } => eprintln!("glassbox serve: worker `{id}` left"),
+        WatchEvent::Interrupted { error } => {
+            eprintln!("glassbox serve: cluster watch interrupted: {error}; resuming")
+        }
+        WatchEvent::Resumed => eprintln!("glassbox serve: cluster watch resumed"),
+        WatchEvent::Skipped { key, reason } => {
+            eprintln!("glassbox serve: ignoring etcd key `{key}`: {reason}")
+        }
+    })
+    .map_err(etcd_error)?;
+    eprintln!(
+        "glassbox serve: cluster pool from etcd at {} (prefix `{}`): {} worker(s)",
+        options.endpoints_text(),
+        options.prefix,
+        pool.len()
+    );
+    Ok((pool, watch))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -79,7 +135,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.add_env_key(&key);
     }
     let store = StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
+    // Held while serving: dropping it stops the watch.
+    let (pool, _watch) = match &args.cluster {
+        Some(urls) => {
+            let (pool, watch) = watch_cluster(urls, &args.cluster_prefix)?;
+            (Some(pool), Some(watch))
+        }
+        None => (None, None),
+    };
     let mut options = ServerOptions::new(dir, store.clone());
+    options.pool = pool;
     options.config = config;
     options.host = args.host;
     options.port = args.port;

@@ -6,6 +6,7 @@
 mod bench;
 mod calibrate;
 mod cli;
+mod cluster;
 mod deploy;
 mod doctor;
 mod durable;

@@ -23,6 +23,7 @@ pub(super) struct Load {
     pub(super) spec_draft_tokens: AtomicU64,
     pub(super) spec_accepted_tokens: AtomicU64,
     pub(super) preemptions: AtomicU64,
+    pub(super) generation_tokens: AtomicU64,
     pub(super) latencies: Latencies,
 }
 
@@ -52,6 +53,9 @@ pub struct EngineLoad {
     /// Requests preempted so far because the KV pool ran out (vLLM's
     /// `num_preemptions`); always 0 without a pool (`kv_cache_cells`).
     pub preemptions: u64,
+    /// Output tokens generated so far (vLLM's `generation_tokens`); its
+    /// rise over an interval is the engine's output tok/s.
+    pub generation_tokens: u64,
     /// TTFT, time per output token, queue time and end-to-end latency of
     /// the requests finished so far.
     pub latency: LatencyStats,

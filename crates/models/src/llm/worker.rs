@@ -145,6 +145,7 @@ impl LlmHandle {
             spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
             spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),
             preemptions: load.preemptions.load(Ordering::Relaxed),
+            generation_tokens: load.generation_tokens.load(Ordering::Relaxed),
             latency: load.latencies.snapshot(),
         }
     }
@@ -465,6 +466,10 @@ fn worker(
         }
         // One step over the batch. A panic inside llama.cpp's bindings fails
         // the requests in hand, not the worker.
+        let before: u64 = running
+            .iter()
+            .map(|r| u64::from(r.seq.completion_tokens))
+            .sum();
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let (mut seqs, senders): (Vec<&mut Sequence>, Vec<_>) = running
                 .iter_mut()
@@ -490,6 +495,12 @@ fn worker(
             }
             continue;
         }
+        let after: u64 = running
+            .iter()
+            .map(|r| u64::from(r.seq.completion_tokens))
+            .sum();
+        load.generation_tokens
+            .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
         // The load is published before the replies go out, so a caller
         // that has its answer never sees its request still counted.
         let mut done = Vec::new();

@@ -2,6 +2,7 @@
 
 pub mod alerts;
 pub mod body;
+pub mod cluster;
 pub mod compare;
 pub mod extract;
 pub mod gpus;

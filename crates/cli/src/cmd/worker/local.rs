@@ -1,0 +1,338 @@
+//! A worker that serves local models: each `--llm` / `--embedding` becomes
+//! a one-node topology (the model's name is its id), served by the same
+//! server as `glassbox serve`, so `/v1/chat/completions` (streaming too),
+//! `/v1/embeddings`, `/v1/models`, `/metrics` and `/healthz` answer as
+//! they do there. The topologies live in a temporary directory for the
+//! worker's lifetime.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use glassbox_cluster::{Load, WorkerRecord};
+use glassbox_server::api::system::describe;
+use glassbox_server::{Change, Config, Server, ServerOptions};
+use glassbox_store::StoreUrl;
+use serde_json::{Value, json};
+
+use super::{Args, Common, usage};
+use crate::cmd::serve::{API_KEY_ENV, server_error};
+use crate::cmd::trace::store_error;
+use crate::exit::{self, Coded};
+
+/// The port a worker listens on unless told otherwise.
+const DEFAULT_PORT: u16 = 8090;
+
+/// One model to serve.
+#[derive(Debug, Clone, PartialEq)]
+struct Model {
+    name: String,
+    kind: &'static str,
+    /// As given: absolute, or relative to the models directory.
+    path: String,
+}
+
+pub(super) fn run(args: Args, common: Common) -> anyhow::Result<ExitCode> {
+    let models = models(&args)?;
+    let dir = tempfile::Builder::new()
+        .prefix("glassbox-worker-")
+        .tempdir()
+        .map_err(|e| anyhow::anyhow!("creating a directory for the worker's topologies: {e}"))?;
+    for m in &models {
+        let file = dir.path().join(format!("{}.json", m.name));
+        std::fs::write(&file, topology(m, &args).to_string())
+            .map_err(|e| anyhow::anyhow!("writing `{}`: {e}", file.display()))?;
+    }
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).map_err(server_error)?,
+        None => Config::default(),
+    };
+    if let Ok(key) = std::env::var(API_KEY_ENV)
+        && !key.is_empty()
+    {
+        config.add_env_key(&key);
+    }
+    let store = StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
+    let mut options = ServerOptions::new(dir.path().to_path_buf(), store);
+    options.config = config;
+    options.host = args.host.clone();
+    options.port = Some(args.port.unwrap_or(DEFAULT_PORT));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("glassbox-worker")
+        .build()?;
+    let stats = runtime.block_on(async move {
+        let server = Server::bind(options).await.map_err(server_error)?;
+        for note in server.notes() {
+            eprintln!("glassbox worker: {note}");
+        }
+        check_served(server.initial_changes(), &models)?;
+        let addr = server.local_addr();
+        let address = match &args.advertise {
+            Some(a) => a.trim_end_matches('/').to_owned(),
+            None if addr.ip().is_unspecified() => {
+                format!("http://{}:{}", glassbox_cluster::host::hostname(), addr.port())
+            }
+            None => format!("http://{addr}"),
+        };
+        let record = WorkerRecord {
+            id: common.id.clone(),
+            address: address.clone(),
+            engine: "glassbox".into(),
+            // GPUs (NVML) are added to the record by the GPU monitor.
+            hardware: glassbox_cluster::host::cpu_hardware(),
+            models: models.iter().map(|m| m.name.clone()).collect(),
+            node_kinds: node_kinds(&models),
+            labels: common.labels.clone(),
+            started_at: common.started_at,
+        };
+        let registration = tokio::task::block_in_place(|| common.register(record, engine_load()))?;
+        eprintln!(
+            "glassbox worker: `{}` serving {} at {address} (listening on http://{addr}); /v1/chat/completions, /v1/embeddings, /metrics",
+            common.id,
+            models
+                .iter()
+                .map(|m| format!("{} ({})", m.name, m.kind))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        // On a signal the worker leaves the pool first, then drains.
+        let shutdown = async move {
+            glassbox_server::shutdown_signal().await;
+            let _ = tokio::task::spawn_blocking(move || registration.shutdown()).await;
+        };
+        server.run(shutdown).await.map_err(server_error)
+    })?;
+    eprintln!(
+        "glassbox worker: stopped; {} requests written to the trace store",
+        stats.requests_written
+    );
+    drop(dir);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The models to serve: as given, else the fetched defaults.
+fn models(args: &Args) -> anyhow::Result<Vec<Model>> {
+    let mut out = Vec::new();
+    for (flag, kind, values) in [
+        ("--llm", "llm_inference", &args.llm),
+        ("--embedding", "embedding", &args.embedding),
+    ] {
+        for v in values {
+            let Some((name, path)) = v
+                .split_once('=')
+                .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+            else {
+                return Err(usage(format!(
+                    "`{flag} {v}` is not NAME=PATH (for example `{flag} {}`)",
+                    if kind == "embedding" {
+                        "minilm=all-minilm-l6-v2"
+                    } else {
+                        "smollm2=smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+                    }
+                )));
+            };
+            if out.iter().any(|m: &Model| m.name == name) {
+                return Err(usage(format!("model name `{name}` is given twice")));
+            }
+            out.push(Model {
+                name: name.to_owned(),
+                kind,
+                path: path.to_owned(),
+            });
+        }
+    }
+    if !out.is_empty() {
+        return Ok(out);
+    }
+    let dir = glassbox_models::models_dir();
+    for (name, kind, path) in [
+        (
+            "smollm2",
+            "llm_inference",
+            "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        ("all-minilm-l6-v2", "embedding", "all-minilm-l6-v2"),
+    ] {
+        if dir.join(path).exists() {
+            out.push(Model {
+                name: name.into(),
+                kind,
+                path: path.into(),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(anyhow::Error::new(Coded {
+            code: exit::UNAVAILABLE,
+            message: format!(
+                "no model to serve: none given (`--llm NAME=GGUF`, `--embedding NAME=DIR`) and none fetched in `{}` (run `glassbox models fetch`)",
+                dir.display()
+            ),
+        }));
+    }
+    Ok(out)
+}
+
+/// The one-node topology that serves `m`.
+fn topology(m: &Model, args: &Args) -> Value {
+    let node = if m.kind == "embedding" {
+        json!({"id": "embed", "type": "embedding",
+               "resource": {"type": "gpu", "model": m.name},
+               "config": {"backend": "local", "model": m.path, "text": "input.question"}})
+    } else {
+        let mut config = json!({"backend": "local", "model": m.path,
+            "prompt": "{{ input.question }}", "max_tokens": args.max_tokens});
+        for (key, value) in [
+            ("threads", args.threads),
+            ("context_size", args.context_size),
+            ("max_num_seqs", args.max_num_seqs),
+        ] {
+            if let Some(v) = value {
+                config[key] = json!(v);
+            }
+        }
+        json!({"id": "llm", "type": "llm_inference",
+               "resource": {"type": "gpu", "model": m.name}, "config": config})
+    };
+    json!({
+        "topology_id": m.name,
+        "version": "1.0.0",
+        "description": format!("`glassbox worker` serving {} ({})", m.name, m.kind),
+        "defaults": {"timeout_ms": 600000, "retries": 0},
+        "nodes": [node],
+        "edges": [],
+    })
+}
+
+fn node_kinds(models: &[Model]) -> Vec<String> {
+    let mut kinds: Vec<String> = models.iter().map(|m| m.kind.to_owned()).collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// Fails (exit 69) unless every model's topology was loaded, naming why.
+fn check_served(changes: &[Change], models: &[Model]) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for m in models {
+        let loaded = changes
+            .iter()
+            .any(|c| matches!(c, Change::Loaded { id, .. } if *id == m.name));
+        if !loaded {
+            let why = changes
+                .iter()
+                .find(|c| {
+                    matches!(c, Change::Rejected(p)
+                        if p.file.file_stem() == Some(Path::new(&m.name).as_os_str()))
+                })
+                .map_or_else(|| "not loaded".to_owned(), describe);
+            problems.push(format!("model `{}` ({}): {why}", m.name, m.path));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::Error::new(Coded {
+        code: exit::UNAVAILABLE,
+        message: problems.join("\n"),
+    }))
+}
+
+/// The load of every local LLM together, in vLLM's terms; output tok/s
+/// from the engines' token counters between two calls.
+fn engine_load() -> impl FnMut() -> Load + Send + 'static {
+    let cache = glassbox_nodes::model_cache::global();
+    let mut last: Option<(u64, Instant)> = None;
+    move || {
+        let loads = cache.llm_loads();
+        let running = loads.iter().map(|(_, l)| l.running as u64).sum();
+        let waiting = loads.iter().map(|(_, l)| l.waiting as u64).sum();
+        let reserved: usize = loads.iter().map(|(_, l)| l.kv_reserved).sum();
+        let cells: usize = loads.iter().map(|(_, l)| l.kv_cells).sum();
+        let tokens: u64 = loads.iter().map(|(_, l)| l.generation_tokens).sum();
+        let now = Instant::now();
+        let tokens_per_second = match last {
+            Some((before, then)) if now > then => {
+                tokens.saturating_sub(before) as f64 / (now - then).as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        last = Some((tokens, now));
+        Load {
+            running,
+            waiting,
+            kv_usage: if cells == 0 {
+                0.0
+            } else {
+                reserved as f64 / cells as f64
+            },
+            tokens_per_second,
+            at: glassbox_cluster::member::now_secs(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["worker", "--etcd", "http://127.0.0.1:2379"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn each_model_is_a_one_node_topology_named_after_it() {
+        let a = args(&[
+            "--llm",
+            "small=/m/s.gguf",
+            "--embedding",
+            "mini=all-minilm-l6-v2",
+            "--threads",
+            "4",
+        ]);
+        let ms = models(&a).unwrap();
+        assert_eq!(ms.len(), 2);
+        let llm = topology(&ms[0], &a);
+        assert_eq!(llm["topology_id"], "small");
+        assert_eq!(llm["nodes"][0]["type"], "llm_inference");
+        assert_eq!(llm["nodes"][0]["config"]["model"], "/m/s.gguf");
+        assert_eq!(llm["nodes"][0]["config"]["threads"], 4);
+        assert_eq!(llm["nodes"][0]["config"]["max_tokens"], 256);
+        assert!(llm["nodes"][0]["config"].get("context_size").is_none());
+        let emb = topology(&ms[1], &a);
+        assert_eq!(emb["nodes"][0]["type"], "embedding");
+        assert_eq!(emb["nodes"][0]["config"]["text"], "input.question");
+        assert_eq!(node_kinds(&ms), vec!["embedding", "llm_inference"]);
+        // Both become valid topologies of the kinds this binary knows.
+        for t in [llm, emb] {
+            let text = t.to_string();
+            let v = glassbox_topology::load_source(
+                glassbox_topology::Source::new("t.json", text.clone()),
+                &crate::cmd::common::kinds(),
+            );
+            assert!(v.is_ok(), "{text}: {:?}", v.err());
+        }
+    }
+
+    #[test]
+    fn bad_and_duplicate_models_are_usage_errors() {
+        for bad in [
+            &["--llm", "x"][..],
+            &["--embedding", "=dir"],
+            &["--llm", "a=1", "--llm", "a=2"],
+        ] {
+            let err = models(&args(bad)).unwrap_err();
+            assert_eq!(exit::code_for(&err), exit::USAGE, "{bad:?}: {err}");
+        }
+    }
+}
