@@ -401,6 +401,7 @@ fn en(node: &str, fact: &Fact) -> String {
         }
         Fact::Note { en, .. } => en.clone(),
         Fact::VersionChosen(c) => version_en(c),
+        Fact::Placed(p) => crate::explain_place::clause(node, p, Lang::En),
     }
 }
 
@@ -517,6 +518,7 @@ fn zh(node: &str, fact: &Fact) -> String {
         }
         Fact::Note { zh, .. } => zh.clone(),
         Fact::VersionChosen(c) => version_zh(c),
+        Fact::Placed(p) => crate::explain_place::clause(node, p, Lang::Zh),
     }
 }
 

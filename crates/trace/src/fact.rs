@@ -68,6 +68,10 @@ pub enum Fact {
     /// The server chose which loaded version of the topology served the
     /// request, and why (told first, before the nodes' facts).
     VersionChosen(VersionChoice),
+    /// The node's call ran on a cluster worker, chosen by placement: where,
+    /// why, what it thought of every candidate, and the workers it failed
+    /// on first.
+    Placed(crate::placed::Placed),
 }
 
 /// Which version of a topology served a request, and why: the split in
