@@ -90,6 +90,13 @@ pub struct ServerOptions {
     pub poll_interval: Duration,
     /// Longest input/output summary kept in traces.
     pub summary_chars: usize,
+    /// The cluster's worker pool (`glassbox serve --cluster` fills it from
+    /// etcd): GPU-tagged `llm_inference` and `embedding` nodes are placed
+    /// on its workers (docs/cluster.md). `None`: everything runs here.
+    pub cluster: Option<glassbox_cluster::Pool>,
+    /// How calls are placed on the pool's workers, timed out, failed over
+    /// and probed (used only with `cluster`).
+    pub dispatch: glassbox_nodes::cluster::DispatchOptions,
 }
 
 impl ServerOptions {
@@ -102,6 +109,8 @@ impl ServerOptions {
             port: None,
             poll_interval: Duration::from_secs(1),
             summary_chars: 200,
+            cluster: None,
+            dispatch: Default::default(),
         }
     }
 }
@@ -137,7 +146,17 @@ impl Server {
             port,
             poll_interval,
             summary_chars,
+            cluster,
+            dispatch,
         } = options;
+        let cluster = match cluster {
+            Some(pool) => {
+                let dispatcher = glassbox_nodes::cluster::Dispatcher::new(pool, dispatch);
+                dispatcher.start_probes()?;
+                Some(Arc::new(dispatcher))
+            }
+            None => None,
+        };
         let config = Arc::new(config);
         let url = store.clone();
         let (writer, readers) = tokio::task::spawn_blocking(move || {
@@ -163,6 +182,7 @@ impl Server {
                 outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
                     ranges: config.outbound_allow.clone(),
                 }),
+                cluster,
             },
         ));
         let scan = catalog.clone();
