@@ -155,3 +155,60 @@ fn a_chosen_worker_is_reached_at_its_address_under_v1() {
             .is_err()
     );
 }
+
+/// A fake worker for this unit test only: answers one streamed chat with
+/// a piece every 20 ms for up to 10 s, and reports how many it wrote
+/// before the client closed the connection.
+fn fake_streaming_worker() -> (String, std::sync::mpsc::Receiver<usize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 8192];
+        let _ = conn.read(&mut buf);
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+        let _ = conn.write_all(head.as_bytes());
+        let piece = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+        for n in 0..500 {
+            if conn
+                .write_all(piece.as_bytes())
+                .and_then(|()| conn.flush())
+                .is_err()
+            {
+                let _ = tx.send(n);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = tx.send(500);
+    });
+    (format!("http://{addr}"), rx)
+}
+
+#[test]
+fn a_stream_abandoned_by_its_caller_closes_the_worker_connection() {
+    let (address, written) = fake_streaming_worker();
+    let timeouts = WorkerTimeouts::default();
+    let endpoint = Endpoint::for_worker(
+        &address,
+        "m",
+        Client::for_worker("127.0.0.1", timeouts),
+        timeouts,
+    );
+    let mut seen = 0;
+    let err = endpoint
+        .chat_streamed(serde_json::json!([]), &serde_json::json!({}), &mut |_| {
+            seen += 1;
+            seen < 3
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("abandoned"), "{err}");
+    assert!(!err.retryable(), "an abandoned call is not failed over");
+    let n = written.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        n < 500,
+        "the worker saw the connection close after {n} pieces"
+    );
+}
