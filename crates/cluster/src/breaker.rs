@@ -104,6 +104,12 @@ impl Breaker {
         }
     }
 
+    /// The trial ended without a verdict (its caller gave up): the next
+    /// call or probe may try again.
+    pub fn abandon(&mut self) {
+        self.trial = false;
+    }
+
     /// A call or probe succeeded: the circuit closes.
     pub fn success(&mut self) {
         self.failures = 0;
@@ -167,6 +173,9 @@ mod tests {
         assert!(b.admits(later).is_ok());
         b.begin(later);
         assert!(b.admits(later).is_err(), "one trial at a time");
+        b.abandon();
+        assert!(b.admits(later).is_ok(), "a trial given up frees the way");
+        b.begin(later);
         b.success();
         assert_eq!(b.state(later), BreakerState::Closed);
         assert!(b.admits(later).is_ok());

@@ -188,10 +188,13 @@ impl Remote {
             };
             if over() {
                 // Abandoned by the engine: not the worker's fault.
+                d.abandoned(&chosen.worker);
                 return Err(error);
             }
             if error.retryable() && !overloaded(&error) {
                 d.failed(&chosen.worker);
+            } else {
+                d.abandoned(&chosen.worker);
             }
             failed.push(FailedAttempt {
                 worker: chosen.worker.clone(),

@@ -271,6 +271,14 @@ impl Dispatcher {
         }
     }
 
+    /// A call on `worker` was given up by its caller: no verdict on the
+    /// worker (a half-open circuit's trial is freed).
+    pub fn abandoned(&self, worker: &str) {
+        if let Some(b) = self.state().breakers.get_mut(worker) {
+            b.abandon();
+        }
+    }
+
     /// A call on `worker` failed in a way that is the worker's fault.
     pub fn failed(&self, worker: &str) {
         let settings = self.inner.options.breaker;
