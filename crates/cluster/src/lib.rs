@@ -15,23 +15,36 @@
 //! - [`attach`]: an existing OpenAI-compatible server (vLLM, SGLang,
 //!   llama.cpp's `llama-server`, another Glassbox) as a member: its
 //!   Prometheus metrics read into a [`Load`].
+//! - [`placement`]: which worker runs a GPU-tagged node call (hard
+//!   filters, expected wait normalised by [`profile`]s, smooth weighted
+//!   round robin from [`swrr`]), with the reasons for the trace;
+//!   [`breaker`]: the circuit breaker per worker that failover and
+//!   liveness probes feed.
 //!
 //! Membership and heartbeats live in etcd (a lease per worker: its keys
 //! vanish when it stops refreshing); nothing here invents a protocol.
 
 pub mod attach;
+pub mod breaker;
 pub mod etcd;
 #[cfg(any(test, feature = "test-support"))]
 pub mod etcd_temp;
 pub mod gpu;
 pub mod host;
 pub mod member;
+pub mod placement;
 pub mod pool;
+pub mod profile;
+pub mod swrr;
 
+pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use etcd::{
     EtcdError, EtcdOptions, Registration, RegistrationEvent, RegistrationOptions, Watch,
     WatchEvent, watch,
 };
 pub use gpu::{GpuSource, GpuStats, NvmlSource};
 pub use member::{Gpu, Hardware, Load, Member, WorkerRecord};
+pub use placement::{Ask, Placement, Rule};
 pub use pool::Pool;
+pub use profile::Profiles;
+pub use swrr::Swrr;

@@ -23,7 +23,7 @@ use crate::cache::{self, Miss, NodeCache, Probe};
 use crate::cost;
 use crate::cpu::{self, CpuTimed};
 use crate::error::NodeError;
-use crate::node::{Call, NodeCx, NodeResult};
+use crate::node::{AttemptCell, Call, NodeCx, NodeResult};
 use crate::output::NodeOutput;
 use crate::request::{DeadlineCut, Ending, RequestShared, Slot, summarize};
 
@@ -89,6 +89,9 @@ pub(crate) struct SpanGuard {
     start_us: u64,
     input_summary: Arc<str>,
     cache: Option<CacheMark>,
+    /// Shared with the node's context: the worker it placed its work on;
+    /// ended when the span is recorded.
+    cell: Arc<AttemptCell>,
 }
 
 /// How an attempt ended, for its span.
@@ -103,6 +106,9 @@ struct AttemptEnd {
 impl SpanGuard {
     fn record(&mut self, end: AttemptEnd) {
         let Some(role) = self.role.take() else { return };
+        // Whatever still runs for this attempt (blocking work after a
+        // timeout or a cancel) is no longer waited for.
+        self.cell.end();
         let req = &self.req;
         let node = req.topology.node(self.node);
         let end_us = req.offset_us();
@@ -133,7 +139,7 @@ impl SpanGuard {
             tags,
             usage,
             cost,
-            worker: req.worker.clone(),
+            worker: self.cell.worker().unwrap_or_else(|| req.worker.clone()),
             input_summary: self.input_summary.clone(),
             output_summary: end.output_summary,
         });
@@ -219,6 +225,7 @@ pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: Attem
         start_us,
         input_summary,
         cache: None,
+        cell: Arc::new(AttemptCell::default()),
     };
     let cx = NodeCx {
         req: req.clone(),
@@ -226,6 +233,7 @@ pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: Attem
         attempt: spec.attempt,
         reruns: spec.reruns,
         sources: spec.sources,
+        cell: guard.cell.clone(),
     };
     let node = &built.nodes[spec.node.0];
     if let Some(cache) = &built.caches[spec.node.0] {

@@ -13,7 +13,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use glassbox_topology::NodeId;
 use serde_json::{Map, Value};
@@ -93,6 +94,30 @@ pub struct NodeCx {
     /// Sources of this node's active incoming edges (for a fallback: those
     /// of the node it replaces).
     pub(crate) sources: Arc<[NodeId]>,
+    /// Shared with the attempt's span guard.
+    pub(crate) cell: Arc<AttemptCell>,
+}
+
+/// What a running attempt and the engine tell each other: the worker the
+/// node placed its work on (for the span), and whether the engine still
+/// waits for the attempt.
+#[derive(Debug, Default)]
+pub(crate) struct AttemptCell {
+    worker: Mutex<Option<Arc<str>>>,
+    over: AtomicBool,
+}
+
+impl AttemptCell {
+    pub fn worker(&self) -> Option<Arc<str>> {
+        self.worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn end(&self) {
+        self.over.store(true, Ordering::Relaxed);
+    }
 }
 
 impl NodeCx {
@@ -180,6 +205,25 @@ impl NodeCx {
     /// calls a model engine passes it on.
     pub fn priority(&self) -> glassbox_trace::Priority {
         self.req.priority
+    }
+
+    /// Names the worker doing this attempt's work (the cluster worker a
+    /// call was placed on): the span records it instead of the pipeline's
+    /// own worker name. The last name set wins (a call that failed over).
+    pub fn set_worker(&self, worker: &str) {
+        *self
+            .cell
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::from(worker));
+    }
+
+    /// Whether the engine stopped waiting for this attempt: the request
+    /// was cancelled or failed elsewhere, its deadline passed, or the
+    /// attempt timed out. Blocking work that can stop early (a remote call
+    /// read piece by piece) checks it and gives up, closing its connection.
+    pub fn attempt_over(&self) -> bool {
+        self.cell.over.load(Ordering::Relaxed)
     }
 
     /// Every finished node's label by id (`labels.<id>`).

@@ -244,6 +244,7 @@ async fn probe(
         attempt: 1,
         reruns: 0,
         sources: sources.clone(),
+        cell: Default::default(),
     };
     let key = cache.key(built.nodes[node.0].as_ref(), &cx);
     if let hit @ Probe::Hit(_) = cache.exact(key) {

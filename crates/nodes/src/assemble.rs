@@ -36,6 +36,9 @@ pub struct Assembly<'a, E = Infallible> {
     pub outbound: Option<Arc<ServerAllow>>,
     /// Models and indexes to share; the process-wide cache when absent.
     pub models: Option<Arc<ModelCache>>,
+    /// The cluster's dispatcher (`glassbox serve --cluster`): GPU-tagged
+    /// model nodes are placed on its workers instead of running here.
+    pub cluster: Option<Arc<crate::cluster::Dispatcher>>,
 }
 
 impl<E> std::fmt::Debug for Assembly<'_, E> {
@@ -88,6 +91,9 @@ pub fn assemble<E>(
     if let Some(models) = &with.models {
         cx.insert(models.clone());
     }
+    if let Some(cluster) = &with.cluster {
+        cx.insert(cluster.clone());
+    }
     let options = (with.options)(&topology, &validated.report).map_err(AssembleError::Options)?;
     let pipeline = Pipeline::build(topology.clone(), with.registry, &cx, options)?;
     Ok(Assembled {
@@ -123,6 +129,7 @@ mod tests {
             options: &options,
             outbound: None,
             models: None,
+            cluster: None,
         };
         let assembled = assemble(source(TEMPLATE), &with).unwrap();
         assert_eq!(calls.get(), 1);
@@ -145,6 +152,7 @@ mod tests {
             options: &options,
             outbound: None,
             models: None,
+            cluster: None,
         };
         let err = assemble(source(&TEMPLATE.replace("template", "templte")), &with).unwrap_err();
         assert!(matches!(err, AssembleError::Topology(_)), "{err}");

@@ -10,12 +10,16 @@
 //! that value and runs it. Validation keeps the typed config in the
 //! topology, so building never re-reads raw JSON.
 //!
+//! GPU-tagged model nodes are sent to cluster workers when the build
+//! context holds a [`cluster::Dispatcher`] (`glassbox serve --cluster`).
+//!
 //! Kinds are registered explicitly, once, in [`registry`]: the binary
 //! decides what exists, and tests can register their own. Adding a kind is
 //! one folder and one line there.
 
 pub mod assemble;
 pub mod check;
+pub mod cluster;
 pub mod embedding;
 pub mod guard;
 pub mod http;

@@ -13,7 +13,9 @@ use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
 
 use crate::check::Backend;
-use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
+use crate::outbound::{
+    Client, ClientOptions, Request, WorkerTimeouts, display_url, upstream_error,
+};
 
 /// Where the server is and how to authenticate.
 #[derive(Debug, Clone)]
@@ -80,6 +82,32 @@ impl Endpoint {
             timeout,
             client,
         }))
+    }
+
+    /// The endpoint of a cluster worker: `address` is the base URL of its
+    /// OpenAI-compatible API (`http://10.0.0.7:8090`, from its pool
+    /// record), reached with the worker's own client
+    /// ([`Client::for_worker`]).
+    pub fn for_worker(
+        address: &str,
+        model: &str,
+        client: Client,
+        timeouts: WorkerTimeouts,
+    ) -> Endpoint {
+        let base_url = format!("{}/v1", address.trim_end_matches('/'));
+        Endpoint {
+            shown_url: display_url(&base_url),
+            base_url,
+            model: model.to_string(),
+            api_key_env: None,
+            timeout: timeouts.total,
+            client,
+        }
+    }
+
+    /// The client its calls go through (and its policy).
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Sends `body` and returns the response once its status says success.
@@ -167,7 +195,10 @@ impl Endpoint {
             }
         }
         if let Some(stream) = stream {
-            return self.chat_stream(&body, stream);
+            return self.read_stream(&body, &mut |piece| {
+                stream.send(piece);
+                true
+            });
         }
         let v = self.post("/chat/completions", &body)?;
         let text = v
@@ -195,10 +226,30 @@ impl Endpoint {
         ))
     }
 
-    fn chat_stream(
+    /// A chat completion read as server-sent events: each content piece
+    /// goes to `on_piece` as it arrives. When `on_piece` answers false the
+    /// call is abandoned and its connection closed, so the server stops
+    /// generating; the answer is then [`abandoned`]'s error.
+    pub fn chat_streamed(
+        &self,
+        messages: Value,
+        params: &Value,
+        on_piece: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<(String, u64, u64, String), NodeError> {
+        let mut body = json!({ "model": self.model, "messages": messages, "stream": true,
+            "stream_options": { "include_usage": true } });
+        if let (Some(b), Some(p)) = (body.as_object_mut(), params.as_object()) {
+            for (k, v) in p {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        self.read_stream(&body, on_piece)
+    }
+
+    fn read_stream(
         &self,
         body: &Value,
-        stream: &TokenStream,
+        on_piece: &mut dyn FnMut(&str) -> bool,
     ) -> Result<(String, u64, u64, String), NodeError> {
         use std::io::BufRead;
         let url = format!("{}/chat/completions", self.shown_url);
@@ -230,7 +281,9 @@ impl Endpoint {
                 && !piece.is_empty()
             {
                 text.push_str(piece);
-                stream.send(piece);
+                if !on_piece(piece) {
+                    return Err(abandoned(&url));
+                }
             }
             if v.get("usage").is_some_and(Value::is_object) {
                 tin = usage(&v, "prompt_tokens");
@@ -273,6 +326,16 @@ impl Endpoint {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         Ok((vectors, tokens))
+    }
+}
+
+/// The error of a call its caller abandoned mid-stream (the request
+/// was cancelled or timed out): not retried.
+pub fn abandoned(url: &str) -> NodeError {
+    NodeError::Failed {
+        message: format!("{url}: abandoned, nobody waits for the answer any more"),
+        retryable: false,
+        source: None,
     }
 }
 

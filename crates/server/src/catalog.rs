@@ -118,6 +118,8 @@ pub struct Builder {
     /// The version promoted at start, per topology id (from the config);
     /// absent: the first version loaded.
     pub promoted: BTreeMap<String, String>,
+    /// The cluster's dispatcher, when serving with a worker pool.
+    pub cluster: Option<Arc<glassbox_nodes::cluster::Dispatcher>>,
 }
 
 /// The topologies of one directory.
@@ -460,6 +462,7 @@ impl Catalog {
             options: &options,
             outbound: Some(self.builder.outbound.clone()),
             models: None,
+            cluster: self.builder.cluster.clone(),
         };
         let assembled = match glassbox_nodes::assemble(TopologyInput::Source(source), &assembly) {
             Ok(a) => a,

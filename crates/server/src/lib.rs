@@ -96,9 +96,13 @@ pub struct ServerOptions {
     pub poll_interval: Duration,
     /// Longest input/output summary kept in traces.
     pub summary_chars: usize,
-    /// The cluster's worker pool (`--cluster`): shown at
-    /// `/v1/cluster/workers`; filled by the caller's etcd watch.
-    pub pool: Option<glassbox_cluster::Pool>,
+    /// The cluster's worker pool (`glassbox serve --cluster` fills it from
+    /// etcd): GPU-tagged `llm_inference` and `embedding` nodes are placed
+    /// on its workers (docs/cluster.md). `None`: everything runs here.
+    pub cluster: Option<glassbox_cluster::Pool>,
+    /// How calls are placed on the pool's workers, timed out, failed over
+    /// and probed (used only with `cluster`).
+    pub dispatch: glassbox_nodes::cluster::DispatchOptions,
 }
 
 impl ServerOptions {
@@ -111,7 +115,8 @@ impl ServerOptions {
             port: None,
             poll_interval: Duration::from_secs(1),
             summary_chars: 200,
-            pool: None,
+            cluster: None,
+            dispatch: Default::default(),
         }
     }
 }
@@ -147,8 +152,19 @@ impl Server {
             port,
             poll_interval,
             summary_chars,
-            pool,
+            cluster,
+            dispatch,
         } = options;
+        // The pool for `/v1/cluster/workers`; the dispatcher places on it.
+        let pool = cluster.clone();
+        let cluster = match cluster {
+            Some(pool) => {
+                let dispatcher = glassbox_nodes::cluster::Dispatcher::new(pool, dispatch);
+                dispatcher.start_probes()?;
+                Some(Arc::new(dispatcher))
+            }
+            None => None,
+        };
         let config = Arc::new(config);
         let url = store.clone();
         let (writer, readers) = tokio::task::spawn_blocking(move || {
@@ -174,6 +190,7 @@ impl Server {
                 outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
                     ranges: config.outbound_allow.clone(),
                 }),
+                cluster,
             },
         ));
         let scan = catalog.clone();

@@ -463,6 +463,7 @@ fn en(node: &str, fact: &Fact) -> String {
         Fact::Note { en, .. } => en.clone(),
         Fact::VersionChosen(c) => version_en(c),
         Fact::Scheduled(s) => scheduled(s, false, Lang::En).unwrap_or_default(),
+        Fact::Placed(p) => crate::explain_place::clause(node, p, Lang::En),
     }
 }
 
@@ -580,6 +581,7 @@ fn zh(node: &str, fact: &Fact) -> String {
         Fact::Note { zh, .. } => zh.clone(),
         Fact::VersionChosen(c) => version_zh(c),
         Fact::Scheduled(s) => scheduled(s, false, Lang::Zh).unwrap_or_default(),
+        Fact::Placed(p) => crate::explain_place::clause(node, p, Lang::Zh),
     }
 }
 

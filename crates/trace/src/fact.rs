@@ -72,6 +72,10 @@ pub enum Fact {
     /// any wait for a slot, its run-time limit (told first, when it changed
     /// anything).
     Scheduled(crate::Scheduling),
+    /// The node's call ran on a cluster worker, chosen by placement: where,
+    /// why, what it thought of every candidate, and the workers it failed
+    /// on first.
+    Placed(crate::placed::Placed),
 }
 
 /// Which version of a topology served a request, and why: the split in

@@ -28,8 +28,10 @@
 pub mod critical;
 pub mod diff;
 pub mod explain;
+mod explain_place;
 pub mod fact;
 pub mod id;
+pub mod placed;
 pub mod priority;
 pub mod receipt;
 pub mod record;
@@ -40,6 +42,7 @@ pub use critical::{CriticalPath, CriticalStep, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
+pub use placed::{FailedAttempt, FilterMiss, Placed, PlacedCandidate};
 pub use priority::{Priority, Scheduling};
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{

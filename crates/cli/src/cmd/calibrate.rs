@@ -146,6 +146,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         options: &options,
         outbound: None,
         models: None,
+        cluster: None,
     };
     let assembled = glassbox_nodes::assemble(TopologyInput::Path(a.file.clone()), &assembly)
         .map_err(|e| match e {

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options: &options,
         outbound: None,
         models: None,
+        cluster: None,
     };
     let assembled = glassbox_nodes::assemble(TopologyInput::Path(args.file.clone()), &assembly)
         .map_err(|e| match e {

@@ -144,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => (None, None),
     };
     let mut options = ServerOptions::new(dir, store.clone());
-    options.pool = pool;
+    options.cluster = pool;
     options.config = config;
     options.host = args.host;
     options.port = args.port;

@@ -391,3 +391,47 @@ edges:
         r.explanation.text
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_node_names_its_spans_worker_and_learns_when_its_attempt_is_over() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: placed
+version: "1"
+nodes:
+  - { id: first, type: test }
+  - { id: placed_hang, type: test, retries: 1, backoff_ms: 1, timeout_ms: 50, config: { worker: w9, hang: true, keep_cx: true } }
+edges:
+  - { from: first, to: placed_hang }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert!(out.result.is_err());
+    let workers: Vec<(&str, &str)> = out
+        .trace
+        .spans
+        .iter()
+        .map(|s| (s.node.as_ref(), s.worker.as_ref()))
+        .collect();
+    assert_eq!(
+        workers,
+        [
+            ("first", "local"),
+            ("placed_hang", "w9"),
+            ("placed_hang", "w9")
+        ],
+        "a placed attempt names its worker; others keep the pipeline's"
+    );
+    let kept: Vec<(bool, bool)> = crate::support::KEPT
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(id, _, _)| id == "placed_hang")
+        .map(|(_, cx, at_call)| (*at_call, cx.attempt_over()))
+        .collect();
+    assert_eq!(
+        kept,
+        [(false, true), (false, true)],
+        "running when called, over once timed out"
+    );
+}

@@ -12,9 +12,12 @@
 //! - `rerun`: `{upstream, until}`: ask for `upstream` to re-run until its
 //!   output's `n` reaches `until`
 //! - `count`: output `{"n": <calls so far>}` (a counter per node)
+//! - `worker`: name this worker for the attempt's span (`NodeCx::set_worker`)
+//! - `keep_cx`: keep each attempt's context in [`KEPT`], with whether the
+//!   attempt was already over when the node was called
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use glassbox_engine::trace::{Fact, MemorySink};
@@ -26,6 +29,9 @@ use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
 pub struct TestKind;
+
+/// Contexts kept by `keep_cx` nodes: (node id, context, over when called).
+pub static KEPT: Mutex<Vec<(String, NodeCx, bool)>> = Mutex::new(Vec::new());
 
 impl KindSchema for TestKind {
     fn name(&self) -> &'static str {
@@ -119,6 +125,15 @@ impl Node for TestNode {
     fn call(&self, cx: NodeCx) -> Call {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let c = &self.config;
+        if let Some(w) = c["worker"].as_str() {
+            cx.set_worker(w);
+        }
+        if c["keep_cx"].as_bool() == Some(true) {
+            let over = cx.attempt_over();
+            KEPT.lock()
+                .unwrap()
+                .push((self.id.clone(), cx.clone(), over));
+        }
         if c["hang"].as_bool() == Some(true) {
             return Call::future(async {
                 std::future::pending::<()>().await;

@@ -1,6 +1,8 @@
 //! `embedding` at run time: the text chosen by `text` (a CEL expression,
 //! default `input.question`) becomes an L2-normalised vector, with a local
-//! BERT-family model (MiniLM) or an OpenAI-compatible `/embeddings`.
+//! BERT-family model (MiniLM) or an OpenAI-compatible `/embeddings`; in a
+//! cluster, a GPU-tagged local node runs on a placed worker instead
+//! ([`crate::cluster`]).
 //!
 //! Output: `{"vector": [...], "dim", "model"}`; input tokens are reported so
 //! per-1k-token prices apply.
@@ -17,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::config::EmbeddingConfig;
 use crate::check::BackendKind;
+use crate::cluster::call::Remote;
 use crate::model_cache::{cache, locate};
 use crate::openai::Endpoint;
 
@@ -26,6 +29,8 @@ pub const DEFAULT_MODEL: &str = glassbox_models::MINILM_DIR;
 enum Backend {
     Local(Arc<Embedder>),
     OpenAi(Endpoint),
+    /// Placed on a cluster worker per call.
+    Cluster(Remote),
 }
 
 pub struct EmbeddingNode {
@@ -42,11 +47,15 @@ pub(super) fn build(
     cx: &BuildContext,
 ) -> Result<Arc<dyn Node>, BuildError> {
     let b = &config.backend;
-    let backend = match b.kind {
-        BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
-        BackendKind::Local => {
-            let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
-            Backend::Local(cache(cx).embedder(&locate(cx, name))?)
+    let backend = if let Some(remote) = Remote::for_node("embedding", node, b.kind, cx) {
+        Backend::Cluster(remote)
+    } else {
+        match b.kind {
+            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
+            BackendKind::Local => {
+                let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
+                Backend::Local(cache(cx).embedder(&locate(cx, name))?)
+            }
         }
     };
     let model_name = node
@@ -56,6 +65,7 @@ pub(super) fn build(
         .unwrap_or_else(|| match &backend {
             Backend::Local(e) => e.version().to_string(),
             Backend::OpenAi(e) => e.model.clone(),
+            Backend::Cluster(r) => r.model().unwrap_or("remote").to_string(),
         });
     Ok(Arc::new(EmbeddingNode {
         backend,
@@ -112,6 +122,12 @@ impl Node for EmbeddingNode {
                             .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))
                     })
             }
+            Backend::Cluster(remote) => remote.embed(None, &[text.to_string()]).and_then(|done| {
+                let (mut vectors, _) = done.value;
+                vectors
+                    .pop()
+                    .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))
+            }),
         })
     }
 
@@ -153,6 +169,20 @@ impl Node for EmbeddingNode {
                         .pop()
                         .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))?;
                     Ok(output(vector, tokens, endpoint.model.clone(), model))
+                })
+            }
+            Backend::Cluster(remote) => {
+                let remote = remote.clone();
+                Call::blocking(move || {
+                    let done = remote.embed(Some(&cx), &[text])?;
+                    let (mut vectors, tokens) = done.value;
+                    let vector = vectors
+                        .pop()
+                        .ok_or_else(|| NodeError::Unavailable("no embedding returned".into()))?;
+                    let version = remote.model().unwrap_or("remote").to_string();
+                    Ok(output(vector, tokens, version, model)
+                        .tag("worker", done.worker)
+                        .fact(Fact::Placed(done.placed)))
                 })
             }
         }

@@ -1,5 +1,7 @@
 //! `llm_inference` at run time: a local GGUF model through llama.cpp
-//! (`glassbox-models`), or any OpenAI-compatible server, chosen by `backend`.
+//! (`glassbox-models`), or any OpenAI-compatible server, chosen by `backend`;
+//! in a cluster, a GPU-tagged local node runs on a placed worker instead
+//! ([`crate::cluster`]).
 //!
 //! The prompt is the `prompt` template (Jinja over `input` and `outputs`)
 //! when set, else the text of the upstream node, else `input.question`.
@@ -20,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::config::LlmConfig;
 use crate::check::BackendKind;
+use crate::cluster::call::Remote;
 use crate::model_cache::{cache, locate};
 use crate::openai::Endpoint;
 
@@ -29,6 +32,8 @@ pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
 enum Backend {
     Local(Arc<LlmHandle>),
     OpenAi(Endpoint),
+    /// Placed on a cluster worker per call.
+    Cluster(Remote),
 }
 
 pub struct LlmNode {
@@ -51,23 +56,27 @@ pub(super) fn build(
     cx: &BuildContext,
 ) -> Result<Arc<dyn Node>, BuildError> {
     let b = &c.backend;
-    let backend = match b.kind {
-        BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
-        BackendKind::Local => {
-            let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
-            let path = locate(cx, name);
-            let mut options = LlmOptions::new(&path);
-            options.threads = c.threads.map(|t| t as usize);
-            options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
-            options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
-            options.prefix_cache = c.prefix_cache.unwrap_or(true);
-            options.batch_invariant = c.batch_invariant.unwrap_or(false);
-            options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
-            options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
-                num_tokens: n as usize,
-                ..PromptLookup::default()
-            });
-            Backend::Local(cache(cx).llm(options)?)
+    let backend = if let Some(remote) = Remote::for_node("llm_inference", node, b.kind, cx) {
+        Backend::Cluster(remote)
+    } else {
+        match b.kind {
+            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
+            BackendKind::Local => {
+                let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
+                let path = locate(cx, name);
+                let mut options = LlmOptions::new(&path);
+                options.threads = c.threads.map(|t| t as usize);
+                options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
+                options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
+                options.prefix_cache = c.prefix_cache.unwrap_or(true);
+                options.batch_invariant = c.batch_invariant.unwrap_or(false);
+                options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
+                options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
+                    num_tokens: n as usize,
+                    ..PromptLookup::default()
+                });
+                Backend::Local(cache(cx).llm(options)?)
+            }
         }
     };
     let prompt = match &c.prompt {
@@ -89,6 +98,7 @@ pub(super) fn build(
         .unwrap_or_else(|| match &backend {
             Backend::Local(h) => h.version().to_string(),
             Backend::OpenAi(e) => e.model.clone(),
+            Backend::Cluster(r) => r.model().unwrap_or("remote").to_string(),
         });
     let temperature = c.temperature.unwrap_or(0.7) as f32;
     Ok(Arc::new(LlmNode {
@@ -108,6 +118,18 @@ pub(super) fn build(
 }
 
 impl LlmNode {
+    /// Sampling parameters for an OpenAI-compatible server.
+    fn params(&self) -> Value {
+        let mut params = json!({ "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p });
+        if let Some(seed) = self.seed {
+            params["seed"] = json!(seed);
+        }
+        if !self.stop.is_empty() {
+            params["stop"] = json!(self.stop);
+        }
+        params
+    }
+
     fn user_text(&self, cx: &NodeCx) -> Result<String, NodeError> {
         if let Some(env) = &self.prompt {
             let t = env
@@ -245,19 +267,33 @@ impl Node for LlmNode {
                     .iter()
                     .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                     .collect();
-                let mut params = json!({ "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p });
-                if let Some(seed) = self.seed {
-                    params["seed"] = json!(seed);
-                }
-                if !self.stop.is_empty() {
-                    params["stop"] = json!(self.stop);
-                }
+                let params = self.params();
                 let this = self.meta.clone();
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
                     let (text, tin, tout, model) =
                         endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
                     Ok(this.output(text, "stop", model, tin, tout))
+                })
+            }
+            Backend::Cluster(remote) => {
+                let remote = remote.clone();
+                let msgs = Value::Array(
+                    messages
+                        .iter()
+                        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+                        .collect(),
+                );
+                let params = self.params();
+                let this = self.meta.clone();
+                let tokens = cx.token_stream();
+                Call::blocking(move || {
+                    let done = remote.chat(&cx, &msgs, &params, tokens.as_ref())?;
+                    let (text, tin, tout, model) = done.value;
+                    Ok(this
+                        .output(text, "stop", model, tin, tout)
+                        .tag("worker", done.worker)
+                        .fact(Fact::Placed(done.placed)))
                 })
             }
         }

@@ -2,6 +2,7 @@
 //! every hop and headers kept to their origin.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use glassbox_engine::BuildContext;
 use ureq::unversioned::resolver::DefaultResolver;
@@ -32,6 +33,25 @@ pub struct Answer {
     pub hops: Vec<String>,
 }
 
+/// How long a call to a cluster worker may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerTimeouts {
+    /// The longest silence: to connect, to the first byte, between two
+    /// reads. A worker silent this long is taken as hung.
+    pub silence: Duration,
+    /// The whole call.
+    pub total: Duration,
+}
+
+impl Default for WorkerTimeouts {
+    fn default() -> Self {
+        WorkerTimeouts {
+            silence: Duration::from_secs(10),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
 /// An HTTP client that obeys the [`Policy`].
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -54,11 +74,49 @@ impl Client {
             restrict_hosts: options.restrict_hosts,
             server,
             max_redirects: options.max_redirects,
+            pool_member: false,
         });
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(options.timeout))
             .http_status_as_error(false)
             // Redirects are followed here, hop by hop, never inside ureq.
+            .max_redirects(0)
+            .proxy(None)
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            DefaultConnector::default(),
+            PolicyResolver {
+                policy: policy.clone(),
+                inner: DefaultResolver::default(),
+            },
+        );
+        Client { agent, policy }
+    }
+
+    /// A client for one worker of the cluster pool: it reaches `host` (the
+    /// host of the worker's registered address), whatever address that
+    /// resolves to, and nothing else; no redirects, no proxy. The pool is
+    /// the allowlist: workers are the operator's own members, so their
+    /// private addresses are allowed one by one, not by opening a range.
+    pub fn for_worker(host: &str, timeouts: WorkerTimeouts) -> Client {
+        let policy = Arc::new(Policy {
+            allow_hosts: vec![
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase(),
+            ],
+            restrict_hosts: true,
+            server: ServerAllow::default(),
+            max_redirects: 0,
+            pool_member: true,
+        });
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(timeouts.total))
+            .timeout_connect(Some(timeouts.silence))
+            .timeout_per_read(Some(timeouts.silence))
+            .timeout_per_write(Some(timeouts.silence))
+            .http_status_as_error(false)
             .max_redirects(0)
             .proxy(None)
             .build();

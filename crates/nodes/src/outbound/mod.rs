@@ -11,7 +11,9 @@
 //!   100.64/10, fc00::/7), unspecified, multicast and reserved addresses
 //!   are refused unless explicitly allowed: `allow_hosts` naming the
 //!   address itself (`127.0.0.1`) or `localhost`, or a range the server
-//!   operator allows ([`ServerAllow`], `[outbound] allow_ranges`).
+//!   operator allows ([`ServerAllow`], `[outbound] allow_ranges`). A
+//!   cluster worker's client ([`Client::for_worker`]) reaches exactly its
+//!   worker's host, private or not: the pool is the allowlist.
 //! - **Resolve once.** The name is resolved by ureq's resolver wrapped in
 //!   [`PolicyResolver`], which checks every address and hands exactly those
 //!   to the connector: there is no second lookup to rebind between the
@@ -85,7 +87,7 @@ impl OutboundError {
 pub mod client;
 pub mod policy;
 
-pub use client::{Answer, Client, Request};
+pub use client::{Answer, Client, Request, WorkerTimeouts};
 pub use policy::{ClientOptions, IpRange, Policy, PolicyResolver, ServerAllow, denied_range};
 
 /// `url` as it may be shown: userinfo removed.

@@ -122,6 +122,12 @@ pub struct Policy {
     pub(super) restrict_hosts: bool,
     pub(super) server: ServerAllow,
     pub(super) max_redirects: u32,
+    /// The one allowed host is a worker of the cluster pool (the
+    /// operator's own membership, registered in etcd): whatever address it
+    /// resolves to may be reached, private and loopback ones included.
+    /// Only [`Client::for_worker`](super::Client::for_worker) sets it, for
+    /// exactly that member's host; every other host stays refused.
+    pub(super) pool_member: bool,
 }
 
 /// What a [`Client`] is built from.
@@ -172,6 +178,9 @@ impl Policy {
         let Some(range) = denied_range(ip) else {
             return Ok(());
         };
+        if self.pool_member && self.names(host) {
+            return Ok(());
+        }
         let ip = ip.to_canonical();
         let named_ip = self.allow_hosts.iter().any(|a| {
             a.trim_start_matches('[')

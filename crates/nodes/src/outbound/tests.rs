@@ -12,6 +12,7 @@ fn policy(allow: &[&str], ranges: &[&str]) -> Policy {
             ranges: ranges.iter().map(|r| IpRange::parse(r).unwrap()).collect(),
         },
         max_redirects: 0,
+        pool_member: false,
     }
 }
 
@@ -113,4 +114,25 @@ fn upstream_bodies_stay_out_of_the_message() {
     );
     assert!(e.detail().unwrap().contains("secret-db-password"));
     assert!(e.retryable());
+}
+
+#[test]
+fn a_pool_member_is_an_explicit_allow_for_its_own_host_only() {
+    let mut p = policy(&["worker-0.glassbox"], &[]);
+    assert!(p.check_addr("worker-0.glassbox", ip("10.0.0.7")).is_err());
+    p.pool_member = true;
+    assert!(p.check_addr("worker-0.glassbox", ip("10.0.0.7")).is_ok());
+    assert!(p.check_addr("worker-0.glassbox", ip("127.0.0.1")).is_ok());
+    // Not a hole: another name, or the metadata address under another
+    // name, stays refused.
+    assert!(p.check_addr("evil.example", ip("169.254.169.254")).is_err());
+    assert!(p.check_host("evil.example").is_err());
+}
+
+#[test]
+fn a_worker_client_reaches_its_worker_and_nothing_else() {
+    let c = Client::for_worker("127.0.0.1", WorkerTimeouts::default());
+    assert!(c.policy().check_static("127.0.0.1").is_ok());
+    assert!(c.policy().check_static("localhost").is_err());
+    assert!(c.policy().check_static("10.0.0.1").is_err());
 }

@@ -22,6 +22,7 @@ fn served(version: &str) -> Arc<Served> {
         options: &options,
         outbound: None,
         models: None,
+        cluster: None,
     };
     let a = glassbox_nodes::assemble(
         TopologyInput::Source(glassbox_topology::Source::new("t.yaml", text)),

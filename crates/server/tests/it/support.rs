@@ -85,6 +85,15 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(files: &[(&str, &str)], config: Config) -> TestServer {
+        TestServer::start_with(files, config, |_| {})
+    }
+
+    /// [`TestServer::start`] with the options changed by `set` first.
+    pub fn start_with(
+        files: &[(&str, &str)],
+        config: Config,
+        set: impl FnOnce(&mut ServerOptions),
+    ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text).unwrap();
@@ -97,6 +106,7 @@ impl TestServer {
         options.host = Some("127.0.0.1".into());
         options.port = Some(0);
         options.poll_interval = Duration::from_millis(100);
+        set(&mut options);
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

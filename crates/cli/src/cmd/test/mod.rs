@@ -99,6 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options: &options,
         outbound: None,
         models: None,
+        cluster: None,
     };
     // Case files are read against the validated topology before anything
     // is built, so a typo in a case never waits for a model to load.

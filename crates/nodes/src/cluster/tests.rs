@@ -1,0 +1,214 @@
+//! The dispatcher's bookkeeping, on a pool filled by hand (no worker is
+//! called here; crates/server/tests/it/cluster.rs runs real ones).
+
+use glassbox_cluster::member::now_secs;
+use glassbox_cluster::{Hardware, Load, WorkerRecord};
+
+use super::*;
+
+fn pool(ids: &[&str]) -> Pool {
+    let pool = Pool::new();
+    for id in ids {
+        pool.upsert_record(WorkerRecord {
+            id: (*id).into(),
+            address: format!("http://127.0.0.{}:9", ids.len()),
+            engine: "glassbox".into(),
+            hardware: Hardware::default(),
+            models: vec!["smollm2".into()],
+            node_kinds: vec!["llm_inference".into()],
+            labels: Default::default(),
+            started_at: 0,
+        });
+        pool.set_load(
+            id,
+            Load {
+                at: now_secs(),
+                ..Load::default()
+            },
+        );
+    }
+    pool
+}
+
+fn llm() -> Spec<'static> {
+    Spec {
+        kind: "llm_inference",
+        model: Some("smollm2"),
+        affinity: None,
+    }
+}
+
+fn chosen(d: &Dispatcher, spec: &Spec<'_>) -> String {
+    d.choose(spec, &[]).map(|c| c.worker).unwrap_or_default()
+}
+
+#[test]
+fn calls_in_flight_steer_the_next_call_elsewhere() {
+    let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
+    let first = chosen(&d, &llm());
+    let held = d.begin(&first);
+    let second = chosen(&d, &llm());
+    assert_ne!(
+        first, second,
+        "the worker with a call in flight counts as busier"
+    );
+    drop(held);
+    let _other = d.begin(&second);
+    assert_eq!(
+        chosen(&d, &llm()),
+        first,
+        "the call ended, so its worker is free again"
+    );
+}
+
+#[test]
+fn a_failed_probe_keeps_a_worker_out_until_one_passes() {
+    let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
+    d.probed("a", Err("timed out".into()));
+    let why = d.unhealthy("a").unwrap();
+    assert_eq!(why, "last liveness probe failed: timed out");
+    for _ in 0..4 {
+        assert_eq!(chosen(&d, &llm()), "b");
+    }
+    d.probed("a", Ok(()));
+    assert_eq!(d.unhealthy("a"), None);
+}
+
+#[test]
+fn consecutive_call_failures_open_the_circuit() {
+    let options = DispatchOptions::default();
+    let d = Dispatcher::new(pool(&["a", "b"]), options);
+    for _ in 0..options.breaker.failures_to_open {
+        assert_eq!(d.unhealthy("a"), None);
+        d.failed("a");
+    }
+    let why = d.unhealthy("a").unwrap();
+    assert!(
+        why.starts_with("circuit open after 3 consecutive failures"),
+        "{why}"
+    );
+    let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+    assert_eq!(c.worker, "b");
+    let fact = placed_fact(&c, Some("smollm2"), None, &[]);
+    let a = fact.candidates.iter().find(|x| x.worker == "a").unwrap();
+    assert_eq!(a.failed[0].filter, "health");
+}
+
+#[test]
+fn an_affinity_group_binds_per_request() {
+    let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
+    let r1 = RequestId::new();
+    let r2 = RequestId::new();
+    let in_r1 = Spec {
+        affinity: Some(("gpu-a", r1)),
+        ..llm()
+    };
+    let first = chosen(&d, &in_r1);
+    // Make the bound worker the busier one: the group still stays.
+    let _busy = d.begin(&first);
+    let _busier = d.begin(&first);
+    assert_eq!(chosen(&d, &in_r1), first);
+    let in_r2 = Spec {
+        affinity: Some(("gpu-a", r2)),
+        ..llm()
+    };
+    assert_ne!(
+        chosen(&d, &in_r2),
+        first,
+        "another request binds on its own"
+    );
+}
+
+#[test]
+fn a_worker_that_left_is_forgotten_and_never_chosen() {
+    let p = pool(&["a", "b"]);
+    let d = Dispatcher::new(p.clone(), DispatchOptions::default());
+    d.failed("a");
+    p.remove("a");
+    for _ in 0..3 {
+        assert_eq!(chosen(&d, &llm()), "b");
+    }
+    assert_eq!(d.unhealthy("a"), None, "its breaker went with it");
+    p.remove("b");
+    let none = d.choose(&llm(), &[]).err().unwrap();
+    assert_eq!(none.why_none(), "the pool has no workers");
+}
+
+#[test]
+fn a_chosen_worker_is_reached_at_its_address_under_v1() {
+    let d = Dispatcher::new(pool(&["a"]), DispatchOptions::default());
+    let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+    assert_eq!(c.endpoint.base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(c.endpoint.model, "smollm2");
+    assert!(
+        c.endpoint
+            .client()
+            .policy()
+            .check_static("127.0.0.1")
+            .is_ok()
+    );
+    assert!(
+        c.endpoint
+            .client()
+            .policy()
+            .check_static("127.0.0.2")
+            .is_err()
+    );
+}
+
+/// A fake worker for this unit test only: answers one streamed chat with
+/// a piece every 20 ms for up to 10 s, and reports how many it wrote
+/// before the client closed the connection.
+fn fake_streaming_worker() -> (String, std::sync::mpsc::Receiver<usize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 8192];
+        let _ = conn.read(&mut buf);
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+        let _ = conn.write_all(head.as_bytes());
+        let piece = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+        for n in 0..500 {
+            if conn
+                .write_all(piece.as_bytes())
+                .and_then(|()| conn.flush())
+                .is_err()
+            {
+                let _ = tx.send(n);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = tx.send(500);
+    });
+    (format!("http://{addr}"), rx)
+}
+
+#[test]
+fn a_stream_abandoned_by_its_caller_closes_the_worker_connection() {
+    let (address, written) = fake_streaming_worker();
+    let timeouts = WorkerTimeouts::default();
+    let endpoint = Endpoint::for_worker(
+        &address,
+        "m",
+        Client::for_worker("127.0.0.1", timeouts),
+        timeouts,
+    );
+    let mut seen = 0;
+    let err = endpoint
+        .chat_streamed(serde_json::json!([]), &serde_json::json!({}), &mut |_| {
+            seen += 1;
+            seen < 3
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("abandoned"), "{err}");
+    assert!(!err.retryable(), "an abandoned call is not failed over");
+    let n = written.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        n < 500,
+        "the worker saw the connection close after {n} pieces"
+    );
+}
