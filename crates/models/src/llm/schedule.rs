@@ -6,8 +6,8 @@
 //! priority alone starves: under a steady stream of online requests an
 //! offline one would wait forever. So waiting requests age by count, not
 //! by clock: each admission of a more urgent request passes over the less
-//! urgent ones waiting, and one passed over [`MAX_PASSED`] times goes next,
-//! whatever its band. Counting admissions keeps the bound independent of
+//! urgent ones waiting (and preempted), and one passed over [`MAX_PASSED`]
+//! times goes next, whatever its band. Counting admissions keeps the bound independent of
 //! how long requests run, and the order deterministic.
 
 use std::time::Instant;

@@ -256,6 +256,9 @@ struct Running {
     seq: Sequence,
     tokens: Option<mpsc::UnboundedSender<String>>,
     reply: oneshot::Sender<Result<Completion, LlmError>>,
+    /// Once preempted: more urgent requests admitted while it waited to
+    /// resume (see [`schedule`]), so a preempted request is not starved.
+    passed: u32,
 }
 
 impl Running {
@@ -263,7 +266,7 @@ impl Running {
         Turn {
             priority: self.seq.priority,
             arrived: self.seq.arrived,
-            passed: 0,
+            passed: self.passed,
         }
     }
 
@@ -351,6 +354,7 @@ fn worker(
                     mut seq,
                     tokens,
                     reply,
+                    ..
                 } = r;
                 seq.cancel();
                 complete(&mut session, &load, seq, tokens, reply);
@@ -372,6 +376,7 @@ fn worker(
                 break;
             }
             let mut r = preempted.remove(at).expect("index from `next`");
+            r.passed = 0;
             let (at, common) = session.best_slot(&free_ids, r.seq.prompt());
             let id = free_ids.remove(at);
             session.attach(&mut r.seq, id, common);
@@ -410,6 +415,12 @@ fn worker(
                             .iter_mut()
                             .map(|w| (w.request.priority, &mut w.passed)),
                     );
+                    schedule::pass_over(
+                        turn.priority,
+                        preempted
+                            .iter_mut()
+                            .map(|r| (r.seq.priority, &mut r.passed)),
+                    );
                     // The free slot whose cached prompt shares the longest prefix.
                     let (at, common) = session.best_slot(&free_ids, seq.prompt());
                     let id = free_ids.remove(at);
@@ -422,6 +433,7 @@ fn worker(
                         seq,
                         tokens: w.tokens,
                         reply: w.reply,
+                        passed: 0,
                     });
                 }
             }
@@ -513,7 +525,10 @@ fn worker(
             }
         }
         publish(&load, &running, waiting.len() + preempted.len(), &pool);
-        for Running { seq, tokens, reply } in done {
+        for Running {
+            seq, tokens, reply, ..
+        } in done
+        {
             free_ids.push(seq.id);
             complete(&mut session, &load, seq, tokens, reply);
         }
