@@ -60,7 +60,7 @@ enum Command {
     Alerts(cmd::alerts::Args),
     /// Serve topologies over HTTP: run API, OpenAI-compatible API, traces, metrics, dashboard.
     Serve(cmd::serve::Args),
-    /// Join a cluster's pool: serve local models, or attach a vLLM/SGLang/llama.cpp server; register in etcd.
+    /// Join a cluster's pool (etcd): serve local models or attach a vLLM/SGLang server.
     Worker(cmd::worker::Args),
     /// Versions of a topology on a running server: list, split traffic, promote, roll back.
     Versions(cmd::versions::Args),
