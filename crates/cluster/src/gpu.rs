@@ -6,7 +6,7 @@
 //!
 //! Readings come from a [`GpuSource`]; [`NvmlSource`] is the real one.
 //! NVML is loaded at run time (`libnvidia-ml.so.1`, through `nvml-wrapper`,
-//! ADR 0007), never linked: the project builds, and every binary runs, on a
+//! ADR 0008), never linked: the project builds, and every binary runs, on a
 //! machine with no GPU and no driver. There, NVML is simply *unavailable*:
 //! no GPUs, no readings, one line on stderr the first time the process
 //! asks ([`shared`]); never an error or a panic.

@@ -4,6 +4,15 @@
 
 use crate::member::Hardware;
 
+/// This machine as a worker registers it: its GPUs through NVML (none
+/// without a driver) and its CPU and memory.
+pub fn hardware() -> Hardware {
+    Hardware {
+        gpus: crate::gpu::gpus(),
+        ..cpu_hardware()
+    }
+}
+
 /// This machine's CPU and memory; `gpus` left empty.
 pub fn cpu_hardware() -> Hardware {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

@@ -79,8 +79,8 @@ pub(super) fn run(args: Args, common: Common) -> anyhow::Result<ExitCode> {
             id: common.id.clone(),
             address: address.clone(),
             engine: "glassbox".into(),
-            // GPUs (NVML) are added to the record by the GPU monitor.
-            hardware: glassbox_cluster::host::cpu_hardware(),
+            // GPUs through NVML (none without a driver), CPU and memory.
+            hardware: glassbox_cluster::host::hardware(),
             models: models.iter().map(|m| m.name.clone()).collect(),
             node_kinds: node_kinds(&models),
             labels: common.labels.clone(),
