@@ -83,15 +83,7 @@ impl Client {
             .max_redirects(0)
             .proxy(None)
             .build();
-        let agent = ureq::Agent::with_parts(
-            config,
-            DefaultConnector::default(),
-            PolicyResolver {
-                policy: policy.clone(),
-                inner: DefaultResolver::default(),
-            },
-        );
-        Client { agent, policy }
+        Client::with_policy(config, policy)
     }
 
     /// A client for one worker of the cluster pool: it reaches `host` (the
@@ -120,6 +112,11 @@ impl Client {
             .max_redirects(0)
             .proxy(None)
             .build();
+        Client::with_policy(config, policy)
+    }
+
+    /// An agent with `config` whose every connection resolves through `policy`.
+    fn with_policy(config: ureq::config::Config, policy: Arc<Policy>) -> Client {
         let agent = ureq::Agent::with_parts(
             config,
             DefaultConnector::default(),
