@@ -167,12 +167,67 @@ where
     }
 }
 
-/// A client over every endpoint. Connecting is lazy: the first request
-/// finds out whether etcd is there.
+/// A client balanced over the endpoints that answer now.
+///
+/// Each endpoint is asked for its status first (all at once, within the
+/// options' timeout), and only those that answer go into the client: a
+/// balanced client over a dead member keeps sending some requests to it,
+/// and those fail with "connection refused". Callers reconnect after an
+/// error, so a member that dies later is dropped on the next failure.
 pub(crate) async fn connect(options: &EtcdOptions) -> Result<etcd_client::Client, EtcdError> {
     if options.endpoints.is_empty() {
         return Err(EtcdError::NoEndpoints);
     }
+    let mut probes = tokio::task::JoinSet::new();
+    for (i, endpoint) in options.endpoints.iter().enumerate() {
+        let options = options.clone();
+        let endpoint = endpoint.clone();
+        probes.spawn(async move {
+            let answered = async {
+                let mut client = client_for(&options, std::slice::from_ref(&endpoint)).await?;
+                let status = timed(&options, "status", client.status()).await?;
+                if status.leader() == 0 {
+                    // Cut off from the quorum: it would refuse every write.
+                    return Err(EtcdError::Unavailable {
+                        endpoints: endpoint.clone(),
+                        op: "status",
+                        reason: "this member knows no leader".into(),
+                    });
+                }
+                Ok(())
+            };
+            (i, answered.await)
+        });
+    }
+    let mut live = Vec::new();
+    let mut last_error = None;
+    while let Some(joined) = probes.join_next().await {
+        match joined {
+            Ok((i, Ok(_))) => live.push(i),
+            Ok((_, Err(e))) => last_error = Some(e),
+            Err(e) => {
+                last_error = Some(EtcdError::Thread {
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    if live.is_empty() {
+        return Err(last_error.unwrap_or(EtcdError::NoEndpoints));
+    }
+    live.sort_unstable();
+    let endpoints: Vec<String> = live
+        .into_iter()
+        .map(|i| options.endpoints[i].clone())
+        .collect();
+    client_for(options, &endpoints).await
+}
+
+/// A client over exactly `endpoints` (connecting is lazy).
+async fn client_for(
+    options: &EtcdOptions,
+    endpoints: &[String],
+) -> Result<etcd_client::Client, EtcdError> {
     let connect = etcd_client::ConnectOptions::new()
         .with_connect_timeout(options.timeout)
         // HTTP/2 pings find a member that vanished without closing its
@@ -184,7 +239,7 @@ pub(crate) async fn connect(options: &EtcdOptions) -> Result<etcd_client::Client
     timed(
         options,
         "connect",
-        etcd_client::Client::connect(&options.endpoints, Some(connect)),
+        etcd_client::Client::connect(endpoints, Some(connect)),
     )
     .await
 }

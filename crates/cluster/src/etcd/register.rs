@@ -168,11 +168,15 @@ impl Worker {
         // election under way (a member just died) delays etcd's answers.
         let deadline = Instant::now() + self.options.etcd.timeout * 2;
         let first = async {
-            let mut client = connect(&self.options.etcd).await?;
             let mut backoff = Backoff::new();
             loop {
-                match self.register(&mut client).await {
-                    Ok(lease) => return Ok::<_, EtcdError>((client, lease)),
+                let attempt = async {
+                    let mut client = connect(&self.options.etcd).await?;
+                    let lease = self.register(&mut client).await?;
+                    Ok::<_, EtcdError>((client, lease))
+                };
+                match attempt.await {
+                    Ok(v) => return Ok(v),
                     Err(e) if Instant::now() >= deadline => return Err(e),
                     Err(_) => tokio::time::sleep(backoff.next()).await,
                 }
@@ -198,6 +202,9 @@ impl Worker {
         let mut keeper: Option<Keeper> = None;
         let mut last_alive = Instant::now();
         let mut interrupted = false;
+        // After an error the next attempt starts from a fresh client over the
+        // members that answer then (a dead member is left out).
+        let mut reconnect = false;
         let mut backoff = Backoff::new();
         loop {
             tokio::select! {
@@ -211,6 +218,27 @@ impl Worker {
                     continue;
                 }
             }
+            if reconnect {
+                match connect(&self.options.etcd).await {
+                    Ok(c) => {
+                        client = c;
+                        keeper = None;
+                        reconnect = false;
+                    }
+                    Err(error) => {
+                        if !interrupted {
+                            interrupted = true;
+                            (self.events)(RegistrationEvent::Interrupted { error });
+                        }
+                        if lease != 0 && last_alive.elapsed() >= ttl {
+                            (self.events)(RegistrationEvent::LeaseLost { lease });
+                            lease = 0;
+                            self.lease.store(0, Ordering::Release);
+                        }
+                        continue;
+                    }
+                }
+            }
             if lease == 0 {
                 match self.register(&mut client).await {
                     Ok(l) => {
@@ -221,6 +249,7 @@ impl Worker {
                         (self.events)(RegistrationEvent::Registered { lease, again: true });
                     }
                     Err(error) => {
+                        reconnect = true;
                         if !interrupted {
                             interrupted = true;
                             (self.events)(RegistrationEvent::Interrupted { error });
@@ -248,6 +277,7 @@ impl Worker {
                 }
                 Err(error) => {
                     keeper = None;
+                    reconnect = true;
                     if !interrupted {
                         interrupted = true;
                         (self.events)(RegistrationEvent::Interrupted { error });

@@ -131,11 +131,15 @@ impl Follower {
         // under way (a member just died) delays etcd's answers.
         let deadline = std::time::Instant::now() + self.options.timeout * 2;
         let first = async {
-            let mut client = connect(&self.options).await?;
             let mut backoff = Backoff::new();
             loop {
-                match self.read_all(&mut client).await {
-                    Ok(revision) => return Ok::<_, EtcdError>((client, revision)),
+                let attempt = async {
+                    let mut client = connect(&self.options).await?;
+                    let revision = self.read_all(&mut client).await?;
+                    Ok::<_, EtcdError>((client, revision))
+                };
+                match attempt.await {
+                    Ok(v) => return Ok(v),
                     Err(e) if std::time::Instant::now() >= deadline => return Err(e),
                     Err(_) => tokio::time::sleep(backoff.next()).await,
                 }
@@ -161,8 +165,15 @@ impl Follower {
                     _ = &mut stop => return,
                     _ = tokio::time::sleep(backoff.next()) => {}
                 }
-                match self.read_all(&mut client).await {
-                    Ok(r) => {
+                // A fresh client over the members that answer now.
+                let attempt = async {
+                    let mut fresh = connect(&self.options).await?;
+                    let r = self.read_all(&mut fresh).await?;
+                    Ok::<_, EtcdError>((fresh, r))
+                };
+                match attempt.await {
+                    Ok((fresh, r)) => {
+                        client = fresh;
                         revision = r;
                         backoff.reset();
                         (self.events)(WatchEvent::Resumed);
