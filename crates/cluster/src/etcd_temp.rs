@@ -82,7 +82,17 @@ impl TempEtcd {
         let ports: Vec<(u16, u16)> = (0..members.max(1))
             .map(|_| Ok::<_, String>((free_port()?, free_port()?)))
             .collect::<Result<_, _>>()?;
-        TempEtcd::start_ports(&ports)
+        TempEtcd::start_ports(&ports, &[])
+    }
+
+    /// Like [`start`](TempEtcd::start), with every member also listening
+    /// for clients on `hosts` (addresses of this machine, such as the host
+    /// end of a test network namespace's veth), at the same ports.
+    pub fn start_also_on(members: usize, hosts: &[&str]) -> Result<TempEtcd, String> {
+        let ports: Vec<(u16, u16)> = (0..members.max(1))
+            .map(|_| Ok::<_, String>((free_port()?, free_port()?)))
+            .collect::<Result<_, _>>()?;
+        TempEtcd::start_ports(&ports, hosts)
     }
 
     /// Starts one new, empty member whose client URL is `endpoint` (as a
@@ -92,10 +102,10 @@ impl TempEtcd {
             .rsplit_once(':')
             .and_then(|(_, p)| p.trim_end_matches('/').parse::<u16>().ok())
             .ok_or_else(|| format!("`{endpoint}` has no port"))?;
-        TempEtcd::start_ports(&[(port, free_port()?)])
+        TempEtcd::start_ports(&[(port, free_port()?)], &[])
     }
 
-    fn start_ports(ports: &[(u16, u16)]) -> Result<TempEtcd, String> {
+    fn start_ports(ports: &[(u16, u16)], hosts: &[&str]) -> Result<TempEtcd, String> {
         let bin = find_bin()?;
         let dir = std::env::temp_dir().join(format!(
             "glassbox-etcd-{}-{}",
@@ -122,7 +132,11 @@ impl TempEtcd {
                 .arg(dir.join(format!("m{i}")))
                 .args([
                     "--listen-client-urls",
-                    &format!("http://127.0.0.1:{client}"),
+                    &std::iter::once("127.0.0.1")
+                        .chain(hosts.iter().copied())
+                        .map(|h| format!("http://{h}:{client}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
                     "--advertise-client-urls",
                     &format!("http://127.0.0.1:{client}"),
                     "--listen-peer-urls",
@@ -185,6 +199,15 @@ impl TempEtcd {
     /// Member `i`'s client URL.
     pub fn endpoint(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    /// Every member's client URL on `host` (one given to
+    /// [`start_also_on`](TempEtcd::start_also_on)).
+    pub fn endpoints_on(&self, host: &str) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("http://{host}:{}", m.client_port))
+            .collect()
     }
 
     /// Every member's client URL.

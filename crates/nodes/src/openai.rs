@@ -87,7 +87,11 @@ impl Endpoint {
     /// The endpoint of a cluster worker: `address` is the base URL of its
     /// OpenAI-compatible API (`http://10.0.0.7:8090`, from its pool
     /// record), reached with the worker's own client
-    /// ([`Client::for_worker`]).
+    /// ([`Client::for_worker`]). When [`WORKER_KEY_ENV`] is set, its value
+    /// goes with every call as the bearer key (workers that listen beyond
+    /// loopback require one).
+    ///
+    /// [`WORKER_KEY_ENV`]: crate::cluster::WORKER_KEY_ENV
     pub fn for_worker(
         address: &str,
         model: &str,
@@ -99,7 +103,8 @@ impl Endpoint {
             shown_url: display_url(&base_url),
             base_url,
             model: model.to_string(),
-            api_key_env: None,
+            api_key_env: std::env::var_os(crate::cluster::WORKER_KEY_ENV)
+                .map(|_| crate::cluster::WORKER_KEY_ENV.to_string()),
             timeout: timeouts.total,
             client,
         }

@@ -15,7 +15,7 @@ use crate::serve::{agent, free_port, serve_on};
 use crate::support::{assert_exit, glassbox, models_turn, stderr};
 
 /// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
+pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -32,13 +32,35 @@ fn etcd() -> TempEtcd {
 }
 
 fn worker(dir: &Path, log: &str, args: &[&str]) -> Proc {
+    worker_in(dir, log, args, None, &[])
+}
+
+/// `glassbox worker ARGS`, inside network namespace `netns` when given
+/// (`ip netns exec`), with `env` set; its output goes to `dir/log`.
+pub fn worker_in(
+    dir: &Path,
+    log: &str,
+    args: &[&str],
+    netns: Option<&str>,
+    env: &[(&str, &str)],
+) -> Proc {
     let log = std::fs::File::create(dir.join(log)).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
+    let bin = env!("CARGO_BIN_EXE_glassbox");
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin]);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let child = command
         .arg("worker")
         .args(args)
         .env("NO_COLOR", "1")
         .env_remove("GLASSBOX_API_KEY")
         .env_remove("GLASSBOX_STORE")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
@@ -47,11 +69,11 @@ fn worker(dir: &Path, log: &str, args: &[&str]) -> Proc {
     Proc(child)
 }
 
-fn log(dir: &Path, name: &str) -> String {
+pub fn log(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap_or_default()
 }
 
-fn workers(url: &str) -> Vec<Value> {
+pub fn workers(url: &str) -> Vec<Value> {
     let mut reply = agent()
         .get(format!("{url}/v1/cluster/workers"))
         .call()
@@ -63,7 +85,7 @@ fn workers(url: &str) -> Vec<Value> {
 
 /// Polls the coordinator until `cond` holds on its workers; a generous
 /// bound (model loads on a busy machine), not a timing assertion.
-fn wait_workers(
+pub fn wait_workers(
     url: &str,
     what: &str,
     limit: Duration,
@@ -80,7 +102,7 @@ fn wait_workers(
     }
 }
 
-fn post(url: &str, body: &Value) -> (u16, String) {
+pub fn post(url: &str, body: &Value) -> (u16, String) {
     let mut reply = agent()
         .post(url)
         .content_type("application/json")

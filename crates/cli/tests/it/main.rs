@@ -7,6 +7,7 @@ mod bench;
 mod calibrate;
 mod cli;
 mod cluster;
+mod cluster_pool;
 mod deploy;
 mod doctor;
 mod durable;

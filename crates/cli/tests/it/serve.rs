@@ -51,6 +51,17 @@ pub fn serve_with(dir: &Path, extra: &[(&str, &str)]) -> Server {
 /// Like [`serve_with`], on the store `store` (a URL), with more `glassbox
 /// serve` arguments.
 pub fn serve_on(dir: &Path, extra: &[(&str, &str)], store: &str, args: &[&str]) -> Server {
+    serve_on_with_env(dir, extra, store, args, &[])
+}
+
+/// Like [`serve_on`], with environment variables set for the server.
+pub fn serve_on_with_env(
+    dir: &Path,
+    extra: &[(&str, &str)],
+    store: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Server {
     let topologies = dir.join("topologies");
     std::fs::create_dir_all(&topologies).unwrap();
     std::fs::copy(
@@ -70,6 +81,7 @@ pub fn serve_on(dir: &Path, extra: &[(&str, &str)], store: &str, args: &[&str]) 
         .args(args)
         .env("NO_COLOR", "1")
         .env_remove("GLASSBOX_API_KEY")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

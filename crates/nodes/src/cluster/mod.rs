@@ -31,6 +31,11 @@ use glassbox_engine::trace::{FailedAttempt, FilterMiss, Placed, PlacedCandidate,
 use crate::openai::Endpoint;
 use crate::outbound::{Client, WorkerTimeouts};
 
+/// The environment variable whose value a coordinator sends to workers as
+/// their API key (`Authorization: Bearer`): one of the keys the workers
+/// accept (their `GLASSBOX_API_KEY` or a key in their config).
+pub const WORKER_KEY_ENV: &str = "GLASSBOX_WORKER_KEY";
+
 /// How the dispatcher places, times out and probes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DispatchOptions {
