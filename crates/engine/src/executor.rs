@@ -71,6 +71,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         summary_chars: built.options.summary_chars,
         tokens: options.tokens.clone(),
         priority: options.priority,
+        max_tokens: options.max_tokens,
     }));
     let mut run = RequestRun {
         built,

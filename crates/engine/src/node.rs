@@ -207,6 +207,13 @@ impl NodeCx {
         self.req.priority
     }
 
+    /// The most tokens one model call may generate for this request: the
+    /// node's own `max_tokens`, lowered by the caller's cap
+    /// ([`RunOptions::max_tokens`](crate::RunOptions::max_tokens)).
+    pub fn max_tokens(&self, own: u64) -> u64 {
+        self.req.max_tokens.map_or(own, |cap| own.min(cap.max(1)))
+    }
+
     /// Names the worker doing this attempt's work (the cluster worker a
     /// call was placed on): the span records it instead of the pipeline's
     /// own worker name. The last name set wins (a call that failed over).

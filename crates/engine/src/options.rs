@@ -62,4 +62,9 @@ pub struct RunOptions {
     /// preempts offline ones first; spans of a band other than `online`
     /// carry a `priority` tag.
     pub priority: Priority,
+    /// The caller's cap on the tokens each model call may generate (the
+    /// OpenAI API's `max_tokens`): an LLM node generates at most the
+    /// smaller of this and its own `max_tokens`
+    /// ([`NodeCx::max_tokens`](crate::NodeCx::max_tokens)).
+    pub max_tokens: Option<u64>,
 }

@@ -60,6 +60,8 @@ pub(crate) struct RequestShared {
     pub tokens: Option<TokenSink>,
     /// The request's priority band (nodes pass it to model engines).
     pub priority: Priority,
+    /// The caller's cap on generated tokens per model call.
+    pub max_tokens: Option<u64>,
     ending: AtomicU8,
     deadline_cut: OnceLock<DeadlineCut>,
 }
@@ -81,6 +83,7 @@ pub(crate) struct SharedParts {
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
     pub priority: Priority,
+    pub max_tokens: Option<u64>,
 }
 
 impl RequestShared {
@@ -104,6 +107,7 @@ impl RequestShared {
             summary_chars: p.summary_chars,
             tokens: p.tokens,
             priority: p.priority,
+            max_tokens: p.max_tokens,
             ending: AtomicU8::new(Ending::Cancelled as u8),
             deadline_cut: OnceLock::new(),
         }

@@ -171,6 +171,14 @@ fn workers_join_serve_die_and_return_as_new_members() {
         answer["choices"][0]["message"]["content"].is_string(),
         "{answer}"
     );
+    // A request's `max_tokens` lowers the worker's own (8 here): the
+    // coordinators' one-token liveness probes rely on it.
+    let mut short = chat.clone();
+    short["max_tokens"] = json!(1);
+    let (status, body) = post(&format!("{address}/v1/chat/completions"), &short);
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["usage"]["completion_tokens"], 1, "{answer}");
     let mut streamed = chat.clone();
     streamed["stream"] = json!(true);
     let (status, body) = post(&format!("{address}/v1/chat/completions"), &streamed);

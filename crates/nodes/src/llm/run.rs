@@ -118,9 +118,15 @@ pub(super) fn build(
 }
 
 impl LlmNode {
+    /// The most tokens this call may generate: the node's `max_tokens`,
+    /// lowered by the caller's cap (OpenAI `max_tokens` on the request).
+    fn max_tokens(&self, cx: &NodeCx) -> u32 {
+        u32::try_from(cx.max_tokens(u64::from(self.max_tokens))).unwrap_or(self.max_tokens)
+    }
+
     /// Sampling parameters for an OpenAI-compatible server.
-    fn params(&self) -> Value {
-        let mut params = json!({ "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p });
+    fn params(&self, cx: &NodeCx) -> Value {
+        let mut params = json!({ "max_tokens": self.max_tokens(cx), "temperature": self.temperature, "top_p": self.top_p });
         if let Some(seed) = self.seed {
             params["seed"] = json!(seed);
         }
@@ -224,7 +230,7 @@ impl Node for LlmNode {
             Backend::Local(handle) => {
                 let request = GenerateRequest {
                     messages,
-                    max_tokens: self.max_tokens,
+                    max_tokens: self.max_tokens(&cx),
                     temperature: self.temperature,
                     top_p: self.top_p,
                     seed: self.seed,
@@ -267,7 +273,7 @@ impl Node for LlmNode {
                     .iter()
                     .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                     .collect();
-                let params = self.params();
+                let params = self.params(&cx);
                 let this = self.meta.clone();
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
@@ -284,7 +290,7 @@ impl Node for LlmNode {
                         .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                         .collect(),
                 );
-                let params = self.params();
+                let params = self.params(&cx);
                 let this = self.meta.clone();
                 let tokens = cx.token_stream();
                 Call::blocking(move || {

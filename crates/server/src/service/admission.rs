@@ -94,6 +94,8 @@ pub struct Admission {
     /// The maximum run time it runs under, when one is set below the
     /// topology's own `deadline_ms`.
     pub run_limit: Option<RunLimit>,
+    /// The caller's cap on tokens per model call (OpenAI `max_tokens`).
+    pub max_tokens: Option<u64>,
     _slot: Slot,
     _in_flight: InFlight,
 }
@@ -126,6 +128,7 @@ impl Admission {
             facts: vec![Fact::Scheduled(self.scheduling.clone())],
         });
         options.priority = self.scheduling.priority;
+        options.max_tokens = self.max_tokens;
         if let Some(limit) = &self.run_limit {
             options.deadline = Some(limit.limit);
         }
@@ -165,6 +168,7 @@ impl Service {
             why: chosen.why,
             scheduling,
             run_limit,
+            max_tokens: None,
             _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })

@@ -69,8 +69,8 @@ pub struct Args {
     /// Sequences each local LLM decodes together [default: the engine's].
     #[arg(long)]
     pub max_num_seqs: Option<u64>,
-    /// Most tokens a chat answer may have (chat requests' own `max_tokens`
-    /// is not applied: the served topology decides).
+    /// Most tokens a chat answer may have (a chat request's own
+    /// `max_tokens` lowers it for that request, as coordinators' calls do).
     #[arg(long, default_value_t = 256)]
     pub max_tokens: u64,
     /// Port to listen on [default: 8090; 0 picks a free one].

@@ -49,8 +49,9 @@ pub struct ChatRequest {
     pub stream: bool,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    /// Counted against `tokens_per_minute` (the topology decides the real
-    /// limit); `max_completion_tokens` is read the same way.
+    /// Lowers the `max_tokens` of every LLM call the topology makes (never
+    /// raises it), and is counted against `tokens_per_minute`;
+    /// `max_completion_tokens` wins over it.
     #[serde(default)]
     pub max_tokens: Option<u64>,
     #[serde(default)]
@@ -190,11 +191,12 @@ pub async fn chat_completions(
         priority: priority::asked(&headers, req.priority.as_ref(), req.service_tier.as_deref())?,
         caller: Some(&caller),
     };
-    let admission = state
+    let mut admission = state
         .service
         .admit(&req.model, ask)
         .await
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
+    admission.max_tokens = req.max_completion_tokens.or(req.max_tokens);
     // The guard took the request's unit; this adds its tokens.
     let estimate = req.estimated_tokens();
     let more = Work {

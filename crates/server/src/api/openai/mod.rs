@@ -3,8 +3,9 @@
 //! `GET /v1/models` ([`models`](mod@models)). Topologies are the models.
 //!
 //! Chat: `model` is a topology id; the last `user` message becomes the input
-//! `{"question": TEXT}`; other request fields (temperature, max_tokens, ...)
-//! are accepted and ignored, because the topology decides them. `usage`
+//! `{"question": TEXT}`; `max_tokens` (or `max_completion_tokens`) lowers
+//! every LLM call's own `max_tokens`; other request fields (temperature,
+//! ...) are accepted and ignored, because the topology decides them. `usage`
 //! counts the tokens of the topology's LLM spans.
 //!
 //! Streaming (`stream: true`) sends `chat.completion.chunk` events. Tokens go
