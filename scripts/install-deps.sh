@@ -34,6 +34,8 @@ command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 [[ $tests == 0 ]] || command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
 # The deployment test checks the etcd flags in deploy/k8s against `etcd --help`.
 [[ $tests == 0 ]] || command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# The cluster tests cut a worker off in a network namespace (`ip netns`).
+[[ $tests == 0 ]] || command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # etcd-client (cluster membership) compiles etcd's gRPC API with protoc at build
 # time; etcd's .proto files import protobuf's own (descriptor.proto, struct.proto),
 # which Debian ships in libprotobuf-dev.
@@ -41,7 +43,7 @@ command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 [[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, ccache, protoc and its .proto files; for tests chromium, qemu-user, etcd)"
+  echo "build and test dependencies present (cmake, clang, libclang, ccache, protoc and its .proto files; for tests chromium, qemu-user, etcd, ip)"
   exit 0
 fi
 
