@@ -3,7 +3,10 @@
 //! Arrival processes: Poisson (independent users), gamma-distributed gaps
 //! (bursty when the coefficient of variation is above 1), on/off bursts
 //! (the rate concentrated into "on" periods, same average), and a replay of
-//! stored timestamps (rescaled to a target rate). Lengths are fixed,
+//! stored timestamps (rescaled to a target rate), and a closed loop of a
+//! fixed number of users, each sending its next request when its previous
+//! one has finished (what `vllm bench serve --max-concurrency N` and other
+//! concurrency sweeps measure). Lengths are fixed,
 //! uniform, or drawn from observed values. Everything draws from one seeded
 //! generator, so a seed gives the same run.
 
@@ -33,6 +36,12 @@ pub enum Arrivals {
     Replay {
         times_s: Vec<f64>,
         speedup: f64,
+    },
+    /// `users` clients, each with one request in flight: a task is sent the
+    /// moment another finishes (all are ready at 0), so the rate is set by
+    /// the engine's speed.
+    Closed {
+        users: u32,
     },
 }
 
@@ -93,6 +102,16 @@ impl Arrivals {
                     ))
                 }
             }
+            Arrivals::Closed { users } => {
+                if *users >= 1 {
+                    Ok(())
+                } else {
+                    Err(PlannerError::invalid(
+                        "closed-loop users",
+                        "need at least 1 user (concurrency)",
+                    ))
+                }
+            }
             Arrivals::Replay { times_s, speedup } => {
                 positive("replay speed-up", *speedup)?;
                 if times_s.is_empty() {
@@ -104,9 +123,19 @@ impl Arrivals {
         }
     }
 
-    /// The average rate, requests per second.
+    /// Requests in flight at most when this is a closed loop.
+    pub fn users(&self) -> Option<usize> {
+        match self {
+            Arrivals::Closed { users } => Some(*users as usize),
+            _ => None,
+        }
+    }
+
+    /// The average rate, requests per second (0 for a closed loop: the
+    /// engine sets it; see the report's throughput).
     pub fn mean_rate(&self) -> f64 {
         match self {
+            Arrivals::Closed { .. } => 0.0,
             Arrivals::Poisson { rate } | Arrivals::Gamma { rate, .. } => *rate,
             Arrivals::OnOff { rate, .. } => *rate,
             Arrivals::Replay { times_s, speedup } => {
@@ -121,10 +150,12 @@ impl Arrivals {
     }
 
     /// `n` arrival times from 0, ascending (a replay gives at most its own
-    /// number of times).
+    /// number of times; a closed loop's are all 0, the earliest each could be
+    /// sent: the simulator holds back all but `users` of them).
     pub fn times(&self, n: usize, rng: &mut fastrand::Rng) -> Vec<f64> {
         let mut out = Vec::with_capacity(n);
         match self {
+            Arrivals::Closed { .. } => out.resize(n, 0.0),
             Arrivals::Poisson { rate } => {
                 let mut t = 0.0;
                 for _ in 0..n {

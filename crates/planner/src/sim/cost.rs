@@ -29,6 +29,14 @@ pub struct Step {
 /// Duration of one engine step, seconds (positive and finite).
 pub trait StepCost {
     fn step_s(&self, step: &Step) -> f64;
+
+    /// Seconds each request spends in the server outside the engine's steps
+    /// (HTTP, prompt rendering and tokenising, hand-off to the engine loop,
+    /// detokenising and streaming the first token back): added to every
+    /// call's TTFT and E2E, occupying no step. 0 unless the cost knows it.
+    fn request_overhead_s(&self) -> f64 {
+        0.0
+    }
 }
 
 /// [`StepCost`] from the planner's estimator for one scenario (model,
@@ -76,6 +84,17 @@ impl StepCost for EstimatorCost<'_> {
             (Some(d), Some(p)) => d + (p - self.est.tpot_s(s, 1.0, 1.0)).max(0.0),
             (None, None) => 0.0,
         }
+    }
+
+    /// The engine's per-request server latency
+    /// ([`crate::efficiency::EngineProfile::request_overhead_ms`]); none for
+    /// the constant-efficiency baseline, which models the engine step only.
+    fn request_overhead_s(&self) -> f64 {
+        if self.est.factors.is_baseline() {
+            return 0.0;
+        }
+        let s = &self.scenario;
+        s.engine.profile(s.hw.memory_gb).request_overhead_ms / 1e3
     }
 }
 

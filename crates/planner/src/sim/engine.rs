@@ -13,7 +13,10 @@
 //!    blocks are free (chunked prefill).
 //!
 //! Its duration comes from the [`StepCost`]; its effects (tokens, first
-//! tokens, finished calls, freed blocks) apply when it ends. Arrivals go to
+//! tokens, finished calls, freed blocks) apply when it ends. A call reaches
+//! the engine's queue [`StepCost::request_overhead_s`] after it was sent
+//! (the server's own path: HTTP, tokenising, hand-off, streaming back), so
+//! that time is in its TTFT and E2E but occupies no step. Arrivals go to
 //! the replica with the fewest calls waiting or running (lowest index on a
 //! tie). Events at the same instant run step ends first, then arrivals, in
 //! the order they were created, so a run is a pure function of its inputs.
@@ -149,6 +152,8 @@ pub(crate) struct Sim<'a> {
     replicas: Vec<Replica>,
     events: BinaryHeap<Event>,
     seq: u64,
+    /// Seconds from a call being sent to it reaching the engine's queue.
+    front_s: f64,
     pub totals: Totals,
 }
 
@@ -167,6 +172,7 @@ impl<'a> Sim<'a> {
             replicas,
             events: BinaryHeap::new(),
             seq: 0,
+            front_s: cost.request_overhead_s().max(0.0),
             totals: Totals::default(),
         }
     }
@@ -180,10 +186,10 @@ impl<'a> Sim<'a> {
         });
     }
 
-    /// Adds a call arriving at `call.arrival`; returns its index.
+    /// Adds a call sent at `call.arrival`; returns its index.
     pub fn submit(&mut self, call: Call) -> usize {
         let id = self.calls.len();
-        let t = call.arrival;
+        let t = call.arrival + self.front_s;
         self.calls.push(call);
         self.push(t, What::Arrive(id));
         id
@@ -193,8 +199,8 @@ impl<'a> Sim<'a> {
         tokens.div_ceil(u64::from(self.limits.block_tokens.max(1)))
     }
 
-    /// Runs to the end. `next` is told of each finished call and may return
-    /// a follow-up call (agent loops).
+    /// Runs to the end. `next` is told of each finished or rejected call and
+    /// may return a follow-up call (agent loops, closed-loop users).
     pub fn run(&mut self, next: &mut dyn FnMut(&Call) -> Option<Call>) -> Result<(), PlannerError> {
         while let Some(ev) = self.events.pop() {
             self.totals.end_s = ev.t;
@@ -203,6 +209,9 @@ impl<'a> Sim<'a> {
                     let c = &self.calls[id];
                     if self.blocks_for(c.prompt + c.output) > self.limits.kv_blocks {
                         self.calls[id].rejected = true;
+                        if let Some(call) = next(&self.calls[id]) {
+                            self.submit(call);
+                        }
                         continue;
                     }
                     let r = (0..self.replicas.len())

@@ -153,6 +153,18 @@ struct Task {
     calls: Vec<usize>,
 }
 
+/// A task's first call, arriving with the task.
+fn first_call(profile: &Profile, id: usize, t: &Task) -> Call {
+    let prompt = profile.prompt_of_call(t.prompt, t.output, 0);
+    Call::new(
+        id,
+        t.arrival,
+        prompt,
+        t.output,
+        profile.cached_tokens(prompt),
+    )
+}
+
 /// Simulates `traffic` on `replicas` replicas and judges it against `sla`.
 pub fn simulate(
     cost: &dyn StepCost,
@@ -182,34 +194,39 @@ pub fn simulate(
         })
         .collect();
     let mut sim = Sim::new(cost, limits, replicas);
-    for (i, t) in tasks.iter().enumerate() {
-        let prompt = profile.prompt_of_call(t.prompt, t.output, 0);
-        sim.submit(Call::new(
-            i,
-            t.arrival,
-            prompt,
-            t.output,
-            profile.cached_tokens(prompt),
-        ));
+    // A closed loop sends only `users` tasks at first; each finished task
+    // releases the next one at the moment it finished.
+    let first_wave = traffic
+        .arrivals
+        .users()
+        .map_or(tasks.len(), |u| u.min(tasks.len()));
+    for (i, t) in tasks.iter().enumerate().take(first_wave) {
+        sim.submit(first_call(&profile, i, t));
     }
     {
         let tasks_ref = &mut tasks;
+        let mut released = first_wave;
         let mut next = |done: &Call| -> Option<Call> {
             let t = &mut tasks_ref[done.task];
-            if t.made >= t.iterations {
-                return None;
+            if !done.rejected && t.made < t.iterations {
+                let i = t.made;
+                t.made += 1;
+                let prompt = profile.prompt_of_call(t.prompt, t.output, i);
+                let at = done.finish.unwrap_or(done.arrival) + profile.gap_s();
+                return Some(Call::new(
+                    done.task,
+                    at,
+                    prompt,
+                    t.output,
+                    profile.cached_tokens(prompt),
+                ));
             }
-            let i = t.made;
-            t.made += 1;
-            let prompt = profile.prompt_of_call(t.prompt, t.output, i);
-            let at = done.finish.unwrap_or(done.arrival) + profile.gap_s();
-            Some(Call::new(
-                done.task,
-                at,
-                prompt,
-                t.output,
-                profile.cached_tokens(prompt),
-            ))
+            // The task is over (finished, or a call could never fit).
+            let j = released;
+            let task = tasks_ref.get_mut(j)?;
+            released += 1;
+            task.arrival = done.finish.unwrap_or(done.arrival);
+            Some(first_call(&profile, j, task))
         };
         sim.run(&mut next)?;
     }
@@ -303,5 +320,6 @@ fn report(sim: &Sim, tasks: &[Task], traffic: &Traffic, replicas: u32, sla: SlaP
         },
         meets_sla: meets,
         window_s,
+        makespan_s: totals.end_s,
     }
 }

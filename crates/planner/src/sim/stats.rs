@@ -68,4 +68,7 @@ pub struct SimReport {
     pub meets_sla: bool,
     /// Seconds of simulated arrivals measured.
     pub window_s: f64,
+    /// Seconds from 0 to the last event (every call done): the benchmark's
+    /// duration when all tasks are sent at once or by a closed loop.
+    pub makespan_s: f64,
 }

@@ -378,3 +378,124 @@ fn estimator_cost_mixes_prefill_into_decode() {
     let bytes = est.kv_capacity_bytes(&s);
     assert!((tokens * s.kv_bytes_per_token() - bytes).abs() <= s.kv_bytes_per_token());
 }
+
+/// A fake step cost for unit tests: a constant step time and a constant
+/// per-request server latency.
+struct FakeServerCost {
+    step_s: f64,
+    request_s: f64,
+}
+
+impl StepCost for FakeServerCost {
+    fn step_s(&self, _: &Step) -> f64 {
+        self.step_s
+    }
+    fn request_overhead_s(&self) -> f64 {
+        self.request_s
+    }
+}
+
+#[test]
+fn the_server_latency_is_in_every_ttft_but_takes_no_step() {
+    let traffic = chat(5.0, 100, 20, 400, 11);
+    let run = |request_s| {
+        let cost = FakeServerCost {
+            step_s: 0.01,
+            request_s,
+        };
+        simulate(&cost, roomy(), &traffic, 1, SlaP99::default()).unwrap()
+    };
+    let (plain, served) = (run(0.0), run(0.03));
+    // The engine sees the same requests, shifted by 30 ms: the same steps.
+    let ttft_gain = served.ttft_ms.mean - plain.ttft_ms.mean;
+    assert!((ttft_gain - 30.0).abs() < 1.0, "{ttft_gain}");
+    assert!((served.e2e_ms.mean - plain.e2e_ms.mean - 30.0).abs() < 1.0);
+    assert!((served.tpot_ms.mean - plain.tpot_ms.mean).abs() < 0.5);
+    assert!((served.utilisation - plain.utilisation).abs() < 0.01);
+}
+
+fn closed(users: u32, prompt: Lengths, output: u64, tasks: usize) -> Traffic {
+    Traffic {
+        arrivals: Arrivals::Closed { users },
+        prompt,
+        output: Lengths::Fixed(output),
+        profile: Profile::Chat,
+        tasks,
+        seed: 5,
+    }
+}
+
+#[test]
+fn a_closed_loop_keeps_its_users_in_flight_and_no_more() {
+    // Requests of one prefill step and 4 decode steps, 10 ms a step. One
+    // user: strictly one after another, 40 × 5 steps, and no queueing.
+    let one = closed(1, Lengths::Fixed(50), 5, 40);
+    let r = simulate(&FakeConstantCost(0.01), roomy(), &one, 1, SlaP99::default()).unwrap();
+    assert!((r.makespan_s - 2.0).abs() < 1e-9, "{}", r.makespan_s);
+    assert!((r.mean_batch - 1.0).abs() < 1e-9, "{}", r.mean_batch);
+    assert!((r.ttft_ms.p99 - 10.0).abs() < 1e-6, "{:?}", r.ttft_ms);
+    // Four users share the steps: never more than four sequences in one,
+    // and nearly four times the throughput (a request sent as another
+    // finishes misses the step already planned at that instant).
+    let four = closed(4, Lengths::Fixed(50), 5, 40);
+    let f = simulate(
+        &FakeConstantCost(0.01),
+        roomy(),
+        &four,
+        1,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!(
+        f.mean_batch <= 4.0 && f.mean_batch > 3.0,
+        "{}",
+        f.mean_batch
+    );
+    let speedup = r.makespan_s / f.makespan_s;
+    assert!((3.0..=4.0).contains(&speedup), "{speedup}");
+}
+
+#[test]
+fn a_request_that_never_fits_frees_its_users_slot() {
+    // One user; some prompts exceed the KV cache and are refused at once.
+    let limits = Limits {
+        kv_blocks: 40,
+        ..roomy()
+    };
+    let traffic = closed(1, Lengths::Uniform { lo: 100, hi: 1200 }, 4, 60);
+    let r = simulate(&FakeLinearCost, limits, &traffic, 1, SlaP99::default()).unwrap();
+    assert!(r.rejected > 0);
+    // Every measured task was sent (one call each), refused or served.
+    assert_eq!(r.calls, r.tasks);
+    assert_eq!(r.ttft_ms.count + r.rejected, r.tasks);
+}
+
+#[test]
+fn estimator_cost_carries_the_engines_server_latency() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let h100 = hw.get("h100-sxm").unwrap();
+    let scenario = |engine| Scenario {
+        model: models.get("llama-3.1-8b").unwrap(),
+        hw: h100,
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 512,
+        gen_tokens: 128,
+        context: 4096,
+        memory_headroom: 0.2,
+    };
+    let est = Estimator::new(EfficiencyTable::priors_only());
+    for engine in Engine::ALL {
+        let cost = EstimatorCost::new(&est, scenario(engine));
+        let want = engine.profile(h100.memory_gb).request_overhead_ms / 1e3;
+        assert_eq!(cost.request_overhead_s(), want, "{engine}");
+    }
+    // The constant-efficiency baseline models the engine step only.
+    let baseline = Estimator::new(EfficiencyTable::baseline());
+    let cost = EstimatorCost::new(&baseline, scenario(Engine::Vllm));
+    assert_eq!(cost.request_overhead_s(), 0.0);
+}
