@@ -44,7 +44,7 @@ pub use etcd::{
 };
 pub use gpu::{GpuSource, GpuStats, NvmlSource};
 pub use member::{Gpu, Hardware, Load, Member, WorkerRecord};
-pub use placement::{Ask, Placement, Rule};
+pub use placement::{Ask, Placement, Policy, Rule};
 pub use pool::Pool;
 pub use profile::Profiles;
 pub use swrr::Swrr;

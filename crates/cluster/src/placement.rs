@@ -39,6 +39,13 @@
 //!   weaker candidate is eligible, the strongest one's score is doubled,
 //!   so it takes embeddings only when the others are clearly busier.
 //! - CPU-tagged nodes never come here: they run in the coordinator.
+//!
+//! **Policy** ([`Policy`], `[cluster] placement` in the server config):
+//! `scored` is all of the above; `round_robin` and `random` keep the hard
+//! filters and affinity but then take a plain turn (equal weights) or a
+//! uniform draw among the candidates that passed, with no scores and no
+//! capability weights. They exist as baselines (`scripts/bench-cluster.sh`
+//! compares the three) and as a way out should scoring misjudge a pool.
 
 use std::time::Duration;
 
@@ -48,9 +55,48 @@ use crate::member::{Hardware, Member};
 use crate::profile::Profiles;
 use crate::swrr::Swrr;
 
+/// Which rule picks among the candidates that pass the hard filters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Expected wait normalised by throughput, weighted round robin on ties
+    /// and stale loads (the module docs).
+    #[default]
+    Scored,
+    /// Plain rotation, every candidate in turn: no weights, no scores.
+    RoundRobin,
+    /// A uniform draw.
+    Random,
+}
+
+impl Policy {
+    /// Every policy, as the config spells them.
+    pub const NAMES: [&'static str; 3] = ["scored", "round_robin", "random"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Scored => "scored",
+            Policy::RoundRobin => "round_robin",
+            Policy::Random => "random",
+        }
+    }
+
+    /// The policy named `name` as the config spells it.
+    pub fn parse(name: &str) -> Option<Policy> {
+        match name {
+            "scored" => Some(Policy::Scored),
+            "round_robin" => Some(Policy::RoundRobin),
+            "random" => Some(Policy::Random),
+            _ => None,
+        }
+    }
+}
+
 /// Thresholds placement works with.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
+    /// The rule that chooses among eligible candidates.
+    pub policy: Policy,
     /// A worker whose latest load is older than this is left out: its
     /// reports stopped, it may be gone before its lease says so.
     pub max_load_age: Duration,
@@ -64,6 +110,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            policy: Policy::Scored,
             max_load_age: Duration::from_secs(10),
             fresh_for: Duration::from_secs(3),
             tie: 0.05,
@@ -171,6 +218,10 @@ pub enum Rule {
     Tied,
     /// Some loads were stale or missing: weighted round robin.
     Stale,
+    /// The `round_robin` policy: its turn in a plain rotation.
+    RoundRobin,
+    /// The `random` policy: drawn uniformly.
+    Random,
     /// No candidate passed the filters.
     NoWorker,
 }
@@ -182,6 +233,8 @@ impl Rule {
             Rule::LeastLoaded => "least_loaded",
             Rule::Tied => "tied",
             Rule::Stale => "stale",
+            Rule::RoundRobin => "round_robin",
+            Rule::Random => "random",
             Rule::NoWorker => "no_worker",
         }
     }
@@ -328,6 +381,34 @@ pub fn place(
             candidates: out,
         };
     }
+    let bound = ask
+        .affinity
+        .and_then(|a| a.bound)
+        .filter(|_| rebound_from.is_none());
+    // The baselines: a plain turn or a draw among the eligible.
+    let baseline = match settings.policy {
+        _ if bound.is_some() => None,
+        Policy::Scored => None,
+        Policy::RoundRobin => {
+            let peers: Vec<(&str, f64)> = eligible
+                .iter()
+                .map(|&i| (out[i].worker.as_str(), 1.0))
+                .collect();
+            Some((swrr.pick(&peers).map(|k| eligible[k]), Rule::RoundRobin))
+        }
+        Policy::Random => Some((
+            Some(eligible[fastrand::usize(..eligible.len())]),
+            Rule::Random,
+        )),
+    };
+    if let Some((chosen, rule)) = baseline {
+        return Placement {
+            chosen,
+            rule,
+            rebound_from,
+            candidates: out,
+        };
+    }
     // Capability: the embedding reserve on the strongest card.
     let strengths: Vec<f64> = candidates
         .iter()
@@ -373,10 +454,6 @@ pub fn place(
             out[i].score = Some(score);
         }
     }
-    let bound = ask
-        .affinity
-        .and_then(|a| a.bound)
-        .filter(|_| rebound_from.is_none());
     let (chosen, rule) = if let Some(b) = bound {
         (
             eligible.iter().copied().find(|&i| out[i].worker == b),

@@ -382,3 +382,115 @@ fn capability_reads_memory_and_compute_from_the_record() {
     odd.gpus[0].compute_capability = None;
     assert!((strength(&odd) - 50.0).abs() < 1e-9);
 }
+
+fn with_policy(policy: Policy) -> Settings {
+    Settings {
+        policy,
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn round_robin_takes_the_filtered_candidates_in_turn_whatever_their_load() {
+    let mut no_model = l4("out", 0);
+    no_model.record.models.clear();
+    let members = [
+        member("h200", gpu("NVIDIA H200", 141, "9.0"), 9),
+        no_model,
+        l4("b", 0),
+        l4("c", 4),
+    ];
+    let mut swrr = Swrr::new();
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let p = place(
+            &llm(),
+            &cands(&members),
+            &Profiles::default(),
+            &mut swrr,
+            &with_policy(Policy::RoundRobin),
+            NOW,
+        );
+        assert_eq!(p.rule, Rule::RoundRobin);
+        assert!(p.candidates.iter().all(|a| a.score.is_none()), "no scores");
+        assert!(p.candidates.iter().all(|a| a.weight == 0.0), "no weights");
+        assert_eq!(p.candidates[1].failed().unwrap().filter, Filter::Model);
+        seen.push(chosen(&p).to_string());
+    }
+    assert_eq!(seen, ["h200", "b", "c", "h200", "b", "c"]);
+}
+
+#[test]
+fn random_draws_uniformly_among_the_filtered_candidates() {
+    let members = [l4("a", 5), l4("sick", 0), l4("b", 0), l4("c", 0)];
+    let mut cs = cands(&members);
+    cs[1].unhealthy = Some("circuit open");
+    fastrand::seed(7);
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..300 {
+        let p = place(
+            &llm(),
+            &cs,
+            &Profiles::default(),
+            &mut Swrr::new(),
+            &with_policy(Policy::Random),
+            NOW,
+        );
+        assert_eq!(p.rule, Rule::Random);
+        *counts.entry(chosen(&p).to_string()).or_insert(0) += 1;
+    }
+    assert!(!counts.contains_key("sick"), "{counts:?}");
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(
+        counts.values().all(|&n| n > 60),
+        "about 100 each: {counts:?}"
+    );
+}
+
+#[test]
+fn baselines_keep_affinity_and_find_nobody_when_all_are_filtered() {
+    let members = [l4("w1", 5), l4("w2", 0)];
+    let ask = Ask {
+        affinity: Some(Affinity {
+            group: "g",
+            bound: Some("w1"),
+        }),
+        ..llm()
+    };
+    for policy in [Policy::RoundRobin, Policy::Random] {
+        let mut swrr = Swrr::new();
+        for _ in 0..3 {
+            let p = place(
+                &ask,
+                &cands(&members),
+                &Profiles::default(),
+                &mut swrr,
+                &with_policy(policy),
+                NOW,
+            );
+            assert_eq!((chosen(&p), p.rule), ("w1", Rule::Affinity), "{policy:?}");
+        }
+        let mut m = l4("w1", 0);
+        m.record.models.clear();
+        let p = place(
+            &llm(),
+            &cands(&[m]),
+            &Profiles::default(),
+            &mut swrr,
+            &with_policy(policy),
+            NOW,
+        );
+        assert_eq!((p.chosen, p.rule), (None, Rule::NoWorker), "{policy:?}");
+    }
+}
+
+#[test]
+fn policies_are_named_as_the_config_spells_them() {
+    for name in Policy::NAMES {
+        assert_eq!(Policy::parse(name).map(Policy::as_str), Some(name));
+    }
+    assert_eq!(Policy::parse("least_loaded"), None);
+    assert_eq!(Policy::default(), Policy::Scored);
+    assert_eq!(Rule::RoundRobin.as_str(), "round_robin");
+    assert_eq!(Rule::Random.as_str(), "random");
+}

@@ -83,10 +83,14 @@ fn reason(p: &Placed, lang: Lang) -> String {
                 p.hardware
             )
         }
+        (Lang::En, "round_robin") => format!("its turn in plain round robin ({})", p.hardware),
+        (Lang::En, "random") => format!("drawn at random ({})", p.hardware),
         (Lang::En, _) => format!("least loaded for {model} on its hardware, {}", p.hardware),
         (Lang::Zh, "affinity") => format!("与亲和组 `{group}` 保持在同一 worker"),
         (Lang::Zh, "tied") => format!("{model} 的负载相当，按算力加权轮询选中（{}）", p.hardware),
         (Lang::Zh, "stale") => format!("负载报告已过时，按算力加权轮询选中（{}）", p.hardware),
+        (Lang::Zh, "round_robin") => format!("按普通轮询轮到（{}）", p.hardware),
+        (Lang::Zh, "random") => format!("随机选中（{}）", p.hardware),
         (Lang::Zh, _) => format!("{model} 在其硬件 {} 上负载最低", p.hardware),
     };
     match (&p.rebound_from, lang) {
@@ -102,7 +106,10 @@ fn reason(p: &Placed, lang: Lang) -> String {
 fn verdict(c: &PlacedCandidate, p: &Placed, lang: Lang) -> &'static str {
     let first = c.failed.first().map(|m| m.filter.as_str());
     match (lang, first) {
-        (Lang::En, None) if p.rule == "tied" || p.rule == "stale" => "waits its turn",
+        (Lang::En, None) if matches!(p.rule.as_str(), "tied" | "stale" | "round_robin") => {
+            "waits its turn"
+        }
+        (Lang::En, None) if p.rule == "random" => "not drawn",
         (Lang::En, None) => "busier",
         (Lang::En, Some("kind")) => "does not run this kind of node",
         (Lang::En, Some("model")) => "lacks the model",
@@ -111,7 +118,10 @@ fn verdict(c: &PlacedCandidate, p: &Placed, lang: Lang) -> &'static str {
         (Lang::En, Some("load")) => "stopped reporting load",
         (Lang::En, Some("affinity")) => "outside the affinity group's worker",
         (Lang::En, Some(_)) => "filtered out",
-        (Lang::Zh, None) if p.rule == "tied" || p.rule == "stale" => "等待轮到",
+        (Lang::Zh, None) if matches!(p.rule.as_str(), "tied" | "stale" | "round_robin") => {
+            "等待轮到"
+        }
+        (Lang::Zh, None) if p.rule == "random" => "未被抽中",
         (Lang::Zh, None) => "更忙",
         (Lang::Zh, Some("kind")) => "不运行此类节点",
         (Lang::Zh, Some("model")) => "没有该模型",
@@ -204,6 +214,24 @@ mod tests {
             en.contains("affinity group `gpu-a` moved here from w9"),
             "{en}"
         );
+    }
+
+    #[test]
+    fn the_baseline_policies_say_which_rule_chose() {
+        let mut p = placed();
+        p.rule = "round_robin".into();
+        assert_eq!(
+            clause("llm", &p, Lang::En),
+            "`llm` ran on worker w2 (its turn in plain round robin (NVIDIA L4); w1 waits its turn, w3 lacks the model)"
+        );
+        assert!(clause("llm", &p, Lang::Zh).contains("按普通轮询轮到"));
+        p.rule = "random".into();
+        let en = clause("llm", &p, Lang::En);
+        assert!(
+            en.contains("drawn at random") && en.contains("w1 not drawn"),
+            "{en}"
+        );
+        assert!(clause("llm", &p, Lang::Zh).contains("w1 未被抽中"));
     }
 
     #[test]
