@@ -43,6 +43,9 @@
 //! promoted = "1.2.0"           # the version that takes traffic at start
 //!                              # (default: the first one loaded)
 //!
+//! [cluster]                    # `glassbox serve --cluster`: see [`cluster`]
+//! placement = "scored"         # or "round_robin", "random"
+//!
 //! [alerts]                     # drift alerts: see `crate::alerts` for every field
 //! window = "1h"
 //! baseline = "24h"
@@ -61,6 +64,8 @@
 //! max_run_time = "10m"
 //! rate_limit = { requests_per_minute = 60, tokens_per_minute = 100000 }
 //! ```
+
+pub mod cluster;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -336,6 +341,8 @@ pub struct ConfigFile {
     pub store: StoreSettings,
     #[serde(default)]
     pub alerts: crate::alerts::AlertSettings,
+    #[serde(default)]
+    pub cluster: cluster::ClusterSection,
 }
 
 /// A key the server accepts.
@@ -378,6 +385,8 @@ pub struct Config {
     pub store: StoreSettings,
     /// Drift alerts: windows, interval, thresholds.
     pub alerts: crate::alerts::AlertSettings,
+    /// How `--cluster` places, times out, fails over and probes (`[cluster]`).
+    pub dispatch: glassbox_nodes::cluster::DispatchOptions,
 }
 
 impl Default for Config {
@@ -491,6 +500,9 @@ impl Config {
             }
         }
         problems.extend(file.alerts.problems());
+        if let Err(found) = file.cluster.resolve() {
+            problems.extend(found);
+        }
         if problems.is_empty() {
             Ok(Config::from_file(file))
         } else {
@@ -513,6 +525,7 @@ impl Config {
             connections: file.connections,
             store: file.store,
             alerts: file.alerts,
+            dispatch: file.cluster.resolve().unwrap_or_default(),
             rate_limit: file.rate_limit,
             topologies: file.topologies,
             outbound_allow: file

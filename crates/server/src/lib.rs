@@ -99,10 +99,10 @@ pub struct ServerOptions {
     /// The cluster's worker pool (`glassbox serve --cluster` fills it from
     /// etcd): GPU-tagged `llm_inference` and `embedding` nodes are placed
     /// on its workers (docs/cluster.md). `None`: everything runs here.
-    pub cluster: Option<glassbox_cluster::Pool>,
     /// How calls are placed on the pool's workers, timed out, failed over
-    /// and probed (used only with `cluster`).
-    pub dispatch: glassbox_nodes::cluster::DispatchOptions,
+    /// and probed comes from the config's `[cluster]` section
+    /// (`Config::dispatch`).
+    pub cluster: Option<glassbox_cluster::Pool>,
 }
 
 impl ServerOptions {
@@ -116,7 +116,6 @@ impl ServerOptions {
             poll_interval: Duration::from_secs(1),
             summary_chars: 200,
             cluster: None,
-            dispatch: Default::default(),
         }
     }
 }
@@ -153,13 +152,12 @@ impl Server {
             poll_interval,
             summary_chars,
             cluster,
-            dispatch,
         } = options;
         // The pool for `/v1/cluster/workers`; the dispatcher places on it.
         let pool = cluster.clone();
         let cluster = match cluster {
             Some(pool) => {
-                let dispatcher = glassbox_nodes::cluster::Dispatcher::new(pool, dispatch);
+                let dispatcher = glassbox_nodes::cluster::Dispatcher::new(pool, config.dispatch);
                 dispatcher.start_probes()?;
                 Some(Arc::new(dispatcher))
             }

@@ -139,9 +139,12 @@ fn options() -> DispatchOptions {
 
 fn coordinator(files: &[(&str, &str)], pool: &Pool, dispatch: DispatchOptions) -> TestServer {
     let pool = pool.clone();
-    TestServer::start_with(files, Config::default(), move |o| {
+    let config = Config {
+        dispatch,
+        ..Config::default()
+    };
+    TestServer::start_with(files, config, move |o| {
         o.cluster = Some(pool);
-        o.dispatch = dispatch;
     })
 }
 
