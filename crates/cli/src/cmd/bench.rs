@@ -24,6 +24,7 @@
 //! `GET /v1/traces/{id}` afterwards: the acceptance test of `glassbox serve`
 //! under overload is that every request it admitted left a trace.
 
+pub mod chat;
 mod client;
 mod inputs;
 pub mod llm;
@@ -122,6 +123,10 @@ pub enum Sub {
     /// endpoint): writes measurements `glassbox plan calibrate` fits; with
     /// `--rates`, measured vs simulated P99 under open-loop load.
     Llm(Box<llm::LlmArgs>),
+    /// Streamed chat completions against an OpenAI-compatible server, open
+    /// loop (seeded Poisson arrivals) or closed loop: TTFT, E2E, goodput
+    /// within an SLO.
+    Chat(Box<chat::ChatArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -134,8 +139,10 @@ pub enum Arrivals {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(Sub::Llm(a)) = args.command {
-        return llm::run(*a);
+    match args.command {
+        Some(Sub::Llm(a)) => return llm::run(*a),
+        Some(Sub::Chat(a)) => return chat::run(*a),
+        None => {}
     }
     let buckets = Buckets::new(args.buckets.clone()).map_err(Coded::invalid)?;
     let inputs = match &args.inputs {

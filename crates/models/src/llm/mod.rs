@@ -20,6 +20,7 @@ mod shape;
 mod stats;
 mod stop;
 mod stream;
+mod throttle;
 mod worker;
 
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ pub use lookup::PromptLookup;
 pub use stats::EngineLoad;
 pub use stats::{HistogramSnapshot, LatencyStats};
 pub use stream::CompletionStream;
+pub use throttle::{set_test_slowdown, test_slowdown};
 pub use worker::{LlmHandle, ModelInfo};
 
 use crate::paths::FETCH_HINT;

@@ -20,6 +20,7 @@ use super::sequence::Sequence;
 use super::session::Session;
 use super::stats::{EngineLoad, Load};
 use super::stream::CompletionStream;
+use super::throttle;
 use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
 use crate::hash::version_tag;
 
@@ -482,16 +483,27 @@ fn worker(
             .iter()
             .map(|r| u64::from(r.seq.completion_tokens))
             .sum();
+        // With a test slowdown (benchmarks only), output waits out the
+        // extra time first, as on slower hardware.
+        let mut throttle = throttle::Step::start();
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let (mut seqs, senders): (Vec<&mut Sequence>, Vec<_>) = running
                 .iter_mut()
                 .map(|r| (&mut r.seq, r.tokens.as_ref()))
                 .unzip();
-            session.step(&mut seqs, &mut |i, piece| match senders[i] {
-                Some(tx) if tx.send(piece.to_owned()).is_err() => ControlFlow::Break(()),
-                _ => ControlFlow::Continue(()),
+            session.step(&mut seqs, &mut |i, piece| {
+                if let Some(t) = throttle.as_mut() {
+                    t.pause();
+                }
+                match senders[i] {
+                    Some(tx) if tx.send(piece.to_owned()).is_err() => ControlFlow::Break(()),
+                    _ => ControlFlow::Continue(()),
+                }
             })
         }));
+        if let Some(t) = throttle.as_mut() {
+            t.pause();
+        }
         let failure = match stepped {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),

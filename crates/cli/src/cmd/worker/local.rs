@@ -32,8 +32,19 @@ struct Model {
     path: String,
 }
 
-pub(super) fn run(args: Args, common: Common) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
     let models = models(&args)?;
+    let slowdown = slowdown(args.test_slowdown)?;
+    if let Some(factor) = slowdown {
+        glassbox_models::set_test_slowdown(factor);
+        common
+            .labels
+            .insert("test_slowdown".into(), format!("{factor}"));
+        eprintln!(
+            "glassbox worker: TEST SLOWDOWN {factor}x: the local LLMs sleep {}x their compute time each step (for benchmarks only)",
+            factor - 1.0
+        );
+    }
     let dir = tempfile::Builder::new()
         .prefix("glassbox-worker-")
         .tempdir()
@@ -80,7 +91,7 @@ pub(super) fn run(args: Args, common: Common) -> anyhow::Result<ExitCode> {
             address: address.clone(),
             engine: "glassbox".into(),
             // GPUs through NVML (none without a driver), CPU and memory.
-            hardware: glassbox_cluster::host::hardware(),
+            hardware: throttled(glassbox_cluster::host::hardware(), slowdown),
             models: models.iter().map(|m| m.name.clone()).collect(),
             node_kinds: node_kinds(&models),
             labels: common.labels.clone(),
@@ -109,6 +120,35 @@ pub(super) fn run(args: Args, common: Common) -> anyhow::Result<ExitCode> {
     );
     drop(dir);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--test-slowdown`: above 1, or none at 1.
+fn slowdown(factor: Option<f64>) -> anyhow::Result<Option<f64>> {
+    match factor {
+        None => Ok(None),
+        Some(f) if f == 1.0 => Ok(None),
+        Some(f) if f.is_finite() && f > 1.0 && f <= 1000.0 => Ok(Some(f)),
+        Some(f) => Err(usage(format!(
+            "`--test-slowdown {f}` must be a factor between 1 and 1000 (2: twice as slow)"
+        ))),
+    }
+}
+
+/// The hardware as a throttled worker names it: each device's name says
+/// it is slowed down, so placement's throughput profiles (per hardware
+/// name) and anyone reading the pool tell it from the real thing.
+fn throttled(
+    mut hw: glassbox_cluster::Hardware,
+    slowdown: Option<f64>,
+) -> glassbox_cluster::Hardware {
+    if let Some(f) = slowdown {
+        let tag = format!(" [test slowdown {f}x]");
+        hw.cpu_model.push_str(&tag);
+        for g in &mut hw.gpus {
+            g.name.push_str(&tag);
+        }
+    }
+    hw
 }
 
 /// The models to serve: as given, else the fetched defaults.
@@ -322,6 +362,30 @@ mod tests {
             );
             assert!(v.is_ok(), "{text}: {:?}", v.err());
         }
+    }
+
+    #[test]
+    fn a_test_slowdown_is_checked_and_named_in_the_hardware() {
+        let a = args(&["--test-slowdown", "4"]);
+        assert_eq!(slowdown(a.test_slowdown).unwrap(), Some(4.0));
+        assert_eq!(slowdown(Some(1.0)).unwrap(), None, "1 is no slowdown");
+        for bad in [0.5, 0.0, f64::NAN, 1e9] {
+            let err = slowdown(Some(bad)).unwrap_err();
+            assert_eq!(exit::code_for(&err), exit::USAGE, "{bad}");
+        }
+        let hw = glassbox_cluster::Hardware {
+            gpus: vec![glassbox_cluster::Gpu {
+                name: "NVIDIA L4".into(),
+                memory_bytes: 1,
+                compute_capability: None,
+            }],
+            cpu_model: "EPYC".into(),
+            ..Default::default()
+        };
+        let slow = throttled(hw.clone(), Some(2.5));
+        assert_eq!(slow.name(), "NVIDIA L4 [test slowdown 2.5x]");
+        assert_eq!(slow.cpu_model, "EPYC [test slowdown 2.5x]");
+        assert_eq!(throttled(hw.clone(), None), hw);
     }
 
     #[test]

@@ -98,6 +98,11 @@ pub struct Args {
     /// Seconds after its last keep-alive that a dead worker leaves the pool.
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     pub lease_ttl: u64,
+    /// For benchmarks only: every step of the local LLMs also sleeps
+    /// (FACTOR − 1) × its compute time, emulating hardware FACTOR× slower.
+    /// The worker's hardware name and a `test_slowdown` label say so.
+    #[arg(long, value_name = "FACTOR", hide = true, conflicts_with = "attach")]
+    pub test_slowdown: Option<f64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
