@@ -14,7 +14,9 @@
 //! chunk an OpenAI stream opens with leaves before any token and says
 //! nothing of generation. E2E is the time to `data: [DONE]`. Goodput is
 //! the requests that completed within `--slo-ms` (end to end) per second
-//! of the arrival window, so at one rate and seed it compares directly.
+//! of the nominal arrival window (`requests / rate`): the offered rate
+//! times the share that met the SLO, so runs at one rate compare directly
+//! and goodput never exceeds what was offered.
 
 use std::io::{BufRead, BufReader};
 use std::process::ExitCode;
@@ -107,8 +109,8 @@ pub struct ChatReport {
     pub completed: usize,
     /// Failed requests by kind (`http 429`, `timeout`, `stream`, ...).
     pub errors: std::collections::BTreeMap<String, usize>,
-    /// Seconds from the start to the last arrival (open loop) or to the
-    /// last completion (closed loop).
+    /// Seconds the requests were offered over: `requests / rate` (open
+    /// loop), from the start to the last completion (closed loop).
     pub window_s: f64,
     /// Completed requests per second of the window.
     pub throughput_rps: f64,
@@ -347,18 +349,16 @@ fn summarize(a: &ChatArgs, outcomes: &[Outcome]) -> ChatReport {
             Err(kind) => *errors.entry(kind.clone()).or_insert(0) += 1,
         }
     }
-    let last_due = outcomes.iter().map(|o| o.due_us).max().unwrap_or(0);
     let last_done = outcomes
         .iter()
         .filter_map(|o| o.result.as_ref().ok().map(|e| o.due_us + e))
         .max()
         .unwrap_or(0);
-    let window_us = if a.rate.is_some() {
-        last_due
-    } else {
-        last_done
-    };
-    let window_s = (window_us as f64 / 1e6).max(1e-6);
+    let window_s = match a.rate {
+        Some(rate) => outcomes.len() as f64 / rate,
+        None => last_done as f64 / 1e6,
+    }
+    .max(1e-6);
     let good = a
         .slo_ms
         .map(|slo| e2e.iter().filter(|&&us| us as f64 / 1e3 <= slo).count());
@@ -458,19 +458,15 @@ mod tests {
         );
         assert_eq!((r.requests, r.completed), (4, 3));
         assert_eq!(r.errors.get("http 429"), Some(&1));
-        assert_eq!(r.window_s, 4.0, "open loop: to the last arrival");
-        assert_eq!(
-            r.goodput_rps,
-            Some(0.5),
-            "2 of them within 500 ms, over 4 s"
-        );
+        assert_eq!(r.window_s, 2.0, "open loop: 4 requests offered at 2/s");
+        assert_eq!(r.goodput_rps, Some(1.0), "2 within 500 ms, over 2 s");
         assert_eq!(r.slo_attainment, Some(0.5));
-        assert_eq!(r.throughput_rps, 0.75);
+        assert_eq!(r.throughput_rps, 1.5);
         assert_eq!(r.e2e_ms.p50, Some(400.0));
         assert_eq!(r.ttft_ms.p99, Some(450.0));
         let text = table(&r);
         assert!(
-            text.contains("goodput 0.50 req/s within E2E <= 500 ms"),
+            text.contains("goodput 1.00 req/s within E2E <= 500 ms"),
             "{text}"
         );
     }
