@@ -126,7 +126,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
 fn slowdown(factor: Option<f64>) -> anyhow::Result<Option<f64>> {
     match factor {
         None => Ok(None),
-        Some(f) if f == 1.0 => Ok(None),
+        Some(1.0) => Ok(None),
         Some(f) if f.is_finite() && f > 1.0 && f <= 1000.0 => Ok(Some(f)),
         Some(f) => Err(usage(format!(
             "`--test-slowdown {f}` must be a factor between 1 and 1000 (2: twice as slow)"
