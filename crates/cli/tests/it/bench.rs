@@ -106,3 +106,59 @@ fn bench_against_nothing_exits_69() {
         stderr(&o)
     );
 }
+
+#[test]
+fn bench_chat_streams_open_loop_and_counts_goodput() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "chat",
+            "--url",
+            &server.url,
+            "--model",
+            "moderation",
+            "-q",
+            "What is the price of Pro?",
+            "--requests",
+            "6",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        glassbox(&a, None)
+    };
+    let o = args(&["--rate", "30", "--seed", "3", "--slo-ms", "60000"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rep: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rep["mode"], "open");
+    assert_eq!(rep["completed"], 6, "{rep:#}");
+    assert_eq!(rep["errors"].as_object().unwrap().len(), 0, "{rep:#}");
+    assert_eq!(rep["window_s"], 0.2, "6 requests offered at 30/s");
+    assert_eq!(rep["slo_attainment"], 1.0, "{rep:#}");
+    assert_eq!(rep["goodput_rps"], 30.0, "{rep:#}");
+    assert_eq!(rep["ttft_ms"]["count"], 6, "every stream carried content");
+    assert!(rep["ttft_ms"]["p50"].as_f64().unwrap() <= rep["e2e_ms"]["p50"].as_f64().unwrap());
+    // Closed loop against a model nobody serves: every request fails, by status.
+    let o = glassbox(
+        &[
+            "bench",
+            "chat",
+            "--url",
+            &server.url,
+            "--model",
+            "nope",
+            "-n",
+            "2",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rep: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rep["mode"], "closed");
+    assert_eq!(rep["completed"], 0);
+    assert_eq!(rep["errors"]["http 404"], 2, "{rep:#}");
+}

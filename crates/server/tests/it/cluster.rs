@@ -231,6 +231,46 @@ fn placement_follows_load_and_the_trace_says_why() {
 }
 
 #[test]
+fn the_config_file_switches_placement_to_plain_round_robin() {
+    let (w1, w2) = (worker(), worker());
+    let pool = Pool::new();
+    pool.upsert_record(record("w1", &w1.base));
+    pool.upsert_record(record("w2", &w2.base));
+    load(&pool, "w1", 0);
+    load(&pool, "w2", 9);
+    // As `options()`, but through the `[cluster]` section of the file.
+    let config = Config::parse(
+        r#"
+        [cluster]
+        placement = "round_robin"
+        attempt_timeout = "30s"
+        probe_interval = "1h"
+        cool_down = "1h"
+        max_load_age = "1h"
+        fresh_for = "1h"
+        "#,
+    )
+    .unwrap();
+    let p = pool.clone();
+    let c = TestServer::start_with(&[("chat.yaml", CHAT)], config, move |o| {
+        o.cluster = Some(p);
+    });
+    // Scored placement would send both to idle w1; a plain turn does not
+    // look at load.
+    let mut seen = Vec::new();
+    for q in ["Say hi.", "Say hello."] {
+        let (body, trace) = run(&c, "chat", q);
+        seen.push(workers(&trace)[0].1.clone());
+        let why = body["explanation"].as_str().unwrap();
+        assert!(why.contains("its turn in plain round robin"), "{why}");
+    }
+    seen.sort();
+    assert_eq!(seen, ["w1", "w2"]);
+    served(&w1, 1);
+    served(&w2, 1);
+}
+
+#[test]
 fn an_affinity_group_lands_on_one_worker_per_request() {
     let (w1, w2) = (worker(), worker());
     let pool = Pool::new();
