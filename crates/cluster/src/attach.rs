@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use crate::member::{Load, now_secs};
+use crate::member::{Load, now_ms};
 
 /// One sample: `name{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,12 +201,14 @@ impl LoadReader {
             }
             None => sum(&samples, names.output_rate).unwrap_or(0.0),
         };
+        let ms = now_ms();
         Ok(Load {
             running: count(running),
             waiting: count(waiting),
             kv_usage: kv_usage.clamp(0.0, 1.0),
             tokens_per_second,
-            at: now_secs(),
+            at: ms / 1000,
+            at_ms: Some(ms),
         })
     }
 }

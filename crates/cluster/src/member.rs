@@ -89,6 +89,18 @@ pub struct Load {
     pub tokens_per_second: f64,
     /// Seconds since the Unix epoch when it was measured.
     pub at: u64,
+    /// The same instant in milliseconds (workers of this version): tells
+    /// a coordinator which of its calls the report already counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+}
+
+impl Load {
+    /// When it was measured, in milliseconds since the Unix epoch (to the
+    /// second for reports that carry only `at`).
+    pub fn measured_ms(&self) -> u64 {
+        self.at_ms.unwrap_or(self.at.saturating_mul(1000))
+    }
 }
 
 /// A worker the pool knows: its record and, once reported, its load.
@@ -103,6 +115,13 @@ pub fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Nanoseconds since the Unix epoch, now (unique names for temp files).

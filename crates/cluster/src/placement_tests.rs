@@ -34,6 +34,7 @@ fn member(id: &str, hw: Hardware, running: u64) -> Member {
             kv_usage: 0.1,
             tokens_per_second: 0.0,
             at: NOW,
+            at_ms: None,
         }),
     }
 }

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use glassbox_cluster::placement::{self, Affinity, Ask, Candidate, Placement, Settings};
-use glassbox_cluster::{Breaker, BreakerSettings, Member, Pool, Profiles, Swrr};
+use glassbox_cluster::{Breaker, BreakerSettings, Load, Member, Pool, Profiles, Swrr};
 use glassbox_engine::trace::{FailedAttempt, FilterMiss, Placed, PlacedCandidate, RequestId};
 
 use crate::openai::Endpoint;
@@ -100,7 +100,7 @@ struct State {
     profiles: Profiles,
     rounds: HashMap<(String, String), Swrr>,
     bindings: HashMap<(RequestId, String), (String, Instant)>,
-    /// Calls in flight per worker: (call id, Unix second it started).
+    /// Calls in flight per worker: (call id, Unix millisecond it started).
     inflight: HashMap<String, Vec<(u64, u64)>>,
     next_call: u64,
     /// One client per worker, for its address.
@@ -257,7 +257,7 @@ impl Dispatcher {
             .inflight
             .entry(worker.to_string())
             .or_default()
-            .push((id, glassbox_cluster::member::now_secs()));
+            .push((id, glassbox_cluster::member::now_ms()));
         InFlight {
             dispatcher: self.clone(),
             worker: worker.to_string(),
@@ -358,9 +358,12 @@ fn unhealthy(state: &State, worker: &str, now: Instant) -> Option<String> {
         .map(|why| format!("last liveness probe failed: {why}"))
 }
 
-/// Calls this coordinator started on `m` since its load was measured.
+/// Calls this coordinator started on `m` since its load was measured (to
+/// the millisecond: a call the report already counts as running is not
+/// counted twice, which at whole seconds made a busy worker look up to a
+/// second's worth of calls busier than it was).
 fn pending(state: &State, m: &Member) -> u64 {
-    let since = m.load.as_ref().map_or(0, |l| l.at);
+    let since = m.load.as_ref().map_or(0, Load::measured_ms);
     state.inflight.get(&m.record.id).map_or(0, |calls| {
         calls.iter().filter(|(_, at)| *at >= since).count() as u64
     })

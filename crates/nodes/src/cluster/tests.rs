@@ -1,7 +1,7 @@
 //! The dispatcher's bookkeeping, on a pool filled by hand (no worker is
 //! called here; crates/server/tests/it/cluster.rs runs real ones).
 
-use glassbox_cluster::member::now_secs;
+use glassbox_cluster::member::{now_ms, now_secs};
 use glassbox_cluster::{Hardware, Load, WorkerRecord};
 
 use super::*;
@@ -59,6 +59,30 @@ fn calls_in_flight_steer_the_next_call_elsewhere() {
         first,
         "the call ended, so its worker is free again"
     );
+}
+
+#[test]
+fn a_call_the_load_report_already_counts_is_not_counted_twice() {
+    let p = pool(&["a"]);
+    let d = Dispatcher::new(p.clone(), DispatchOptions::default());
+    let queue = |d: &Dispatcher| {
+        let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+        c.placement.candidates[0].queue
+    };
+    let _call = d.begin("a");
+    assert_eq!(queue(&d), Some(1), "sent since the last report: pending");
+    // The next report, measured after the call started (within the same
+    // second), counts it as running: the queue is still one call.
+    p.set_load(
+        "a",
+        Load {
+            running: 1,
+            at: now_secs(),
+            at_ms: Some(now_ms() + 1),
+            ..Load::default()
+        },
+    );
+    assert_eq!(queue(&d), Some(1), "counted once, as running");
 }
 
 #[test]

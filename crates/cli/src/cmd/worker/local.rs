@@ -292,6 +292,7 @@ fn engine_load() -> impl FnMut() -> Load + Send + 'static {
         let cells: usize = loads.iter().map(|(_, l)| l.kv_cells).sum();
         let tokens: u64 = loads.iter().map(|(_, l)| l.generation_tokens).sum();
         let now = Instant::now();
+        let ms = glassbox_cluster::member::now_ms();
         let tokens_per_second = match last {
             Some((before, then)) if now > then => {
                 tokens.saturating_sub(before) as f64 / (now - then).as_secs_f64()
@@ -308,7 +309,8 @@ fn engine_load() -> impl FnMut() -> Load + Send + 'static {
                 reserved as f64 / cells as f64
             },
             tokens_per_second,
-            at: glassbox_cluster::member::now_secs(),
+            at: ms / 1000,
+            at_ms: Some(ms),
         }
     }
 }
