@@ -7,7 +7,8 @@
 #     engine step also sleeps (F-1)x its compute, as on a card F times slower);
 #  2. pool capacity: every worker saturated directly and at the same time
 #     (closed loop, SEQS clients each), completed requests/s summed; and the
-#     unloaded E2E of the fastest worker (one client), whence the SLO;
+#     unloaded E2E of the fastest and of the slowest worker (one client),
+#     whence the two SLOs (below);
 #  3. per placement policy (scored, round_robin, random): a coordinator
 #     (`glassbox serve --cluster`, `[cluster] placement = POLICY`) serving one
 #     topology with one GPU-tagged `llm_inference` node; a short warm-up; then
@@ -15,8 +16,15 @@
 #     times) at LOADS % of capacity, through the coordinator's streaming
 #     OpenAI endpoint (`glassbox bench chat`);
 #  4. one table: load, policy, offered req/s, completed, errors, goodput
-#     (completed within the SLO, per second), TTFT and E2E P50/P99, P99 / round
-#     robin's, and the share of requests each worker served.
+#     (completed within an SLO, per second) at both SLOs, TTFT and E2E P50/P99,
+#     P99 / round robin's, and the share of requests each worker served.
+#
+# Two SLOs, because on unequal hardware they answer different questions:
+# the *pool* SLO (SLO_FACTOR x the slowest worker's unloaded E2E) is one every
+# worker meets when idle, so it counts queueing, which is what placement
+# controls; the *fast* SLO (SLO_FACTOR x the fastest worker's unloaded E2E)
+# can only be met on the fastest worker, so under overload it rewards leaving
+# that worker lightly loaded and the others to drown (docs/BENCHMARKS.md).
 #
 #   scripts/bench-cluster.sh
 #   REQUESTS=8 LOADS="80" BIN=target/debug/glassbox scripts/bench-cluster.sh   # quick check
@@ -27,14 +35,14 @@
 # default 1), SEQS (sequences each worker decodes together, default 2),
 # MAX_TOKENS (default 16), SEED (arrivals, default 1), CAP_REQUESTS (per worker
 # in the capacity run, default 6 x SEQS), CAPACITY (req/s: skip the capacity
-# run), SLO_FACTOR (default 2: SLO = factor x the fastest worker's unloaded
-# E2E P50), SLO_MS (the SLO itself), WARMUP (requests per coordinator before
+# run), SLO_FACTOR (default 2: SLOs = factor x the fastest and the slowest
+# worker's unloaded E2E P50), SLO_FAST_MS and SLO_POOL_MS (the SLOs themselves), WARMUP (requests per coordinator before
 # measuring, default 6), LEASE_TTL (default 3), PROFILE (release or dev), BIN
 # (a built `glassbox`), MODEL (GGUF), PROMPTS (questions, one per line, default
 # examples/rag-chat/questions.txt), OUT (default target-models/bench), CHECK
 # (default 1: exit 1 when scored misses the target).
 # Writes OUT/cluster-STAMP.json. Target (issue #18): at every load >= 80 %,
-# scored's E2E P99 below round robin's and its goodput not below it.
+# scored's E2E P99 below round robin's and its goodput (pool SLO) not below it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -164,9 +172,11 @@ served() { # served URL: requests a worker finished (probes included)
 
 # --- capacity and SLO -----------------------------------------------------
 fastest="$(tr ' ' '\n' <<<"$slowdowns" | awk 'NF && (m == "" || $1 < m) {m = $1; i = n} NF {n++} END {print i}')"
-unloaded="$(chat "${wurls[$fastest]}" smollm2 -c 1 -n 4)"
-unloaded_ms="$(jq '.e2e_ms.p50' <<<"$unloaded")"
-slo_ms="${SLO_MS:-$(jq -n "$unloaded_ms * $slo_factor | floor")}"
+slowest="$(tr ' ' '\n' <<<"$slowdowns" | awk 'NF && (m == "" || $1 > m) {m = $1; i = n} NF {n++} END {print i}')"
+fast_ms="$(chat "${wurls[$fastest]}" smollm2 -c 1 -n 4 | jq '.e2e_ms.p50')"
+slow_ms="$(chat "${wurls[$slowest]}" smollm2 -c 1 -n 4 | jq '.e2e_ms.p50')"
+slo_fast="${SLO_FAST_MS:-$(jq -n "$fast_ms * $slo_factor | floor")}"
+slo_pool="${SLO_POOL_MS:-$(jq -n "$slow_ms * $slo_factor | floor")}"
 if [[ -n "${CAPACITY:-}" ]]; then
   capacity="$CAPACITY"
   echo "== capacity: $capacity req/s (given)"
@@ -184,7 +194,7 @@ else
   done
   echo "== pool capacity: $(printf %.2f "$capacity") req/s"
 fi
-echo "== SLO: E2E <= $slo_ms ms ($slo_factor x the fastest worker's unloaded E2E P50, $unloaded_ms ms)"
+echo "== SLOs: pool E2E <= $slo_pool ms ($slo_factor x the slowest worker's unloaded E2E P50, $slow_ms ms); fast E2E <= $slo_fast ms ($slo_factor x the fastest's, $fast_ms ms)"
 
 # --- the coordinator's topology -----------------------------------------
 cat >"$tmp/topologies/chat.yaml" <<EOF
@@ -228,12 +238,12 @@ EOF
     rate="$(jq -n "$capacity * $load / 100")"
     before=()
     for u in "${wurls[@]}"; do before+=("$(served "$u")"); done
-    run="$(chat "$curl_url" chat --rate "$rate" -n "$requests" --seed "$seed" --slo-ms "$slo_ms")"
+    run="$(chat "$curl_url" chat --rate "$rate" -n "$requests" --seed "$seed" --slo-ms "$slo_pool,$slo_fast")"
     share=()
     for j in "${!wurls[@]}"; do share+=("$(($(served "${wurls[$j]}") - before[j]))"); done
     jq -c --arg policy "$policy" --argjson load "$load" --arg share "$(IFS=/; echo "${share[*]}")" \
       '{policy: $policy, load: $load, share: $share} + .' <<<"$run" >>"$results"
-    jq -r '"   \(.policy) at \(.load) %: \(.completed)/\(.requests) completed, goodput \(.goodput_rps*100|round/100) req/s, E2E P99 \(.e2e_ms.p99) ms, served \(.share)"' \
+    jq -r '"   \(.policy) at \(.load) %: \(.completed)/\(.requests) completed, goodput \(.goodput[0].rps*100|round/100) (pool SLO) / \(.goodput[1].rps*100|round/100) (fast SLO) req/s, E2E P99 \(.e2e_ms.p99|round) ms, served \(.share)"' \
       <<<"$(tail -1 "$results")"
   done
   stop "$cpid"
@@ -241,23 +251,23 @@ done
 
 # --- the table ------------------------------------------------------------
 echo
-echo "SLO: E2E <= $slo_ms ms. Workers (test slowdown): $(IFS=/; echo "${wids[*]}"). Share: requests each worker served (liveness probes included)."
+echo "SLOs: pool E2E <= $slo_pool ms, fast E2E <= $slo_fast ms. Workers (test slowdown): $(IFS=/; echo "${wids[*]}"). Share: requests each worker served (liveness probes included)."
 echo
 jq -rs '
   def r(x): if x == null then "-" else (x | round | tostring) end;
   def r2(x): if x == null then "-" else ((x * 100 | round) / 100 | tostring) end;
   def ratio(a; b): if a == null or b == null or b == 0 then "-" else ((a / b * 100 | round) / 100 | tostring) end;
-  "| load | policy | offered req/s | completed | errors | goodput req/s | TTFT P50 / P99 ms | E2E P50 / P99 ms | P99 vs round robin (TTFT / E2E) | share |",
+  "| load | policy | offered req/s | completed | errors | goodput req/s (pool / fast SLO) | TTFT P50 / P99 ms | E2E P50 / P99 ms | P99 vs round robin (TTFT / E2E) | share |",
   "|---|---|---|---|---|---|---|---|---|---|",
   (group_by(.load)[] as $level
    | ($level | map(select(.policy == "round_robin")) | first) as $rr
    | $level[]
-   | "| \(.load) % | \(.policy) | \(r2(.rate)) | \(.completed)/\(.requests) | \(.errors | to_entries | map(.value) | add // 0) | \(r2(.goodput_rps)) | \(r(.ttft_ms.p50)) / \(r(.ttft_ms.p99)) | \(r(.e2e_ms.p50)) / \(r(.e2e_ms.p99)) | \(ratio(.ttft_ms.p99; $rr.ttft_ms.p99)) / \(ratio(.e2e_ms.p99; $rr.e2e_ms.p99)) | \(.share) |")
+   | "| \(.load) % | \(.policy) | \(r2(.rate)) | \(.completed)/\(.requests) | \(.errors | to_entries | map(.value) | add // 0) | \(r2(.goodput[0].rps)) / \(r2(.goodput[1].rps)) | \(r(.ttft_ms.p50)) / \(r(.ttft_ms.p99)) | \(r(.e2e_ms.p50)) / \(r(.e2e_ms.p99)) | \(ratio(.ttft_ms.p99; $rr.ttft_ms.p99)) / \(ratio(.e2e_ms.p99; $rr.e2e_ms.p99)) | \(.share) |")
 ' "$results"
 
-jq -s --arg stamp "$stamp" --argjson capacity "$capacity" --argjson slo "$slo_ms" \
+jq -s --arg stamp "$stamp" --argjson capacity "$capacity" --argjson slo_pool "$slo_pool" --argjson slo_fast "$slo_fast" \
   --arg slowdowns "$slowdowns" --argjson threads "$threads" --argjson seqs "$seqs" \
-  '{stamp: $stamp, capacity_rps: $capacity, slo_ms: $slo, slowdowns: $slowdowns, threads: $threads, seqs: $seqs, runs: .}' \
+  '{stamp: $stamp, capacity_rps: $capacity, slo_pool_ms: $slo_pool, slo_fast_ms: $slo_fast, slowdowns: $slowdowns, threads: $threads, seqs: $seqs, runs: .}' \
   "$results" >"$out/cluster-$stamp.json"
 echo
 echo "== results: $out/cluster-$stamp.json ($((SECONDS - started)) s)"
@@ -268,10 +278,10 @@ missed="$(jq -rs '
   | (map(select(.policy == "scored")) | first) as $s
   | (map(select(.policy == "round_robin")) | first) as $rr
   | select($s != null and $rr != null)
-  | select(($s.e2e_ms.p99 // 1e18) >= ($rr.e2e_ms.p99 // 1e18) or ($s.goodput_rps // 0) < ($rr.goodput_rps // 0))
+  | select(($s.e2e_ms.p99 // 1e18) >= ($rr.e2e_ms.p99 // 1e18) or ($s.goodput[0].rps // 0) < ($rr.goodput[0].rps // 0))
   | "\($s.load) %"' "$results")"
 if [[ -n "$missed" ]]; then
-  echo "target missed (scored E2E P99 below round robin's, goodput not below) at: $(echo "$missed" | tr '\n' ' ')"
+  echo "target (scored: E2E P99 below round robin's, goodput at the pool SLO not below) missed at: $(echo "$missed" | tr '\n' ' ')"
   [[ "$check" == 1 ]] && exit 1
 else
   echo "target met at every load >= 80 % that ran both policies"

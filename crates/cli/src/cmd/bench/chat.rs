@@ -13,7 +13,8 @@
 //! TTFT is the time to the first chunk that carries content: the role
 //! chunk an OpenAI stream opens with leaves before any token and says
 //! nothing of generation. E2E is the time to `data: [DONE]`. Goodput is
-//! the requests that completed within `--slo-ms` (end to end) per second
+//! the requests that completed within an `--slo-ms` (end to end; several
+//! SLOs may be given, each gets its goodput) per second
 //! of the nominal arrival window (`requests / rate`): the offered rate
 //! times the share that met the SLO, so runs at one rate compare directly
 //! and goodput never exceeds what was offered.
@@ -69,9 +70,10 @@ pub struct ChatArgs {
     /// decides its own).
     #[arg(long, default_value_t = 16)]
     pub max_tokens: u64,
-    /// End-to-end latency objective in milliseconds, for goodput.
-    #[arg(long, value_name = "MS")]
-    pub slo_ms: Option<f64>,
+    /// End-to-end latency objectives in milliseconds, for goodput
+    /// (comma-separated or repeated: each gets its own).
+    #[arg(long, value_name = "MS", value_delimiter = ',')]
+    pub slo_ms: Vec<f64>,
     /// Per-request timeout.
     #[arg(long, value_parser = parse_duration, default_value = "120s")]
     pub timeout: Duration,
@@ -96,6 +98,16 @@ struct Outcome {
     result: Result<u64, String>,
 }
 
+/// Requests that met one SLO.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Goodput {
+    pub slo_ms: f64,
+    /// Completed within the SLO, per second of the window.
+    pub rps: f64,
+    /// Share of all requests that completed within the SLO.
+    pub attainment: f64,
+}
+
 /// What `glassbox bench chat` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChatReport {
@@ -114,11 +126,8 @@ pub struct ChatReport {
     pub window_s: f64,
     /// Completed requests per second of the window.
     pub throughput_rps: f64,
-    pub slo_ms: Option<f64>,
-    /// Completed within the SLO, per second of the window.
-    pub goodput_rps: Option<f64>,
-    /// Share of all requests that completed within the SLO.
-    pub slo_attainment: Option<f64>,
+    /// Goodput per `--slo-ms`, in their order.
+    pub goodput: Vec<Goodput>,
     pub ttft_ms: Latency,
     pub e2e_ms: Latency,
 }
@@ -134,7 +143,7 @@ pub fn run(a: ChatArgs) -> anyhow::Result<ExitCode> {
             "`--requests` and `--concurrency` must be at least 1".into(),
         ));
     }
-    if a.slo_ms.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+    if a.slo_ms.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
         return Err(usage("`--slo-ms` must be above 0".into()));
     }
     let questions = questions(&a)?;
@@ -359,9 +368,18 @@ fn summarize(a: &ChatArgs, outcomes: &[Outcome]) -> ChatReport {
         None => last_done as f64 / 1e6,
     }
     .max(1e-6);
-    let good = a
+    let goodput = a
         .slo_ms
-        .map(|slo| e2e.iter().filter(|&&us| us as f64 / 1e3 <= slo).count());
+        .iter()
+        .map(|&slo_ms| {
+            let good = e2e.iter().filter(|&&us| us as f64 / 1e3 <= slo_ms).count();
+            Goodput {
+                slo_ms,
+                rps: good as f64 / window_s,
+                attainment: good as f64 / outcomes.len().max(1) as f64,
+            }
+        })
+        .collect();
     ChatReport {
         url: a.url.clone(),
         model: a.model.clone(),
@@ -374,9 +392,7 @@ fn summarize(a: &ChatArgs, outcomes: &[Outcome]) -> ChatReport {
         errors,
         window_s,
         throughput_rps: e2e.len() as f64 / window_s,
-        slo_ms: a.slo_ms,
-        goodput_rps: good.map(|g| g as f64 / window_s),
-        slo_attainment: good.map(|g| g as f64 / outcomes.len().max(1) as f64),
+        goodput,
         ttft_ms: Latency::of(ttft),
         e2e_ms: Latency::of(e2e),
     }
@@ -392,10 +408,12 @@ fn table(r: &ChatReport) -> String {
         "{} model `{}`: {load}\n{} requests, {} completed, errors {:?}, {:.2} req/s over {:.1} s\n",
         r.url, r.model, r.requests, r.completed, r.errors, r.throughput_rps, r.window_s
     );
-    if let (Some(slo), Some(g), Some(att)) = (r.slo_ms, r.goodput_rps, r.slo_attainment) {
+    for g in &r.goodput {
         s.push_str(&format!(
-            "goodput {g:.2} req/s within E2E <= {slo:.0} ms ({:.0} % of requests)\n",
-            att * 100.0
+            "goodput {:.2} req/s within E2E <= {:.0} ms ({:.0} % of requests)\n",
+            g.rps,
+            g.slo_ms,
+            g.attainment * 100.0
         ));
     }
     s.push_str(&format!(
@@ -439,7 +457,7 @@ mod tests {
 
     #[test]
     fn goodput_counts_completions_within_the_slo_over_the_arrival_window() {
-        let a = args(&["--rate", "2", "--slo-ms", "500"]);
+        let a = args(&["--rate", "2", "--slo-ms", "500,1000"]);
         let o = |due_ms: u64, e2e_ms: Option<u64>| Outcome {
             due_us: due_ms * 1000,
             ttft_us: e2e_ms.map(|e| e * 500),
@@ -459,8 +477,14 @@ mod tests {
         assert_eq!((r.requests, r.completed), (4, 3));
         assert_eq!(r.errors.get("http 429"), Some(&1));
         assert_eq!(r.window_s, 2.0, "open loop: 4 requests offered at 2/s");
-        assert_eq!(r.goodput_rps, Some(1.0), "2 within 500 ms, over 2 s");
-        assert_eq!(r.slo_attainment, Some(0.5));
+        let g = &r.goodput[0];
+        assert_eq!(
+            (g.rps, g.attainment),
+            (1.0, 0.5),
+            "2 within 500 ms, over 2 s"
+        );
+        let g = &r.goodput[1];
+        assert_eq!((g.slo_ms, g.rps, g.attainment), (1000.0, 1.5, 0.75));
         assert_eq!(r.throughput_rps, 1.5);
         assert_eq!(r.e2e_ms.p50, Some(400.0));
         assert_eq!(r.ttft_ms.p99, Some(450.0));
