@@ -18,7 +18,8 @@ pub const API_KEY_ENV: &str = "GLASSBOX_API_KEY";
 #[command(
     after_help = "API keys come from GLASSBOX_API_KEY (every scope) or the config \
                         file (SHA-256 hashes with scopes); with none the server listens on \
-                        127.0.0.1 only. See docs/server.md.\n\nExit codes: 0 stopped \
+                        127.0.0.1 only. With --cluster, GLASSBOX_WORKER_KEY is sent to the \
+                        workers as their API key (docs/cluster.md). See docs/server.md.\n\nExit codes: 0 stopped \
                         cleanly, 1 traces could not be flushed, 2 usage, 69 the address or \
                         the store is unavailable, 78 invalid config or directory."
 )]
