@@ -207,7 +207,10 @@ fn unreachable_etcd_is_an_error_naming_the_endpoint() {
 /// go; returns what the watch saw.
 fn lose_one_member_of_three(victim: usize) -> Vec<WatchEvent> {
     let mut etcd = etcd(3);
-    let opts = options(etcd.endpoints(), "/t4");
+    let mut opts = options(etcd.endpoints(), "/t4");
+    // The product's default: an election after the kill may take a while
+    // on a busy machine, and the first registration waits two of these.
+    opts.timeout = Duration::from_secs(3);
     let pool = Pool::new();
     let seen = Log::default();
     let events = seen.clone();
