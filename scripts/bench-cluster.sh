@@ -44,6 +44,7 @@
 # Writes OUT/cluster-STAMP.json. Target (issue #18): at every load >= 80 %,
 # scored's E2E P99 below round robin's and its goodput (pool SLO) not below it.
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
 requests="${REQUESTS:-40}"
@@ -75,16 +76,7 @@ die() {
 command -v etcd >/dev/null || die "no etcd on PATH (scripts/install-deps.sh installs etcd-server)"
 command -v jq >/dev/null || die "jq is needed"
 
-if [[ -n "${BIN:-}" ]]; then
-  bin="$(realpath "$BIN")"
-  profile="$BIN"
-elif [[ "$profile" == release ]]; then
-  cargo build -q --release -p glassbox-cli
-  bin="$PWD/target/release/glassbox"
-else
-  cargo build -q -p glassbox-cli
-  bin="$PWD/target/debug/glassbox"
-fi
+bench_bin
 
 tmp="$(mktemp -d)"
 pids=()
@@ -101,31 +93,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# wait_for URL PID LOG NAME: until URL answers 2xx, or the process dies.
-wait_for() {
-  for _ in $(seq 1 600); do
-    if curl -fsS "$1" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$2" 2>/dev/null; then
-      echo "$4 exited; its log:" >&2
-      tail -40 "$3" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-  echo "$4 did not become ready in 120 s; its log:" >&2
-  tail -40 "$3" >&2
-  exit 1
-}
-
 mkdir -p "$out" "$tmp/topologies"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 started=$SECONDS
 
-echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== machine: $(machine_line)"
 echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "== workers: test slowdowns $slowdowns; $threads thread(s), $seqs sequences, max_tokens $max_tokens each"
 

@@ -20,6 +20,7 @@
 # after the closed-loop steps, default 1).
 # Exit 1 if the server died, answered nothing, or a trace is missing.
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
 secs="${SECS:-10}"
@@ -28,16 +29,7 @@ concurrencies="${CONCURRENCIES:-1 2 4 8 16 32}"
 overload="${OVERLOAD:-2}"
 profile="${PROFILE:-release}"
 
-if [[ -n "${BIN:-}" ]]; then
-  bin="$(realpath "$BIN")"
-  profile="$BIN"
-elif [[ "$profile" == release ]]; then
-  cargo build -q --release -p glassbox-cli
-  bin="$PWD/target/release/glassbox"
-else
-  cargo build -q -p glassbox-cli
-  bin="$PWD/target/debug/glassbox"
-fi
+bench_bin
 
 tmp="$(mktemp -d)"
 server_pid=""

@@ -38,6 +38,7 @@
 # failed or timed-out request, a missing trace, or a missed target
 # (glassbox tok/s ≥ 1.0× llama-server's and TTFT P99 no worse, every level).
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
 threads="${THREADS:-2}"
@@ -84,16 +85,7 @@ llama="$(realpath "$llama")"
 command -v jq >/dev/null || die "jq is needed"
 
 # --- glassbox -------------------------------------------------------------
-if [[ -n "${BIN:-}" ]]; then
-  bin="$(realpath "$BIN")"
-  profile="$BIN"
-elif [[ "$profile" == release ]]; then
-  cargo build -q --release -p glassbox-cli
-  bin="$PWD/target/release/glassbox"
-else
-  cargo build -q -p glassbox-cli
-  bin="$PWD/target/debug/glassbox"
-fi
+bench_bin
 
 tmp="$(mktemp -d)"
 pids=()
@@ -113,31 +105,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# wait_for URL PID LOG NAME: until URL answers 2xx, or the process dies.
-wait_for() {
-  for _ in $(seq 1 600); do
-    if curl -fsS "$1" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$2" 2>/dev/null; then
-      echo "$4 exited; its log:" >&2
-      tail -40 "$3" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-  echo "$4 did not become ready in 120 s; its log:" >&2
-  tail -40 "$3" >&2
-  exit 1
-}
-
 mkdir -p "$out" "$tmp/topologies"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 status=0
 
-echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== machine: $(machine_line)"
 echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "== llama-server: $llama ($("$llama" --version 2>&1 | grep -m1 -i version || echo 'version unknown'))"
 echo "== model: $model; $threads threads, $seqs sequences x $ctx context, max_tokens $max_tokens, greedy"

@@ -226,15 +226,8 @@ impl Worker {
                         reconnect = false;
                     }
                     Err(error) => {
-                        if !interrupted {
-                            interrupted = true;
-                            (self.events)(RegistrationEvent::Interrupted { error });
-                        }
-                        if lease != 0 && last_alive.elapsed() >= ttl {
-                            (self.events)(RegistrationEvent::LeaseLost { lease });
-                            lease = 0;
-                            self.lease.store(0, Ordering::Release);
-                        }
+                        self.interrupted(error, &mut interrupted);
+                        self.expire_if_silent(&mut lease, last_alive, ttl);
                         continue;
                     }
                 }
@@ -250,10 +243,7 @@ impl Worker {
                     }
                     Err(error) => {
                         reconnect = true;
-                        if !interrupted {
-                            interrupted = true;
-                            (self.events)(RegistrationEvent::Interrupted { error });
-                        }
+                        self.interrupted(error, &mut interrupted);
                         tokio::select! {
                             _ = &mut stop => break,
                             _ = tokio::time::sleep(backoff.next()) => {}
@@ -278,15 +268,8 @@ impl Worker {
                 Err(error) => {
                     keeper = None;
                     reconnect = true;
-                    if !interrupted {
-                        interrupted = true;
-                        (self.events)(RegistrationEvent::Interrupted { error });
-                    }
-                    if last_alive.elapsed() >= ttl {
-                        (self.events)(RegistrationEvent::LeaseLost { lease });
-                        lease = 0;
-                        self.lease.store(0, Ordering::Release);
-                    }
+                    self.interrupted(error, &mut interrupted);
+                    self.expire_if_silent(&mut lease, last_alive, ttl);
                 }
             }
         }
@@ -298,6 +281,25 @@ impl Worker {
             {
                 (self.events)(RegistrationEvent::Revoked { lease });
             }
+            self.lease.store(0, Ordering::Release);
+        }
+    }
+
+    /// Tells of the first error of an interruption (later ones until etcd
+    /// answers again are the same story).
+    fn interrupted(&mut self, error: EtcdError, interrupted: &mut bool) {
+        if !*interrupted {
+            *interrupted = true;
+            (self.events)(RegistrationEvent::Interrupted { error });
+        }
+    }
+
+    /// Counts the lease as lost once no keep-alive went through for its
+    /// whole TTL (etcd has expired it by now, whatever we hear next).
+    fn expire_if_silent(&mut self, lease: &mut i64, last_alive: Instant, ttl: Duration) {
+        if *lease != 0 && last_alive.elapsed() >= ttl {
+            (self.events)(RegistrationEvent::LeaseLost { lease: *lease });
+            *lease = 0;
             self.lease.store(0, Ordering::Release);
         }
     }

@@ -1,0 +1,45 @@
+# Helpers the benchmark scripts share; sourced, not run:
+#   source "$(dirname "$0")/bench-lib.sh"
+# Each script sets `profile` (PROFILE, default release) before calling
+# `bench_bin`.
+
+# bench_bin: sets `bin` to the glassbox to measure: BIN when given (and
+# `profile` to its path), else a fresh cargo build of the profile.
+bench_bin() {
+  if [[ -n "${BIN:-}" ]]; then
+    bin="$(realpath "$BIN")"
+    profile="$BIN"
+  elif [[ "$profile" == release ]]; then
+    cargo build -q --release -p glassbox-cli
+    bin="$PWD/target/release/glassbox"
+  else
+    cargo build -q -p glassbox-cli
+    bin="$PWD/target/debug/glassbox"
+  fi
+}
+
+# free_port: a TCP port free on 127.0.0.1 now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_for URL PID LOG NAME: until URL answers 2xx, or the process dies.
+wait_for() {
+  for _ in $(seq 1 600); do
+    if curl -fsS "$1" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "$4 exited; its log:" >&2
+      tail -40 "$3" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+  echo "$4 did not become ready in 120 s; its log:" >&2
+  tail -40 "$3" >&2
+  exit 1
+}
+
+# machine_line: cores, memory, CPU model and load average, for the header.
+machine_line() {
+  echo "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
