@@ -32,7 +32,8 @@
 # level, default 1), PROFILE (release or dev), BIN (a built
 # `glassbox` instead of building one), RAG (0: skip part 2), RAG_CLIENTS
 # (default "1 4 8"), RAG_REQUESTS (per client, default 3), RAG_MAX_NUM_SEQS
-# (set `max_num_seqs` on rag-chat's llm node; default: as in the example),
+# (set `max_num_seqs` on rag-chat's llm node; default: as in the example), SIDE
+# (0: skip part 1, no llama-server needed),
 # OUT (results directory, default target-models/bench).
 # Writes OUT/serving-STAMP.json (and OUT/rag-chat-STAMP.json). Exit 1 on any
 # failed or timed-out request, a missing trace, or a missed target
@@ -71,7 +72,7 @@ if [[ -z "$llama" && -n "${LLAMA_CPP_SRC:-}" ]]; then
     fi
   done
 fi
-if [[ -z "$llama" || ! -x "$llama" ]]; then
+if [[ "${SIDE:-1}" == 1 ]] && [[ -z "$llama" || ! -x "$llama" ]]; then
   die "no llama-server binary (LLAMA_SERVER='${LLAMA_SERVER:-}', LLAMA_CPP_SRC='${LLAMA_CPP_SRC:-}').
   Build llama.cpp's \`llama-server\` target from the sources that llama-cpp-sys-2
   $(grep -A1 '^name = "llama-cpp-sys-2"' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p') vendors (its crate records the llama-cpp-rs commit in
@@ -79,7 +80,7 @@ if [[ -z "$llama" || ! -x "$llama" ]]; then
   the ggml settings docs/BENCHMARKS.md lists for this benchmark, then set
   LLAMA_SERVER to the binary (or LLAMA_CPP_SRC to the checkout)."
 fi
-llama="$(realpath "$llama")"
+if [[ -n "$llama" ]]; then llama="$(realpath "$llama")"; fi
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"
 [[ -f "$prompts" ]] || die "no prompts file $prompts"
 command -v jq >/dev/null || die "jq is needed"
@@ -111,81 +112,83 @@ status=0
 
 echo "== machine: $(machine_line)"
 echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-echo "== llama-server: $llama ($("$llama" --version 2>&1 | grep -m1 -i version || echo 'version unknown'))"
+if [[ -n "$llama" ]]; then echo "== llama-server: $llama ($("$llama" --version 2>&1 | grep -m1 -i version || echo 'version unknown'))"; fi
 echo "== model: $model; $threads threads, $seqs sequences x $ctx context, max_tokens $max_tokens, greedy"
 
 # --- part 1: side by side ---------------------------------------------------
-lport="$(free_port)"
-# shellcheck disable=SC2086 # LLAMA_ARGS is a list of words.
-"$llama" -m "$model" -t "$threads" -tb "$threads" -np "$seqs" -c "$((seqs * ctx))" \
-  --host 127.0.0.1 --port "$lport" -a smollm2 --no-webui ${LLAMA_ARGS:-} \
-  >"$tmp/llama-server.log" 2>&1 &
-pids+=($!)
-llama_pid=$!
+if [[ "${SIDE:-1}" == 1 ]]; then
+  lport="$(free_port)"
+  # shellcheck disable=SC2086 # LLAMA_ARGS is a list of words.
+  "$llama" -m "$model" -t "$threads" -tb "$threads" -np "$seqs" -c "$((seqs * ctx))" \
+    --host 127.0.0.1 --port "$lport" -a smollm2 --no-webui ${LLAMA_ARGS:-} \
+    >"$tmp/llama-server.log" 2>&1 &
+  pids+=($!)
+  llama_pid=$!
 
-jq -n --arg model "$model" --arg system "$system" --argjson threads "$threads" \
-  --argjson ctx "$ctx" --argjson seqs "$seqs" --argjson max_tokens "$max_tokens" '{
-  topology_id: "serving-bench", version: "1.0.0",
-  description: "one local llm_inference node, for scripts/bench-serving.sh",
-  defaults: {timeout_ms: 600000, retries: 0},
-  nodes: [{id: "llm", type: "llm_inference", resource: {type: "cpu"},
-    config: {backend: "local", model: $model, system: $system,
-      prompt: "{{ input.question }}", max_tokens: $max_tokens, temperature: 0, seed: 42,
-      threads: $threads, context_size: $ctx, max_num_seqs: $seqs}}],
-  edges: []}' >"$tmp/topologies/serving-bench.json"
-# More room than streams, so the server's admission gate never answers 429.
-printf '[topologies.serving-bench]\nmax_concurrency = %d\n' "$((seqs * 4))" >"$tmp/server.toml"
-gport="$(free_port)"
-"$bin" serve --topologies "$tmp/topologies" --port "$gport" --config "$tmp/server.toml" \
-  --store "sqlite://$tmp/traces.db" >"$tmp/glassbox.log" 2>&1 &
-pids+=($!)
-glassbox_pid=$!
+  jq -n --arg model "$model" --arg system "$system" --argjson threads "$threads" \
+    --argjson ctx "$ctx" --argjson seqs "$seqs" --argjson max_tokens "$max_tokens" '{
+    topology_id: "serving-bench", version: "1.0.0",
+    description: "one local llm_inference node, for scripts/bench-serving.sh",
+    defaults: {timeout_ms: 600000, retries: 0},
+    nodes: [{id: "llm", type: "llm_inference", resource: {type: "cpu"},
+      config: {backend: "local", model: $model, system: $system,
+        prompt: "{{ input.question }}", max_tokens: $max_tokens, temperature: 0, seed: 42,
+        threads: $threads, context_size: $ctx, max_num_seqs: $seqs}}],
+    edges: []}' >"$tmp/topologies/serving-bench.json"
+  # More room than streams, so the server's admission gate never answers 429.
+  printf '[topologies.serving-bench]\nmax_concurrency = %d\n' "$((seqs * 4))" >"$tmp/server.toml"
+  gport="$(free_port)"
+  "$bin" serve --topologies "$tmp/topologies" --port "$gport" --config "$tmp/server.toml" \
+    --store "sqlite://$tmp/traces.db" >"$tmp/glassbox.log" 2>&1 &
+  pids+=($!)
+  glassbox_pid=$!
 
-wait_for "http://127.0.0.1:$lport/health" "$llama_pid" "$tmp/llama-server.log" llama-server
-wait_for "http://127.0.0.1:$gport/readyz" "$glassbox_pid" "$tmp/glassbox.log" "glassbox serve"
-curl -fsS "http://127.0.0.1:$gport/v1/topologies/serving-bench" >/dev/null ||
-  { echo "serving-bench topology not served; glassbox log:" >&2; tail -40 "$tmp/glassbox.log" >&2; exit 1; }
+  wait_for "http://127.0.0.1:$lport/health" "$llama_pid" "$tmp/llama-server.log" llama-server
+  wait_for "http://127.0.0.1:$gport/readyz" "$glassbox_pid" "$tmp/glassbox.log" "glassbox serve"
+  curl -fsS "http://127.0.0.1:$gport/v1/topologies/serving-bench" >/dev/null ||
+    { echo "serving-bench topology not served; glassbox log:" >&2; tail -40 "$tmp/glassbox.log" >&2; exit 1; }
 
-echo
-echo "== side by side: $requests requests per server and level, streams: $concurrencies"
-meta="$(jq -n --arg llama "$llama" --arg glassbox "$bin" --arg model "$model" \
-  --argjson threads "$threads" --argjson ctx "$ctx" --argjson seqs "$seqs" \
-  --arg llama_args "${LLAMA_ARGS:-}" --arg commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
-  --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
-  '{llama_server: $llama, glassbox: $glassbox, glassbox_commit: $commit, model: $model,
-    threads: $threads, ctx_per_seq: $ctx, seqs: $seqs, llama_args: $llama_args, load_before: $load}')"
-python3 scripts/bench_serving.py \
-  --target "glassbox=http://127.0.0.1:$gport=serving-bench" \
-  --target "llama-server=http://127.0.0.1:$lport=smollm2" \
-  --prompts "$prompts" --system "$system" --concurrency "${concurrencies// /,}" \
-  --requests "$requests" --max-tokens "$max_tokens" --warmup "$warmup" --level-warmup "$level_warmup" \
-  --json "$out/serving-$stamp.json" --meta "$meta" || status=1
+  echo
+  echo "== side by side: $requests requests per server and level, streams: $concurrencies"
+  meta="$(jq -n --arg llama "$llama" --arg glassbox "$bin" --arg model "$model" \
+    --argjson threads "$threads" --argjson ctx "$ctx" --argjson seqs "$seqs" \
+    --arg llama_args "${LLAMA_ARGS:-}" --arg commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+    --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    '{llama_server: $llama, glassbox: $glassbox, glassbox_commit: $commit, model: $model,
+      threads: $threads, ctx_per_seq: $ctx, seqs: $seqs, llama_args: $llama_args, load_before: $load}')"
+  python3 scripts/bench_serving.py \
+    --target "glassbox=http://127.0.0.1:$gport=serving-bench" \
+    --target "llama-server=http://127.0.0.1:$lport=smollm2" \
+    --prompts "$prompts" --system "$system" --concurrency "${concurrencies// /,}" \
+    --requests "$requests" --max-tokens "$max_tokens" --warmup "$warmup" --level-warmup "$level_warmup" \
+    --json "$out/serving-$stamp.json" --meta "$meta" || status=1
 
-echo
-echo "glassbox /metrics:"
-curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_' | sed 's/^/  /' | head -20 || true
-widest="$(tr ' ' '\n' <<<"$concurrencies" | sort -n | tail -1)"
-sent=$((requests * $(wc -w <<<"$concurrencies")))
-if [[ "$warmup" -gt 0 ]]; then sent=$((sent + warmup + widest)); fi
-for c in $concurrencies; do sent=$((sent + c * level_warmup)); done
-traced="$(curl -fsS "http://127.0.0.1:$gport/v1/traces?topology=serving-bench&limit=1000" | jq '.traces | length')"
-echo "traces stored: $traced of $sent requests"
-if [[ "$sent" -le 1000 && "$traced" != "$sent" ]]; then status=1; fi
+  echo
+  echo "glassbox /metrics:"
+  curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_' | sed 's/^/  /' | head -20 || true
+  widest="$(tr ' ' '\n' <<<"$concurrencies" | sort -n | tail -1)"
+  sent=$((requests * $(wc -w <<<"$concurrencies")))
+  if [[ "$warmup" -gt 0 ]]; then sent=$((sent + warmup + widest)); fi
+  for c in $concurrencies; do sent=$((sent + c * level_warmup)); done
+  traced="$(curl -fsS "http://127.0.0.1:$gport/v1/traces?topology=serving-bench&limit=1000" | jq '.traces | length')"
+  echo "traces stored: $traced of $sent requests"
+  if [[ "$sent" -le 1000 && "$traced" != "$sent" ]]; then status=1; fi
 
-# The targets of issue #15: >= 1.0x llama-server's tok/s, TTFT P99 no worse.
-if [[ -f "$out/serving-$stamp.json" ]]; then
-  jq -r '
-    [.levels[] | select(.target == "glassbox")] as $g
-    | [.levels[] | select(.target == "llama-server")] as $l
-    | [range(0; $g | length) as $i
-       | {c: $g[$i].concurrency,
-          ratio: (if $l[$i].tok_s > 0 then $g[$i].tok_s / $l[$i].tok_s else 0 end),
-          ttft: (($g[$i].ttft_ms.p99 // 1e12) <= ($l[$i].ttft_ms.p99 // 0))}]
-    | map("streams \(.c): tok/s \(.ratio * 100 | round / 100)x \(if .ratio >= 1 then "ok" else "MISSED" end), TTFT P99 \(if .ttft then "ok" else "MISSED" end)")
-    | .[]' "$out/serving-$stamp.json" | sed 's/^/target: /' | tee "$tmp/targets.txt"
-  if grep -q MISSED "$tmp/targets.txt"; then status=1; fi
+  # The targets of issue #15: >= 1.0x llama-server's tok/s, TTFT P99 no worse.
+  if [[ -f "$out/serving-$stamp.json" ]]; then
+    jq -r '
+      [.levels[] | select(.target == "glassbox")] as $g
+      | [.levels[] | select(.target == "llama-server")] as $l
+      | [range(0; $g | length) as $i
+         | {c: $g[$i].concurrency,
+            ratio: (if $l[$i].tok_s > 0 then $g[$i].tok_s / $l[$i].tok_s else 0 end),
+            ttft: (($g[$i].ttft_ms.p99 // 1e12) <= ($l[$i].ttft_ms.p99 // 0))}]
+      | map("streams \(.c): tok/s \(.ratio * 100 | round / 100)x \(if .ratio >= 1 then "ok" else "MISSED" end), TTFT P99 \(if .ttft then "ok" else "MISSED" end)")
+      | .[]' "$out/serving-$stamp.json" | sed 's/^/target: /' | tee "$tmp/targets.txt"
+    if grep -q MISSED "$tmp/targets.txt"; then status=1; fi
+  fi
+  stop_all
 fi
-stop_all
 
 # --- part 2: rag-chat end to end -------------------------------------------
 if [[ "${RAG:-1}" == 1 ]]; then
@@ -241,9 +244,10 @@ if [[ "${RAG:-1}" == 1 ]]; then
 fi
 
 echo
-results="$out/serving-$stamp.json"
+results=""
+if [[ "${SIDE:-1}" == 1 ]]; then results+=" $out/serving-$stamp.json"; fi
 if [[ "${RAG:-1}" == 1 ]]; then results+=" $out/rag-chat-$stamp.json"; fi
-echo "results: $results"
+echo "results:$results"
 if [[ "$status" != 0 ]]; then
   echo "FAILED: a request failed or timed out, a trace is missing, or a target was missed (above)" >&2
 fi

@@ -66,6 +66,8 @@ pub(crate) struct LlmMetrics {
     kv_usage: Family<ModelLabels, Gauge<f64, AtomicU64>>,
     prefix_queries: Counts,
     prefix_hits: Counts,
+    prefix_host_hits: Counts,
+    host_cache_bytes: Counts,
     spec_draft_tokens: Counts,
     spec_accepted_tokens: Counts,
     preemptions: Counts,
@@ -98,6 +100,14 @@ impl LlmMetrics {
         let prefix_hits = gauge(
             "llm_prefix_cache_hits",
             "Of those, tokens whose KV was reused from an earlier request's prefix",
+        );
+        let prefix_host_hits = gauge(
+            "llm_prefix_cache_host_hits",
+            "Of the hits, tokens restored from host memory: a prompt whose slot another request had taken",
+        );
+        let host_cache_bytes = gauge(
+            "llm_prefix_cache_host_bytes",
+            "Bytes of prompt KV the local LLM keeps in host memory now",
         );
         let spec_draft_tokens = gauge(
             "llm_spec_decode_num_draft_tokens",
@@ -148,6 +158,8 @@ impl LlmMetrics {
             kv_usage,
             prefix_queries,
             prefix_hits,
+            prefix_host_hits,
+            host_cache_bytes,
             spec_draft_tokens,
             spec_accepted_tokens,
             preemptions,
@@ -179,6 +191,12 @@ impl LlmMetrics {
             self.prefix_hits
                 .get_or_create(&labels)
                 .set(count(load.prefix_hits));
+            self.prefix_host_hits
+                .get_or_create(&labels)
+                .set(count(load.prefix_host_hits));
+            self.host_cache_bytes
+                .get_or_create(&labels)
+                .set(count(load.host_cache_bytes as u64));
             self.spec_draft_tokens
                 .get_or_create(&labels)
                 .set(count(load.spec_draft_tokens));
@@ -221,6 +239,8 @@ mod tests {
             kv_cells: 2048,
             prefix_queries: 100,
             prefix_hits: 60,
+            prefix_host_hits: 20,
+            host_cache_bytes: 4096,
             spec_drafts: 1,
             spec_draft_tokens: 8,
             spec_accepted_tokens: 5,
@@ -241,6 +261,8 @@ mod tests {
             "glassbox_llm_kv_cache_usage_perc{model=\"smol\"} 0.25",
             "glassbox_llm_spec_decode_num_accepted_tokens{model=\"smol\"} 5",
             "glassbox_llm_num_preemptions{model=\"smol\"} 3",
+            "glassbox_llm_prefix_cache_host_hits{model=\"smol\"} 20",
+            "glassbox_llm_prefix_cache_host_bytes{model=\"smol\"} 4096",
             "glassbox_llm_generation_tokens{model=\"smol\"} 640",
             "# TYPE glassbox_llm_time_to_first_token_seconds histogram",
             "glassbox_llm_time_to_first_token_seconds_bucket{le=\"1.0\",model=\"smol\"} 3",

@@ -10,6 +10,7 @@
 //! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
+mod host_cache;
 mod load;
 mod lookup;
 mod pool;
@@ -243,6 +244,12 @@ pub struct LlmOptions {
     /// Whether each slot keeps its last prompt's KV so a request sharing a
     /// prefix with it evaluates only the rest (default on).
     pub prefix_cache: bool,
+    /// Host memory, in bytes, for the prefix cache's second tier: the KV of
+    /// a prompt whose slot is taken by another request is kept there and
+    /// restored for a later request that shares more of it than any slot
+    /// does (as llama-server's `--cache-ram`). Used only as it fills,
+    /// least recently used out first; 0 turns the tier off. Default 1 GiB.
+    pub host_cache_bytes: usize,
     /// Speculative decoding by prompt lookup for greedy requests (default
     /// off). The text is the same as without it.
     pub prompt_lookup: Option<PromptLookup>,
@@ -275,6 +282,7 @@ impl LlmOptions {
             queue_capacity: 64,
             max_num_seqs: 1,
             prefix_cache: true,
+            host_cache_bytes: 1 << 30,
             prompt_lookup: None,
             batch_invariant: false,
             kv_cache_cells: None,

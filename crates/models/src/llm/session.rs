@@ -11,16 +11,25 @@ use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use super::host_cache::HostCache;
 use super::load::backend;
 use super::lookup::{PromptLookup, draft};
 use super::sequence::{Sequence, emit, sampler};
 use super::shape;
 use super::stop::TextAssembler;
 use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
+
+/// Cached prompts shorter than this stay out of host memory: evaluating
+/// them again costs little.
+const HOST_MIN_TOKENS: usize = 16;
+/// Tokens a host entry must share beyond the chosen slot's prefix to be
+/// restored (a restore copies the entry's whole KV).
+const HOST_MIN_GAIN: usize = 4;
 
 /// A model with its context, template and batch, ready to serve requests.
 pub(super) struct Session<'m> {
@@ -36,6 +45,11 @@ pub(super) struct Session<'m> {
     cached: Vec<Vec<LlamaToken>>,
     /// Whether slots keep their prompt's KV for the next request.
     prefix_cache: bool,
+    /// Prompts' KV that slots gave up, kept in host memory (the prefix
+    /// cache's second tier).
+    host: HostCache<LlamaToken, SeqState>,
+    /// Prompt tokens restored from `host` so far.
+    host_hits: u64,
     /// Speculative decoding by prompt lookup, for greedy requests.
     lookup: Option<PromptLookup>,
     /// Shape every step for batch invariance (see [`shape`]).
@@ -87,6 +101,12 @@ impl<'m> Session<'m> {
             n_ctx: options.n_ctx.min(options.kv_cells()),
             cached: vec![Vec::new(); options.seqs() as usize],
             prefix_cache: options.prefix_cache,
+            host: HostCache::new(if options.prefix_cache {
+                options.host_cache_bytes
+            } else {
+                0
+            }),
+            host_hits: 0,
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             batch_invariant: options.batch_invariant,
             version,
@@ -489,7 +509,20 @@ impl<'m> Session<'m> {
     /// same kernels as a cold prompt's, see [`shape`]). Returns the tokens
     /// reused.
     pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, common: usize) -> usize {
-        let reuse = common.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
+        let usable = |shared: usize| shared.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
+        let mut common = common;
+        let mut from_host = false;
+        if let Some((at, shared)) = self.host.best(&seq.prompt)
+            && usable(shared) >= usable(common) + HOST_MIN_GAIN
+        {
+            self.offload(id);
+            from_host = self.restore(at, id);
+            common = if from_host { shared } else { 0 };
+        } else if usable(common) < self.cached_len(id) {
+            // The slot's prompt is about to be cut: keep it in host memory.
+            self.offload(id);
+        }
+        let reuse = usable(common);
         let kept = reuse > 0
             && self
                 .ctx
@@ -514,7 +547,64 @@ impl<'m> Session<'m> {
         if seq.preemptions == 0 {
             seq.reused = reuse;
         }
+        if from_host {
+            self.host_hits += reuse as u64;
+        }
         reuse
+    }
+
+    /// Tokens of the prompt cached in slot `id`.
+    fn cached_len(&self, id: i32) -> usize {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.cached.get(i))
+            .map_or(0, Vec::len)
+    }
+
+    /// Copies slot `id`'s cached prompt and its KV to host memory, unless
+    /// it is short or already there.
+    fn offload(&mut self, id: i32) {
+        let Some(tokens) = usize::try_from(id).ok().and_then(|i| self.cached.get(i)) else {
+            return;
+        };
+        if tokens.len() < HOST_MIN_TOKENS {
+            return;
+        }
+        let ctx = &self.ctx;
+        self.host.insert_with(tokens, || {
+            let state = ctx.state_seq_get(id, LlamaStateSeqFlags::empty()).ok()?;
+            let bytes = state.byte_len();
+            Some((state, bytes))
+        });
+    }
+
+    /// Loads host entry `at` into slot `id` (emptied first); whether it
+    /// worked (if not, the slot is left empty).
+    fn restore(&mut self, at: usize, id: i32) -> bool {
+        let Some(slot) = usize::try_from(id).ok().filter(|&i| i < self.cached.len()) else {
+            return false;
+        };
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+        self.cached[slot].clear();
+        let Some((tokens, state)) = self.host.take_turn(at) else {
+            return false;
+        };
+        if self.ctx.state_seq_set(state, id).is_ok() {
+            self.cached[slot] = tokens.to_vec();
+            true
+        } else {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+            false
+        }
+    }
+
+    /// Prompt tokens restored from host memory so far, and the bytes held there.
+    pub(super) fn host_usage(&self) -> (u64, usize) {
+        (self.host_hits, self.host.bytes())
     }
 
     /// Preempts `seq` (recompute): frees every cell of its slot, which the
@@ -546,17 +636,19 @@ impl<'m> Session<'m> {
     /// a running request, cached KV nobody uses goes first).
     pub(super) fn evict_cached(&mut self, ids: &[i32]) {
         for &id in ids {
-            let Some(slot) = usize::try_from(id)
+            if self.cached_len(id) == 0 {
+                continue;
+            }
+            // Out of the pool, into host memory.
+            self.offload(id);
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+            if let Some(slot) = usize::try_from(id)
                 .ok()
                 .and_then(|i| self.cached.get_mut(i))
-            else {
-                continue;
-            };
-            if !slot.is_empty() {
+            {
                 slot.clear();
-                let _ = self
-                    .ctx
-                    .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
             }
         }
     }

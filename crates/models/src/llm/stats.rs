@@ -19,6 +19,8 @@ pub(super) struct Load {
     pub(super) kv_reserved: AtomicUsize,
     pub(super) prefix_queries: AtomicU64,
     pub(super) prefix_hits: AtomicU64,
+    pub(super) prefix_host_hits: AtomicU64,
+    pub(super) host_cache_bytes: AtomicUsize,
     pub(super) spec_drafts: AtomicU64,
     pub(super) spec_draft_tokens: AtomicU64,
     pub(super) spec_accepted_tokens: AtomicU64,
@@ -44,6 +46,11 @@ pub struct EngineLoad {
     /// Of those, tokens whose KV was reused from an earlier request with the
     /// same prefix (vLLM's `prefix_cache_hits`).
     pub prefix_hits: u64,
+    /// Of those, tokens restored from the host-memory tier (a prompt whose
+    /// slot had been taken by another request).
+    pub prefix_host_hits: u64,
+    /// Bytes of prompt KV held in host memory now.
+    pub host_cache_bytes: usize,
     /// Speculative decoding: finished requests that drafted, their draft
     /// tokens, and of those the accepted ones (vLLM's
     /// `spec_decode_num_draft_tokens` and `…_num_accepted_tokens`).

@@ -142,6 +142,8 @@ impl LlmHandle {
             kv_cells: self.inner.info.kv_cells as usize,
             prefix_queries: load.prefix_queries.load(Ordering::Relaxed),
             prefix_hits: load.prefix_hits.load(Ordering::Relaxed),
+            prefix_host_hits: load.prefix_host_hits.load(Ordering::Relaxed),
+            host_cache_bytes: load.host_cache_bytes.load(Ordering::Relaxed),
             spec_drafts: load.spec_drafts.load(Ordering::Relaxed),
             spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
             spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),
@@ -439,6 +441,9 @@ fn worker(
                 }
             }
         }
+        let (host_hits, host_bytes) = session.host_usage();
+        load.prefix_host_hits.store(host_hits, Ordering::Relaxed);
+        load.host_cache_bytes.store(host_bytes, Ordering::Relaxed);
         // With a pool: make room for this step's cells, first from cached
         // prefixes nobody uses, then by preempting the least urgent request,
         // the newest among equals.

@@ -371,6 +371,59 @@ fn a_shared_prompt_prefix_is_reused_and_changes_nothing() {
     assert_eq!(warm.text, cold);
 }
 
+/// With one slot, a prompt whose slot another request took comes back from
+/// host memory: all but its last two tokens are restored, not evaluated,
+/// and the text is the same. Without the host tier nothing is restored.
+#[test]
+fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
+    let _turn = turn();
+    let other = GenerateRequest {
+        max_tokens: 8,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![
+            ChatMessage::system("You are a concise assistant."),
+            ChatMessage::user("Name a fruit."),
+        ])
+    };
+    let mut restored = Vec::new();
+    for host_cache_bytes in [64 << 20, 0] {
+        let options = LlmOptions {
+            threads: Some(1),
+            n_ctx: 1024,
+            max_num_seqs: 1,
+            batch_invariant: true,
+            host_cache_bytes,
+            ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+        };
+        let h = LlmHandle::load(options).expect("loading SmolLM2");
+        let first = h.generate_blocking(copying_request()).unwrap();
+        h.generate_blocking(other.clone()).unwrap();
+        let before = h.engine_load();
+        let again = h.generate_blocking(copying_request()).unwrap();
+        let after = h.engine_load();
+        assert_eq!(
+            again.text, first.text,
+            "host_cache_bytes {host_cache_bytes}"
+        );
+        restored.push((
+            u64::from(again.prompt_cached_tokens),
+            after.prefix_host_hits - before.prefix_host_hits,
+            after.host_cache_bytes,
+            u64::from(again.usage.prompt_tokens),
+        ));
+    }
+    let (cached, host_hits, bytes, prompt) = restored[0];
+    assert_eq!(cached, prompt - 2, "{restored:?}");
+    assert_eq!(host_hits, prompt - 2, "{restored:?}");
+    assert!(bytes > 0, "{restored:?}");
+    let (cached, host_hits, bytes, _) = restored[1];
+    assert!(
+        cached < 8,
+        "only the template head is shared with the other prompt: {restored:?}"
+    );
+    assert_eq!((host_hits, bytes), (0, 0), "{restored:?}");
+}
+
 /// `request` on a handle of its own that has never seen another prompt
 /// (two threads: llama.cpp's kernel choices depend on the thread count).
 fn llm_cold(request: &GenerateRequest) -> String {

@@ -21,6 +21,7 @@ pub const FIELDS: &[&str] = &[
     "context_size",
     "max_num_seqs",
     "prefix_cache",
+    "host_cache_mib",
     "prompt_lookup",
     "batch_invariant",
     "kv_cache_cells",
@@ -43,6 +44,8 @@ pub struct LlmConfig {
     pub max_num_seqs: Option<u64>,
     /// Whether slots keep their last prompt's KV for the next request.
     pub prefix_cache: Option<bool>,
+    /// MiB of host memory for prompts' KV that slots gave up (0: off).
+    pub host_cache_mib: Option<u64>,
     /// Draft tokens per step of speculative decoding by prompt lookup (0 or
     /// absent: off; greedy requests only).
     pub prompt_lookup: Option<u64>,
@@ -75,6 +78,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
         max_num_seqs: obj.uint(cx, "max_num_seqs", 1, 256).map(|n| n.value),
         prefix_cache: obj.bool(cx, "prefix_cache").map(|b| b.value),
+        host_cache_mib: obj.uint(cx, "host_cache_mib", 0, 1 << 20).map(|n| n.value),
         prompt_lookup: obj.uint(cx, "prompt_lookup", 0, 16).map(|n| n.value),
         batch_invariant: obj.bool(cx, "batch_invariant").map(|b| b.value),
         kv_cache_cells: obj

@@ -69,6 +69,9 @@ pub(super) fn build(
                 options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
                 options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
                 options.prefix_cache = c.prefix_cache.unwrap_or(true);
+                if let Some(mib) = c.host_cache_mib {
+                    options.host_cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+                }
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
                 options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
