@@ -373,7 +373,8 @@ fn a_shared_prompt_prefix_is_reused_and_changes_nothing() {
 
 /// With one slot, a prompt whose slot another request took comes back from
 /// host memory: all but its last two tokens are restored, not evaluated,
-/// and the text is the same. Without the host tier nothing is restored.
+/// and the text is the same, with a KV cache per slot or one pool. Without
+/// the host tier nothing is restored.
 #[test]
 fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
     let _turn = turn();
@@ -386,13 +387,14 @@ fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
         ])
     };
     let mut restored = Vec::new();
-    for host_cache_bytes in [64 << 20, 0] {
+    for (host_cache_bytes, kv_cache_cells) in [(64 << 20, None), (0, None), (64 << 20, Some(512))] {
         let options = LlmOptions {
             threads: Some(1),
             n_ctx: 1024,
             max_num_seqs: 1,
             batch_invariant: true,
             host_cache_bytes,
+            kv_cache_cells,
             ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
         };
         let h = LlmHandle::load(options).expect("loading SmolLM2");
@@ -412,10 +414,11 @@ fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
             u64::from(again.usage.prompt_tokens),
         ));
     }
-    let (cached, host_hits, bytes, prompt) = restored[0];
-    assert_eq!(cached, prompt - 2, "{restored:?}");
-    assert_eq!(host_hits, prompt - 2, "{restored:?}");
-    assert!(bytes > 0, "{restored:?}");
+    for (cached, host_hits, bytes, prompt) in [restored[0], restored[2]] {
+        assert_eq!(cached, prompt - 2, "{restored:?}");
+        assert_eq!(host_hits, prompt - 2, "{restored:?}");
+        assert!(bytes > 0, "{restored:?}");
+    }
     let (cached, host_hits, bytes, _) = restored[1];
     assert!(
         cached < 8,
