@@ -506,8 +506,10 @@ impl<'m> Session<'m> {
     /// Puts `seq` in slot `id`, reusing the first `common` prompt tokens
     /// already in its KV (at least the last two prompt tokens are evaluated
     /// again: the last for its logits, and two rows keep the chunk on the
-    /// same kernels as a cold prompt's, see [`shape`]). Returns the tokens
-    /// reused.
+    /// same kernels as a cold prompt's, see [`shape`]). When host memory
+    /// holds a prompt that shares more, it is loaded into the slot instead;
+    /// a slot prompt about to be cut goes to host memory first. Returns the
+    /// tokens reused.
     pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, common: usize) -> usize {
         let usable = |shared: usize| shared.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
         let mut common = common;
