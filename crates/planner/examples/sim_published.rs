@@ -3,7 +3,8 @@
 //! `cargo run --release -p glassbox-planner --example sim_published`
 //!
 //! Every step time comes from the shipped efficiency factors and the engine
-//! catalogue; nothing here is fitted to these rows, with one stated
+//! catalogue (per-step host cost `c0 + c1·n`, the server front end's time
+//! per request); nothing here is fitted to these rows, with one stated
 //! exception: vLLM's per-request server latency
 //! (`EngineProfile::request_overhead_ms`) is the kvcached light-load TTFT
 //! minus the engine's own part, so that row checks nothing for TTFT; every

@@ -23,8 +23,11 @@
 //!    chunk prefill put those tokens in the same forward pass as the decode
 //!    tokens (one weight read, FLOPs added); others run them as separate
 //!    passes that stall decoding.
-//! 4. **Host cost per step**: the fitted per-step overhead plus a cost per
-//!    running sequence (scheduling, sampling, detokenising) per engine.
+//! 4. **Host cost per step**: `c0 + c1·n`, the decode factor's fitted
+//!    fixed overhead plus a cost per running sequence (scheduling,
+//!    sampling, detokenising) per engine.
+//! 5. **The server front end**: an engine whose HTTP server is one process
+//!    passes at most `1 / h` requests per second ([`frontend_req_s`]).
 //!
 //! The steady-state time per output token is therefore the matmuls'
 //! roofline `max(weights/(BW·η_d), (decode + prompt-chunk) matmul FLOPs/(peak·η_p))`
@@ -175,9 +178,39 @@ pub fn steady_state(
 /// own TTFT). For a single stream this is `G / (TTFT + G · TPOT)`.
 pub fn output_tok_s(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, output: f64) -> f64 {
     let b = steady_state(est, s, batch, prompt, output);
-    let output = output.max(1.0);
     let ttft = est.ttft_s(s, prompt.max(1.0));
-    b.running * output / (output * b.step_s + ttft)
+    closed_loop_tok_s(est, s, b.running, b.step_s, ttft, output)
+}
+
+/// Output tokens per second of a replica running `running` sequences at
+/// `step_s` per token after a `ttft_s` prompt pass each, `output` tokens
+/// per request: `running · G / (G · step + TTFT)`, capped at what the
+/// engine's server front end passes ([`frontend_req_s`] requests per
+/// second, `G` tokens each).
+pub fn closed_loop_tok_s(
+    est: &Estimator,
+    s: &Scenario,
+    running: f64,
+    step_s: f64,
+    ttft_s: f64,
+    output: f64,
+) -> f64 {
+    let output = output.max(1.0);
+    let gpu = running * output / (output * step_s + ttft_s);
+    gpu.min(frontend_req_s(est, s) * output)
+}
+
+/// Requests per second one replica's server front end can pass
+/// ([`crate::efficiency::EngineProfile::frontend_ms_per_request`]); infinite
+/// where the engine has no known limit and for the constant-efficiency
+/// baseline.
+pub fn frontend_req_s(est: &Estimator, s: &Scenario) -> f64 {
+    let h = s.engine.profile(s.hw.memory_gb).frontend_ms_per_request;
+    if est.factors.is_baseline() || h <= 0.0 {
+        f64::INFINITY
+    } else {
+        1e3 / h
+    }
 }
 
 #[cfg(test)]
@@ -247,6 +280,54 @@ mod tests {
         with("h200", Engine::Tgi, |s, est| {
             let b = steady_state(est, s, 1000.0, 128.0, 128.0);
             assert_eq!((b.limit, b.running), (BatchLimit::EngineCap, 128.0));
+        });
+    }
+
+    #[test]
+    fn host_cost_is_c0_plus_c1_per_running_sequence() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let (p, d) = est.factors_for(s);
+            let c0 = d.factor.overhead_ms;
+            let c1 = s.engine.profile(s.hw.memory_gb).per_seq_overhead_ms;
+            assert!(c0 > 0.0 && c1 > 0.0, "{c0} {c1}");
+            for n in [1.0, 16.0, 200.0] {
+                let b = steady_state(est, s, n, 1024.0, 128.0);
+                let want = (c0 + n * c1) / 1e3;
+                assert!((b.overhead_s - want).abs() < 1e-12, "{n}: {b:?}");
+            }
+            // A step of 200 sequences pays 199 more per-sequence costs than
+            // one sequence, on top of its roofline terms.
+            let roof = |n| decode_time(&decode_terms(s, n, 1000.0), p.factor, d.factor);
+            let extra = est.tpot_s(s, 200.0, 1000.0)
+                - roof(200.0)
+                - (est.tpot_s(s, 1.0, 1000.0) - roof(1.0));
+            assert!((extra - 199.0 * c1 / 1e3).abs() < 1e-12, "{extra}");
+        });
+    }
+
+    #[test]
+    fn a_one_process_front_end_caps_closed_loop_throughput() {
+        // 1000 short requests in flight: the GPU would serve far more than
+        // vLLM's API server passes, 1000 / h requests per second × 4 tokens.
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let h = s.engine.profile(s.hw.memory_gb).frontend_ms_per_request;
+            assert!(h > 0.0);
+            let t = output_tok_s(est, s, 1000.0, 128.0, 4.0);
+            assert!((t - 4.0 * 1e3 / h).abs() < 1e-9, "{t}");
+            // One stream is far below the limit: unchanged.
+            let b = steady_state(est, s, 1.0, 128.0, 4.0);
+            let one = output_tok_s(est, s, 1.0, 128.0, 4.0);
+            let ttft = est.ttft_s(s, 128.0);
+            assert!((one - 4.0 / (4.0 * b.step_s + ttft)).abs() < 1e-9);
+        });
+        // No known front-end limit (TensorRT-LLM), and the baseline: none.
+        with("h100-sxm", Engine::TrtLlm, |s, est| {
+            assert_eq!(frontend_req_s(est, s), f64::INFINITY);
+            assert!(output_tok_s(est, s, 1000.0, 128.0, 4.0) > 4.0 * 1e3 / 13.0 * 2.0);
+        });
+        with("h100-sxm", Engine::Vllm, |s, _| {
+            let baseline = Estimator::new(EfficiencyTable::baseline());
+            assert_eq!(frontend_req_s(&baseline, s), f64::INFINITY);
         });
     }
 

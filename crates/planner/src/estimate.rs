@@ -484,12 +484,12 @@ impl Estimator {
             "running_seqs / tpot",
             format!("{} / {} ms", num(running), num(tpot * 1e3)),
         ));
-        let output_tok_s = running * output.max(1.0) / (output.max(1.0) * tpot + ttft);
+        let output_tok_s = batching::closed_loop_tok_s(self, s, running, tpot, ttft, output);
         explain.push(Line::new(
             "output_tok_s",
             output_tok_s,
             "tok/s",
-            "running_seqs × gen / (gen × tpot + ttft)",
+            "min(running_seqs × gen / (gen × tpot + ttft), gen / front-end time per request)",
             format!(
                 "{} × {} / ({} × {} ms + {} ms)",
                 num(running),

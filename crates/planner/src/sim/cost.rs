@@ -37,6 +37,14 @@ pub trait StepCost {
     fn request_overhead_s(&self) -> f64 {
         0.0
     }
+
+    /// Seconds each request holds the server's front end where that is one
+    /// process per replica (parsing, tokenising, streaming the tokens back):
+    /// a replica takes in at most `1 / frontend_s` requests per second.
+    /// 0 (the default): no front-end limit.
+    fn frontend_s(&self) -> f64 {
+        0.0
+    }
 }
 
 /// [`StepCost`] from the planner's estimator for one scenario (model,
@@ -95,6 +103,14 @@ impl StepCost for EstimatorCost<'_> {
         }
         let s = &self.scenario;
         s.engine.profile(s.hw.memory_gb).request_overhead_ms / 1e3
+    }
+
+    /// The engine's front-end time per request
+    /// ([`crate::efficiency::EngineProfile::frontend_ms_per_request`]), the
+    /// same limit [`crate::batching::frontend_req_s`] puts on the analytic
+    /// throughput; none for the baseline.
+    fn frontend_s(&self) -> f64 {
+        1.0 / crate::batching::frontend_req_s(self.est, &self.scenario)
     }
 }
 

@@ -16,7 +16,12 @@
 //! tokens, finished calls, freed blocks) apply when it ends. A call reaches
 //! the engine's queue [`StepCost::request_overhead_s`] after it was sent
 //! (the server's own path: HTTP, tokenising, hand-off, streaming back), so
-//! that time is in its TTFT and E2E but occupies no step. Arrivals go to
+//! that time is in its TTFT and E2E but occupies no step. Where the engine's
+//! server front end is one process ([`StepCost::frontend_s`]), each replica
+//! has one front-end server: a call waits for it (first come, first served),
+//! holds it that long, and reaches the engine's queue the server latency
+//! after it was first served, so the front end caps the requests per second
+//! a replica takes in whatever its GPU could do. Arrivals go to
 //! the replica with the fewest calls waiting or running (lowest index on a
 //! tie). Events at the same instant run step ends first, then arrivals, in
 //! the order they were created, so a run is a pure function of its inputs.
@@ -73,6 +78,8 @@ impl Call {
 }
 
 enum What {
+    /// A call reaches the server's front end (only when it has a limit).
+    Sent(usize),
     Arrive(usize),
     StepEnd(usize),
 }
@@ -87,7 +94,7 @@ impl Event {
     fn rank(&self) -> u8 {
         match self.what {
             What::StepEnd(_) => 0,
-            What::Arrive(_) => 1,
+            What::Arrive(_) | What::Sent(_) => 1,
         }
     }
 }
@@ -152,14 +159,19 @@ pub(crate) struct Sim<'a> {
     replicas: Vec<Replica>,
     events: BinaryHeap<Event>,
     seq: u64,
-    /// Seconds from a call being sent to it reaching the engine's queue.
+    /// Seconds from a call being sent (or, with a front-end limit, first
+    /// served by the front end) to it reaching the engine's queue.
     front_s: f64,
+    /// Seconds each call holds its replica's front-end server (0: no limit).
+    frontend_s: f64,
+    /// When each replica's front-end server is next free.
+    frontend_free: Vec<f64>,
     pub totals: Totals,
 }
 
 impl<'a> Sim<'a> {
     pub fn new(cost: &'a dyn StepCost, limits: Limits, replicas: u32) -> Self {
-        let replicas = (0..replicas.max(1))
+        let replicas: Vec<Replica> = (0..replicas.max(1))
             .map(|_| Replica {
                 free_blocks: limits.kv_blocks,
                 ..Replica::default()
@@ -169,10 +181,12 @@ impl<'a> Sim<'a> {
             cost,
             limits,
             calls: Vec::new(),
+            frontend_free: vec![f64::NEG_INFINITY; replicas.len()],
             replicas,
             events: BinaryHeap::new(),
             seq: 0,
-            front_s: cost.request_overhead_s().max(0.0),
+            front_s: cost.request_overhead_s().max(cost.frontend_s()).max(0.0),
+            frontend_s: cost.frontend_s().max(0.0),
             totals: Totals::default(),
         }
     }
@@ -189,9 +203,13 @@ impl<'a> Sim<'a> {
     /// Adds a call sent at `call.arrival`; returns its index.
     pub fn submit(&mut self, call: Call) -> usize {
         let id = self.calls.len();
-        let t = call.arrival + self.front_s;
+        let t = call.arrival;
         self.calls.push(call);
-        self.push(t, What::Arrive(id));
+        if self.frontend_s > 0.0 {
+            self.push(t, What::Sent(id));
+        } else {
+            self.push(t + self.front_s, What::Arrive(id));
+        }
         id
     }
 
@@ -205,6 +223,20 @@ impl<'a> Sim<'a> {
         while let Some(ev) = self.events.pop() {
             self.totals.end_s = ev.t;
             match ev.what {
+                What::Sent(id) => {
+                    // First come, first served by the front end that frees
+                    // first (one per replica).
+                    let (i, free) = self
+                        .frontend_free
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .unwrap_or((0, f64::NEG_INFINITY));
+                    let start = free.max(ev.t);
+                    self.frontend_free[i] = start + self.frontend_s;
+                    self.push(start + self.front_s, What::Arrive(id));
+                }
                 What::Arrive(id) => {
                     let c = &self.calls[id];
                     if self.blocks_for(c.prompt + c.output) > self.limits.kv_blocks {

@@ -395,6 +395,70 @@ impl StepCost for FakeServerCost {
     }
 }
 
+/// A fake step cost for unit tests: fast steps behind a one-process front
+/// end holding each request `frontend_s`.
+struct FakeFrontEndCost {
+    frontend_s: f64,
+}
+
+impl StepCost for FakeFrontEndCost {
+    fn step_s(&self, _: &Step) -> f64 {
+        0.001
+    }
+    fn request_overhead_s(&self) -> f64 {
+        0.03
+    }
+    fn frontend_s(&self) -> f64 {
+        self.frontend_s
+    }
+}
+
+#[test]
+fn a_one_process_front_end_caps_requests_per_second() {
+    // 200 users sending 128/4 requests: the GPU side alone takes in
+    // thousands per second; a front end holding each 10 ms passes 100.
+    let traffic = closed(200, Lengths::Fixed(128), 4, 2000);
+    let run = |frontend_s| {
+        let r = simulate(
+            &FakeFrontEndCost { frontend_s },
+            roomy(),
+            &traffic,
+            1,
+            SlaP99::default(),
+        )
+        .unwrap();
+        2000.0 / r.makespan_s
+    };
+    let (free, capped) = (run(0.0), run(0.010));
+    assert!(free > 500.0, "{free}");
+    assert!((capped - 100.0).abs() < 3.0, "{capped}");
+    // Two replicas have two front ends.
+    let two = simulate(
+        &FakeFrontEndCost { frontend_s: 0.010 },
+        roomy(),
+        &traffic,
+        2,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!((2000.0 / two.makespan_s - 200.0).abs() < 6.0);
+    // At light load a request waits for nobody: TTFT is the latency plus
+    // one step, as without a front-end limit.
+    let light = simulate(
+        &FakeFrontEndCost { frontend_s: 0.010 },
+        roomy(),
+        &chat(1.0, 128, 4, 50, 3),
+        1,
+        SlaP99::default(),
+    )
+    .unwrap();
+    assert!(
+        (light.ttft_ms.mean - 31.0).abs() < 0.5,
+        "{}",
+        light.ttft_ms.mean
+    );
+}
+
 #[test]
 fn the_server_latency_is_in_every_ttft_but_takes_no_step() {
     let traffic = chat(5.0, 100, 20, 400, 11);
@@ -493,9 +557,13 @@ fn estimator_cost_carries_the_engines_server_latency() {
         let cost = EstimatorCost::new(&est, scenario(engine));
         let want = engine.profile(h100.memory_gb).request_overhead_ms / 1e3;
         assert_eq!(cost.request_overhead_s(), want, "{engine}");
+        let front = engine.profile(h100.memory_gb).frontend_ms_per_request / 1e3;
+        assert!((cost.frontend_s() - front).abs() < 1e-12, "{engine}");
     }
+    assert!(EstimatorCost::new(&est, scenario(Engine::Vllm)).frontend_s() > 0.0);
     // The constant-efficiency baseline models the engine step only.
     let baseline = Estimator::new(EfficiencyTable::baseline());
     let cost = EstimatorCost::new(&baseline, scenario(Engine::Vllm));
     assert_eq!(cost.request_overhead_s(), 0.0);
+    assert_eq!(cost.frontend_s(), 0.0);
 }
