@@ -15,7 +15,9 @@
 //!    (`running × context × KV bytes/token`, so long contexts and big batches
 //!    turn decode into a KV-reading problem), and the FLOPs grow with the
 //!    batch: past the device's ridge point (`peak / bandwidth` FLOPs per
-//!    byte) the step is compute-bound.
+//!    byte) the step is compute-bound. The matmuls compute whole 64-row
+//!    tensor-core tiles, so the step's token rows (running sequences plus
+//!    the prompt chunk) are padded once ([`tile_padded_tokens`]).
 //! 3. **Prefill interleaved with decode.** At steady state every sequence
 //!    that finishes is replaced by a new one whose prompt must be processed:
 //!    from one sequence's view, the other `running − 1` sequences each bring
@@ -39,7 +41,7 @@
 use serde::Serialize;
 
 use crate::estimate::{
-    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
+    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time, tile_padded_tokens,
 };
 
 /// What set the number of running sequences.
@@ -142,8 +144,11 @@ pub fn steady_state(
     let (step_s, comm_s) = if profile.chunked_prefill {
         // The prompt chunk rides in the same pass: its matmul FLOPs share
         // the weight read, its attention runs beside the decode attention.
+        // The matmuls compute the decode rows and the chunk's together,
+        // padded to whole tiles once (`tile_padded_tokens`).
         let c = s.forward_compute(prompt, 0.0);
-        dt.compute_s += q / prompt * (c.linear_s + c.attn_s);
+        let rows = tile_padded_tokens(running + q) - tile_padded_tokens(running);
+        dt.compute_s += rows * c.linear_s / prompt + q / prompt * c.attn_s;
         dt.attn_compute_s += q / prompt * c.attn_s;
         dt.comm_s = s.allreduce_s(running + q);
         (dt.roofline_s(p, d) + overhead_s + dt.comm_s, dt.comm_s)
@@ -263,6 +268,24 @@ mod tests {
             assert!((many.prefill_tokens_per_step - 63.0 * 8.0).abs() < 1e-9);
             // Long prompts with short outputs are prefill-bound: compute.
             assert_eq!(many.regime, "compute");
+        });
+    }
+
+    #[test]
+    fn decode_rows_and_the_prompt_chunk_are_padded_to_tiles_together() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let (p, _) = est.factors_for(s);
+            // 100 running, 99 × 1024 / 128 = 792 chunk tokens: 892 rows of
+            // matmuls, computed as 896 (14 tiles of 64).
+            let b = steady_state(est, s, 100.0, 1024.0, 128.0);
+            assert_eq!(b.running, 100.0);
+            let one = s.forward_compute(1.0, b.context);
+            let chunk = s.forward_compute(1024.0, 0.0);
+            let want = 896.0 * one.linear_s + 100.0 * one.attn_s + 792.0 / 1024.0 * chunk.attn_s;
+            assert!(
+                (b.compute_s * p.factor.efficiency - want).abs() < 1e-12,
+                "{b:?} vs {want}"
+            );
         });
     }
 

@@ -328,8 +328,19 @@ fn parent_overhead(
         (c, e) if c != "*" && e != "*" => find(c, "*").or_else(|| find("*", "*")),
         _ => find("*", "*"),
     };
+    // A pooled overhead is other engines' host cost: an engine that replays
+    // decode steps as CUDA graphs inherits at most its own prior, as
+    // `EfficiencyTable::lookup` gives it with no entry of its own.
+    let cap_s = match (Engine::parse(engine), class) {
+        (Ok(e), "*") => e.step_overhead_cap_ms(None, phase),
+        (Ok(e), c) => HardwareClass::parse(c)
+            .ok()
+            .and_then(|k| e.step_overhead_cap_ms(Some(k), phase)),
+        (Err(_), _) => None,
+    }
+    .map(|ms| ms / 1e3);
     if let Some(p) = parent {
-        return Ok(p);
+        return Ok(cap_s.map_or(p, |cap| p.min(cap)));
     }
     // Top level with too little data: the documented prior of the first row's class.
     let first = members.first().map(|r| r.scenario(cat)).transpose()?;
@@ -500,6 +511,34 @@ mod tests {
         assert!(!g.overhead_fitted);
         assert!((g.factor.efficiency - 0.5).abs() < 0.01, "{g:?}");
         assert!(fit_group(&[], 0.0).is_none());
+    }
+
+    #[test]
+    fn graph_replaying_engines_inherit_at_most_their_step_prior() {
+        let mut table = EfficiencyTable::priors_only();
+        table.entries.push(Entry {
+            class: "datacenter".into(),
+            engine: "*".into(),
+            phase: Phase::Decode,
+            efficiency: 0.8,
+            overhead_ms: 4.0,
+            rows: 7,
+            overhead_fitted: true,
+        });
+        let hw = crate::hardware::HardwareCatalogue::builtin().unwrap();
+        let models = crate::model::ModelCatalogue::builtin().unwrap();
+        let cat = Catalogues {
+            hardware: &hw,
+            models: &models,
+        };
+        let inherit = |engine: &str, phase| {
+            parent_overhead(&table, "datacenter", engine, phase, &[], cat).unwrap() * 1e3
+        };
+        assert!((inherit("llama.cpp", Phase::Decode) - 4.0).abs() < 1e-9);
+        let graph = crate::efficiency::GRAPH_REPLAY_STEP_OVERHEAD_MS;
+        let vllm = crate::efficiency::VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS;
+        assert!((inherit("vllm", Phase::Decode) - vllm).abs() < 1e-9);
+        assert!((inherit("trt-llm", Phase::Decode) - graph).abs() < 1e-9);
     }
 
     #[test]

@@ -93,7 +93,81 @@ impl Engine {
             _ => (1.0, 1.0),
         }
     }
+
+    /// How the engine runs the kernels of one decode step on a GPU, from
+    /// its documentation (docs/planner.md, "Host cost per step and the server front end").
+    ///
+    /// - vLLM captures the decoder's forward pass as CUDA graphs at a set of
+    ///   batch sizes and replays them for decode steps unless started with
+    ///   `enforce_eager` (its CUDA-graphs design notes; `cudagraph_mode` in
+    ///   the compilation config).
+    /// - SGLang enables decode CUDA graphs by default up to
+    ///   `--cuda-graph-max-bs` (`--disable-cuda-graph` turns them off).
+    /// - TensorRT-LLM replays generation steps as CUDA graphs
+    ///   (`cuda_graph_config` in the LLM API, a CUDA-graph option of the
+    ///   older C++ runtime) and runs a compiled engine of fused kernels.
+    /// - TGI's launcher captures graphs for small decode batches by default
+    ///   (`--cuda-graphs`).
+    /// - llama.cpp's CUDA backend, as in the 2023–24 builds the shipped
+    ///   measurements come from, launches every kernel of its graph from the
+    ///   host each token (later builds capture single-sequence decode as
+    ///   CUDA graphs: calibrate on your build). MLC LLM is not assumed
+    ///   either way (its own consumer fit decides), eager PyTorch launches
+    ///   per operator.
+    pub fn step_launch(self) -> StepLaunch {
+        match self {
+            Self::Vllm | Self::Sglang | Self::TrtLlm | Self::Tgi => StepLaunch::GraphReplay,
+            Self::LlamaCpp | Self::Mlc | Self::Transformers => StepLaunch::PerKernel,
+        }
+    }
+
+    /// The most fixed decode-step overhead (ms) the engine is assumed to pay
+    /// on `class` when it has no fitted overhead of its own: for engines
+    /// that replay decode steps as CUDA graphs on a GPU,
+    /// [`GRAPH_REPLAY_STEP_OVERHEAD_MS`]; otherwise no bound (the pooled fit
+    /// or the class prior stands). `None` for `class` means any class (a
+    /// level pooled over classes).
+    pub fn step_overhead_cap_ms(self, class: Option<HardwareClass>, phase: Phase) -> Option<f64> {
+        let gpu =
+            class.is_none_or(|c| matches!(c, HardwareClass::Datacenter | HardwareClass::Consumer));
+        let cap = match self {
+            Self::Vllm => VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS,
+            _ => GRAPH_REPLAY_STEP_OVERHEAD_MS,
+        };
+        (phase == Phase::Decode && gpu && self.step_launch() == StepLaunch::GraphReplay)
+            .then_some(cap)
+    }
 }
+
+/// How an engine issues one decode step's kernels ([`Engine::step_launch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepLaunch {
+    /// Every kernel launched from the host each step: the host cost (graph
+    /// build, one launch per kernel, sampling) grows with the kernel count
+    /// and sits between the GPU's kernels.
+    PerKernel,
+    /// The step captured once as a CUDA graph and replayed with one launch.
+    GraphReplay,
+}
+
+/// Prior fixed overhead of one decode step, milliseconds, for an engine that
+/// replays the step as a CUDA graph (set from how such a step runs, before
+/// any evaluation; not fitted). What is left once the per-kernel launches
+/// are gone: one graph launch (tens of µs); gaps of about a microsecond
+/// between the graph's few hundred kernels on the GPU (~0.3–0.5 ms for a
+/// 7–8B model); and the host work outside the graph that the engine does
+/// not overlap with the GPU (preparing the step's inputs, sampling, reading
+/// back the tokens; vLLM V1, SGLang and TensorRT-LLM schedule the next step
+/// while the current one runs), about half a millisecond. The pooled
+/// datacenter fit (~4 ms) is mostly llama.cpp builds of 2023 that launch
+/// every kernel from the host, which is why it is not inherited.
+pub const GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.0;
+
+/// vLLM's decode-step overhead prior, milliseconds: vllm-project/vllm#17866
+/// (V1, Llama-3.2-1B) reports a TPOT of 2.73 ms at light load, about 1 ms of
+/// it the GPU's, so at most 1.5 ms of fixed host time per step.
+pub const VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.5;
 
 /// How an engine batches at serving time, from its documented defaults:
 /// what caps the sequences it runs together, what each running sequence
@@ -387,10 +461,13 @@ impl EfficiencyTable {
             })
     }
 
-    /// The factor for (class, engine, phase): exact entry, else the class
-    /// pooled over engines, else the engine pooled over classes, else all
-    /// data for the phase, else the prior. Pooled and prior levels get the
-    /// engine's prior adjustment.
+    /// The factor for (class, engine, phase): exact entry, else the engine
+    /// pooled over classes, else the class pooled over engines, else the
+    /// prior. The last two get the engine's prior adjustment and, for an
+    /// engine that replays decode steps as CUDA graphs on a GPU, a decode
+    /// step overhead of at most [`GRAPH_REPLAY_STEP_OVERHEAD_MS`]
+    /// ([`Engine::step_overhead_cap_ms`]): a pooled overhead is other
+    /// engines' host cost, not this one's.
     pub fn lookup(&self, class: HardwareClass, engine: Engine, phase: Phase) -> Resolved {
         if let Some((prefill, decode)) = self.constant {
             let factor = if phase == Phase::Prefill {
@@ -417,102 +494,28 @@ impl EfficiencyTable {
             };
         }
         let (k_eff, k_over) = engine.prior_adjust();
-        let adjust = |f: Factor| Factor {
-            efficiency: f.efficiency * k_eff,
-            overhead_ms: f.overhead_ms * k_over,
-        };
-        if let Some(f) = self.find(c, "*", phase) {
-            return Resolved {
-                factor: adjust(f),
-                level: format!("fit {c}/* (no {e} data)"),
+        let cap = engine.step_overhead_cap_ms(Some(class), phase);
+        let adjust = |f: Factor, level: String| {
+            let overhead = f.overhead_ms * k_over;
+            let (overhead_ms, level) = match cap {
+                Some(cap) if cap < overhead => (cap, format!("{level}, CUDA-graph step prior")),
+                _ => (overhead, level),
             };
-        }
-        Resolved {
-            factor: adjust(prior(class, phase)),
-            level: format!("prior {c}"),
+            Resolved {
+                factor: Factor {
+                    efficiency: f.efficiency * k_eff,
+                    overhead_ms,
+                },
+                level,
+            }
+        };
+        match self.find(c, "*", phase) {
+            Some(f) => adjust(f, format!("fit {c}/* (no {e} data)")),
+            None => adjust(prior(class, phase), format!("prior {c}")),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn engine_names_and_aliases() {
-        assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
-        assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
-        assert_eq!(
-            Engine::parse("text-generation-inference").unwrap(),
-            Engine::Tgi
-        );
-        assert_eq!(Engine::Tgi.to_string(), "tgi");
-        let e = Engine::parse("vlm").unwrap_err();
-        assert!(e.to_string().contains("did you mean `vllm`"), "{e}");
-    }
-
-    #[test]
-    fn fallback_order() {
-        let mut t = EfficiencyTable::priors_only();
-        let p = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
-        assert_eq!(p.factor, prior(HardwareClass::Apple, Phase::Decode));
-        t.entries.push(Entry {
-            class: "apple".into(),
-            engine: "*".into(),
-            phase: Phase::Decode,
-            efficiency: 0.5,
-            overhead_ms: 1.0,
-            rows: 3,
-            overhead_fitted: true,
-        });
-        let r = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
-        assert_eq!(r.factor.efficiency, 0.5);
-        assert!(r.level.contains("apple/*"));
-        let hf = t.lookup(HardwareClass::Apple, Engine::Transformers, Phase::Decode);
-        assert!((hf.factor.efficiency - 0.3).abs() < 1e-12);
-    }
-
-    #[test]
-    fn engine_profiles_follow_documented_defaults() {
-        // vLLM V1 raises max_num_seqs on devices with at least 70 GB.
-        assert_eq!(Engine::Vllm.profile(24.0).max_running, Some(256));
-        assert_eq!(Engine::Vllm.profile(80.0).max_running, Some(1024));
-        assert_eq!(Engine::Tgi.profile(80.0).max_running, Some(128));
-        assert_eq!(Engine::Sglang.profile(80.0).max_running, None);
-        for e in Engine::ALL {
-            let p = e.profile(80.0);
-            assert!((0.0..0.5).contains(&p.memory_reserve) && p.per_seq_overhead_ms >= 0.0);
-        }
-    }
-
-    #[test]
-    fn baseline_is_constant() {
-        let b = EfficiencyTable::baseline();
-        let d = b
-            .lookup(HardwareClass::Apple, Engine::LlamaCpp, Phase::Decode)
-            .factor;
-        assert_eq!((d.efficiency, d.overhead_ms), (0.7, 3.0));
-        let p = b
-            .lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill)
-            .factor;
-        assert_eq!(p.efficiency, 0.5);
-    }
-
-    #[test]
-    fn shipped_defaults_parse() {
-        let t = EfficiencyTable::defaults().unwrap();
-        let text = t.to_toml().unwrap();
-        let back = EfficiencyTable::from_toml(&text, "roundtrip").unwrap();
-        assert_eq!(back.entries, t.entries);
-    }
-
-    #[test]
-    fn out_of_range_factor_is_rejected() {
-        let bad =
-            "[[factor]]\nclass='apple'\nengine='*'\nphase='decode'\nefficiency=-1\noverhead_ms=0\n";
-        assert_eq!(
-            EfficiencyTable::from_toml(bad, "x").unwrap_err().code(),
-            "planner.invalid"
-        );
-    }
-}
+#[path = "efficiency_tests.rs"]
+mod tests;

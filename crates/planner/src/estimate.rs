@@ -8,7 +8,8 @@
 //!
 //! where bytes are the weights one step reads (MoE: the experts the batch
 //! touches) plus the KV cache it reads, and FLOPs are `2·P_active` per token
-//! plus attention. Tensor parallelism splits bytes and FLOPs over `tp`
+//! plus attention (a batched step's matmuls padded to whole 64-row tiles,
+//! [`tile_padded_tokens`]). Tensor parallelism splits bytes and FLOPs over `tp`
 //! devices and adds two ring all-reduces per layer.
 
 use serde::Serialize;
@@ -181,17 +182,36 @@ impl Terms {
     }
 }
 
-/// One decode step for `batch` sequences at context `ctx`.
+/// Rows of the smallest tensor-core GEMM tile: Hopper's warpgroup MMA has
+/// `m = 64`, and CUTLASS / cuBLAS thread-block tiles on Ampere and Ada are 64
+/// or 128 rows (docs/planner.md, "Tile padding of a batched step's matmuls").
+pub const GEMM_TILE_ROWS: f64 = 64.0;
+
+/// Token rows a batched step's weight matmuls compute: a tensor-core GEMM
+/// computes whole tiles, so `m > 1` tokens are padded to a multiple of
+/// [`GEMM_TILE_ROWS`] (NVIDIA's "tile quantization"). One token (a single
+/// stream) runs a matrix-vector kernel and is not padded.
+pub fn tile_padded_tokens(m: f64) -> f64 {
+    if m <= 1.0 {
+        m
+    } else {
+        (m / GEMM_TILE_ROWS).ceil() * GEMM_TILE_ROWS
+    }
+}
+
+/// One decode step for `batch` sequences at context `ctx`. The weight
+/// matmuls compute [`tile_padded_tokens`]`(batch)` rows.
 pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
     let kv = batch * ctx * s.kv_bytes_per_token();
     let bytes = (weights + kv) / s.tp();
     let c = s.forward_compute(1.0, ctx);
+    let rows = tile_padded_tokens(batch);
     Terms {
         bytes,
-        flops: batch * (c.linear_flops + c.attn_flops),
+        flops: rows * c.linear_flops + batch * c.attn_flops,
         memory_s: bytes / s.bandwidth(),
-        compute_s: batch * (c.linear_s + c.attn_s),
+        compute_s: rows * c.linear_s + batch * c.attn_s,
         comm_s: s.allreduce_s(batch),
         kv_memory_s: kv / s.tp() / s.bandwidth(),
         attn_compute_s: batch * c.attn_s,

@@ -76,3 +76,39 @@ fn tensor_parallel_adds_comm_and_splits_bytes() {
         .unwrap();
     assert!(e.fits && e.max_concurrent_seqs > 0);
 }
+
+#[test]
+fn a_batched_steps_matmuls_compute_whole_64_row_tiles() {
+    assert_eq!(tile_padded_tokens(1.0), 1.0, "one stream: a GEMV, no tile");
+    for (m, rows) in [(2.0, 64.0), (64.0, 64.0), (65.0, 128.0), (168.0, 192.0)] {
+        assert_eq!(tile_padded_tokens(m), rows, "{m}");
+    }
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let s = Scenario {
+        model: models.get("llama-3.1-70b").unwrap(),
+        hw: hw.get("h200").unwrap(),
+        quant: Quant::parse("fp8").unwrap(),
+        kv_bytes: 1.0,
+        engine: Engine::TrtLlm,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 128,
+        gen_tokens: 2048,
+        context: 2176,
+        memory_headroom: 0.0,
+    };
+    let per_token = s.forward_compute(1.0, 1000.0);
+    let matmul_s = |n: f64| {
+        let t = decode_terms(&s, n, 1000.0);
+        // Attention's FLOPs are per sequence, not padded.
+        assert!((t.attn_compute_s - n * per_token.attn_s).abs() < 1e-15);
+        t.compute_s - t.attn_compute_s
+    };
+    assert!((matmul_s(1.0) - per_token.linear_s).abs() < 1e-15);
+    // 65 sequences cost the matmul FLOPs of 128, the same as 128 do; the
+    // bytes read are those of 65 sequences.
+    assert!((matmul_s(65.0) - 128.0 * per_token.linear_s).abs() < 1e-12);
+    assert!((matmul_s(65.0) - matmul_s(128.0)).abs() < 1e-12);
+    assert!(decode_terms(&s, 65.0, 1000.0).memory_s < decode_terms(&s, 128.0, 1000.0).memory_s);
+}

@@ -1,0 +1,138 @@
+//! Unit tests of `efficiency` (engine names, lookup fallback, priors).
+
+use super::*;
+
+#[test]
+fn engine_names_and_aliases() {
+    assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
+    assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
+    assert_eq!(
+        Engine::parse("text-generation-inference").unwrap(),
+        Engine::Tgi
+    );
+    assert_eq!(Engine::Tgi.to_string(), "tgi");
+    let e = Engine::parse("vlm").unwrap_err();
+    assert!(e.to_string().contains("did you mean `vllm`"), "{e}");
+}
+
+#[test]
+fn fallback_order() {
+    let mut t = EfficiencyTable::priors_only();
+    let p = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
+    assert_eq!(p.factor, prior(HardwareClass::Apple, Phase::Decode));
+    t.entries.push(Entry {
+        class: "apple".into(),
+        engine: "*".into(),
+        phase: Phase::Decode,
+        efficiency: 0.5,
+        overhead_ms: 1.0,
+        rows: 3,
+        overhead_fitted: true,
+    });
+    let r = t.lookup(HardwareClass::Apple, Engine::Mlc, Phase::Decode);
+    assert_eq!(r.factor.efficiency, 0.5);
+    assert!(r.level.contains("apple/*"));
+    let hf = t.lookup(HardwareClass::Apple, Engine::Transformers, Phase::Decode);
+    assert!((hf.factor.efficiency - 0.3).abs() < 1e-12);
+}
+
+#[test]
+fn graph_replaying_engines_pay_less_per_step_than_llama_cpp() {
+    // The shipped fit: llama.cpp has datacenter decode rows of its own;
+    // vLLM, SGLang and TensorRT-LLM fall back to the pooled class fit.
+    let t = EfficiencyTable::defaults().unwrap();
+    for class in [HardwareClass::Datacenter, HardwareClass::Consumer] {
+        let llama = t.lookup(class, Engine::LlamaCpp, Phase::Decode).factor;
+        for e in [Engine::Vllm, Engine::Sglang, Engine::TrtLlm, Engine::Tgi] {
+            assert_eq!(e.step_launch(), StepLaunch::GraphReplay);
+            let r = t.lookup(class, e, Phase::Decode);
+            assert!(
+                r.factor.overhead_ms < llama.overhead_ms,
+                "{class:?} {e}: {r:?} vs llama.cpp {llama:?}"
+            );
+            let cap = e.step_overhead_cap_ms(Some(class), Phase::Decode).unwrap();
+            assert!(r.factor.overhead_ms <= cap, "{e}: {r:?}");
+            let want = if e == Engine::Vllm {
+                VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS
+            } else {
+                GRAPH_REPLAY_STEP_OVERHEAD_MS
+            };
+            assert_eq!(cap, want, "{e}");
+        }
+    }
+    // Priors alone: the same ordering, and per-kernel engines untouched.
+    let p = EfficiencyTable::priors_only();
+    let dc = prior(HardwareClass::Datacenter, Phase::Decode);
+    let llama = p.lookup(HardwareClass::Datacenter, Engine::LlamaCpp, Phase::Decode);
+    assert_eq!(llama.factor, dc);
+    let sg = p.lookup(HardwareClass::Datacenter, Engine::Sglang, Phase::Decode);
+    assert!(sg.factor.overhead_ms < llama.factor.overhead_ms, "{sg:?}");
+    assert_eq!(sg.factor.efficiency, dc.efficiency);
+    assert!(sg.level.contains("CUDA-graph"), "{sg:?}");
+    // Prefill passes and non-CUDA classes keep the class figures.
+    let pf = p.lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill);
+    assert_eq!(pf.factor, prior(HardwareClass::Datacenter, Phase::Prefill));
+    let cpu = p.lookup(HardwareClass::Cpu, Engine::Vllm, Phase::Decode);
+    assert_eq!(cpu.factor, prior(HardwareClass::Cpu, Phase::Decode));
+}
+
+#[test]
+fn an_engine_with_its_own_fit_keeps_it() {
+    let mut t = EfficiencyTable::priors_only();
+    t.entries.push(Entry {
+        class: "datacenter".into(),
+        engine: "sglang".into(),
+        phase: Phase::Decode,
+        efficiency: 0.7,
+        overhead_ms: 3.5,
+        rows: 12,
+        overhead_fitted: true,
+    });
+    let r = t.lookup(HardwareClass::Datacenter, Engine::Sglang, Phase::Decode);
+    assert_eq!((r.factor.efficiency, r.factor.overhead_ms), (0.7, 3.5));
+    assert_eq!(r.level, "fit datacenter/sglang");
+}
+
+#[test]
+fn engine_profiles_follow_documented_defaults() {
+    // vLLM V1 raises max_num_seqs on devices with at least 70 GB.
+    assert_eq!(Engine::Vllm.profile(24.0).max_running, Some(256));
+    assert_eq!(Engine::Vllm.profile(80.0).max_running, Some(1024));
+    assert_eq!(Engine::Tgi.profile(80.0).max_running, Some(128));
+    assert_eq!(Engine::Sglang.profile(80.0).max_running, None);
+    for e in Engine::ALL {
+        let p = e.profile(80.0);
+        assert!((0.0..0.5).contains(&p.memory_reserve) && p.per_seq_overhead_ms >= 0.0);
+    }
+}
+
+#[test]
+fn baseline_is_constant() {
+    let b = EfficiencyTable::baseline();
+    let d = b
+        .lookup(HardwareClass::Apple, Engine::LlamaCpp, Phase::Decode)
+        .factor;
+    assert_eq!((d.efficiency, d.overhead_ms), (0.7, 3.0));
+    let p = b
+        .lookup(HardwareClass::Datacenter, Engine::Vllm, Phase::Prefill)
+        .factor;
+    assert_eq!(p.efficiency, 0.5);
+}
+
+#[test]
+fn shipped_defaults_parse() {
+    let t = EfficiencyTable::defaults().unwrap();
+    let text = t.to_toml().unwrap();
+    let back = EfficiencyTable::from_toml(&text, "roundtrip").unwrap();
+    assert_eq!(back.entries, t.entries);
+}
+
+#[test]
+fn out_of_range_factor_is_rejected() {
+    let bad =
+        "[[factor]]\nclass='apple'\nengine='*'\nphase='decode'\nefficiency=-1\noverhead_ms=0\n";
+    assert_eq!(
+        EfficiencyTable::from_toml(bad, "x").unwrap_err().code(),
+        "planner.invalid"
+    );
+}
