@@ -164,8 +164,9 @@ impl FinishReason {
 pub struct Usage {
     /// Tokens of the rendered prompt, special tokens included.
     pub prompt_tokens: u32,
-    /// Tokens sampled, excluding a final end-of-generation token (it produces
-    /// no text) and including the tokens of a matched stop sequence.
+    /// Tokens sampled, including a final end-of-generation token (it took a
+    /// decode step though it has no text; vLLM and llama-server count it too)
+    /// and the tokens of a matched stop sequence.
     pub completion_tokens: u32,
 }
 

@@ -157,14 +157,16 @@ pub(super) fn emit(
     token: LlamaToken,
     on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
 ) -> bool {
-    if model.vocab().is_eog(token) {
-        seq.finish = Some(FinishReason::Stop);
-        return false;
-    }
+    // The end-of-sequence token took a step like any other: it counts as
+    // generated (as vLLM and llama-server count it), without text.
     let now = Instant::now();
     seq.first_token.get_or_insert(now);
     seq.last_token = Some(now);
     seq.completion_tokens += 1;
+    if model.vocab().is_eog(token) {
+        seq.finish = Some(FinishReason::Stop);
+        return false;
+    }
     seq.output.push(token);
     if seq.lookup.is_some() {
         seq.history.push(token);
