@@ -41,7 +41,7 @@
 use serde::Serialize;
 
 use crate::estimate::{
-    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time, tile_padded_tokens,
+    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
 };
 
 /// What set the number of running sequences.
@@ -145,9 +145,9 @@ pub fn steady_state(
         // The prompt chunk rides in the same pass: its matmul FLOPs share
         // the weight read, its attention runs beside the decode attention.
         // The matmuls compute the decode rows and the chunk's together,
-        // padded to whole tiles once (`tile_padded_tokens`).
+        // padded to whole tiles once on GPUs (`Scenario::gemm_rows`).
         let c = s.forward_compute(prompt, 0.0);
-        let rows = tile_padded_tokens(running + q) - tile_padded_tokens(running);
+        let rows = s.gemm_rows(running + q) - s.gemm_rows(running);
         dt.compute_s += rows * c.linear_s / prompt + q / prompt * c.attn_s;
         dt.attn_compute_s += q / prompt * c.attn_s;
         dt.comm_s = s.allreduce_s(running + q);

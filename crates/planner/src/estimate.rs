@@ -18,7 +18,7 @@ use crate::batching;
 use crate::efficiency::{EfficiencyTable, Engine, Factor, Phase, Resolved};
 use crate::error::PlannerError;
 use crate::explain::{Line, num};
-use crate::hardware::Hardware;
+use crate::hardware::{Hardware, HardwareClass};
 use crate::model::ModelSpec;
 use crate::quant::{ComputeDtype, Quant};
 
@@ -199,14 +199,27 @@ pub fn tile_padded_tokens(m: f64) -> f64 {
     }
 }
 
+impl Scenario<'_> {
+    /// Token rows the weight matmuls of a step over `m` tokens compute:
+    /// padded to whole tiles ([`tile_padded_tokens`]) on GPUs, whose batched
+    /// matmuls run on tensor-core tiles; as many as there are on CPUs, Apple
+    /// silicon and NPUs, whose kernels do not pad a few rows to 64.
+    pub fn gemm_rows(&self, m: f64) -> f64 {
+        match self.hw.class {
+            HardwareClass::Datacenter | HardwareClass::Consumer => tile_padded_tokens(m),
+            HardwareClass::Apple | HardwareClass::Cpu | HardwareClass::Npu => m,
+        }
+    }
+}
+
 /// One decode step for `batch` sequences at context `ctx`. The weight
-/// matmuls compute [`tile_padded_tokens`]`(batch)` rows.
+/// matmuls compute [`Scenario::gemm_rows`]`(batch)` rows.
 pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
     let kv = batch * ctx * s.kv_bytes_per_token();
     let bytes = (weights + kv) / s.tp();
     let c = s.forward_compute(1.0, ctx);
-    let rows = tile_padded_tokens(batch);
+    let rows = s.gemm_rows(batch);
     Terms {
         bytes,
         flops: rows * c.linear_flops + batch * c.attn_flops,

@@ -111,4 +111,25 @@ fn a_batched_steps_matmuls_compute_whole_64_row_tiles() {
     assert!((matmul_s(65.0) - 128.0 * per_token.linear_s).abs() < 1e-12);
     assert!((matmul_s(65.0) - matmul_s(128.0)).abs() < 1e-12);
     assert!(decode_terms(&s, 65.0, 1000.0).memory_s < decode_terms(&s, 128.0, 1000.0).memory_s);
+    // CPUs and Apple silicon do not pad: four sequences cost four rows, and
+    // batching four is never slower per token than one.
+    for id in ["apple-m2-max", "cpu-generic"] {
+        let s = Scenario {
+            hw: hw.get(id).unwrap(),
+            engine: Engine::LlamaCpp,
+            quant: Quant::parse("q4_k_m").unwrap(),
+            ..s
+        };
+        let c = s.forward_compute(1.0, 1000.0);
+        let t = decode_terms(&s, 4.0, 1000.0);
+        assert!(
+            (t.compute_s - t.attn_compute_s - 4.0 * c.linear_s).abs() < 1e-15,
+            "{id}"
+        );
+        let est = Estimator::new(EfficiencyTable::defaults().unwrap());
+        assert!(
+            est.tpot_s(&s, 4.0, 1000.0) < 4.0 * est.tpot_s(&s, 1.0, 1000.0),
+            "{id}"
+        );
+    }
 }
