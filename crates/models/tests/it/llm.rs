@@ -356,14 +356,7 @@ fn a_shared_prompt_prefix_is_reused_and_changes_nothing() {
     // on the kernels a cold prompt's last chunk uses).
     assert_eq!(after.prefix_hits - mid.prefix_hits, prompt - 2);
     // A different question after the same system prompt reuses the shared head.
-    let other = GenerateRequest {
-        max_tokens: 8,
-        temperature: 0.0,
-        ..GenerateRequest::chat(vec![
-            ChatMessage::system("You are a concise assistant."),
-            ChatMessage::user("Name a fruit."),
-        ])
-    };
+    let other = fruit_question();
     let cold = llm_cold(&other);
     let warm = h.generate_blocking(other).unwrap();
     let end = h.engine_load();
@@ -378,14 +371,7 @@ fn a_shared_prompt_prefix_is_reused_and_changes_nothing() {
 #[test]
 fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
     let _turn = turn();
-    let other = GenerateRequest {
-        max_tokens: 8,
-        temperature: 0.0,
-        ..GenerateRequest::chat(vec![
-            ChatMessage::system("You are a concise assistant."),
-            ChatMessage::user("Name a fruit."),
-        ])
-    };
+    let other = fruit_question();
     let mut restored = Vec::new();
     for (host_cache_bytes, kv_cache_cells) in [(64 << 20, None), (0, None), (64 << 20, Some(512))] {
         let options = LlmOptions {
@@ -425,6 +411,20 @@ fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
         "only the template head is shared with the other prompt: {restored:?}"
     );
     assert_eq!((host_hits, bytes), (0, 0), "{restored:?}");
+}
+
+/// A short greedy question: [`request`]'s system prompt with another
+/// question, and only the chat template's head in common with
+/// [`copying_request`].
+fn fruit_question() -> GenerateRequest {
+    GenerateRequest {
+        max_tokens: 8,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![
+            ChatMessage::system("You are a concise assistant."),
+            ChatMessage::user("Name a fruit."),
+        ])
+    }
 }
 
 /// `request` on a handle of its own that has never seen another prompt
