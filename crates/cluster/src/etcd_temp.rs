@@ -58,21 +58,23 @@ fn free_port() -> Result<u16, String> {
 /// Whether `GET /health` on `port` says the member is healthy (it has a
 /// leader).
 fn healthy(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(
+    get(port, "/health").is_some_and(|a| a.contains("\"health\":\"true\""))
+}
+
+/// The answer to `GET path` on a member's client port (headers included),
+/// or `None` when it does not answer.
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_millis(200),
-    ) else {
-        return false;
-    };
+    )
+    .ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .ok()?;
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
-    answer.contains("\"health\":\"true\"")
+    Some(answer)
 }
 
 impl TempEtcd {
@@ -221,6 +223,23 @@ impl TempEtcd {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Watchers member `i` serves now (its `etcd_debugging_mvcc_watcher_total`
+    /// metric): which member a client's watch stream landed on. 0 when it
+    /// does not answer.
+    pub fn watchers(&self, i: usize) -> u64 {
+        if self.members[i].child.is_none() {
+            return 0;
+        }
+        get(self.members[i].client_port, "/metrics")
+            .and_then(|metrics| {
+                metrics.lines().find_map(|l| {
+                    l.strip_prefix("etcd_debugging_mvcc_watcher_total ")
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                })
+            })
+            .map_or(0, |n| n as u64)
     }
 
     /// Whether member `i` says it is healthy.
