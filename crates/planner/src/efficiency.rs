@@ -203,6 +203,13 @@ pub struct EngineProfile {
     /// does. Used by [`crate::batching::frontend_req_s`] and the serving
     /// simulator; 0 where no limit is known.
     pub frontend_ms_per_request: f64,
+    /// The scheduler forms the next batch while the current one runs
+    /// (overlap scheduling: SGLang, TensorRT-LLM's PyTorch backend), so a
+    /// request reaching the queue during step *k* joins step *k + 2* at the
+    /// earliest; an idle engine starts it at once. Used by the serving
+    /// simulator ([`crate::sim`]); see docs/planner.md, "Validation of the
+    /// simulator".
+    pub overlap_schedule: bool,
 }
 
 impl Engine {
@@ -235,6 +242,9 @@ impl Engine {
                 Self::Vllm => VLLM_FRONTEND_MS_PER_REQUEST,
                 _ => 0.0,
             },
+            // sgl-project/sglang#2067 (default since November 2024),
+            // NVIDIA/TensorRT-LLM#4174 (default since May 2025).
+            overlap_schedule: matches!(self, Self::Sglang | Self::TrtLlm),
         }
     }
 

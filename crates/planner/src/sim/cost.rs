@@ -45,6 +45,14 @@ pub trait StepCost {
     fn frontend_s(&self) -> f64 {
         0.0
     }
+
+    /// The engine forms step *k + 1*'s batch when step *k* starts (overlap
+    /// scheduling), so a request queued during step *k* waits for *k + 2*.
+    /// `false` (the default): each batch is formed when the step before it
+    /// ends.
+    fn overlap_schedule(&self) -> bool {
+        false
+    }
 }
 
 /// [`StepCost`] from the planner's estimator for one scenario (model,
@@ -111,6 +119,14 @@ impl StepCost for EstimatorCost<'_> {
     /// throughput; none for the baseline.
     fn frontend_s(&self) -> f64 {
         1.0 / crate::batching::frontend_req_s(self.est, &self.scenario)
+    }
+
+    /// The engine's overlap scheduling
+    /// ([`crate::efficiency::EngineProfile::overlap_schedule`]); none for the
+    /// baseline.
+    fn overlap_schedule(&self) -> bool {
+        let s = &self.scenario;
+        !self.est.factors.is_baseline() && s.engine.profile(s.hw.memory_gb).overlap_schedule
     }
 }
 

@@ -21,7 +21,11 @@
 //! has one front-end server: a call waits for it (first come, first served),
 //! holds it that long, and reaches the engine's queue the server latency
 //! after it was first served, so the front end caps the requests per second
-//! a replica takes in whatever its GPU could do. Arrivals go to
+//! a replica takes in whatever its GPU could do. Where the engine schedules
+//! with overlap ([`StepCost::overlap_schedule`]), the batch of the next step
+//! is formed when the current one starts: a call reaching the queue during a
+//! step is admitted no earlier than the step after the next (at once when the
+//! replica is idle). Arrivals go to
 //! the replica with the fewest calls waiting or running (lowest index on a
 //! tie). Events at the same instant run step ends first, then arrivals, in
 //! the order they were created, so a run is a pure function of its inputs.
@@ -38,6 +42,8 @@ use crate::error::PlannerError;
 pub(crate) struct Call {
     pub task: usize,
     pub arrival: f64,
+    /// When it reached the engine's queue (set on arrival there).
+    queued: f64,
     pub prompt: u64,
     pub output: u64,
     /// Prompt tokens served from the prefix cache.
@@ -58,6 +64,7 @@ impl Call {
         Self {
             task,
             arrival,
+            queued: arrival,
             prompt,
             output: output.max(1),
             cached: cached.min(prompt.saturating_sub(1)),
@@ -131,6 +138,8 @@ struct Replica {
     free_blocks: u64,
     /// The step in progress: decoding calls, and prefill chunks.
     step: Option<Planned>,
+    /// When the step in progress started.
+    step_start: f64,
 }
 
 impl Replica {
@@ -166,6 +175,8 @@ pub(crate) struct Sim<'a> {
     frontend_s: f64,
     /// When each replica's front-end server is next free.
     frontend_free: Vec<f64>,
+    /// Next batches are formed a step ahead ([`StepCost::overlap_schedule`]).
+    overlap: bool,
     pub totals: Totals,
 }
 
@@ -187,6 +198,7 @@ impl<'a> Sim<'a> {
             seq: 0,
             front_s: cost.request_overhead_s().max(cost.frontend_s()).max(0.0),
             frontend_s: cost.frontend_s().max(0.0),
+            overlap: cost.overlap_schedule(),
             totals: Totals::default(),
         }
     }
@@ -246,21 +258,26 @@ impl<'a> Sim<'a> {
                         }
                         continue;
                     }
+                    self.calls[id].queued = ev.t;
                     let r = (0..self.replicas.len())
                         .min_by_key(|&i| (self.replicas[i].load(), i))
                         .unwrap_or(0);
                     self.replicas[r].waiting.push_back(id);
                     if self.replicas[r].step.is_none() {
-                        self.start_step(r, ev.t)?;
+                        self.start_step(r, ev.t, None)?;
                     }
                 }
                 What::StepEnd(r) => {
+                    // With overlap scheduling this step's successor was
+                    // formed when this step started (before any call that
+                    // reached the queue at that same instant).
+                    let formed = self.overlap.then_some(self.replicas[r].step_start);
                     for done in self.end_step(r, ev.t) {
                         if let Some(call) = next(&self.calls[done]) {
                             self.submit(call);
                         }
                     }
-                    self.start_step(r, ev.t)?;
+                    self.start_step(r, ev.t, formed)?;
                 }
             }
         }
@@ -281,10 +298,19 @@ impl<'a> Sim<'a> {
         self.totals.preemptions += 1;
     }
 
-    fn start_step(&mut self, r: usize, now: f64) -> Result<(), PlannerError> {
+    /// Starts replica `r`'s next step at `now`. `formed`: when its batch was
+    /// formed, if before now (overlap scheduling): only calls queued before
+    /// then are admitted, unless the engine has nothing else to run, which
+    /// forms it now.
+    fn start_step(&mut self, r: usize, now: f64, formed: Option<f64>) -> Result<(), PlannerError> {
+        let mut formed = formed;
         loop {
-            let (decode, prefill) = self.plan_step(r);
+            let (decode, prefill) = self.plan_step(r, formed);
             if decode.is_empty() && prefill.is_empty() {
+                if formed.is_some() && !self.replicas[r].waiting.is_empty() {
+                    formed = None;
+                    continue;
+                }
                 let running = self.replicas[r].running.len();
                 if running > 1 {
                     // Every running call waits on blocks another holds.
@@ -318,13 +344,15 @@ impl<'a> Sim<'a> {
             self.totals.seqs_in_steps += (decode.len() + prefill.len()) as u64;
             self.totals.busy_s += d;
             self.replicas[r].step = Some((decode, prefill));
+            self.replicas[r].step_start = now;
             self.push(now + d, What::StepEnd(r));
             return Ok(());
         }
     }
 
-    /// Chooses the next step's work and reserves its blocks.
-    fn plan_step(&mut self, r: usize) -> Planned {
+    /// Chooses the next step's work and reserves its blocks; with `formed`,
+    /// only calls queued before it are admitted.
+    fn plan_step(&mut self, r: usize, formed: Option<f64>) -> Planned {
         let mut budget = u64::from(self.limits.max_batched_tokens);
         let preemptions_before = self.totals.preemptions;
         let mut decode = Vec::new();
@@ -389,6 +417,9 @@ impl<'a> Sim<'a> {
                 break;
             };
             let c = &self.calls[id];
+            if formed.is_some_and(|t| c.queued >= t) {
+                break;
+            }
             let start = c.cached;
             let chunk = (c.prefill_len - start).min(budget);
             let need = self.blocks_for(start + chunk);

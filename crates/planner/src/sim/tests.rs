@@ -559,11 +559,69 @@ fn estimator_cost_carries_the_engines_server_latency() {
         assert_eq!(cost.request_overhead_s(), want, "{engine}");
         let front = engine.profile(h100.memory_gb).frontend_ms_per_request / 1e3;
         assert!((cost.frontend_s() - front).abs() < 1e-12, "{engine}");
+        let overlap = engine.profile(h100.memory_gb).overlap_schedule;
+        assert_eq!(cost.overlap_schedule(), overlap, "{engine}");
     }
     assert!(EstimatorCost::new(&est, scenario(Engine::Vllm)).frontend_s() > 0.0);
+    assert!(EstimatorCost::new(&est, scenario(Engine::Sglang)).overlap_schedule());
+    assert!(!EstimatorCost::new(&est, scenario(Engine::Vllm)).overlap_schedule());
     // The constant-efficiency baseline models the engine step only.
     let baseline = Estimator::new(EfficiencyTable::baseline());
     let cost = EstimatorCost::new(&baseline, scenario(Engine::Vllm));
     assert_eq!(cost.request_overhead_s(), 0.0);
     assert_eq!(cost.frontend_s(), 0.0);
+}
+
+/// A fake step cost for unit tests: constant steps, and an engine that
+/// forms each batch a step ahead (overlap scheduling) or not.
+struct FakeOverlapCost {
+    step_s: f64,
+    overlap: bool,
+}
+
+impl StepCost for FakeOverlapCost {
+    fn step_s(&self, _: &Step) -> f64 {
+        self.step_s
+    }
+    fn overlap_schedule(&self) -> bool {
+        self.overlap
+    }
+}
+
+#[test]
+fn overlap_scheduling_admits_a_busy_engines_arrivals_a_step_later() {
+    // Four users, 10 ms steps, 20 output tokens each: every request is sent
+    // as another finishes, when the engine has just started its next step
+    // for the other three. Without overlap it waits for that step, then
+    // runs its prompt step: TTFT 20 ms. With overlap the step after that
+    // was formed with the one in flight, so one more: 30 ms.
+    let traffic = closed(4, Lengths::Fixed(50), 20, 200);
+    let run = |overlap| {
+        let cost = FakeOverlapCost {
+            step_s: 0.01,
+            overlap,
+        };
+        simulate(&cost, roomy(), &traffic, 1, SlaP99::default()).unwrap()
+    };
+    let (plain, overlapped) = (run(false), run(true));
+    assert!(
+        (plain.ttft_ms.p50 - 20.0).abs() < 1e-6,
+        "{:?}",
+        plain.ttft_ms
+    );
+    assert!(
+        (overlapped.ttft_ms.p50 - 30.0).abs() < 1e-6,
+        "{:?}",
+        overlapped.ttft_ms
+    );
+    // Decoding is untouched: the same time per output token.
+    assert!((overlapped.tpot_ms.p50 - plain.tpot_ms.p50).abs() < 1e-6);
+    // One user alone finds the engine idle: it starts at once either way.
+    let alone = closed(1, Lengths::Fixed(50), 20, 20);
+    let cost = FakeOverlapCost {
+        step_s: 0.01,
+        overlap: true,
+    };
+    let r = simulate(&cost, roomy(), &alone, 1, SlaP99::default()).unwrap();
+    assert!((r.ttft_ms.p99 - 10.0).abs() < 1e-6, "{:?}", r.ttft_ms);
 }
