@@ -28,11 +28,18 @@
 //!   `docs/performance-lab/qwen3-14b/h100.md` (vLLM 0.11.0 defaults, random
 //!   datasets sent all at once: 2000 in / 100 out and 4000 / 200, 500
 //!   prompts; 128 / 4, 1000 prompts).
+//! - **wmx**: ai.wmx.dev `benchmarks` (the `serving/raw-vllm` baseline,
+//!   commit 8e78aaa): vLLM 0.23.0 on one NVIDIA L4 (g2-standard-4),
+//!   `Qwen/Qwen2.5-0.5B-Instruct` BF16, `--gpu-memory-utilization 0.6
+//!   --max-model-len 8192`, `vllm bench serve` 256 in / 128 out with
+//!   `--ignore-eos`, closed loop at concurrency 1 to 32; medians (TTFT p50,
+//!   ITL p50) and output tok/s (req/s here = tok/s ÷ 128). Added as a check
+//!   on another GPU, model size and vLLM release; nothing fitted to it.
 //!
 //! Models are described by their public `config.json` shapes. Engine limits
-//! are the engines' defaults on an 80 GB device (vLLM V1's OpenAI server:
-//! 8192 batched tokens, 1024 sequences; SGLang and TensorRT-LLM: 8192-token
-//! chunks).
+//! are the engines' defaults on the device (vLLM V1's OpenAI server: 8192
+//! batched tokens and 1024 sequences on 70 GB or more, else 2048 and 256;
+//! SGLang and TensorRT-LLM: 8192-token chunks).
 
 use std::error::Error;
 
@@ -45,6 +52,9 @@ use glassbox_planner::{Estimator, HardwareCatalogue, Quant, Scenario, hf_config,
 const QWEN3_0_6B: &str = r#"{"hidden_size": 1024, "num_hidden_layers": 28,
   "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
   "intermediate_size": 3072, "vocab_size": 151936, "tie_word_embeddings": true}"#;
+const QWEN2_5_0_5B: &str = r#"{"hidden_size": 896, "num_hidden_layers": 24,
+  "num_attention_heads": 14, "num_key_value_heads": 2,
+  "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": true}"#;
 const QWEN3_8B: &str = r#"{"hidden_size": 4096, "num_hidden_layers": 36,
   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
   "intermediate_size": 12288, "vocab_size": 151936, "tie_word_embeddings": false}"#;
@@ -60,12 +70,22 @@ enum Load {
     Concurrency(u32),
 }
 
-/// One published run and its means.
+/// Which statistic a run publishes for TTFT and TPOT.
+#[derive(Clone, Copy)]
+enum Stat {
+    Mean,
+    Median,
+}
+
+/// One published run and its means (or medians).
 struct Run {
     source: &'static str,
     label: &'static str,
     model: (&'static str, &'static str),
+    /// Hardware catalogue id.
+    gpu: &'static str,
     engine: Engine,
+    stat: Stat,
     /// Fraction of memory left free (`1 − gpu_memory_utilization`); `None`:
     /// the engine's default.
     headroom: Option<f64>,
@@ -88,7 +108,9 @@ const RUNS: &[Run] = &[
         source: "kvcached",
         label: "Qwen3-0.6B vLLM 16 req/s (TTFT: the calibration row)",
         model: ("qwen3-0.6b", QWEN3_0_6B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: Some(0.5),
         load: Load::Poisson(16.0),
         prompt: 512,
@@ -104,7 +126,9 @@ const RUNS: &[Run] = &[
         source: "kvcached",
         label: "Qwen3-0.6B vLLM all 500 at once",
         model: ("qwen3-0.6b", QWEN3_0_6B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: Some(0.5),
         load: Load::AllAtOnce,
         prompt: 512,
@@ -120,7 +144,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-8B vLLM concurrency 4",
         model: ("qwen3-8b", QWEN3_8B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::Concurrency(4),
         prompt: 233,
@@ -136,7 +162,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-8B SGLang concurrency 4",
         model: ("qwen3-8b", QWEN3_8B),
+        gpu: "h100-sxm",
         engine: Engine::Sglang,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::Concurrency(4),
         prompt: 233,
@@ -152,7 +180,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-8B TensorRT-LLM concurrency 4",
         model: ("qwen3-8b", QWEN3_8B),
+        gpu: "h100-sxm",
         engine: Engine::TrtLlm,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::Concurrency(4),
         prompt: 233,
@@ -168,7 +198,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-14B vLLM 2000/100 all at once",
         model: ("qwen3-14b", QWEN3_14B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::AllAtOnce,
         prompt: 2000,
@@ -184,7 +216,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-14B vLLM 4000/200 all at once",
         model: ("qwen3-14b", QWEN3_14B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::AllAtOnce,
         prompt: 4000,
@@ -200,7 +234,9 @@ const RUNS: &[Run] = &[
         source: "GPUStack",
         label: "Qwen3-14B vLLM 128/4 all at once",
         model: ("qwen3-14b", QWEN3_14B),
+        gpu: "h100-sxm",
         engine: Engine::Vllm,
+        stat: Stat::Mean,
         headroom: None,
         load: Load::AllAtOnce,
         prompt: 128,
@@ -210,6 +246,114 @@ const RUNS: &[Run] = &[
         ttft_ms: 18283.0,
         tpot_ms: 525.31,
         req_s: 44.02,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 1 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(1),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 200,
+        ttft_ms: 27.0,
+        tpot_ms: 5.1,
+        req_s: 168.0 / 128.0,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 2 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(2),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 200,
+        ttft_ms: 37.8,
+        tpot_ms: 5.2,
+        req_s: 367.0 / 128.0,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 4 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(4),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 200,
+        ttft_ms: 50.1,
+        tpot_ms: 5.3,
+        req_s: 698.0 / 128.0,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 8 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(8),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 200,
+        ttft_ms: 60.9,
+        tpot_ms: 5.5,
+        req_s: 1312.0 / 128.0,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 16 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(16),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 320,
+        ttft_ms: 103.8,
+        tpot_ms: 6.0,
+        req_s: 2277.0 / 128.0,
+        ttft_calibrates: false,
+    },
+    Run {
+        source: "wmx",
+        label: "Qwen2.5-0.5B vLLM L4 concurrency 32 (p50)",
+        model: ("qwen2.5-0.5b", QWEN2_5_0_5B),
+        gpu: "l4",
+        engine: Engine::Vllm,
+        stat: Stat::Median,
+        headroom: Some(0.4),
+        load: Load::Concurrency(32),
+        prompt: 256,
+        output: 128,
+        spread: false,
+        prompts: 640,
+        ttft_ms: 135.3,
+        tpot_ms: 7.1,
+        req_s: 3773.0 / 128.0,
         ttft_calibrates: false,
     },
 ];
@@ -232,19 +376,19 @@ fn err(sim: f64, published: f64) -> String {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let hw = HardwareCatalogue::builtin()?;
-    let h100 = hw.get("h100-sxm")?;
     let est = Estimator::new(request::efficiency_table(None)?);
     println!(
         "{:<9} {:<52} {:>24} {:>24} {:>24}",
-        "source", "run", "mean TTFT ms sim/pub", "mean TPOT ms sim/pub", "req/s sim/pub"
+        "source", "run", "TTFT ms sim/pub", "TPOT ms sim/pub", "req/s sim/pub"
     );
     let mut abs_errors = Vec::new();
     for run in RUNS {
         let model = hf_config::from_str(run.model.1, run.model.0, "public config.json")?;
-        let profile = run.engine.profile(h100.memory_gb);
+        let gpu = hw.get(run.gpu)?;
+        let profile = run.engine.profile(gpu.memory_gb);
         let scenario = Scenario {
             model: &model,
-            hw: h100,
+            hw: gpu,
             quant: Quant::parse("bf16")?,
             kv_bytes: 2.0,
             engine: run.engine,
@@ -258,7 +402,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         let cost = EstimatorCost::new(&est, scenario);
         let limits = Limits {
             max_running: profile.max_running.unwrap_or(u32::MAX),
-            max_batched_tokens: 8192,
+            // vLLM V1's OpenAI-server default below 70 GB; 8192 above.
+            max_batched_tokens: if run.engine == Engine::Vllm && gpu.memory_gb < 70.0 {
+                2048
+            } else {
+                8192
+            },
             ..Limits::with_kv_tokens(cost.kv_tokens())
         };
         let arrivals = match run.load {
@@ -282,9 +431,13 @@ fn main() -> Result<(), Box<dyn Error>> {
             Load::Poisson(_) => r.throughput_per_s,
             _ => run.prompts as f64 / r.makespan_s,
         };
+        let (ttft, tpot) = match run.stat {
+            Stat::Mean => (r.ttft_ms.mean, r.tpot_ms.mean),
+            Stat::Median => (r.ttft_ms.p50, r.tpot_ms.p50),
+        };
         let checks = [
-            (r.ttft_ms.mean, run.ttft_ms, !run.ttft_calibrates),
-            (r.tpot_ms.mean, run.tpot_ms, true),
+            (ttft, run.ttft_ms, !run.ttft_calibrates),
+            (tpot, run.tpot_ms, true),
             (req_s, run.req_s, true),
         ];
         for (s, p, check) in checks {
@@ -296,12 +449,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             "{:<9} {:<52} {:>9.1} / {:<8.1} {:>5} {:>8.2} / {:<7.2} {:>5} {:>8.2} / {:<7.2} {:>5}",
             run.source,
             run.label,
-            r.ttft_ms.mean,
+            ttft,
             run.ttft_ms,
-            err(r.ttft_ms.mean, run.ttft_ms),
-            r.tpot_ms.mean,
+            err(ttft, run.ttft_ms),
+            tpot,
             run.tpot_ms,
-            err(r.tpot_ms.mean, run.tpot_ms),
+            err(tpot, run.tpot_ms),
             req_s,
             run.req_s,
             err(req_s, run.req_s),
