@@ -33,8 +33,10 @@
 //!   `Qwen/Qwen2.5-0.5B-Instruct` BF16, `--gpu-memory-utilization 0.6
 //!   --max-model-len 8192`, `vllm bench serve` 256 in / 128 out with
 //!   `--ignore-eos`, closed loop at concurrency 1 to 32; medians (TTFT p50,
-//!   ITL p50) and output tok/s (req/s here = tok/s ÷ 128). Added as a check
-//!   on another GPU, model size and vLLM release; nothing fitted to it.
+//!   ITL p50) and output tok/s (req/s here = tok/s ÷ 128). The number of
+//!   prompts is not stated; simulated as 20 per user, at least 200. Added
+//!   as a check on another GPU, model size and vLLM release; nothing fitted
+//!   to it.
 //!
 //! Models are described by their public `config.json` shapes. Engine limits
 //! are the engines' defaults on the device (vLLM V1's OpenAI server: 8192
