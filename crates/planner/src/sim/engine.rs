@@ -302,8 +302,12 @@ impl<'a> Sim<'a> {
     /// formed, if before now (overlap scheduling): only calls queued before
     /// then are admitted, unless the engine has nothing else to run, which
     /// forms it now.
-    fn start_step(&mut self, r: usize, now: f64, formed: Option<f64>) -> Result<(), PlannerError> {
-        let mut formed = formed;
+    fn start_step(
+        &mut self,
+        r: usize,
+        now: f64,
+        mut formed: Option<f64>,
+    ) -> Result<(), PlannerError> {
         loop {
             let (decode, prefill) = self.plan_step(r, formed);
             if decode.is_empty() && prefill.is_empty() {

@@ -379,11 +379,12 @@ fn estimator_cost_mixes_prefill_into_decode() {
     assert!((tokens * s.kv_bytes_per_token() - bytes).abs() <= s.kv_bytes_per_token());
 }
 
-/// A fake step cost for unit tests: a constant step time and a constant
-/// per-request server latency.
+/// A fake step cost for unit tests: a constant step time, a constant
+/// per-request server latency, and overlap scheduling or not.
 struct FakeServerCost {
     step_s: f64,
     request_s: f64,
+    overlap: bool,
 }
 
 impl StepCost for FakeServerCost {
@@ -392,6 +393,9 @@ impl StepCost for FakeServerCost {
     }
     fn request_overhead_s(&self) -> f64 {
         self.request_s
+    }
+    fn overlap_schedule(&self) -> bool {
+        self.overlap
     }
 }
 
@@ -466,6 +470,7 @@ fn the_server_latency_is_in_every_ttft_but_takes_no_step() {
         let cost = FakeServerCost {
             step_s: 0.01,
             request_s,
+            overlap: false,
         };
         simulate(&cost, roomy(), &traffic, 1, SlaP99::default()).unwrap()
     };
@@ -572,22 +577,6 @@ fn estimator_cost_carries_the_engines_server_latency() {
     assert_eq!(cost.frontend_s(), 0.0);
 }
 
-/// A fake step cost for unit tests: constant steps, and an engine that
-/// forms each batch a step ahead (overlap scheduling) or not.
-struct FakeOverlapCost {
-    step_s: f64,
-    overlap: bool,
-}
-
-impl StepCost for FakeOverlapCost {
-    fn step_s(&self, _: &Step) -> f64 {
-        self.step_s
-    }
-    fn overlap_schedule(&self) -> bool {
-        self.overlap
-    }
-}
-
 #[test]
 fn overlap_scheduling_admits_a_busy_engines_arrivals_a_step_later() {
     // Four users, 10 ms steps, 20 output tokens each: every request is sent
@@ -597,8 +586,9 @@ fn overlap_scheduling_admits_a_busy_engines_arrivals_a_step_later() {
     // was formed with the one in flight, so one more: 30 ms.
     let traffic = closed(4, Lengths::Fixed(50), 20, 200);
     let run = |overlap| {
-        let cost = FakeOverlapCost {
+        let cost = FakeServerCost {
             step_s: 0.01,
+            request_s: 0.0,
             overlap,
         };
         simulate(&cost, roomy(), &traffic, 1, SlaP99::default()).unwrap()
@@ -618,8 +608,9 @@ fn overlap_scheduling_admits_a_busy_engines_arrivals_a_step_later() {
     assert!((overlapped.tpot_ms.p50 - plain.tpot_ms.p50).abs() < 1e-6);
     // One user alone finds the engine idle: it starts at once either way.
     let alone = closed(1, Lengths::Fixed(50), 20, 20);
-    let cost = FakeOverlapCost {
+    let cost = FakeServerCost {
         step_s: 0.01,
+        request_s: 0.0,
         overlap: true,
     };
     let r = simulate(&cost, roomy(), &alone, 1, SlaP99::default()).unwrap();
