@@ -11,14 +11,13 @@
 #     clients (`glassbox bench --verify-traces`): req/s, P50/P99, errors,
 #     timeouts, and every request's trace looked up.
 #
-#   LLAMA_SERVER=/path/to/llama-server scripts/bench-serving.sh
+#   scripts/bench-serving.sh
 #   REQUESTS=8 CONCURRENCIES="1 4" RAG=0 LLAMA_SERVER=... scripts/bench-serving.sh   # quick check
 #
-# llama-server is not built here: point LLAMA_SERVER at a binary built from
-# the llama.cpp sources that the `llama-cpp-sys-2` crate in Cargo.lock
-# vendors, with the ggml settings of glassbox's own build (docs/BENCHMARKS.md
-# says which), or LLAMA_CPP_SRC at a llama.cpp checkout whose build*/bin holds
-# one.
+# The peer: LLAMA_SERVER (a binary) or LLAMA_CPP_SRC (a llama.cpp checkout
+# whose build*/bin holds one); with neither, scripts/build-llama-server.sh
+# builds it once (llama.cpp from PyPI's llama-cpp-python source package, with
+# glassbox's ggml settings; docs/BENCHMARKS.md says which).
 #
 # Environment: LLAMA_SERVER, LLAMA_CPP_SRC, LLAMA_ARGS (extra llama-server
 # arguments), MODEL (GGUF file, default SmolLM2-135M-Instruct Q4_1 from the
@@ -72,13 +71,14 @@ if [[ -z "$llama" && -n "${LLAMA_CPP_SRC:-}" ]]; then
     fi
   done
 fi
-if [[ "${SIDE:-1}" == 1 ]] && [[ -z "$llama" || ! -x "$llama" ]]; then
-  die "no llama-server binary (LLAMA_SERVER='${LLAMA_SERVER:-}', LLAMA_CPP_SRC='${LLAMA_CPP_SRC:-}').
-  Build llama.cpp's \`llama-server\` target from the sources that llama-cpp-sys-2
-  $(grep -A1 '^name = "llama-cpp-sys-2"' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p') vendors (its crate records the llama-cpp-rs commit in
-  .cargo_vcs_info.json; that commit's llama.cpp submodule is the source), with
-  the ggml settings docs/BENCHMARKS.md lists for this benchmark, then set
-  LLAMA_SERVER to the binary (or LLAMA_CPP_SRC to the checkout)."
+if [[ "${SIDE:-1}" == 1 && -z "$llama" ]]; then
+  # Neither given: build the peer (once; scripts/build-llama-server.sh).
+  llama="$(scripts/build-llama-server.sh | tail -1)"
+fi
+if [[ "${SIDE:-1}" == 1 && ! -x "$llama" ]]; then
+  die "no llama-server binary at '$llama' (LLAMA_SERVER='${LLAMA_SERVER:-}', LLAMA_CPP_SRC='${LLAMA_CPP_SRC:-}').
+  Leave both unset and scripts/build-llama-server.sh builds one, or point
+  LLAMA_SERVER at a binary (LLAMA_CPP_SRC at a checkout whose build*/bin holds one)."
 fi
 if [[ -n "$llama" ]]; then llama="$(realpath "$llama")"; fi
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"

@@ -20,15 +20,15 @@ use super::host_cache::HostCache;
 use super::load::backend;
 use super::lookup::{PromptLookup, draft};
 use super::sequence::{Sequence, emit, sampler};
-use super::shape;
+use super::shape::{self, Placement};
 use super::stop::TextAssembler;
 use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
 
 /// Cached prompts shorter than this stay out of host memory: evaluating
 /// them again costs little.
 const HOST_MIN_TOKENS: usize = 16;
-/// Tokens a host entry must share beyond the chosen slot's prefix to be
-/// restored (a restore copies the entry's whole KV).
+/// Tokens a host entry or a donor slot must share beyond the chosen slot's
+/// prefix to be copied in (a copy moves the entry's whole KV).
 const HOST_MIN_GAIN: usize = 4;
 
 /// A model with its context, template and batch, ready to serve requests.
@@ -54,6 +54,8 @@ pub(super) struct Session<'m> {
     lookup: Option<PromptLookup>,
     /// Shape every step for batch invariance (see [`shape`]).
     batch_invariant: bool,
+    /// One KV pool for every sequence rather than a stream per slot.
+    pooled: bool,
     version: String,
 }
 
@@ -109,6 +111,7 @@ impl<'m> Session<'m> {
             host_hits: 0,
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             batch_invariant: options.batch_invariant,
+            pooled: options.pooled(),
             version,
         })
     }
@@ -482,44 +485,49 @@ impl<'m> Session<'m> {
         }
     }
 
-    /// Of the free slots `ids`, the one whose cached prefix shares the most
-    /// tokens with `prompt`: (position in `ids`, tokens shared).
-    pub(super) fn best_slot(&self, ids: &[i32], prompt: &[LlamaToken]) -> (usize, usize) {
-        ids.iter()
-            .enumerate()
-            .map(|(at, &id)| {
-                let cached = usize::try_from(id)
-                    .ok()
-                    .and_then(|i| self.cached.get(i))
-                    .map_or(&[][..], Vec::as_slice);
-                let common = cached
-                    .iter()
-                    .zip(prompt)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                (at, common)
-            })
-            .max_by_key(|&(at, common)| (common, at))
-            .unwrap_or((0, 0))
+    /// Tokens slot `id`'s cached prompt shares with `prompt`.
+    fn shared(&self, id: i32, prompt: &[LlamaToken]) -> usize {
+        let cached = usize::try_from(id)
+            .ok()
+            .and_then(|i| self.cached.get(i))
+            .map_or(&[][..], Vec::as_slice);
+        cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
     }
 
-    /// Puts `seq` in slot `id`, reusing the first `common` prompt tokens
+    /// Where a request with `prompt` goes, of the free slots `free`, with
+    /// the slots of the sequences `running` (see [`shape::place`]).
+    pub(super) fn place(&self, free: &[i32], running: &[i32], prompt: &[LlamaToken]) -> Placement {
+        shape::place(free, running, |id| self.shared(id, prompt), self.pooled)
+    }
+
+    /// Puts `seq` in the slot `placed` chose, reusing the prompt tokens
     /// already in its KV (at least the last two prompt tokens are evaluated
     /// again: the last for its logits, and two rows keep the chunk on the
-    /// same kernels as a cold prompt's, see [`shape`]). When host memory
-    /// holds a prompt that shares more, it is loaded into the slot instead;
-    /// a slot prompt about to be cut goes to host memory first. Returns the
-    /// tokens reused.
-    pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, common: usize) -> usize {
+    /// same kernels as a cold prompt's, see [`shape`]). When host memory or
+    /// the donor slot holds a prompt that shares more, its KV is copied into
+    /// the slot instead; a slot prompt about to be cut goes to host memory
+    /// first. Returns the tokens reused.
+    pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, placed: &Placement) -> usize {
         let usable = |shared: usize| shared.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
-        let mut common = common;
+        let mut common = placed.common;
         let mut from_host = false;
+        let donor = placed
+            .donor
+            .filter(|&(_, shared)| usable(shared) >= usable(common) + HOST_MIN_GAIN);
+        let beaten = donor.map_or(common, |(_, shared)| shared);
         if let Some((at, shared)) = self.host.best(&seq.prompt)
-            && usable(shared) >= usable(common) + HOST_MIN_GAIN
+            && usable(shared) >= usable(beaten) + HOST_MIN_GAIN
         {
             self.offload(id);
             from_host = self.restore(at, id);
             common = if from_host { shared } else { 0 };
+        } else if let Some((from, shared)) = donor {
+            self.offload(id);
+            common = if self.copy_slot(from, id) { shared } else { 0 };
         } else if usable(common) < self.cached_len(id) {
             // The slot's prompt is about to be cut: keep it in host memory.
             self.offload(id);
@@ -578,6 +586,35 @@ impl<'m> Session<'m> {
             let bytes = state.byte_len();
             Some((state, bytes))
         });
+    }
+
+    /// Copies free slot `from`'s cached prompt and its KV into slot `id`
+    /// (emptied first); whether it worked (if not, `id` is left empty).
+    fn copy_slot(&mut self, from: i32, id: i32) -> bool {
+        let (Some(src), Some(dst)) = (
+            usize::try_from(from)
+                .ok()
+                .filter(|&i| i < self.cached.len()),
+            usize::try_from(id).ok().filter(|&i| i < self.cached.len()),
+        ) else {
+            return false;
+        };
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+        self.cached[dst].clear();
+        let copied = self
+            .ctx
+            .state_seq_get(from, LlamaStateSeqFlags::empty())
+            .is_ok_and(|state| self.ctx.state_seq_set(&state, id).is_ok());
+        if copied {
+            self.cached[dst] = self.cached[src].clone();
+        } else {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
+        }
+        copied
     }
 
     /// Loads host entry `at` into slot `id` (emptied first); whether it

@@ -380,9 +380,9 @@ fn worker(
             }
             let mut r = preempted.remove(at).expect("index from `next`");
             r.passed = 0;
-            let (at, common) = session.best_slot(&free_ids, r.seq.prompt());
-            let id = free_ids.remove(at);
-            session.attach(&mut r.seq, id, common);
+            let placed = session.place(&free_ids, &slots(&running), r.seq.prompt());
+            let id = free_ids.remove(placed.at);
+            session.attach(&mut r.seq, id, &placed);
             running.push(r);
         }
         // Admit, most urgent then oldest first (see `schedule`), while a
@@ -424,10 +424,10 @@ fn worker(
                             .iter_mut()
                             .map(|r| (r.seq.priority, &mut r.passed)),
                     );
-                    // The free slot whose cached prompt shares the longest prefix.
-                    let (at, common) = session.best_slot(&free_ids, seq.prompt());
-                    let id = free_ids.remove(at);
-                    let reused = session.attach(&mut seq, id, common);
+                    // Next to the running sequences, with the longest prefix.
+                    let placed = session.place(&free_ids, &slots(&running), seq.prompt());
+                    let id = free_ids.remove(placed.at);
+                    let reused = session.attach(&mut seq, id, &placed);
                     load.prefix_queries
                         .fetch_add(seq.prompt().len() as u64, Ordering::Relaxed);
                     load.prefix_hits.fetch_add(reused as u64, Ordering::Relaxed);
@@ -577,6 +577,11 @@ fn complete(
             .fetch_add(u64::from(completion.accepted_tokens), Ordering::Relaxed);
     }
     let _ = reply.send(Ok(completion));
+}
+
+/// The slots of the running sequences.
+fn slots(running: &[Running]) -> Vec<i32> {
+    running.iter().map(|r| r.seq.id).collect()
 }
 
 fn publish(load: &Load, running: &[Running], waiting: usize, pool: &Pool) {

@@ -413,6 +413,64 @@ fn a_prompt_whose_slot_was_taken_is_restored_from_host_memory() {
     assert_eq!((host_hits, bytes), (0, 0), "{restored:?}");
 }
 
+/// With a KV stream per slot, a request that arrives while another runs
+/// goes to the slot next to it (one micro-batch per step), and a prompt
+/// cached in a slot further away is copied in: all but its last two
+/// tokens reused, the same text. The host tier is off, so only a copy
+/// between slots can explain the reuse.
+#[test]
+fn a_prompt_cached_in_a_slot_apart_is_copied_next_to_the_running_one() {
+    let _turn = turn();
+    let options = LlmOptions {
+        threads: Some(1),
+        n_ctx: 1024,
+        max_num_seqs: 3,
+        batch_invariant: true,
+        host_cache_bytes: 0,
+        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+    };
+    let h = LlmHandle::load(options).expect("loading SmolLM2");
+    let long = |text: &str| GenerateRequest {
+        max_tokens: 160,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![ChatMessage::user(text.to_owned())])
+    };
+    let spawn = |r: GenerateRequest| {
+        let h = h.clone();
+        std::thread::spawn(move || h.generate_blocking(r).unwrap())
+    };
+    let running = |n: usize| {
+        assert!(
+            eventually(std::time::Duration::from_secs(60), || h
+                .engine_load()
+                .running
+                >= n),
+            "{:?}",
+            h.engine_load()
+        );
+    };
+    // Slots 0, 1 and 2 in turn: the story, the list, then the copying request.
+    let story = spawn(long("Write a long story about a kettle."));
+    running(1);
+    let list = spawn(long(
+        "List ten fruits, one per line, with a sentence about each.",
+    ));
+    running(2);
+    let first = h.generate_blocking(copying_request()).unwrap();
+    story.join().unwrap();
+    list.join().unwrap();
+    // The story again takes slot 0, where its prompt is cached; the copying
+    // request, sent while it runs, goes to slot 1 and takes its prompt from
+    // slot 2.
+    let story = spawn(long("Write a long story about a kettle."));
+    running(1);
+    let again = h.generate_blocking(copying_request()).unwrap();
+    story.join().unwrap();
+    assert_eq!(again.text, first.text);
+    assert_eq!(again.prompt_cached_tokens, again.usage.prompt_tokens - 2);
+    assert_eq!(h.engine_load().prefix_host_hits, 0);
+}
+
 /// A short greedy question: [`request`]'s system prompt with another
 /// question, and only the chat template's head in common with
 /// [`copying_request`].
