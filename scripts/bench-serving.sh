@@ -17,7 +17,8 @@
 # The peer: LLAMA_SERVER (a binary) or LLAMA_CPP_SRC (a llama.cpp checkout
 # whose build*/bin holds one); with neither, scripts/build-llama-server.sh
 # builds it once (llama.cpp from PyPI's llama-cpp-python source package, with
-# glassbox's ggml settings; docs/BENCHMARKS.md says which).
+# glassbox's ggml settings) and runs it on the measured glassbox's own
+# libllama and ggml (docs/BENCHMARKS.md says why).
 #
 # Environment: LLAMA_SERVER, LLAMA_CPP_SRC, LLAMA_ARGS (extra llama-server
 # arguments), MODEL (GGUF file, default SmolLM2-135M-Instruct Q4_1 from the
@@ -71,9 +72,18 @@ if [[ -z "$llama" && -n "${LLAMA_CPP_SRC:-}" ]]; then
     fi
   done
 fi
+[[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"
+[[ -f "$prompts" ]] || die "no prompts file $prompts"
+command -v jq >/dev/null || die "jq is needed"
+
+# --- glassbox -------------------------------------------------------------
+bench_bin
+
 if [[ "${SIDE:-1}" == 1 && -z "$llama" ]]; then
-  # Neither given: build the peer (once; scripts/build-llama-server.sh).
-  llama="$(scripts/build-llama-server.sh | tail -1)"
+  # Neither given: build the peer once and run it on this glassbox's
+  # libllama and ggml, the llama.cpp commit llama-cpp-sys-2 vendors
+  # (scripts/build-llama-server.sh).
+  llama="$(scripts/build-llama-server.sh --libs "$(dirname "$bin")" | tail -1)"
 fi
 if [[ "${SIDE:-1}" == 1 && ! -x "$llama" ]]; then
   die "no llama-server binary at '$llama' (LLAMA_SERVER='${LLAMA_SERVER:-}', LLAMA_CPP_SRC='${LLAMA_CPP_SRC:-}').
@@ -81,12 +91,6 @@ if [[ "${SIDE:-1}" == 1 && ! -x "$llama" ]]; then
   LLAMA_SERVER at a binary (LLAMA_CPP_SRC at a checkout whose build*/bin holds one)."
 fi
 if [[ -n "$llama" ]]; then llama="$(realpath "$llama")"; fi
-[[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"
-[[ -f "$prompts" ]] || die "no prompts file $prompts"
-command -v jq >/dev/null || die "jq is needed"
-
-# --- glassbox -------------------------------------------------------------
-bench_bin
 
 tmp="$(mktemp -d)"
 pids=()

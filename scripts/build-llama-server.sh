@@ -10,7 +10,15 @@
 # from every x86 variant (GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS, not
 # native), llamafile and OpenMP off, Release.
 #
-#   scripts/build-llama-server.sh
+# That tree is a llama.cpp release near, not at, the commit llama-cpp-sys-2
+# vendors. `--libs DIR` (the directory of a glassbox build's libllama.so.0
+# and libggml*.so.0, e.g. target/release) makes it the same commit where it
+# computes: the last line is then a wrapper that runs this llama-server
+# (its HTTP server, scheduler, sampling and `common` code) on glassbox's own
+# libllama and ggml, so both servers run the same graph, KV cache and CPU
+# kernels (the two trees' headers differ only by added functions).
+#
+#   scripts/build-llama-server.sh [--libs DIR]
 #   LLAMA_CPP_PYTHON=0.3.36  the llama-cpp-python release (default 0.3.36)
 #   PEERS                    where it builds (default target-models/peers)
 set -euo pipefail
@@ -21,9 +29,36 @@ peers="${PEERS:-target-models/peers}"
 src="$peers/llama_cpp_python-$version/vendor/llama.cpp"
 build="$src/build-glassbox"
 bin="$build/bin/llama-server"
+libs=""
+if [[ ${1:-} == --libs ]]; then
+  libs="$(realpath "${2:?--libs needs a directory}")"
+  [[ -e "$libs/libllama.so.0" ]] || {
+    echo "build-llama-server: no libllama.so.0 in $libs (build glassbox first)" >&2
+    exit 2
+  }
+fi
+
+# On glassbox's libraries: a directory of links, and a wrapper that uses it.
+wrap() {
+  local dir lib wrapper
+  dir="$(realpath "$build")/glassbox-libs"
+  wrapper="$build/llama-server-on-glassbox-libs"
+  mkdir -p "$dir"
+  for lib in libllama.so.0 libggml.so.0 libggml-base.so.0; do
+    ln -sfn "$libs/$lib" "$dir/$lib"
+  done
+  ln -sfn "$(realpath "$build/bin/libllama-common.so.0")" "$dir/libllama-common.so.0"
+  {
+    echo '#!/bin/sh'
+    echo "# llama-server on glassbox's libllama and ggml ($libs); scripts/build-llama-server.sh"
+    echo "LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
+  } >"$wrapper"
+  chmod +x "$wrapper"
+  realpath "$wrapper"
+}
 
 if [[ -x "$bin" ]]; then
-  realpath "$bin"
+  if [[ -n "$libs" ]]; then wrap; else realpath "$bin"; fi
   exit 0
 fi
 for tool in cmake c++ python3; do
@@ -51,4 +86,4 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >&2
 cmake --build "$build" --target llama-server -j "$(nproc)" >&2
-realpath "$bin"
+if [[ -n "$libs" ]]; then wrap; else realpath "$bin"; fi
