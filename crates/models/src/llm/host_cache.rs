@@ -120,7 +120,7 @@ impl<T: PartialEq + Clone, S> HostCache<T, S> {
     }
 }
 
-fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+pub(super) fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 

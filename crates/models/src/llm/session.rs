@@ -16,7 +16,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
-use super::host_cache::HostCache;
+use super::host_cache::{HostCache, common_prefix};
 use super::load::backend;
 use super::lookup::{PromptLookup, draft};
 use super::sequence::{Sequence, emit, sampler};
@@ -487,15 +487,10 @@ impl<'m> Session<'m> {
 
     /// Tokens slot `id`'s cached prompt shares with `prompt`.
     fn shared(&self, id: i32, prompt: &[LlamaToken]) -> usize {
-        let cached = usize::try_from(id)
+        usize::try_from(id)
             .ok()
             .and_then(|i| self.cached.get(i))
-            .map_or(&[][..], Vec::as_slice);
-        cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
+            .map_or(0, |cached| common_prefix(cached, prompt))
     }
 
     /// Where a request with `prompt` goes, of the free slots `free`, with
@@ -599,22 +594,15 @@ impl<'m> Session<'m> {
         ) else {
             return false;
         };
-        let _ = self
-            .ctx
-            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
-        self.cached[dst].clear();
-        let copied = self
-            .ctx
-            .state_seq_get(from, LlamaStateSeqFlags::empty())
-            .is_ok_and(|state| self.ctx.state_seq_set(&state, id).is_ok());
-        if copied {
-            self.cached[dst] = self.cached[src].clone();
-        } else {
+        let Ok(state) = self.ctx.state_seq_get(from, LlamaStateSeqFlags::empty()) else {
             let _ = self
                 .ctx
                 .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
-        }
-        copied
+            self.cached[dst].clear();
+            return false;
+        };
+        let tokens = self.cached[src].clone();
+        load_slot(&mut self.ctx, &mut self.cached[dst], id, &state, &tokens)
     }
 
     /// Loads host entry `at` into slot `id` (emptied first); whether it
@@ -623,22 +611,14 @@ impl<'m> Session<'m> {
         let Some(slot) = usize::try_from(id).ok().filter(|&i| i < self.cached.len()) else {
             return false;
         };
-        let _ = self
-            .ctx
-            .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
-        self.cached[slot].clear();
         let Some((tokens, state)) = self.host.take_turn(at) else {
-            return false;
-        };
-        if self.ctx.state_seq_set(state, id).is_ok() {
-            self.cached[slot] = tokens.to_vec();
-            true
-        } else {
             let _ = self
                 .ctx
                 .clear_kv_cache_seq(u32::try_from(id).ok(), None, None);
-            false
-        }
+            self.cached[slot].clear();
+            return false;
+        };
+        load_slot(&mut self.ctx, &mut self.cached[slot], id, state, tokens)
     }
 
     /// Prompt tokens restored from host memory so far, and the bytes held there.
@@ -696,5 +676,27 @@ impl<'m> Session<'m> {
     pub(super) fn release_all(&mut self) {
         self.ctx.clear_kv_cache();
         self.cached.iter_mut().for_each(Vec::clear);
+    }
+}
+
+/// Empties slot `id`, then loads `state` (the KV of `tokens`) into it and
+/// records `tokens` as its cached prompt; whether it worked (if not, the
+/// slot is left empty).
+fn load_slot(
+    ctx: &mut LlamaContext<'_>,
+    cached: &mut Vec<LlamaToken>,
+    id: i32,
+    state: &SeqState,
+    tokens: &[LlamaToken],
+) -> bool {
+    let seq = u32::try_from(id).ok();
+    let _ = ctx.clear_kv_cache_seq(seq, None, None);
+    cached.clear();
+    if ctx.state_seq_set(state, id).is_ok() {
+        cached.extend_from_slice(tokens);
+        true
+    } else {
+        let _ = ctx.clear_kv_cache_seq(seq, None, None);
+        false
     }
 }

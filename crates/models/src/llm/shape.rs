@@ -98,12 +98,9 @@ pub(super) fn place(
     shared: impl Fn(i32) -> usize,
     pooled: bool,
 ) -> Placement {
-    let Some((most, best)) = free
-        .iter()
-        .enumerate()
-        .map(|(at, &id)| (shared(id), at))
-        .max()
-    else {
+    // Each free slot's shared tokens, computed once.
+    let shared: Vec<usize> = free.iter().map(|&id| shared(id)).collect();
+    let Some((most, best)) = shared.iter().copied().zip(0..).max() else {
         return Placement::default();
     };
     if pooled {
@@ -115,8 +112,9 @@ pub(super) fn place(
     }
     let (_, common, at) = free
         .iter()
-        .enumerate()
-        .map(|(at, &id)| (neighbours(id, running), shared(id), at))
+        .zip(&shared)
+        .zip(0..)
+        .map(|((&id, &common), at)| (neighbours(id, running), common, at))
         .max()
         .expect("free is not empty");
     Placement {
