@@ -15,6 +15,8 @@
 #   runtime  Debian slim, the binary and models, a non-root user
 #
 # The build stage's Debian release matches the runtime's, so glibc agrees.
+# The runtime needs the C++ and OpenMP runtimes (libstdc++6, libgomp1):
+# llama.cpp's CPU kernels run on an OpenMP thread team (ADR 0004).
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
@@ -28,7 +30,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM debian:bookworm-slim AS models
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates python3-pip libstdc++6 \
+    && apt-get install -y --no-install-recommends ca-certificates python3-pip libstdc++6 libgomp1 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/glassbox /opt/glassbox
 # 1: models inside the image (pods start without reaching PyPI); 0: none,
@@ -40,7 +42,7 @@ RUN mkdir -p /models \
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates libstdc++6 \
+    && apt-get install -y --no-install-recommends ca-certificates libstdc++6 libgomp1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/glassbox --create-home glassbox
 COPY --from=build /opt/glassbox /opt/glassbox

@@ -8,7 +8,7 @@
 # llama-cpp-sys-2's crate ships llama.cpp without the server's sources). It
 # is built with glassbox's ggml settings: CPU kernels picked at run time
 # from every x86 variant (GGML_BACKEND_DL, GGML_CPU_ALL_VARIANTS, not
-# native), llamafile and OpenMP off, Release.
+# native), llamafile off, OpenMP on (its default, and glassbox's), Release.
 #
 # That tree is a llama.cpp release near, not at, the commit llama-cpp-sys-2
 # vendors. `--libs DIR` (the directory of a glassbox build's libllama.so.0
@@ -82,7 +82,7 @@ fi
 echo "building llama-server in $build (2 cores: about 20 minutes) ..." >&2
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON \
-  -DGGML_LLAMAFILE=OFF -DGGML_OPENMP=OFF \
+  -DGGML_LLAMAFILE=OFF -DGGML_OPENMP=ON \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >&2
 cmake --build "$build" --target llama-server -j "$(nproc)" >&2

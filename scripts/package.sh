@@ -7,6 +7,8 @@
 #                                   best one this CPU runs is loaded at start-up
 # The build already lays these out in target/release (crates/models/build.rs);
 # the AMX variant is never among them (docs/adr/0004-cpu-kernels.md).
+# The machine needs glibc, the C++ runtime and the OpenMP runtime
+# (libstdc++6, libgomp1 on Debian), as the Dockerfile's runtime stage installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

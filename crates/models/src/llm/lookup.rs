@@ -7,35 +7,78 @@
 //! retrieved passages, code edits, extraction) accept long drafts; a draft
 //! that is wrong costs one batch slot per token and changes nothing, since
 //! every draft token is checked against the greedy choice.
+//!
+//! On a CPU, decode is compute-bound: a draft row costs about half a step
+//! (SmolLM2 on 2 cores: 15 ms for one row, 36 for four), so a draft pays
+//! only when it is likely to be accepted. A one-token match is a guess
+//! (22% of first draft tokens accepted on the rag-chat questions' free
+//! answers), a three-token match is not (84%); and once several sequences
+//! share a step, a draft row costs about what a whole token does. So by
+//! default a draft needs a three-token match, is at most two tokens long,
+//! and is made only while at most four sequences generate (vLLM's
+//! `prompt_lookup_min` and `disable_by_batch_size` play these parts).
 
 /// How prompt lookup drafts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PromptLookup {
     /// The most draft tokens per step (0 turns speculation off).
     pub num_tokens: usize,
-    /// The longest n-gram looked up; shorter ones (down to 1 token) are
-    /// tried when it has no earlier occurrence.
+    /// The longest n-gram looked up; shorter ones (down to `min_ngram`)
+    /// are tried when it has no earlier occurrence.
     pub max_ngram: usize,
+    /// The shortest n-gram whose match makes a draft.
+    pub min_ngram: usize,
+    /// Speculate only while at most this many sequences generate in a step:
+    /// beyond it, the batch already keeps the CPU busy and a draft row
+    /// costs about as much as the token it may save.
+    pub max_batch: usize,
 }
 
 impl Default for PromptLookup {
     fn default() -> Self {
         Self {
-            num_tokens: 4,
+            num_tokens: 2,
             max_ngram: 3,
+            min_ngram: 3,
+            max_batch: 4,
         }
     }
 }
 
+impl PromptLookup {
+    /// Up to `most` draft tokens for a sequence whose tokens so far are
+    /// `history`, in a step where `generating` sequences decode.
+    pub fn draft<'h, T: PartialEq>(
+        &self,
+        history: &'h [T],
+        generating: usize,
+        most: usize,
+    ) -> &'h [T] {
+        if generating > self.max_batch {
+            return &[];
+        }
+        draft(
+            history,
+            self.min_ngram..=self.max_ngram,
+            most.min(self.num_tokens),
+        )
+    }
+}
+
 /// Up to `most` tokens that followed the latest earlier occurrence of the
-/// longest suffix n-gram of `history` (`max_ngram` tokens, then fewer).
-/// Empty when no suffix n-gram occurs earlier.
-pub fn draft<T: PartialEq>(history: &[T], max_ngram: usize, most: usize) -> &[T] {
+/// longest suffix n-gram of `history` whose length is in `ngram` (the
+/// longest first). Empty when none occurs earlier.
+pub fn draft<T: PartialEq>(
+    history: &[T],
+    ngram: std::ops::RangeInclusive<usize>,
+    most: usize,
+) -> &[T] {
     if most == 0 {
         return &[];
     }
     let len = history.len();
-    for n in (1..=max_ngram.min(len.saturating_sub(1))).rev() {
+    let shortest = (*ngram.start()).max(1);
+    for n in (shortest..=(*ngram.end()).min(len.saturating_sub(1))).rev() {
         let key = &history[len - n..];
         // Latest occurrence that ends before the suffix itself starts over.
         let found = (0..len - n)
@@ -51,15 +94,15 @@ pub fn draft<T: PartialEq>(history: &[T], max_ngram: usize, most: usize) -> &[T]
 
 #[cfg(test)]
 mod tests {
-    use super::draft;
+    use super::{PromptLookup, draft};
 
     #[test]
     fn drafts_what_followed_the_latest_match() {
         // "a b c d e ... a b" -> after "a b" came "c d e".
         let h = [1, 2, 3, 4, 5, 9, 1, 2];
-        assert_eq!(draft(&h, 3, 3), &[3, 4, 5]);
-        assert_eq!(draft(&h, 3, 10), &[3, 4, 5, 9, 1, 2]);
-        assert_eq!(draft(&h, 3, 0), &[] as &[i32]);
+        assert_eq!(draft(&h, 1..=3, 3), &[3, 4, 5]);
+        assert_eq!(draft(&h, 1..=3, 10), &[3, 4, 5, 9, 1, 2]);
+        assert_eq!(draft(&h, 1..=3, 0), &[] as &[i32]);
     }
 
     #[test]
@@ -67,15 +110,38 @@ mod tests {
         // "7 2" occurs at 0 and "5 7 2" at 4: the 3-gram wins over the later
         // 1-gram "2" at 9.
         let h = [7, 2, 8, 0, 5, 7, 2, 6, 3, 2, 5, 7, 2];
-        assert_eq!(draft(&h, 3, 2), &[6, 3]);
+        assert_eq!(draft(&h, 1..=3, 2), &[6, 3]);
         // With n = 1 only, the latest earlier "2" (at 9) is followed by 5.
-        assert_eq!(draft(&h, 1, 2), &[5, 7]);
+        assert_eq!(draft(&h, 1..=1, 2), &[5, 7]);
     }
 
     #[test]
     fn no_earlier_occurrence_gives_no_draft() {
-        assert!(draft(&[1, 2, 3, 4], 3, 4).is_empty());
-        assert!(draft::<u8>(&[], 3, 4).is_empty());
-        assert!(draft(&[5], 3, 4).is_empty());
+        assert!(draft(&[1, 2, 3, 4], 1..=3, 4).is_empty());
+        assert!(draft::<u8>(&[], 1..=3, 4).is_empty());
+        assert!(draft(&[5], 1..=3, 4).is_empty());
+    }
+
+    #[test]
+    fn a_match_shorter_than_min_ngram_makes_no_draft() {
+        // Only the 1-gram "2" recurs (at 1, followed by 3).
+        let h = [1, 2, 3, 4, 2];
+        assert_eq!(draft(&h, 1..=3, 2), &[3, 4]);
+        assert!(draft(&h, 2..=3, 2).is_empty());
+        // "4 5 6" recurs: a 3-gram match drafts what followed it.
+        let h = [4, 5, 6, 7, 8, 4, 5, 6];
+        assert_eq!(draft(&h, 3..=3, 2), &[7, 8]);
+    }
+
+    #[test]
+    fn the_default_drafts_two_tokens_after_a_three_token_match_in_small_batches() {
+        let lookup = PromptLookup::default();
+        let h = [4, 5, 6, 7, 8, 9, 4, 5, 6];
+        assert_eq!(lookup.draft(&h, 1, 16), &[7, 8]);
+        assert_eq!(lookup.draft(&h, 4, 1), &[7]);
+        // Five sequences generating: the batch keeps the CPU busy.
+        assert!(lookup.draft(&h, 5, 16).is_empty());
+        // A 2-gram match ("5 6" only) is too weak.
+        assert!(lookup.draft(&[5, 6, 7, 8, 5, 6], 1, 16).is_empty());
     }
 }

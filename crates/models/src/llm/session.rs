@@ -18,7 +18,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::host_cache::{HostCache, common_prefix};
 use super::load::backend;
-use super::lookup::{PromptLookup, draft};
+use super::lookup::PromptLookup;
 use super::sequence::{Sequence, emit, sampler};
 use super::shape::{self, Placement};
 use super::stop::TextAssembler;
@@ -288,12 +288,8 @@ impl<'m> Session<'m> {
             // Every accepted draft and the token after them must fit the
             // budget, so at most `left - 1` drafts.
             let left = seq.budget.saturating_sub(seq.completion_tokens as usize);
-            let most = lookup
-                .num_tokens
-                .min(left.saturating_sub(1))
-                .min(per_seq)
-                .min(shape::MAX_ROWS - 1);
-            let proposal = draft(&seq.history, lookup.max_ngram, most);
+            let most = left.saturating_sub(1).min(per_seq).min(shape::MAX_ROWS - 1);
+            let proposal = lookup.draft(&seq.history, order.len(), most);
             seq.draft.extend_from_slice(proposal);
         }
         self.batch.clear();

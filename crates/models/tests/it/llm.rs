@@ -516,6 +516,18 @@ fn copying_request() -> GenerateRequest {
     }
 }
 
+/// Prompt lookup that drafts at every chance (one-token matches, four
+/// tokens, any batch): the most speculation for the tests that show it
+/// changes no text.
+fn eager_lookup() -> glassbox_models::PromptLookup {
+    glassbox_models::PromptLookup {
+        num_tokens: 4,
+        max_ngram: 3,
+        min_ngram: 1,
+        max_batch: usize::MAX,
+    }
+}
+
 /// Speculative decoding by prompt lookup gives the text of plain greedy
 /// decoding, token for token, accepts some drafts on an answer that copies
 /// its passage, and reports both in the engine's counters.
@@ -525,7 +537,7 @@ fn prompt_lookup_changes_nothing_but_the_speed() {
         threads: Some(1),
         n_ctx: 1024,
         max_num_seqs: 1,
-        prompt_lookup: Some(glassbox_models::PromptLookup::default()),
+        prompt_lookup: Some(eager_lookup()),
         batch_invariant: true,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
     };
@@ -598,7 +610,7 @@ fn a_long_prompt_gives_the_same_text_alone_batched_and_speculating() {
         threads: Some(2),
         n_ctx: 1024,
         max_num_seqs: 2,
-        prompt_lookup: Some(glassbox_models::PromptLookup::default()),
+        prompt_lookup: Some(eager_lookup()),
         batch_invariant: true,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
     };
