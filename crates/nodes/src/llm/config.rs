@@ -46,8 +46,8 @@ pub struct LlmConfig {
     pub prefix_cache: Option<bool>,
     /// MiB of host memory for prompts' KV that slots gave up (0: off).
     pub host_cache_mib: Option<u64>,
-    /// Draft tokens per step of speculative decoding by prompt lookup (0 or
-    /// absent: off; greedy requests only).
+    /// Draft tokens per step of speculative decoding by prompt lookup (0:
+    /// off; absent: the default, 2; greedy requests only).
     pub prompt_lookup: Option<u64>,
     /// Greedy text independent of batching, speculation and prefix reuse at
     /// any context length (costs speed; ADR 0006).

@@ -74,10 +74,16 @@ pub(super) fn build(
                 }
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
-                options.prompt_lookup = c.prompt_lookup.filter(|&n| n > 0).map(|n| PromptLookup {
-                    num_tokens: n as usize,
-                    ..PromptLookup::default()
-                });
+                // On unless set to 0: a draft is made only where it is likely
+                // to pay (see `PromptLookup`), and the text is the same.
+                options.prompt_lookup = match c.prompt_lookup {
+                    None => Some(PromptLookup::default()),
+                    Some(0) => None,
+                    Some(n) => Some(PromptLookup {
+                        num_tokens: n as usize,
+                        ..PromptLookup::default()
+                    }),
+                };
                 Backend::Local(cache(cx).llm(options)?)
             }
         }
