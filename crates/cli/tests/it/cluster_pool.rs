@@ -27,7 +27,9 @@ use crate::serve::{Server, agent, free_port, serve_on_with_env};
 use crate::support::models_turn;
 
 /// The coordinators' topology: two GPU-tagged LLM calls in a row, in one
-/// affinity group (the second continues what the first wrote).
+/// affinity group (the second continues what the first wrote). Twelve
+/// tokens each, so that a worker killed while it decodes is killed mid-request
+/// (with four, a busy machine let the request finish first).
 const CHAT: &str = r#"topology_id: chat
 version: 1.0.0
 defaults: { timeout_ms: 120000, deadline_ms: 240000 }
@@ -36,12 +38,12 @@ nodes:
     type: llm_inference
     resource: { type: gpu, model: smollm2 }
     affinity: conv
-    config: { prompt: '{{ input.question }}', max_tokens: 4, temperature: 0 }
+    config: { prompt: '{{ input.question }}', max_tokens: 12, temperature: 0 }
   - id: second
     type: llm_inference
     resource: { type: gpu, model: smollm2 }
     affinity: conv
-    config: { max_tokens: 4, temperature: 0 }
+    config: { max_tokens: 12, temperature: 0 }
 edges:
   - { from: first, to: second }
 "#;

@@ -31,8 +31,8 @@ pub struct PromptLookup {
     /// The shortest n-gram whose match makes a draft.
     pub min_ngram: usize,
     /// Speculate only while at most this many sequences generate in a step:
-    /// beyond it, the batch already keeps the CPU busy and a draft row
-    /// costs about as much as the token it may save.
+    /// a draft pads every other sequence of its micro-batch to the same
+    /// rows, and a batch already keeps the CPU busy.
     pub max_batch: usize,
 }
 
