@@ -75,7 +75,8 @@ pub(super) fn build(
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
                 // On unless set to 0: a draft is made only where it is likely
-                // to pay (see `PromptLookup`), and the text is the same.
+                // to pay (see `PromptLookup`), and the text is the same
+                // wherever batching keeps it (always with `batch_invariant`).
                 options.prompt_lookup = match c.prompt_lookup {
                     None => Some(PromptLookup::default()),
                     Some(0) => None,
