@@ -60,6 +60,9 @@ const QWEN2_5_0_5B: &str = r#"{"hidden_size": 896, "num_hidden_layers": 24,
 const QWEN3_8B: &str = r#"{"hidden_size": 4096, "num_hidden_layers": 36,
   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
   "intermediate_size": 12288, "vocab_size": 151936, "tie_word_embeddings": false}"#;
+const QWEN3_32B: &str = r#"{"hidden_size": 5120, "num_hidden_layers": 64,
+  "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+  "intermediate_size": 25600, "vocab_size": 151936, "tie_word_embeddings": false}"#;
 const QWEN3_14B: &str = r#"{"hidden_size": 5120, "num_hidden_layers": 40,
   "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
   "intermediate_size": 17408, "vocab_size": 151936, "tie_word_embeddings": false}"#;
@@ -103,6 +106,10 @@ struct Run {
     req_s: f64,
     /// This row's TTFT set vLLM's server latency: not a check.
     ttft_calibrates: bool,
+    /// Weight format (`Quant::parse`).
+    quant: &'static str,
+    /// The step's token budget when the serving command sets it.
+    max_batched_tokens: Option<u32>,
 }
 
 const RUNS: &[Run] = &[
@@ -123,6 +130,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 2.39,
         req_s: 15.87,
         ttft_calibrates: true,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "kvcached",
@@ -141,6 +150,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 5.45,
         req_s: 94.91,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -159,6 +170,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 7.38,
         req_s: 2.25,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -177,6 +190,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 7.19,
         req_s: 2.38,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -195,6 +210,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 7.67,
         req_s: 2.21,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -213,6 +230,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 206.51,
         req_s: 5.06,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -231,6 +250,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 132.45,
         req_s: 2.20,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "GPUStack",
@@ -249,6 +270,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 525.31,
         req_s: 44.02,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -267,6 +290,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 5.1,
         req_s: 168.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -285,6 +310,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 5.2,
         req_s: 367.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -303,6 +330,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 5.3,
         req_s: 698.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -321,6 +350,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 5.5,
         req_s: 1312.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -339,6 +370,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 6.0,
         req_s: 2277.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
     Run {
         source: "wmx",
@@ -357,6 +390,8 @@ const RUNS: &[Run] = &[
         tpot_ms: 7.1,
         req_s: 3773.0 / 128.0,
         ttft_calibrates: false,
+        quant: "bf16",
+        max_batched_tokens: None,
     },
 ];
 
@@ -376,75 +411,172 @@ fn err(sim: f64, published: f64) -> String {
     format!("{:+.0}%", (sim / published - 1.0) * 100.0)
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let hw = HardwareCatalogue::builtin()?;
-    let est = Estimator::new(request::efficiency_table(None)?);
-    println!(
-        "{:<9} {:<52} {:>24} {:>24} {:>24}",
-        "source", "run", "TTFT ms sim/pub", "TPOT ms sim/pub", "req/s sim/pub"
-    );
-    let mut abs_errors = Vec::new();
-    for run in RUNS {
-        let model = hf_config::from_str(run.model.1, run.model.0, "public config.json")?;
-        let gpu = hw.get(run.gpu)?;
-        let profile = run.engine.profile(gpu.memory_gb);
-        let scenario = Scenario {
-            model: &model,
-            hw: gpu,
-            quant: Quant::parse("bf16")?,
-            kv_bytes: 2.0,
-            engine: run.engine,
-            tp: 1,
-            batch: 1,
-            prompt_tokens: run.prompt,
-            gen_tokens: run.output,
-            context: run.prompt + run.output,
-            memory_headroom: run.headroom.unwrap_or(profile.memory_reserve),
+/// The blind check: GPUStack's other single-GPU rows, taken by the rule in
+/// docs/planner.md ("Blind check on GPUStack's single-GPU pages") before
+/// their figures were read. Columns: page, label, model, gpu, engine, quant,
+/// max_batched_tokens (empty: the engine's default), prompt, output, spread
+/// (1: ShareGPT, uniform lengths), prompts, mean TTFT ms, mean TPOT ms, req/s.
+const BLIND: &str = include_str!("gpustack_blind.csv");
+
+fn blind_runs() -> Result<Vec<Run>, Box<dyn Error>> {
+    let mut runs = Vec::new();
+    for (n, line) in BLIND.lines().enumerate().skip(1) {
+        let f: Vec<&'static str> = line.split(',').collect();
+        let [
+            _page,
+            label,
+            model,
+            gpu,
+            engine,
+            quant,
+            mbt,
+            prompt,
+            output,
+            spread,
+            prompts,
+            ttft,
+            tpot,
+            req_s,
+        ] = f[..]
+        else {
+            return Err(format!(
+                "gpustack_blind.csv:{}: expected 14 fields, found {}",
+                n + 1,
+                f.len()
+            )
+            .into());
         };
-        let cost = EstimatorCost::new(&est, scenario);
-        let limits = Limits {
-            max_running: profile.max_running.unwrap_or(u32::MAX),
-            // vLLM V1's OpenAI-server default below 70 GB; 8192 above.
-            max_batched_tokens: if run.engine == Engine::Vllm && gpu.memory_gb < 70.0 {
+        let model = match model {
+            "qwen3-14b" => ("qwen3-14b", QWEN3_14B),
+            "qwen3-32b" => ("qwen3-32b", QWEN3_32B),
+            other => {
+                return Err(format!("gpustack_blind.csv:{}: unknown model `{other}`", n + 1).into());
+            }
+        };
+        runs.push(Run {
+            source: "GPUStack",
+            label,
+            model,
+            gpu,
+            engine: Engine::parse(engine)?,
+            stat: Stat::Mean,
+            headroom: None,
+            load: Load::AllAtOnce,
+            prompt: prompt.parse()?,
+            output: output.parse()?,
+            spread: spread == "1",
+            prompts: prompts.parse()?,
+            ttft_ms: ttft.parse()?,
+            tpot_ms: tpot.parse()?,
+            req_s: req_s.parse()?,
+            ttft_calibrates: false,
+            quant,
+            max_batched_tokens: if mbt.is_empty() {
+                None
+            } else {
+                Some(mbt.parse()?)
+            },
+        });
+    }
+    Ok(runs)
+}
+
+/// Simulated (TTFT, TPOT, req/s) for one run, in the run's statistic.
+fn simulate(
+    run: &Run,
+    est: &Estimator,
+    hw: &HardwareCatalogue,
+) -> Result<(f64, f64, f64), Box<dyn Error>> {
+    let model = hf_config::from_str(run.model.1, run.model.0, "public config.json")?;
+    let gpu = hw.get(run.gpu)?;
+    let profile = run.engine.profile(gpu.memory_gb);
+    let scenario = Scenario {
+        model: &model,
+        hw: gpu,
+        quant: Quant::parse(run.quant)?,
+        kv_bytes: 2.0,
+        engine: run.engine,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: run.prompt,
+        gen_tokens: run.output,
+        context: run.prompt + run.output,
+        memory_headroom: run.headroom.unwrap_or(profile.memory_reserve),
+    };
+    let cost = EstimatorCost::new(est, scenario);
+    let limits = Limits {
+        max_running: profile.max_running.unwrap_or(u32::MAX),
+        // vLLM V1's OpenAI-server default below 70 GB; 8192 above.
+        max_batched_tokens: run.max_batched_tokens.unwrap_or(
+            if run.engine == Engine::Vllm && gpu.memory_gb < 70.0 {
                 2048
             } else {
                 8192
             },
-            ..Limits::with_kv_tokens(cost.kv_tokens())
-        };
-        let arrivals = match run.load {
-            Load::Poisson(rate) => Arrivals::Poisson { rate },
-            Load::AllAtOnce => Arrivals::Closed {
-                users: run.prompts as u32,
-            },
-            Load::Concurrency(users) => Arrivals::Closed { users },
-        };
-        let traffic = Traffic {
-            arrivals,
-            prompt: lengths(run.prompt, run.spread),
-            output: lengths(run.output, run.spread),
-            profile: Profile::Chat,
-            tasks: run.prompts,
-            seed: 42,
-        };
-        let r = sim::simulate(&cost, limits, &traffic, 1, SlaP99::default())?;
-        // A closed loop's throughput is the benchmark's: requests over its duration.
-        let req_s = match run.load {
-            Load::Poisson(_) => r.throughput_per_s,
-            _ => run.prompts as f64 / r.makespan_s,
-        };
-        let (ttft, tpot) = match run.stat {
-            Stat::Mean => (r.ttft_ms.mean, r.tpot_ms.mean),
-            Stat::Median => (r.ttft_ms.p50, r.tpot_ms.p50),
+        ),
+        ..Limits::with_kv_tokens(cost.kv_tokens())
+    };
+    let arrivals = match run.load {
+        Load::Poisson(rate) => Arrivals::Poisson { rate },
+        Load::AllAtOnce => Arrivals::Closed {
+            users: run.prompts as u32,
+        },
+        Load::Concurrency(users) => Arrivals::Closed { users },
+    };
+    let traffic = Traffic {
+        arrivals,
+        prompt: lengths(run.prompt, run.spread),
+        output: lengths(run.output, run.spread),
+        profile: Profile::Chat,
+        tasks: run.prompts,
+        seed: 42,
+    };
+    let r = sim::simulate(&cost, limits, &traffic, 1, SlaP99::default())?;
+    // A closed loop's throughput is the benchmark's: requests over its duration.
+    let req_s = match run.load {
+        Load::Poisson(_) => r.throughput_per_s,
+        _ => run.prompts as f64 / r.makespan_s,
+    };
+    Ok(match run.stat {
+        Stat::Mean => (r.ttft_ms.mean, r.tpot_ms.mean, req_s),
+        Stat::Median => (r.ttft_ms.p50, r.tpot_ms.p50, req_s),
+    })
+}
+
+fn median_pct(mut errors: Vec<f64>) -> f64 {
+    errors.sort_by(f64::total_cmp);
+    errors.get(errors.len() / 2).map_or(f64::NAN, |e| e * 100.0)
+}
+
+/// Prints one table and returns the absolute errors of its checked figures
+/// as (TTFT, TPOT, req/s) lists.
+fn table(runs: &[Run], est: &Estimator, hw: &HardwareCatalogue) -> [Vec<f64>; 3] {
+    println!(
+        "{:<9} {:<52} {:>24} {:>24} {:>24}",
+        "source", "run", "TTFT ms sim/pub", "TPOT ms sim/pub", "req/s sim/pub"
+    );
+    let mut errors: [Vec<f64>; 3] = Default::default();
+    for run in runs {
+        let (ttft, tpot, req_s) = match simulate(run, est, hw) {
+            Ok(figures) => figures,
+            Err(e) => {
+                // A run the simulator cannot serve (it does not fit) is a
+                // miss on every figure, not a row to drop.
+                println!("{:<9} {:<52} not simulated: {e}", run.source, run.label);
+                for list in &mut errors {
+                    list.push(1.0);
+                }
+                continue;
+            }
         };
         let checks = [
             (ttft, run.ttft_ms, !run.ttft_calibrates),
             (tpot, run.tpot_ms, true),
             (req_s, run.req_s, true),
         ];
-        for (s, p, check) in checks {
+        for (list, (s, p, check)) in errors.iter_mut().zip(checks) {
             if check {
-                abs_errors.push((s / p - 1.0).abs());
+                list.push((s / p - 1.0).abs());
             }
         }
         println!(
@@ -462,11 +594,50 @@ fn main() -> Result<(), Box<dyn Error>> {
             err(req_s, run.req_s),
         );
     }
-    abs_errors.sort_by(f64::total_cmp);
+    errors
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let hw = HardwareCatalogue::builtin()?;
+    let est = Estimator::new(request::efficiency_table(None)?);
+    let errors = table(RUNS, &est, &hw);
+    let all: Vec<f64> = errors.concat();
     println!(
         "median absolute error over the {} checked figures: {:.0}%",
-        abs_errors.len(),
-        abs_errors[abs_errors.len() / 2] * 100.0
+        all.len(),
+        median_pct(all)
+    );
+
+    println!();
+    println!("Blind check: GPUStack's other single-GPU rows (rule: docs/planner.md)");
+    let blind = blind_runs()?;
+    let errors = table(&blind, &est, &hw);
+    for (name, list) in ["TTFT", "TPOT", "req/s"].iter().zip(&errors) {
+        println!(
+            "  {name:<6} median absolute error {:.0}% over {} runs",
+            median_pct(list.clone()),
+            list.len()
+        );
+    }
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::TrtLlm] {
+        let picked: Vec<f64> = blind
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.engine == engine)
+            .flat_map(|(i, _)| errors.iter().map(move |list| list[i]))
+            .collect();
+        println!(
+            "  {:<8} median absolute error {:.0}% over {} figures",
+            engine.as_str(),
+            median_pct(picked.clone()),
+            picked.len()
+        );
+    }
+    let all: Vec<f64> = errors.concat();
+    println!(
+        "  overall  median absolute error {:.0}% over {} figures",
+        median_pct(all.clone()),
+        all.len()
     );
     Ok(())
 }
