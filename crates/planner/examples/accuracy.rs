@@ -9,7 +9,10 @@
 //! baseline. Without `--loso` it prints the older row-wise table (in-sample
 //! fit, leave-one-row-out, baseline, priors). `--rows` adds predicted vs
 //! measured for every row. `--write-defaults PATH` writes the fit as an
-//! efficiency table (how `data/efficiency.toml` is made).
+//! efficiency table (how `data/efficiency.toml` is made). `--extra FILE`
+//! (repeatable) adds a measurements CSV's rows to the evaluation, e.g.
+//! `data/measurements-gpustack.csv`, which is kept out of the shipped set
+//! (docs/planner.md, "GPUStack's serving rows").
 
 use std::error::Error;
 
@@ -25,8 +28,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         hardware: &hardware,
         models: &models,
     };
-    let rows = measurements::builtin()?;
+    let mut rows = measurements::builtin()?;
+    let mut extra = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if a == "--extra" {
+            let path = args.get(i + 1).ok_or("--extra needs a measurements CSV")?;
+            rows.extend(measurements::read_csv(std::path::Path::new(path))?);
+            extra.push(path.as_str());
+        }
+    }
     if let Some(i) = args.iter().position(|a| a == "--write-defaults") {
+        if !extra.is_empty() {
+            return Err("--write-defaults fits the shipped measurements only; drop --extra".into());
+        }
         let path = args.get(i + 1).ok_or("--write-defaults needs a path")?;
         let table = calibrate::fit(&rows, cat)?;
         let header = "# Shipped efficiency factors: the least-squares fit of `glassbox plan calibrate`\n\
@@ -39,9 +53,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     if args.iter().any(|a| a == "--loso") {
         let show_rows = args.iter().any(|a| a == "--rows");
         println!(
-            "{} published measurements from {} sources (crates/planner/data/measurements.csv)\n",
+            "{} published measurements from {} sources (crates/planner/data/measurements.csv{})\n",
             rows.len(),
-            validate::folds(&rows, Split::Source).len()
+            validate::folds(&rows, Split::Source).len(),
+            extra.iter().map(|p| format!(" + {p}")).collect::<String>()
         );
         for split in [Split::Source, Split::Gpu] {
             print_held_out(&validate::held_out(&rows, cat, split)?, show_rows);

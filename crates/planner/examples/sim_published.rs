@@ -532,6 +532,15 @@ fn simulate(
         seed: 42,
     };
     let r = sim::simulate(&cost, limits, &traffic, 1, SlaP99::default())?;
+    if r.rejected > 0 {
+        return Err(format!(
+            "{} of {} requests do not fit one replica's KV cache ({} tokens)",
+            r.rejected,
+            run.prompts,
+            cost.kv_tokens()
+        )
+        .into());
+    }
     // A closed loop's throughput is the benchmark's: requests over its duration.
     let req_s = match run.load {
         Load::Poisson(_) => r.throughput_per_s,
@@ -552,7 +561,7 @@ fn median_pct(mut errors: Vec<f64>) -> f64 {
 /// as (TTFT, TPOT, req/s) lists.
 fn table(runs: &[Run], est: &Estimator, hw: &HardwareCatalogue) -> [Vec<f64>; 3] {
     println!(
-        "{:<9} {:<52} {:>24} {:>24} {:>24}",
+        "{:<9} {:<60} {:>24} {:>24} {:>24}",
         "source", "run", "TTFT ms sim/pub", "TPOT ms sim/pub", "req/s sim/pub"
     );
     let mut errors: [Vec<f64>; 3] = Default::default();
@@ -562,7 +571,7 @@ fn table(runs: &[Run], est: &Estimator, hw: &HardwareCatalogue) -> [Vec<f64>; 3]
             Err(e) => {
                 // A run the simulator cannot serve (it does not fit) is a
                 // miss on every figure, not a row to drop.
-                println!("{:<9} {:<52} not simulated: {e}", run.source, run.label);
+                println!("{:<9} {:<60} not simulated: {e}", run.source, run.label);
                 for list in &mut errors {
                     list.push(1.0);
                 }
@@ -580,7 +589,7 @@ fn table(runs: &[Run], est: &Estimator, hw: &HardwareCatalogue) -> [Vec<f64>; 3]
             }
         }
         println!(
-            "{:<9} {:<52} {:>9.1} / {:<8.1} {:>5} {:>8.2} / {:<7.2} {:>5} {:>8.2} / {:<7.2} {:>5}",
+            "{:<9} {:<60} {:>9.1} / {:<8.1} {:>5} {:>8.2} / {:<7.2} {:>5} {:>8.2} / {:<7.2} {:>5}",
             run.source,
             run.label,
             ttft,

@@ -372,7 +372,7 @@ impl Estimator {
 
     /// KV-cache memory per replica after weights and headroom, bytes.
     pub fn kv_capacity_bytes(&self, s: &Scenario) -> f64 {
-        let usable = s.hw.memory_gb * 1e9 * (1.0 - s.memory_headroom) * s.tp();
+        let usable = s.hw.memory_bytes() * (1.0 - s.memory_headroom) * s.tp();
         usable - s.weight_bytes()
     }
 
@@ -417,7 +417,7 @@ impl Estimator {
             "GB",
             "tp × memory × (1 − headroom) − weights",
             format!(
-                "{} × {} GB × (1 − {}) − {} GB",
+                "{} × {} GiB × (1 − {}) − {} GB",
                 s.tp,
                 num(s.hw.memory_gb),
                 num(s.memory_headroom),

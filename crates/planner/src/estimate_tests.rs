@@ -133,3 +133,34 @@ fn a_batched_steps_matmuls_compute_whole_64_row_tiles() {
         );
     }
 }
+
+#[test]
+fn an_80_gb_card_holds_80_gib_for_weights_and_kv() {
+    // NVIDIA's "80GB" H100 is 80 GiB of HBM (nvidia-smi: 81,559 MiB). Read
+    // as 80e9 bytes, 5.9 GB of KV cache vanished: most of what a 32B BF16
+    // model leaves free on the card.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = HardwareCatalogue::builtin()
+        .unwrap()
+        .get("h100-sxm")
+        .unwrap()
+        .clone();
+    let s = Scenario {
+        model: models.get("qwen2.5-32b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("bf16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 1,
+        gen_tokens: 1,
+        context: 32_768,
+        memory_headroom: 0.1,
+    };
+    let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
+    let cap = est.kv_capacity_bytes(&s);
+    let expected = 80.0 * 1024.0 * 1024.0 * 1024.0 * 0.9 - s.weight_bytes();
+    assert!((cap - expected).abs() < 1.0, "{cap} vs {expected}");
+    assert!(cap > 80e9 * 0.9 - s.weight_bytes() + 5e9, "{cap}");
+}

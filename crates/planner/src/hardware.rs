@@ -71,6 +71,9 @@ pub struct Interconnect {
     pub gbps: f64,
 }
 
+/// Bytes in a GiB.
+pub const GIB: f64 = 1_073_741_824.0;
+
 /// One accelerator. All rates are dense peaks per device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,6 +83,10 @@ pub struct Hardware {
     pub class: HardwareClass,
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// Memory as the datasheet states it. GPU and accelerator memory is
+    /// sold in binary units: an "80GB" H100 or A100 holds 80 GiB (nvidia-smi
+    /// shows 81,559 and 81,920 MiB), a "24GB" RTX 4090 24 GiB, so
+    /// [`Hardware::memory_bytes`] reads it as GiB.
     pub memory_gb: f64,
     pub bandwidth_gbps: f64,
     pub fp16_tflops: f64,
@@ -100,6 +107,11 @@ pub struct Hardware {
 }
 
 impl Hardware {
+    /// Device memory in bytes: `memory_gb` GiB (see the field).
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gb * GIB
+    }
+
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).

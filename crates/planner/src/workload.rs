@@ -265,7 +265,7 @@ pub fn size(est: &Estimator, s: &Scenario, w: &Workload) -> Result<Sizing, Plann
     if mem_cap == 0 {
         return Err(PlannerError::DoesNotFit {
             message: format!(
-                "{} GB of weights and one {}-token sequence do not fit in {} × {} GB with {}% headroom",
+                "{} GB of weights and one {}-token sequence do not fit in {} × {} GiB with {}% headroom",
                 num(s.weight_bytes() / 1e9),
                 s.context,
                 s.tp,
