@@ -450,7 +450,9 @@ fn blind_runs() -> Result<Vec<Run>, Box<dyn Error>> {
             "qwen3-14b" => ("qwen3-14b", QWEN3_14B),
             "qwen3-32b" => ("qwen3-32b", QWEN3_32B),
             other => {
-                return Err(format!("gpustack_blind.csv:{}: unknown model `{other}`", n + 1).into());
+                return Err(
+                    format!("gpustack_blind.csv:{}: unknown model `{other}`", n + 1).into(),
+                );
             }
         };
         runs.push(Run {
