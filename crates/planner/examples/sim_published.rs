@@ -24,7 +24,8 @@
 //!   0.5.3.post3, `trtllm-serve` 1.2.0rc1, all at their defaults; `vllm
 //!   bench serve` ShareGPT, 100 prompts, `--max-concurrency 4`: 23,260
 //!   prompt and 22,061 generated tokens; ShareGPT's lengths vary, simulated
-//!   as uniform from 4 to twice those means, 233 and 221) and
+//!   with an exponential tail from 4 to 1024 around those means, 233 and
+//!   221) and
 //!   `docs/performance-lab/qwen3-14b/h100.md` (vLLM 0.11.0 defaults, random
 //!   datasets sent all at once: 2000 in / 100 out and 4000 / 200, 500
 //!   prompts; 128 / 4, 1000 prompts).
@@ -95,8 +96,8 @@ struct Run {
     /// the engine's default.
     headroom: Option<f64>,
     load: Load,
-    /// Mean prompt and output tokens; `spread`: drawn uniformly from 4 to
-    /// twice the mean minus 4 (a dataset of varied lengths), else fixed.
+    /// Mean prompt and output tokens; `spread`: ShareGPT's varied lengths
+    /// (see [`lengths`]), else fixed.
     prompt: u64,
     output: u64,
     spread: bool,
@@ -395,15 +396,16 @@ const RUNS: &[Run] = &[
     },
 ];
 
-fn lengths(mean: u64, spread: bool) -> Lengths {
-    if spread {
-        Lengths::Uniform {
-            lo: 4,
-            hi: 2 * mean - 4,
-        }
+/// ShareGPT's lengths (`spread`): 4 plus an exponential tail, capped at
+/// 1024 as `vllm bench serve`'s ShareGPT sampler keeps prompts of at most
+/// 1024 tokens and pairs of at most 2048, with the published mean (prior in
+/// docs/planner.md). Random datasets: fixed.
+fn lengths(mean: u64, spread: bool) -> Result<Lengths, Box<dyn Error>> {
+    Ok(if spread {
+        Lengths::exponential(4, 1024, mean as f64, "ShareGPT length")?
     } else {
         Lengths::Fixed(mean)
-    }
+    })
 }
 
 /// Signed percentage error of `sim` against `published`.
@@ -527,8 +529,8 @@ fn simulate(
     };
     let traffic = Traffic {
         arrivals,
-        prompt: lengths(run.prompt, run.spread),
-        output: lengths(run.output, run.spread),
+        prompt: lengths(run.prompt, run.spread)?,
+        output: lengths(run.output, run.spread)?,
         profile: Profile::Chat,
         tasks: run.prompts,
         seed: 42,

@@ -245,3 +245,69 @@ fn pipeline_plan_learns_from_stored_traces() {
     assert_eq!(bad.status.code(), Some(78));
     assert!(stderr(&bad).contains("no node `x`"), "{}", stderr(&bad));
 }
+
+#[test]
+fn exponential_lengths_give_a_longer_e2e_tail_than_fixed_ones_of_the_same_mean() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--prompt-tokens",
+            "500",
+            "--gen-tokens",
+            "200",
+            "--rate",
+            "2",
+            "--sla-e2e-p99",
+            "600000",
+            "--sim-requests",
+            "600",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = glassbox(&args, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["gpus_needed"].as_u64(), Some(1), "{v}");
+        v["best"]["e2e_ms"]["p99"].as_f64().unwrap()
+    };
+    let fixed = run(&[]);
+    let tail = run(&["--lengths", "exponential"]);
+    // A P99 output is ~4.6 means long: the tail's P99 E2E is far longer.
+    assert!(
+        tail > 2.5 * fixed,
+        "exponential {tail} ms vs fixed {fixed} ms"
+    );
+
+    // A cap below twice the mean cannot hold that mean with a tail.
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--gen-tokens",
+            "200",
+            "--gen-tokens-max",
+            "300",
+            "--lengths",
+            "exponential",
+            "--rate",
+            "2",
+            "--sla-e2e-p99",
+            "60000",
+        ],
+        None,
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--gen-tokens") && err.contains("exponential"),
+        "{err}"
+    );
+}

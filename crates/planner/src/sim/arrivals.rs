@@ -203,14 +203,59 @@ pub enum Lengths {
     },
     /// Drawn (with replacement) from observed values.
     Empirical(Vec<u64>),
+    /// Heavy-tailed: `lo` plus an exponential of `scale` tokens, truncated
+    /// at `hi`. Build it with [`Lengths::exponential`], which solves the
+    /// scale for a mean: chat lengths have a long right tail, and in a
+    /// saturated run the few longest requests set its duration.
+    Exponential {
+        lo: u64,
+        hi: u64,
+        scale: f64,
+    },
 }
 
 impl Lengths {
+    /// Lengths from `lo` to `hi` with an exponential tail whose mean, after
+    /// truncation at `hi`, is `mean`. The mean must lie strictly between
+    /// `lo` and the midpoint of `lo..=hi` (the flat limit of the tail).
+    pub fn exponential(lo: u64, hi: u64, mean: f64, field: &str) -> Result<Self, PlannerError> {
+        let (l, h) = (lo as f64, hi as f64);
+        if lo < 1 || hi <= lo || !(mean > l && mean < (l + h) / 2.0) {
+            return Err(PlannerError::invalid(
+                field,
+                format!(
+                    "an exponential tail from {lo} to {hi} tokens can have a mean between {lo} and {} \
+                     (exclusive), not {mean}: raise the cap or lower the mean",
+                    (l + h) / 2.0
+                ),
+            ));
+        }
+        // The truncated mean grows with the scale from `lo` towards the
+        // midpoint; bisect on the scale in log space.
+        let (mut a, mut b) = (1e-6_f64, 1e12_f64);
+        for _ in 0..200 {
+            let mid = (a * b).sqrt();
+            if truncated_exponential_mean(l, h, mid) < mean {
+                a = mid;
+            } else {
+                b = mid;
+            }
+        }
+        Ok(Lengths::Exponential {
+            lo,
+            hi,
+            scale: (a * b).sqrt(),
+        })
+    }
+
     pub fn validate(&self, field: &str) -> Result<(), PlannerError> {
         let ok = match self {
             Lengths::Fixed(n) => *n >= 1,
             Lengths::Uniform { lo, hi } => *lo >= 1 && lo <= hi,
             Lengths::Empirical(v) => !v.is_empty() && v.iter().all(|&n| n >= 1),
+            Lengths::Exponential { lo, hi, scale } => {
+                *lo >= 1 && lo < hi && scale.is_finite() && *scale > 0.0
+            }
         };
         if ok {
             Ok(())
@@ -227,6 +272,13 @@ impl Lengths {
             Lengths::Fixed(n) => *n,
             Lengths::Uniform { lo, hi } => rng.u64(*lo..=*hi),
             Lengths::Empirical(v) => v[rng.usize(..v.len())],
+            Lengths::Exponential { lo, hi, scale } => {
+                // Inverse CDF of the exponential truncated to `hi − lo`.
+                let span = (*hi - *lo) as f64;
+                let kept = 1.0 - (-span / scale).exp();
+                let x = -scale * (1.0 - rng.f64() * kept).ln();
+                (*lo + x.round() as u64).min(*hi)
+            }
         }
     }
 
@@ -235,6 +287,9 @@ impl Lengths {
             Lengths::Fixed(n) => *n as f64,
             Lengths::Uniform { lo, hi } => (*lo + *hi) as f64 / 2.0,
             Lengths::Empirical(v) => v.iter().sum::<u64>() as f64 / v.len().max(1) as f64,
+            Lengths::Exponential { lo, hi, scale } => {
+                truncated_exponential_mean(*lo as f64, *hi as f64, *scale)
+            }
         }
     }
 
@@ -243,8 +298,16 @@ impl Lengths {
             Lengths::Fixed(n) => *n,
             Lengths::Uniform { hi, .. } => *hi,
             Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
+            Lengths::Exponential { hi, .. } => *hi,
         }
     }
+}
+
+/// Mean of `lo` plus an exponential of `scale` truncated at `hi`.
+fn truncated_exponential_mean(lo: f64, hi: f64, scale: f64) -> f64 {
+    let span = hi - lo;
+    let tail = (-span / scale).exp();
+    lo + scale - span * tail / (1.0 - tail)
 }
 
 /// A uniform draw in (0, 1].

@@ -616,3 +616,50 @@ fn overlap_scheduling_admits_a_busy_engines_arrivals_a_step_later() {
     let r = simulate(&cost, roomy(), &alone, 1, SlaP99::default()).unwrap();
     assert!((r.ttft_ms.p99 - 10.0).abs() < 1e-6, "{:?}", r.ttft_ms);
 }
+
+#[test]
+fn exponential_lengths_keep_the_mean_and_bounds_and_have_a_long_tail() {
+    let lengths = Lengths::exponential(4, 1024, 202.0, "gen_tokens").unwrap();
+    assert!((lengths.mean() - 202.0).abs() < 1e-6, "{}", lengths.mean());
+    assert_eq!(lengths.max(), 1024);
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut draws: Vec<u64> = (0..200_000).map(|_| lengths.draw(&mut rng)).collect();
+    assert!(draws.iter().all(|&n| (4..=1024).contains(&n)));
+    let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
+    assert!((mean - 202.0).abs() < 2.0, "sample mean {mean}");
+    draws.sort_unstable();
+    // Uniform lengths of the same mean (4..=400) end at 400; this tail's
+    // 99th percentile is about 4.6 × (202 − 4) above the floor.
+    let p99 = draws[draws.len() * 99 / 100];
+    assert!((800..=1000).contains(&p99), "p99 {p99}");
+    // The flat limit is the midpoint: a mean at or past it is refused with
+    // the field named, as is an empty range.
+    let e = Lengths::exponential(4, 1024, 514.0, "gen_tokens").unwrap_err();
+    assert!(e.to_string().contains("gen_tokens"), "{e}");
+    assert!(Lengths::exponential(10, 10, 10.0, "prompt_tokens").is_err());
+}
+
+#[test]
+fn a_long_tail_stretches_a_run_sent_all_at_once() {
+    // Same mean output, all requests at once, 10 ms steps: the run lasts as
+    // long as its longest request, so the exponential tail takes longer
+    // than uniform lengths that stop at twice the mean.
+    let traffic = |output: Lengths| Traffic {
+        arrivals: Arrivals::Closed { users: 400 },
+        prompt: Lengths::Fixed(100),
+        output,
+        profile: Profile::Chat,
+        tasks: 400,
+        seed: 11,
+    };
+    let run = |t: &Traffic| {
+        simulate(&FakeConstantCost(0.01), roomy(), t, 1, SlaP99::default())
+            .unwrap()
+            .makespan_s
+    };
+    let flat = run(&traffic(Lengths::Uniform { lo: 4, hi: 196 }));
+    let tail = run(&traffic(
+        Lengths::exponential(4, 1024, 100.0, "gen").unwrap(),
+    ));
+    assert!(tail > 2.0 * flat, "tail {tail} s vs flat {flat} s");
+}

@@ -36,6 +36,17 @@ pub enum ArrivalKind {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LengthKind {
+    /// Uniform from --prompt-tokens / --gen-tokens up to the `--*-max` flag
+    /// (fixed without one).
+    Uniform,
+    /// Chat-like long tail: --prompt-tokens / --gen-tokens are the means,
+    /// lengths run from 1 up to the `--*-max` flag (default 16 × the mean)
+    /// with an exponential tail.
+    Exponential,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProfileKind {
     /// One request per task; SLA on TTFT/TPOT/E2E.
     Chat,
@@ -77,12 +88,17 @@ pub struct SimArgs {
     pub replay_topology: Option<String>,
     #[command(flatten)]
     pub store: StoreArg,
-    /// Prompts uniform between --prompt-tokens and this (default: all --prompt-tokens).
+    /// Prompts uniform between --prompt-tokens and this (default: all --prompt-tokens);
+    /// with `--lengths exponential`, the longest prompt.
     #[arg(long)]
     pub prompt_tokens_max: Option<u64>,
-    /// Outputs uniform between --gen-tokens and this (default: all --gen-tokens).
+    /// Outputs uniform between --gen-tokens and this (default: all --gen-tokens);
+    /// with `--lengths exponential`, the longest output.
     #[arg(long)]
     pub gen_tokens_max: Option<u64>,
+    /// How prompt and output lengths vary in the simulation.
+    #[arg(long, value_enum, default_value_t = LengthKind::Uniform)]
+    pub lengths: LengthKind,
     #[arg(long, value_enum, default_value_t = ProfileKind::Chat)]
     pub profile: ProfileKind,
     /// Agent: mean calls per task.
@@ -178,11 +194,18 @@ impl SimArgs {
         })
     }
 
-    fn lengths(lo: u64, hi: Option<u64>) -> Lengths {
-        match hi {
-            Some(hi) if hi > lo => Lengths::Uniform { lo, hi },
-            _ => Lengths::Fixed(lo),
-        }
+    fn lengths(&self, tokens: u64, max: Option<u64>, flag: &str) -> anyhow::Result<Lengths> {
+        Ok(match self.lengths {
+            LengthKind::Uniform => match max {
+                Some(hi) if hi > tokens => Lengths::Uniform { lo: tokens, hi },
+                _ => Lengths::Fixed(tokens),
+            },
+            LengthKind::Exponential => {
+                let hi = max.unwrap_or(tokens.saturating_mul(16));
+                Lengths::exponential(1, hi, tokens as f64, flag)
+                    .map_err(|e| invalid(e).context("`--lengths exponential`"))?
+            }
+        })
     }
 
     pub fn sla(&self) -> SlaP99 {
@@ -214,8 +237,8 @@ pub fn run(
     }
     let traffic = Traffic {
         arrivals: a.arrivals(rate)?,
-        prompt: SimArgs::lengths(r.prompt_tokens, a.prompt_tokens_max),
-        output: SimArgs::lengths(r.gen_tokens, a.gen_tokens_max),
+        prompt: a.lengths(r.prompt_tokens, a.prompt_tokens_max, "--prompt-tokens")?,
+        output: a.lengths(r.gen_tokens, a.gen_tokens_max, "--gen-tokens")?,
         profile,
         tasks: a.sim_requests,
         seed: a.seed,
