@@ -551,7 +551,8 @@ fn validate(a: &LlmArgs, llm: &LlmHandle, runs: &[BenchRun]) -> anyhow::Result<V
 
 /// Measures what the simulator needs of the engine: decode steps at every
 /// batch size up to `seqs` (that many identical greedy requests at once, so
-/// the batch stays whole; the median time per output token is the step),
+/// the batch stays whole; the median gap between streamed tokens is the
+/// step),
 /// and prompt passes at the calibration runs' lengths and the open loop's.
 fn profile_steps(
     llm: &LlmHandle,
@@ -570,33 +571,49 @@ fn profile_steps(
             p.single_stream.push((ctx, tpot / 1e3));
         }
     }
-    let out_tokens = gen_tokens.max(16);
+    // Long enough that the requests decode together for most of their
+    // tokens even when their prompt passes, one after another on a slow
+    // CPU, take longer than a short generation.
+    let out_tokens = gen_tokens.max(64);
     for batch in 1..=seqs {
         let done: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..batch)
                 .map(|_| {
                     s.spawn(|| {
-                        llm.generate_blocking(GenerateRequest {
+                        let mut stream = llm.stream(GenerateRequest {
                             max_tokens: out_tokens,
                             temperature: 0.0,
                             ..GenerateRequest::chat(msgs.to_vec())
-                        })
+                        })?;
+                        let mut arrivals = Vec::new();
+                        while stream.next_blocking().is_some() {
+                            arrivals.push(Instant::now());
+                        }
+                        stream.finish_blocking().map(|c| (c, arrivals))
                     })
                 })
                 .collect();
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
-        let mut tpots = Vec::new();
+        // The step is the median gap between a request's tokens: a gap in
+        // which another request's prompt pass ran is a prefill step, which
+        // the simulator counts on its own, so a mean per-token time would
+        // count it twice.
+        let mut gaps = Vec::new();
         for c in done {
-            let c = c?;
+            let (c, arrivals) = c?;
             if batch == 1 {
                 let prompt = f64::from(c.usage.prompt_tokens);
                 p.prefill.push((prompt, c.prompt_ms / 1e3));
                 p.decode_ctx = prompt + f64::from(c.usage.completion_tokens) / 2.0;
             }
-            tpots.extend(c.timing.tpot_ms);
+            gaps.extend(
+                arrivals
+                    .windows(2)
+                    .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3),
+            );
         }
-        if let Some(t) = median(tpots) {
+        if let Some(t) = median(gaps) {
             p.decode.push((batch, t / 1e3));
         }
     }

@@ -344,9 +344,10 @@ fn print(
             let gpus = b.replicas * tp;
             let per_hour = f64::from(gpus) * hour;
             out!(
-                "\nfewest GPUs meeting the P99 SLA: {gpus} × {} ({} replicas), ${per_hour:.2}/h, ${:.5} per request ({basis})",
+                "\nfewest GPUs meeting the P99 SLA: {gpus} × {} ({} replica{}), ${per_hour:.2}/h, ${:.5} per request ({basis})",
                 hw.id,
                 b.replicas,
+                if b.replicas == 1 { "" } else { "s" },
                 per_hour / 3600.0 / rate.max(1e-12)
             );
         }
