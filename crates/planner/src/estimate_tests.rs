@@ -4,14 +4,19 @@ use super::*;
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
 
+/// A card from the built-in catalogue, owned so a test may change it.
+fn card(id: &str) -> crate::hardware::Hardware {
+    HardwareCatalogue::builtin()
+        .unwrap()
+        .get(id)
+        .unwrap()
+        .clone()
+}
+
 #[test]
 fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
     let models = ModelCatalogue::builtin().unwrap();
-    let mut hw = HardwareCatalogue::builtin()
-        .unwrap()
-        .get("rtx-3090")
-        .unwrap()
-        .clone();
+    let mut hw = card("rtx-3090");
     hw.bandwidth_gbps = 1000.0;
     let s = Scenario {
         model: models.get("llama-2-7b").unwrap(),
@@ -48,11 +53,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
 #[test]
 fn tensor_parallel_adds_comm_and_splits_bytes() {
     let models = ModelCatalogue::builtin().unwrap();
-    let hw = HardwareCatalogue::builtin()
-        .unwrap()
-        .get("h100-sxm")
-        .unwrap()
-        .clone();
+    let hw = card("h100-sxm");
     let mut s = Scenario {
         model: models.get("llama-3.1-70b").unwrap(),
         hw: &hw,
@@ -140,11 +141,7 @@ fn an_80_gb_card_holds_80_gib_for_weights_and_kv() {
     // as 80e9 bytes, 5.9 GB of KV cache vanished: most of what a 32B BF16
     // model leaves free on the card.
     let models = ModelCatalogue::builtin().unwrap();
-    let hw = HardwareCatalogue::builtin()
-        .unwrap()
-        .get("h100-sxm")
-        .unwrap()
-        .clone();
+    let hw = card("h100-sxm");
     let s = Scenario {
         model: models.get("qwen2.5-32b").unwrap(),
         hw: &hw,
