@@ -59,7 +59,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             extra.iter().map(|p| format!(" + {p}")).collect::<String>()
         );
         for split in [Split::Source, Split::Gpu] {
-            print_held_out(&validate::held_out(&rows, cat, split)?, show_rows);
+            let h = validate::held_out(&rows, cat, split)?;
+            print_held_out(&h, show_rows);
+            if split == Split::Source {
+                print_shared_setups(&h);
+            }
         }
         return Ok(());
     }
@@ -149,6 +153,39 @@ fn print_held_out(h: &HeldOut, show_rows: bool) {
         println!(
             "| {} | {} | {:.1}% | {:.1}% | {:.2} |",
             s.name, s.rows, s.planner, s.baseline, s.median_ratio
+        );
+    }
+    println!();
+}
+
+/// Setups that two or more sources measure: do the sources agree with
+/// each other (through the same model) about them?
+fn print_shared_setups(h: &HeldOut) {
+    let shared = validate::shared_setups(h);
+    if shared.is_empty() {
+        return;
+    }
+    println!(
+        "setups measured by more than one source (held-out median predicted/measured per source)\n"
+    );
+    println!(
+        "| metric | engine | GPU | precision | per source: rows, predicted/measured | spread |"
+    );
+    println!("|---|---|---|---|---|---:|");
+    for s in &shared {
+        let per: Vec<String> = s
+            .sources
+            .iter()
+            .map(|(src, n, r)| format!("{src}: {n}, {r:.2}"))
+            .collect();
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} |",
+            s.metric.as_str(),
+            s.engine,
+            s.gpu,
+            s.precision,
+            per.join("; "),
+            s.spread()
         );
     }
     println!();

@@ -198,9 +198,12 @@ pub fn folds(rows: &[Measurement], split: Split) -> Vec<Fold> {
 pub struct HeldOutRow {
     pub id: String,
     pub group: String,
+    /// The row's publisher ([`Measurement::source_key`]), whatever the split.
+    pub source: String,
     pub metric: Metric,
     pub gpu: String,
     pub engine: String,
+    pub quant: String,
     pub measured: f64,
     pub predicted: f64,
     pub baseline: f64,
@@ -266,9 +269,11 @@ pub fn held_out(
                 HeldOutRow {
                     id: r.id.clone(),
                     group: fold.group.clone(),
+                    source: r.source_key(),
                     metric: r.metric,
                     gpu: r.gpu.clone(),
                     engine: r.engine.to_string(),
+                    quant: r.quant.to_ascii_lowercase(),
                     measured: r.value,
                     predicted: r.predict(&est, cat)?,
                     baseline: r.predict(&baseline, cat)?,
@@ -304,6 +309,89 @@ pub fn held_out(
     })
 }
 
+/// One setup (metric, engine, GPU, weight precision) that rows of two or
+/// more sources measure, with each source's rows and median
+/// predicted/measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharedSetup {
+    pub metric: Metric,
+    pub engine: String,
+    pub gpu: String,
+    /// `16-bit` for FP16 and BF16 (the same tensor-core rate), else the format.
+    pub precision: String,
+    /// `(source, rows, median predicted/measured)`, in first-seen order.
+    pub sources: Vec<(String, usize, f64)>,
+}
+
+impl SharedSetup {
+    /// Largest over smallest of the sources' median ratios: 1 when the
+    /// sources agree with each other about this setup, whatever the model.
+    pub fn spread(&self) -> f64 {
+        let r = self.sources.iter().map(|s| s.2);
+        let (lo, hi) = r.fold((f64::INFINITY, 0.0_f64), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+        hi / lo
+    }
+}
+
+/// Sources measured against each other through the model: for every setup
+/// that rows of two or more sources cover, the median held-out
+/// predicted/measured of each. One model predicts them all, so when one
+/// source sits near 1 and another far from it on the same engine, GPU and
+/// precision, the two sources disagree with each other about that setup;
+/// no efficiency factor can fit both.
+pub fn shared_setups(h: &HeldOut) -> Vec<SharedSetup> {
+    let precision = |q: &str| match q {
+        "fp16" | "bf16" | "f16" => "16-bit".to_string(),
+        other => other.to_string(),
+    };
+    let mut keys: Vec<(Metric, &str, &str, String)> = Vec::new();
+    for r in &h.rows {
+        let k = (
+            r.metric,
+            r.engine.as_str(),
+            r.gpu.as_str(),
+            precision(&r.quant),
+        );
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(metric, engine, gpu, prec)| {
+            let sel: Vec<&HeldOutRow> = h
+                .rows
+                .iter()
+                .filter(|r| {
+                    r.metric == metric
+                        && r.engine == engine
+                        && r.gpu == gpu
+                        && precision(&r.quant) == prec
+                })
+                .collect();
+            let mut sources: Vec<(String, usize, f64)> = Vec::new();
+            for r in &sel {
+                if !sources.iter().any(|s| s.0 == r.source) {
+                    let mine: Vec<f64> = sel
+                        .iter()
+                        .filter(|x| x.source == r.source)
+                        .map(|x| x.predicted / x.measured)
+                        .collect();
+                    sources.push((r.source.clone(), mine.len(), median(&mine)));
+                }
+            }
+            (sources.len() >= 2).then(|| SharedSetup {
+                metric,
+                engine: engine.to_string(),
+                gpu: gpu.to_string(),
+                precision: prec,
+                sources,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,5 +407,53 @@ mod tests {
         assert!((ape(100.0, 50.0) - 100.0).abs() < 1e-9);
         assert!((ape(50.0, 100.0) - 50.0).abs() < 1e-9);
         assert_eq!(ape(100.0, 100.0), 0.0);
+    }
+
+    fn row(source: &str, gpu: &str, quant: &str, measured: f64, predicted: f64) -> HeldOutRow {
+        HeldOutRow {
+            id: format!("{source}-{gpu}-{quant}-{measured}"),
+            group: source.to_string(),
+            source: source.to_string(),
+            metric: Metric::ServingTokS,
+            gpu: gpu.to_string(),
+            engine: "trt-llm".to_string(),
+            quant: quant.to_string(),
+            measured,
+            predicted,
+            baseline: predicted,
+        }
+    }
+
+    #[test]
+    fn shared_setups_compare_sources_on_the_same_engine_gpu_and_precision() {
+        let h = HeldOut {
+            split: Split::Source,
+            rows: vec![
+                // Both sources on the A100 at 16 bits (FP16 and BF16 pool).
+                row("a.com", "a100", "fp16", 100.0, 95.0),
+                row("b.com", "a100", "bf16", 100.0, 92.0),
+                row("b.com", "a100", "bf16", 50.0, 46.0),
+                // Both on the H100 in FP8: b is predicted 2.3x its figures.
+                row("a.com", "h100", "fp8", 100.0, 103.0),
+                row("b.com", "h100", "fp8", 100.0, 234.0),
+                // Only one source: nothing to compare.
+                row("b.com", "h100", "bf16", 100.0, 180.0),
+                row("a.com", "b200", "nvfp4", 100.0, 156.0),
+            ],
+            by_metric: Vec::new(),
+            by_group: Vec::new(),
+        };
+        let s = shared_setups(&h);
+        assert_eq!(s.len(), 2, "{s:?}");
+        let a100 = s.iter().find(|x| x.gpu == "a100").unwrap();
+        assert_eq!(a100.precision, "16-bit");
+        assert_eq!(a100.sources[0], ("a.com".to_string(), 1, 0.95));
+        assert_eq!(a100.sources[1].0, "b.com");
+        assert_eq!(a100.sources[1].1, 2);
+        assert!((a100.sources[1].2 - 0.92).abs() < 1e-12);
+        assert!((a100.spread() - 0.95 / 0.92).abs() < 1e-12);
+        let h100 = s.iter().find(|x| x.gpu == "h100").unwrap();
+        assert_eq!(h100.precision, "fp8");
+        assert!((h100.spread() - 2.34 / 1.03).abs() < 1e-12);
     }
 }

@@ -111,3 +111,52 @@ fn leave_one_source_out_really_holds_out_the_whole_source() {
     };
     assert_ne!(full(&rows), full(&corrupted));
 }
+
+/// docs/planner.md ("GPUStack's serving rows") rests on this comparison:
+/// TensorRT-LLM measured by NVIDIA and by GPUStack, both predicted by the
+/// same held-out model. On the A100 the two sources agree; on the H100 in
+/// FP8 GPUStack's figures are far below NVIDIA's for the same engine.
+#[test]
+fn nvidia_and_gpustack_agree_on_the_a100_and_not_on_the_h100() {
+    use glassbox_planner::validate::{Split, held_out, shared_setups};
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let models = ModelCatalogue::builtin().unwrap();
+    let cat = Catalogues {
+        hardware: &hw,
+        models: &models,
+    };
+    let mut rows = measurements::builtin().unwrap();
+    let extra = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/measurements-gpustack.csv"
+    );
+    rows.extend(measurements::read_csv(std::path::Path::new(extra)).unwrap());
+    let shared = shared_setups(&held_out(&rows, cat, Split::Source).unwrap());
+    let setup = |gpu: &str, precision: &str| {
+        shared
+            .iter()
+            .find(|s| {
+                s.metric == Metric::ServingTokS
+                    && s.engine == "trt-llm"
+                    && s.gpu == gpu
+                    && s.precision == precision
+            })
+            .unwrap_or_else(|| panic!("no shared trt-llm {gpu} {precision} setup: {shared:?}"))
+    };
+    let a100 = setup("a100-sxm-80gb", "16-bit");
+    let h100 = setup("h100-sxm", "fp8");
+    for s in [a100, h100] {
+        let names: Vec<&str> = s.sources.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "github.com/nvidia/tensorrt-llm",
+                "github.com/gpustack/gpustack"
+            ]
+        );
+    }
+    assert!(a100.spread() < 1.25, "{a100:?}");
+    assert!(h100.spread() > 1.8, "{h100:?}");
+    // NVIDIA's own H100 rows are predicted within 10% at the median.
+    assert!((h100.sources[0].2 - 1.0).abs() < 0.1, "{h100:?}");
+}
