@@ -12,10 +12,13 @@
 //! efficiency table (how `data/efficiency.toml` is made). `--extra FILE`
 //! (repeatable) adds a measurements CSV's rows to the evaluation, e.g.
 //! `data/measurements-gpustack.csv`, which is kept out of the shipped set
-//! (docs/planner.md, "GPUStack's serving rows").
+//! (docs/planner.md, "GPUStack's serving rows"). `--write-accuracy PATH`
+//! writes the accuracy bands every plan shows (`data/accuracy.toml`, from
+//! the leave-one-source-out run over every public row).
 
 use std::error::Error;
 
+use glassbox_planner::accuracy::AccuracyTable;
 use glassbox_planner::measurements::{self, Catalogues};
 use glassbox_planner::validate::{self, HeldOut, Split, ape};
 use glassbox_planner::{HardwareCatalogue, ModelCatalogue, calibrate};
@@ -48,6 +51,18 @@ fn main() -> Result<(), Box<dyn Error>> {
                       # Regenerate: cargo run --release -p glassbox-planner --example accuracy -- --write-defaults crates/planner/data/efficiency.toml\n\n";
         std::fs::write(path, format!("{header}{}", table.to_toml()?))?;
         println!("wrote {path}");
+        return Ok(());
+    }
+    if let Some(i) = args.iter().position(|a| a == "--write-accuracy") {
+        let path = args.get(i + 1).ok_or("--write-accuracy needs a path")?;
+        let public = measurements::all_public()?;
+        let h = validate::held_out(&public, cat, Split::Source)?;
+        let table = AccuracyTable::from_held_out(&h, cat)?;
+        let header = "# Held-out accuracy bands shown with every plan (crate::accuracy): leave-one-source-out over\n\
+                      # crates/planner/data/measurements.csv + measurements-gpustack.csv; ratio = measured / predicted.\n\
+                      # Regenerate: cargo run --release -p glassbox-planner --example accuracy -- --write-accuracy crates/planner/data/accuracy.toml\n\n";
+        std::fs::write(path, format!("{header}{}", table.to_toml()?))?;
+        println!("wrote {path}: {} bands", table.bands.len());
         return Ok(());
     }
     if args.iter().any(|a| a == "--loso") {

@@ -21,7 +21,8 @@
 //!   devices and cost.
 //! - [`PlanRequest`] → [`ResolvedRequest`] → [`Plan`]: a request as given
 //!   (names, optional settings), resolved with the planner's defaults, then
-//!   estimated and sized per device — what `glassbox plan` prints.
+//!   estimated and sized per device — what `glassbox plan` prints, with
+//!   [`accuracy`]'s held-out error band for its headline figures.
 //!
 //! Why a roofline with fitted factors: pure rooflines (100% of peak) are
 //! 1.4-2× optimistic, and simulators need profiling on the GPU itself. Two
@@ -31,6 +32,7 @@
 //! the model explainable while matching measured numbers closely.
 //! The crate does no I/O beyond reading the files it is given.
 
+pub mod accuracy;
 pub mod batching;
 pub mod calibrate;
 pub mod efficiency;

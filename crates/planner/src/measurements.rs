@@ -232,6 +232,19 @@ pub fn builtin() -> Result<Vec<Measurement>, PlannerError> {
     )
 }
 
+/// Every public row the project holds: the shipped validation set plus
+/// GPUStack's serving rows, which are kept out of it (docs/planner.md,
+/// "GPUStack's serving rows") but count in the accuracy bands
+/// ([`crate::accuracy`]).
+pub fn all_public() -> Result<Vec<Measurement>, PlannerError> {
+    let mut rows = builtin()?;
+    rows.extend(parse_csv(
+        include_str!("../data/measurements-gpustack.csv"),
+        "data/measurements-gpustack.csv",
+    )?);
+    Ok(rows)
+}
+
 /// See [`Measurement::source_key`].
 pub fn source_key(source: &str) -> String {
     let Some(start) = source.find("https://").or_else(|| source.find("http://")) else {

@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use crate::accuracy::{AccuracyTable, Range};
 use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
@@ -184,9 +185,11 @@ impl ResolvedRequest {
     pub fn plan(&self, est: &Estimator, hw: &Hardware) -> Result<Plan, PlannerError> {
         let s = self.scenario(hw);
         let estimate = est.estimate(&s)?;
+        let accuracy = AccuracyTable::shipped()?.for_estimate(&estimate, hw.class.as_str());
         Ok(Plan {
-            estimate,
             sizing: workload::size(est, &s, &self.workload),
+            estimate,
+            accuracy,
         })
     }
 }
@@ -196,6 +199,9 @@ impl ResolvedRequest {
 pub struct Plan {
     pub estimate: Estimate,
     pub sizing: Result<Sizing, PlannerError>,
+    /// How far such figures were from held-out public measurements
+    /// ([`crate::accuracy`]).
+    pub accuracy: Vec<Range>,
 }
 
 impl Plan {

@@ -311,3 +311,71 @@ fn exponential_lengths_give_a_longer_e2e_tail_than_fixed_ones_of_the_same_mean()
         "{err}"
     );
 }
+
+/// Every plan carries the held-out accuracy of its headline figures: the
+/// range that 80% of public measurements of the kind fell in, from the
+/// narrowest band with enough rows (the H100's own for batched serving).
+#[test]
+fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
+    let args = [
+        "plan",
+        "--model",
+        "qwen3-14b",
+        "--gpu",
+        "h100-sxm",
+        "--quant",
+        "bf16",
+        "--engine",
+        "vllm",
+        "--batch",
+        "256",
+    ];
+    let out = glassbox(&[&args[..], &["--format", "json"]].concat(), None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let acc = v["accuracy"].as_array().unwrap();
+    let metrics: Vec<&str> = acc.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    assert_eq!(metrics, ["prefill_tok_s", "ttft_ms", "serving_tok_s"]);
+    let serving = &acc[2];
+    assert_eq!(serving["band"]["scope"], "h100-sxm");
+    let (lo, p, hi) = (
+        serving["low"].as_f64().unwrap(),
+        serving["predicted"].as_f64().unwrap(),
+        serving["high"].as_f64().unwrap(),
+    );
+    let band = |k: &str| serving["band"][k].as_f64().unwrap();
+    assert!(p > 0.0 && lo <= hi, "{serving}");
+    assert!((lo - p * band("ratio_p10")).abs() < 1e-9 * p, "{serving}");
+    assert!((hi - p * band("ratio_p90")).abs() < 1e-9 * p, "{serving}");
+    let out_tok_s = v["estimate"]["output_tok_s"].as_f64().unwrap();
+    assert!(
+        (p - out_tok_s).abs() < 1e-9 * out_tok_s,
+        "{p} vs {out_tok_s}"
+    );
+
+    let text = glassbox(&args, None);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let s = stdout(&text);
+    assert!(s.contains("80% of measurements were"), "{s}");
+    assert!(s.contains("h100-sxm"), "{s}");
+
+    // At one stream the decode speed carries the band instead.
+    let single = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "rtx-4090",
+            "--quant",
+            "q4_k_m",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&single)).unwrap();
+    let last = v["accuracy"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["metric"], "decode_tok_s");
+    assert_eq!(last["band"]["scope"], "rtx-4090");
+}

@@ -31,7 +31,7 @@ use serde::Serialize;
 pub use arrivals::{Arrivals, Lengths};
 pub use cost::{EstimatorCost, ProfiledCost, Step, StepCost, StepProfile};
 pub use profile::Profile;
-pub use stats::{Percentiles, SimReport};
+pub use stats::{Percentiles, SimReport, nearest_rank};
 
 use crate::error::PlannerError;
 use engine::{Call, Sim};

@@ -19,18 +19,21 @@ impl Percentiles {
             return Self::default();
         }
         values.sort_by(f64::total_cmp);
-        let rank = |q: f64| {
-            let i = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-            values[i - 1]
-        };
         Self {
             count: values.len(),
             mean: values.iter().sum::<f64>() / values.len() as f64,
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
+            p50: nearest_rank(values, 0.50),
+            p95: nearest_rank(values, 0.95),
+            p99: nearest_rank(values, 0.99),
         }
     }
+}
+
+/// The nearest-rank `q` quantile of an ascending, non-empty sample: the
+/// smallest value with at least `q` of the sample at or below it.
+pub fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[i - 1]
 }
 
 /// What one simulated run measured (the first `warmup` tasks left out).

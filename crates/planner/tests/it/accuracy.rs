@@ -160,3 +160,27 @@ fn nvidia_and_gpustack_agree_on_the_a100_and_not_on_the_h100() {
     // NVIDIA's own H100 rows are predicted within 10% at the median.
     assert!((h100.sources[0].2 - 1.0).abs() < 0.1, "{h100:?}");
 }
+
+/// The accuracy bands every plan prints are the leave-one-source-out run
+/// over every public row, as shipped: a change to the model, the data or
+/// the catalogues that moves them must regenerate `data/accuracy.toml`.
+#[test]
+fn shipped_accuracy_bands_are_the_held_out_run_on_every_public_row() {
+    use glassbox_planner::accuracy::AccuracyTable;
+    use glassbox_planner::validate::{Split, held_out};
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let models = ModelCatalogue::builtin().unwrap();
+    let cat = Catalogues {
+        hardware: &hw,
+        models: &models,
+    };
+    let rows = measurements::all_public().unwrap();
+    let fresh =
+        AccuracyTable::from_held_out(&held_out(&rows, cat, Split::Source).unwrap(), cat).unwrap();
+    let shipped = AccuracyTable::shipped().unwrap();
+    assert_eq!(
+        shipped, fresh,
+        "data/accuracy.toml is stale: cargo run --release -p glassbox-planner --example accuracy -- --write-accuracy crates/planner/data/accuracy.toml"
+    );
+    assert_eq!(shipped.rows, rows.len());
+}

@@ -48,7 +48,61 @@ pub fn plan_json(plan: &Plan) -> serde_json::Value {
         "estimate": serde_json::to_value(e).unwrap_or_default(),
         "sizing": sizing,
         "sizing_error": sizing_error,
+        "accuracy": serde_json::to_value(&plan.accuracy).unwrap_or_default(),
     })
+}
+
+/// Unit of a metric's figures.
+fn unit(metric: &str) -> &'static str {
+    if metric == "ttft_ms" { "ms" } else { "tok/s" }
+}
+
+/// The held-out accuracy of the plan's headline figures.
+fn print_accuracy(plan: &Plan) {
+    if plan.accuracy.is_empty() {
+        return;
+    }
+    out!(
+        "accuracy on public measurements the planner had not seen (each predicted with its whole source left out; docs/planner.md, \"Accuracy bands\"):"
+    );
+    let rows = plan
+        .accuracy
+        .iter()
+        .map(|r| {
+            let b = &r.band;
+            let u = unit(&r.metric);
+            let scope = if b.scope == "*" {
+                "every GPU".to_string()
+            } else {
+                b.scope.clone()
+            };
+            vec![
+                r.metric.clone(),
+                format!("{} {u}", num(r.predicted)),
+                format!("{}–{} {u}", num(r.low), num(r.high)),
+                format!("{:.1}%", b.mdape),
+                format!(
+                    "{} rows, {} source{}",
+                    b.rows,
+                    b.sources,
+                    if b.sources == 1 { "" } else { "s" }
+                ),
+                scope,
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "figure",
+            "predicted",
+            "80% of measurements were",
+            "median error",
+            "held-out rows",
+            "band from",
+        ],
+        rows,
+    );
+    out!();
 }
 
 fn explain_rows(lines: &[Line]) -> Vec<Vec<String>> {
@@ -94,6 +148,7 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
         explain_rows(&e.explain),
     );
     out!();
+    print_accuracy(plan);
     let fmt_rows = e
         .weights_by_format
         .iter()
