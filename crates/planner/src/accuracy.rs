@@ -230,18 +230,7 @@ mod tests {
     use crate::{HardwareCatalogue, ModelCatalogue};
 
     fn row(source: &str, gpu: &str, metric: Metric, measured: f64, predicted: f64) -> HeldOutRow {
-        HeldOutRow {
-            id: format!("{source}-{gpu}-{measured}-{predicted}"),
-            group: source.into(),
-            source: source.into(),
-            metric,
-            gpu: gpu.into(),
-            engine: "vllm".into(),
-            quant: "bf16".into(),
-            measured,
-            predicted,
-            baseline: predicted,
-        }
+        HeldOutRow::for_test(source, gpu, metric, "bf16", measured, predicted)
     }
 
     #[test]

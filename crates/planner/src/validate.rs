@@ -393,6 +393,33 @@ pub fn shared_setups(h: &HeldOut) -> Vec<SharedSetup> {
 }
 
 #[cfg(test)]
+impl HeldOutRow {
+    /// A held-out row for unit tests: its own source's group, engine
+    /// `trt-llm`, the baseline equal to the prediction.
+    pub(crate) fn for_test(
+        source: &str,
+        gpu: &str,
+        metric: Metric,
+        quant: &str,
+        measured: f64,
+        predicted: f64,
+    ) -> Self {
+        Self {
+            id: format!("{source}-{gpu}-{quant}-{measured}-{predicted}"),
+            group: source.to_string(),
+            source: source.to_string(),
+            metric,
+            gpu: gpu.to_string(),
+            engine: "trt-llm".to_string(),
+            quant: quant.to_string(),
+            measured,
+            predicted,
+            baseline: predicted,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -410,18 +437,7 @@ mod tests {
     }
 
     fn row(source: &str, gpu: &str, quant: &str, measured: f64, predicted: f64) -> HeldOutRow {
-        HeldOutRow {
-            id: format!("{source}-{gpu}-{quant}-{measured}"),
-            group: source.to_string(),
-            source: source.to_string(),
-            metric: Metric::ServingTokS,
-            gpu: gpu.to_string(),
-            engine: "trt-llm".to_string(),
-            quant: quant.to_string(),
-            measured,
-            predicted,
-            baseline: predicted,
-        }
+        HeldOutRow::for_test(source, gpu, Metric::ServingTokS, quant, measured, predicted)
     }
 
     #[test]
