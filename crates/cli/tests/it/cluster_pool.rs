@@ -210,24 +210,55 @@ impl Load {
 }
 
 /// Requests the worker at `address` is decoding now (its vLLM-style gauge).
-fn running(address: &str) -> u64 {
+/// The sum of a gauge's samples on the worker's `/metrics` (0 when the
+/// worker does not answer).
+fn gauge(address: &str, name: &str) -> u64 {
     let Ok(mut reply) = agent().get(format!("{address}/metrics")).call() else {
         return 0;
     };
     let text = reply.body_mut().read_to_string().unwrap_or_default();
     text.lines()
-        .filter(|l| l.starts_with("glassbox_llm_num_requests_running"))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
 
-/// Waits until the worker at `address` decodes a request (so what is done
-/// to it next happens under load).
+fn running(address: &str) -> u64 {
+    gauge(address, "glassbox_llm_num_requests_running")
+}
+
+/// Waits until the worker at `address` runs a request.
 fn until_busy(address: &str, what: &str) {
     let until = Instant::now() + Duration::from_secs(120);
     while running(address) == 0 {
         assert!(Instant::now() < until, "{what}: it never ran a request");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the worker at `address` is decoding a request of the load
+/// (so what is done to it next happens under load): a request is running,
+/// a token came out since the previous look, and at least two in the last
+/// tenth of a second. The coordinators' liveness probes are real one-token
+/// completions, so a running request alone may be a probe, which nobody
+/// would fail over.
+fn until_decoding(address: &str, what: &str) {
+    let until = Instant::now() + Duration::from_secs(120);
+    let tokens = || gauge(address, "glassbox_llm_generation_tokens");
+    let mut seen: std::collections::VecDeque<(Instant, u64)> = [(Instant::now(), tokens())].into();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let (t, now) = (Instant::now(), tokens());
+        let last = seen.back().map_or(now, |s| s.1);
+        while seen.len() > 1 && t - seen[1].0 >= Duration::from_millis(100) {
+            seen.pop_front();
+        }
+        let window = seen.front().map_or(now, |s| s.1);
+        if now > last && now >= window + 2 && running(address) > 0 {
+            return;
+        }
+        seen.push_back((t, now));
+        assert!(Instant::now() < until, "{what}: it never decoded a request");
     }
 }
 
@@ -320,7 +351,7 @@ fn the_pool_loses_no_request_to_a_killed_worker_a_hung_worker_or_a_lost_etcd_mem
     load.wait_more(mark, 4, "with an etcd member down");
 
     // SIGKILL w1 while it decodes a request.
-    until_busy(&w1_address, "w1 before the kill");
+    until_decoding(&w1_address, "w1 before the kill");
     let mut w1 = w1;
     w1.0.kill().unwrap();
     w1.0.wait().unwrap();
@@ -559,7 +590,7 @@ fn a_worker_cut_off_the_network_is_placed_around() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    until_busy(&far_address, "far before the cut");
+    until_decoding(&far_address, "far before the cut");
     netns.cut();
     let cut_at = load.count();
     let cut = Instant::now();
