@@ -200,9 +200,7 @@ impl AccuracyTable {
             band,
         })
     }
-}
 
-impl AccuracyTable {
     /// The bands of an estimate's headline figures on a GPU of `class`:
     /// prefill speed and TTFT always; single-stream decode at batch 1, the
     /// batched output throughput above it.

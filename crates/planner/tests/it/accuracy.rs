@@ -125,12 +125,7 @@ fn nvidia_and_gpustack_agree_on_the_a100_and_not_on_the_h100() {
         hardware: &hw,
         models: &models,
     };
-    let mut rows = measurements::builtin().unwrap();
-    let extra = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/measurements-gpustack.csv"
-    );
-    rows.extend(measurements::read_csv(std::path::Path::new(extra)).unwrap());
+    let rows = measurements::all_public().unwrap();
     let shared = shared_setups(&held_out(&rows, cat, Split::Source).unwrap());
     let setup = |gpu: &str, precision: &str| {
         shared
