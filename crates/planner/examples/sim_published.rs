@@ -40,9 +40,10 @@
 //!   to it.
 //!
 //! Models are described by their public `config.json` shapes. Engine limits
-//! are the engines' defaults on the device (vLLM V1's OpenAI server: 8192
-//! batched tokens and 1024 sequences on 70 GB or more, else 2048 and 256;
-//! SGLang and TensorRT-LLM: 8192-token chunks).
+//! are the engines' defaults on the device ([`Engine::profile`]: vLLM V1's
+//! OpenAI server runs 8192 batched tokens and 1024 sequences on 70 GiB or
+//! more except the A100, else 2048 and 256; SGLang and TensorRT-LLM:
+//! 8192-token chunks on these cards).
 
 use std::error::Error;
 
@@ -493,7 +494,7 @@ fn simulate(
 ) -> Result<(f64, f64, f64), Box<dyn Error>> {
     let model = hf_config::from_str(run.model.1, run.model.0, "public config.json")?;
     let gpu = hw.get(run.gpu)?;
-    let profile = run.engine.profile(gpu.memory_gb);
+    let profile = run.engine.profile(gpu);
     let scenario = Scenario {
         model: &model,
         hw: gpu,
@@ -510,14 +511,7 @@ fn simulate(
     let cost = EstimatorCost::new(est, scenario);
     let limits = Limits {
         max_running: profile.max_running.unwrap_or(u32::MAX),
-        // vLLM V1's OpenAI-server default below 70 GB; 8192 above.
-        max_batched_tokens: run.max_batched_tokens.unwrap_or(
-            if run.engine == Engine::Vllm && gpu.memory_gb < 70.0 {
-                2048
-            } else {
-                8192
-            },
-        ),
+        max_batched_tokens: run.max_batched_tokens.unwrap_or(profile.max_batched_tokens),
         ..Limits::with_kv_tokens(cost.kv_tokens())
     };
     let arrivals = match run.load {

@@ -41,7 +41,7 @@
 use serde::Serialize;
 
 use crate::estimate::{
-    Estimator, Scenario, decode_terms, decode_time, prefill_terms, prefill_time,
+    Estimator, Scenario, Terms, decode_terms, decode_time, prefill_terms, prefill_time,
 };
 
 /// What set the number of running sequences.
@@ -95,7 +95,7 @@ pub struct Batching {
 
 /// How many of `batch` requested sequences run together, and why.
 pub fn running_seqs(est: &Estimator, s: &Scenario, batch: f64) -> (f64, f64, BatchLimit) {
-    let profile = s.engine.profile(s.hw.memory_gb);
+    let profile = s.engine.profile(s.hw);
     let headroom = s.memory_headroom.max(profile.memory_reserve);
     let engine_view = Scenario {
         memory_headroom: headroom,
@@ -129,7 +129,7 @@ pub fn steady_state(
     let (running, kv_capacity_seqs, limit) = running_seqs(est, s, batch);
     let (pf, df) = est.factors_for(s);
     let (p, d) = (pf.factor, df.factor);
-    let profile = s.engine.profile(s.hw.memory_gb);
+    let profile = s.engine.profile(s.hw);
     let per_seq_ms = if est.factors.is_baseline() {
         0.0
     } else {
@@ -147,11 +147,32 @@ pub fn steady_state(
         // The matmuls compute the decode rows and the chunk's together,
         // padded to whole tiles once on GPUs (`Scenario::gemm_rows`).
         let c = s.forward_compute(prompt, 0.0);
-        let rows = s.gemm_rows(running + q) - s.gemm_rows(running);
-        dt.compute_s += rows * c.linear_s / prompt + q / prompt * c.attn_s;
-        dt.attn_compute_s += q / prompt * c.attn_s;
-        dt.comm_s = s.allreduce_s(running + q);
-        (dt.roofline_s(p, d) + overhead_s + dt.comm_s, dt.comm_s)
+        let with_chunk = |x: f64| {
+            let mut t = dt;
+            let rows = s.gemm_rows(running + x) - s.gemm_rows(running);
+            t.compute_s += rows * c.linear_s / prompt + x / prompt * c.attn_s;
+            t.attn_compute_s += x / prompt * c.attn_s;
+            t.comm_s = s.allreduce_s(running + x);
+            t
+        };
+        // Prompts arrive whole, not as `q` tokens every step: a step takes
+        // `k` or `k + 1` chunks of `u` tokens (the prompt, or what the step's
+        // token budget leaves beside the decode tokens), in the proportions
+        // that average `q`. A step's time is convex in its tokens (flat on
+        // the weight read, then rising with the FLOPs), so a step that
+        // carries a prompt can be compute-bound while the average step
+        // would not be.
+        let budget = f64::from(profile.max_batched_tokens);
+        let u = prompt.min((budget - running).max(1.0));
+        let k = (q / u).floor();
+        let f = q / u - k;
+        let (lo, hi) = (with_chunk(k * u), with_chunk((k + 1.0) * u));
+        let time = |t: &Terms| t.roofline_s(p, d) + t.comm_s;
+        dt = lo.mix(&hi, f);
+        (
+            (1.0 - f) * time(&lo) + f * time(&hi) + overhead_s,
+            dt.comm_s,
+        )
     } else {
         let one = prefill_time(&prefill_terms(s, prompt, 1.0), p, d);
         let step = decode_time(&dt, p, d) + running * per_seq_ms / 1e3 + q / prompt * one;
@@ -210,7 +231,7 @@ pub fn closed_loop_tok_s(
 /// where the engine has no known limit and for the constant-efficiency
 /// baseline.
 pub fn frontend_req_s(est: &Estimator, s: &Scenario) -> f64 {
-    let h = s.engine.profile(s.hw.memory_gb).frontend_ms_per_request;
+    let h = s.engine.profile(s.hw).frontend_ms_per_request;
     if est.factors.is_baseline() || h <= 0.0 {
         f64::INFINITY
     } else {
@@ -275,17 +296,74 @@ mod tests {
     fn decode_rows_and_the_prompt_chunk_are_padded_to_tiles_together() {
         with("h100-sxm", Engine::Vllm, |s, est| {
             let (p, _) = est.factors_for(s);
-            // 100 running, 99 × 1024 / 128 = 792 chunk tokens: 892 rows of
-            // matmuls, computed as 896 (14 tiles of 64).
+            // 100 running, 99 × 1024 / 128 = 792 prompt tokens a step on
+            // average: 792 / 1024 of the steps carry one whole prompt (100 +
+            // 1024 rows, computed as 1152), the others only the decode rows
+            // (128).
             let b = steady_state(est, s, 100.0, 1024.0, 128.0);
             assert_eq!(b.running, 100.0);
+            let f = 792.0 / 1024.0;
             let one = s.forward_compute(1.0, b.context);
             let chunk = s.forward_compute(1024.0, 0.0);
-            let want = 896.0 * one.linear_s + 100.0 * one.attn_s + 792.0 / 1024.0 * chunk.attn_s;
+            let decode = 100.0 * one.attn_s;
+            let want = (1.0 - f) * (128.0 * one.linear_s + decode)
+                + f * (1152.0 * one.linear_s + decode + chunk.attn_s);
             assert!(
                 (b.compute_s * p.factor.efficiency - want).abs() < 1e-12,
                 "{b:?} vs {want}"
             );
+        });
+    }
+
+    #[test]
+    fn a_step_that_carries_a_prompt_costs_more_than_the_average_step() {
+        // 32 sequences of 256 in / 128 out on an RTX 4090: a quarter of the
+        // steps carry a whole 256-token prompt. Decoding alone sits on the
+        // weight read; a step with a prompt is compute-bound. Spreading the
+        // prompts evenly (64 tokens every step) would hide them under the
+        // weight read.
+        with("rtx-4090", Engine::Vllm, |s, est| {
+            let (p, d) = est.factors_for(s);
+            let b = steady_state(est, s, 32.0, 256.0, 128.0);
+            assert!((b.prefill_tokens_per_step - 31.0 * 2.0).abs() < 1e-9);
+            let per_seq = 32.0 * s.engine.profile(s.hw).per_seq_overhead_ms / 1e3;
+            let overhead = d.factor.overhead_ms / 1e3 + per_seq;
+            let smooth = {
+                let mut t = decode_terms(s, 32.0, b.context);
+                let c = s.forward_compute(256.0, 0.0);
+                t.compute_s += (s.gemm_rows(94.0) - s.gemm_rows(32.0)) * c.linear_s / 256.0
+                    + 62.0 / 256.0 * c.attn_s;
+                t.attn_compute_s += 62.0 / 256.0 * c.attn_s;
+                t.roofline_s(p.factor, d.factor) + overhead
+            };
+            assert!(b.step_s > 1.15 * smooth, "{} vs {smooth}", b.step_s);
+        });
+    }
+
+    #[test]
+    fn a_prompt_longer_than_the_step_budget_is_split() {
+        // vLLM on an H100 computes 8192 tokens a step: beside `n` decode
+        // tokens a 32,000-token prompt goes in chunks of 8192 − n, and a
+        // step carries k or k + 1 of them so that the mean is
+        // (n − 1) × 32,000 / 128 prompt tokens.
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let (p, _) = est.factors_for(s);
+            let b = steady_state(est, s, 16.0, 32_000.0, 128.0);
+            let n = b.running;
+            assert!(n >= 2.0, "{b:?}");
+            let q = (n - 1.0) * 32_000.0 / 128.0;
+            let u = 8192.0 - n;
+            let (k, f) = ((q / u).floor(), q / u - (q / u).floor());
+            let one = s.forward_compute(1.0, b.context);
+            let chunk = s.forward_compute(32_000.0, 0.0);
+            let rows = |x: f64| s.gemm_rows(n + x) - s.gemm_rows(n);
+            let extra = |x: f64| rows(x) * one.linear_s + x / 32_000.0 * chunk.attn_s;
+            let want = s.gemm_rows(n) * one.linear_s
+                + n * one.attn_s
+                + (1.0 - f) * extra(k * u)
+                + f * extra((k + 1.0) * u);
+            let got = b.compute_s * p.factor.efficiency;
+            assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
         });
     }
 
@@ -311,7 +389,7 @@ mod tests {
         with("h100-sxm", Engine::Vllm, |s, est| {
             let (p, d) = est.factors_for(s);
             let c0 = d.factor.overhead_ms;
-            let c1 = s.engine.profile(s.hw.memory_gb).per_seq_overhead_ms;
+            let c1 = s.engine.profile(s.hw).per_seq_overhead_ms;
             assert!(c0 > 0.0 && c1 > 0.0, "{c0} {c1}");
             for n in [1.0, 16.0, 200.0] {
                 let b = steady_state(est, s, n, 1024.0, 128.0);
@@ -333,7 +411,7 @@ mod tests {
         // 1000 short requests in flight: the GPU would serve far more than
         // vLLM's API server passes, 1000 / h requests per second × 4 tokens.
         with("h100-sxm", Engine::Vllm, |s, est| {
-            let h = s.engine.profile(s.hw.memory_gb).frontend_ms_per_request;
+            let h = s.engine.profile(s.hw).frontend_ms_per_request;
             assert!(h > 0.0);
             let t = output_tok_s(est, s, 1000.0, 128.0, 4.0);
             assert!((t - 4.0 * 1e3 / h).abs() < 1e-9, "{t}");

@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlannerError, did_you_mean};
-use crate::hardware::HardwareClass;
+use crate::hardware::{Hardware, HardwareClass};
 
 const DEFAULTS: &str = include_str!("../data/efficiency.toml");
 
@@ -190,6 +190,12 @@ pub struct EngineProfile {
     /// the running sequences' decode tokens (one weight read for both);
     /// otherwise a prefill is a pass of its own that stalls decoding.
     pub chunked_prefill: bool,
+    /// Default cap on the tokens one step computes (vLLM
+    /// `max_num_batched_tokens`, SGLang `chunked_prefill_size`, TensorRT-LLM
+    /// `max_num_tokens`, TGI `max_batch_prefill_tokens`, llama.cpp
+    /// `n_ubatch`): a prompt longer than what is left of it after the
+    /// decode tokens is split over several steps.
+    pub max_batched_tokens: u32,
     /// Latency each request spends in the server outside the engine's steps
     /// (HTTP, prompt rendering and tokenising, hand-off to the engine loop,
     /// detokenising and streaming the first token back), milliseconds: in
@@ -213,18 +219,19 @@ pub struct EngineProfile {
 }
 
 impl Engine {
-    /// The engine's serving defaults on a device with `memory_gb` of memory.
-    /// vLLM V1 raises `max_num_seqs` from 256 to 1024 on devices with at
-    /// least 70 GB; TensorRT-LLM's LLM API defaults `max_batch_size` to 2048;
-    /// TGI's router admits 128 concurrent requests by default.
-    pub fn profile(self, memory_gb: f64) -> EngineProfile {
+    /// The engine's serving defaults on `hw`. vLLM V1's OpenAI server raises
+    /// `max_num_seqs` from 256 to 1024 and `max_num_batched_tokens` from 2048
+    /// to 8192 on devices with at least 70 GiB, except the A100 (vLLM keeps
+    /// the small defaults there: larger steps cost it throughput, vLLM pull
+    /// request 17885); SGLang sizes `chunked_prefill_size` by memory (2048
+    /// under 35 GiB, 4096 under 60, else 8192); TensorRT-LLM's LLM API
+    /// defaults `max_batch_size` to 2048 and `max_num_tokens` to 8192; TGI's
+    /// router admits 128 concurrent requests and 4096 prefill tokens a batch.
+    pub fn profile(self, hw: &Hardware) -> EngineProfile {
+        let memory_gb = hw.memory_gb;
+        let vllm_large = memory_gb >= 70.0 && !hw.is_a100();
         let (max_running, per_seq_overhead_ms, memory_reserve, chunked_prefill) = match self {
-            Self::Vllm => (
-                Some(if memory_gb >= 70.0 { 1024 } else { 256 }),
-                0.02,
-                0.10,
-                true,
-            ),
+            Self::Vllm => (Some(if vllm_large { 1024 } else { 256 }), 0.02, 0.10, true),
             Self::Sglang => (None, 0.01, 0.12, true),
             Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
             Self::Tgi => (Some(128), 0.02, 0.10, true),
@@ -232,11 +239,24 @@ impl Engine {
             Self::Mlc => (None, 0.02, 0.10, true),
             Self::Transformers => (None, 0.10, 0.0, false),
         };
+        let max_batched_tokens = match self {
+            Self::Vllm if vllm_large => 8192,
+            Self::Vllm => 2048,
+            Self::Sglang if memory_gb < 35.0 => 2048,
+            Self::Sglang if memory_gb < 60.0 => 4096,
+            Self::Sglang | Self::TrtLlm => 8192,
+            Self::Tgi => 4096,
+            Self::LlamaCpp => 512,
+            Self::Mlc => 2048,
+            // Whole prompts in one pass of their own.
+            Self::Transformers => u32::MAX,
+        };
         EngineProfile {
             max_running,
             per_seq_overhead_ms,
             memory_reserve,
             chunked_prefill,
+            max_batched_tokens,
             request_overhead_ms: self.request_overhead_ms(),
             frontend_ms_per_request: match self {
                 Self::Vllm => VLLM_FRONTEND_MS_PER_REQUEST,

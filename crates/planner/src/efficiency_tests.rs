@@ -1,6 +1,7 @@
 //! Unit tests of `efficiency` (engine names, lookup fallback, priors).
 
 use super::*;
+use crate::hardware::HardwareCatalogue;
 
 #[test]
 fn engine_names_and_aliases() {
@@ -95,14 +96,44 @@ fn an_engine_with_its_own_fit_keeps_it() {
 
 #[test]
 fn engine_profiles_follow_documented_defaults() {
-    // vLLM V1 raises max_num_seqs on devices with at least 70 GB.
-    assert_eq!(Engine::Vllm.profile(24.0).max_running, Some(256));
-    assert_eq!(Engine::Vllm.profile(80.0).max_running, Some(1024));
-    assert_eq!(Engine::Tgi.profile(80.0).max_running, Some(128));
-    assert_eq!(Engine::Sglang.profile(80.0).max_running, None);
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let gpu = |id: &str| hw.get(id).unwrap();
+    // vLLM V1 raises max_num_seqs and max_num_batched_tokens on devices with
+    // at least 70 GiB, except the A100.
+    let small = Engine::Vllm.profile(gpu("rtx-4090"));
+    assert_eq!(
+        (small.max_running, small.max_batched_tokens),
+        (Some(256), 2048)
+    );
+    let large = Engine::Vllm.profile(gpu("h100-sxm"));
+    assert_eq!(
+        (large.max_running, large.max_batched_tokens),
+        (Some(1024), 8192)
+    );
+    for a100 in ["a100-sxm-80gb", "a100-pcie-80gb"] {
+        let p = Engine::Vllm.profile(gpu(a100));
+        assert_eq!(
+            (p.max_running, p.max_batched_tokens),
+            (Some(256), 2048),
+            "{a100}"
+        );
+    }
+    assert_eq!(Engine::Tgi.profile(gpu("h100-sxm")).max_running, Some(128));
+    assert_eq!(Engine::Sglang.profile(gpu("h100-sxm")).max_running, None);
+    assert_eq!(
+        Engine::Sglang.profile(gpu("rtx-4090")).max_batched_tokens,
+        2048
+    );
+    assert_eq!(
+        Engine::Sglang
+            .profile(gpu("a100-sxm-80gb"))
+            .max_batched_tokens,
+        8192
+    );
     for e in Engine::ALL {
-        let p = e.profile(80.0);
+        let p = e.profile(gpu("h100-sxm"));
         assert!((0.0..0.5).contains(&p.memory_reserve) && p.per_seq_overhead_ms >= 0.0);
+        assert!(p.max_batched_tokens >= 512, "{e}: {p:?}");
     }
 }
 

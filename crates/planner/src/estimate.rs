@@ -161,6 +161,21 @@ pub struct Terms {
 }
 
 impl Terms {
+    /// The average of `self` (weight `1 − f`) and `other` (weight `f`),
+    /// field by field: the mean step of a mix of two kinds of step.
+    pub fn mix(&self, other: &Terms, f: f64) -> Terms {
+        let m = |a: f64, b: f64| (1.0 - f) * a + f * b;
+        Terms {
+            bytes: m(self.bytes, other.bytes),
+            flops: m(self.flops, other.flops),
+            memory_s: m(self.memory_s, other.memory_s),
+            compute_s: m(self.compute_s, other.compute_s),
+            comm_s: m(self.comm_s, other.comm_s),
+            kv_memory_s: m(self.kv_memory_s, other.kv_memory_s),
+            attn_compute_s: m(self.attn_compute_s, other.attn_compute_s),
+        }
+    }
+
     /// Time with factors applied: the matmuls' roofline plus attention's,
     /// each `max(bytes/(BW·η_d), FLOPs/(peak·η_p))`.
     pub fn roofline_s(&self, prefill: Factor, decode: Factor) -> f64 {
@@ -366,7 +381,7 @@ impl Estimator {
         if self.factors.is_baseline() {
             0.0
         } else {
-            s.engine.profile(s.hw.memory_gb).per_seq_overhead_ms / 1e3
+            s.engine.profile(s.hw).per_seq_overhead_ms / 1e3
         }
     }
 
@@ -479,7 +494,7 @@ impl Estimator {
                 s.batch,
                 num(bt.kv_capacity_seqs),
                 s.engine
-                    .profile(s.hw.memory_gb)
+                    .profile(s.hw)
                     .max_running
                     .map_or("none".to_string(), |c| c.to_string()),
                 bt.limit.as_str()

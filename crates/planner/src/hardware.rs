@@ -112,6 +112,12 @@ impl Hardware {
         self.memory_gb * GIB
     }
 
+    /// An NVIDIA A100 of any memory size or form factor (some engines'
+    /// defaults single it out).
+    pub fn is_a100(&self) -> bool {
+        self.id.contains("a100") || self.name.to_ascii_lowercase().contains("a100")
+    }
+
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).

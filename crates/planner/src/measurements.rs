@@ -299,7 +299,7 @@ impl Measurement {
             context: (self.prompt_tokens + self.gen_tokens).max(1),
             // What the engine itself leaves free (vLLM's 0.9 memory
             // utilisation, ...), not a planning headroom.
-            memory_headroom: self.engine.profile(hw.memory_gb).memory_reserve,
+            memory_headroom: self.engine.profile(hw).memory_reserve,
         })
     }
 

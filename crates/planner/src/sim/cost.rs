@@ -110,7 +110,7 @@ impl StepCost for EstimatorCost<'_> {
             return 0.0;
         }
         let s = &self.scenario;
-        s.engine.profile(s.hw.memory_gb).request_overhead_ms / 1e3
+        s.engine.profile(s.hw).request_overhead_ms / 1e3
     }
 
     /// The engine's front-end time per request
@@ -126,7 +126,7 @@ impl StepCost for EstimatorCost<'_> {
     /// baseline.
     fn overlap_schedule(&self) -> bool {
         let s = &self.scenario;
-        !self.est.factors.is_baseline() && s.engine.profile(s.hw.memory_gb).overlap_schedule
+        !self.est.factors.is_baseline() && s.engine.profile(s.hw).overlap_schedule
     }
 }
 

@@ -560,11 +560,11 @@ fn estimator_cost_carries_the_engines_server_latency() {
     let est = Estimator::new(EfficiencyTable::priors_only());
     for engine in Engine::ALL {
         let cost = EstimatorCost::new(&est, scenario(engine));
-        let want = engine.profile(h100.memory_gb).request_overhead_ms / 1e3;
+        let want = engine.profile(h100).request_overhead_ms / 1e3;
         assert_eq!(cost.request_overhead_s(), want, "{engine}");
-        let front = engine.profile(h100.memory_gb).frontend_ms_per_request / 1e3;
+        let front = engine.profile(h100).frontend_ms_per_request / 1e3;
         assert!((cost.frontend_s() - front).abs() < 1e-12, "{engine}");
-        let overlap = engine.profile(h100.memory_gb).overlap_schedule;
+        let overlap = engine.profile(h100).overlap_schedule;
         assert_eq!(cost.overlap_schedule(), overlap, "{engine}");
     }
     assert!(EstimatorCost::new(&est, scenario(Engine::Vllm)).frontend_s() > 0.0);

@@ -119,12 +119,16 @@ pub struct SimArgs {
     /// Async: each task must finish within this many seconds of arriving.
     #[arg(long, default_value_t = 600.0)]
     pub deadline_s: f64,
-    /// Engine: most sequences running at once per replica.
-    #[arg(long, default_value_t = sim::MAX_RUNNING)]
-    pub max_running: u32,
-    /// Engine: most tokens computed in one step (chunked prefill budget).
-    #[arg(long, default_value_t = sim::MAX_BATCHED_TOKENS)]
-    pub max_batched_tokens: u32,
+    /// Engine: most sequences running at once per replica (default: the
+    /// engine's own default on this GPU, e.g. vLLM 256, or 1024 on 70 GiB
+    /// cards other than the A100; unlimited where only KV memory caps it)
+    #[arg(long)]
+    pub max_running: Option<u32>,
+    /// Engine: most tokens computed in one step, the chunked-prefill budget
+    /// (default: the engine's own on this GPU, e.g. vLLM 2048, or 8192 on
+    /// 70 GiB cards other than the A100)
+    #[arg(long)]
+    pub max_batched_tokens: Option<u32>,
     /// Tasks to simulate (the first 10% are warm-up).
     #[arg(long, default_value_t = sim::TASKS)]
     pub sim_requests: usize,
@@ -246,9 +250,12 @@ pub fn run(
     let scenario = r.scenario(hw);
     let (hour, basis) = hourly(&scenario, &r.workload.pricing).map_err(invalid)?;
     let cost = EstimatorCost::new(est, scenario);
+    let engine = r.engine.profile(hw);
     let limits = Limits {
-        max_running: a.max_running,
-        max_batched_tokens: a.max_batched_tokens,
+        max_running: a
+            .max_running
+            .unwrap_or(engine.max_running.unwrap_or(u32::MAX)),
+        max_batched_tokens: a.max_batched_tokens.unwrap_or(engine.max_batched_tokens),
         ..Limits::with_kv_tokens(cost.kv_tokens())
     };
     let max_replicas = (a.max_gpus / r.tp.max(1)).max(1);
@@ -314,13 +321,17 @@ fn print(
     limits: &Limits,
 ) {
     out!(
-        "{} on {} (tp {tp}), {} req/s, simulated: KV {} blocks × {} tokens, ≤ {} running, {} tokens/step",
+        "{} on {} (tp {tp}), {} req/s, simulated: KV {} blocks × {} tokens, {}, {} tokens/step",
         r.model.spec.name,
         hw.id,
         rate,
         limits.kv_blocks,
         limits.block_tokens,
-        limits.max_running,
+        if limits.max_running == u32::MAX {
+            "running as many as the KV cache holds".to_string()
+        } else {
+            format!("≤ {} running", limits.max_running)
+        },
         limits.max_batched_tokens,
     );
     print_table(
