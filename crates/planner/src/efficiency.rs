@@ -224,7 +224,7 @@ impl Engine {
     /// to 8192 on devices with at least 70 GiB, except the A100 (vLLM keeps
     /// the small defaults there: larger steps cost it throughput, vLLM pull
     /// request 17885); SGLang sizes `chunked_prefill_size` by memory (2048
-    /// under 35 GiB, 4096 under 60, else 8192); TensorRT-LLM's LLM API
+    /// under 35 GiB, 4096 under 60, 16384 from 160, else 8192); TensorRT-LLM's LLM API
     /// defaults `max_batch_size` to 2048 and `max_num_tokens` to 8192; TGI's
     /// router admits 128 concurrent requests and 4096 prefill tokens a batch.
     pub fn profile(self, hw: &Hardware) -> EngineProfile {
@@ -244,6 +244,7 @@ impl Engine {
             Self::Vllm => 2048,
             Self::Sglang if memory_gb < 35.0 => 2048,
             Self::Sglang if memory_gb < 60.0 => 4096,
+            Self::Sglang if memory_gb >= 160.0 => 16384,
             Self::Sglang | Self::TrtLlm => 8192,
             Self::Tgi => 4096,
             Self::LlamaCpp => 512,
