@@ -24,7 +24,11 @@
 //!    one prompt of `P` tokens per `G` of its own output tokens. Engines that
 //!    chunk prefill put those tokens in the same forward pass as the decode
 //!    tokens (one weight read, FLOPs added); others run them as separate
-//!    passes that stall decoding.
+//!    passes that stall decoding. The prompts come whole (or in chunks of
+//!    what the step's token budget leaves), not as an even share of every
+//!    step: the mean step mixes steps with and without a prompt, which is
+//!    slower than one step with the mean load because a step's time is
+//!    convex in its tokens.
 //! 4. **Host cost per step**: `c0 + c1·n`, the decode factor's fitted
 //!    fixed overhead plus a cost per running sequence (scheduling,
 //!    sampling, detokenising) per engine.
@@ -317,11 +321,11 @@ mod tests {
 
     #[test]
     fn a_step_that_carries_a_prompt_costs_more_than_the_average_step() {
-        // 32 sequences of 256 in / 128 out on an RTX 4090: a quarter of the
-        // steps carry a whole 256-token prompt. Decoding alone sits on the
-        // weight read; a step with a prompt is compute-bound. Spreading the
-        // prompts evenly (64 tokens every step) would hide them under the
-        // weight read.
+        // 32 sequences of 256 in / 128 out on an RTX 4090: about a quarter
+        // of the steps carry a whole 256-token prompt. Decoding alone sits
+        // on the weight read; a step with a prompt is compute-bound.
+        // Spreading the prompts evenly (62 tokens every step) would hide
+        // them under the weight read.
         with("rtx-4090", Engine::Vllm, |s, est| {
             let (p, d) = est.factors_for(s);
             let b = steady_state(est, s, 32.0, 256.0, 128.0);
