@@ -83,6 +83,17 @@ impl Engine {
             })
     }
 
+    /// Whether the engine writes attention scores to memory: llama.cpp
+    /// without flash attention (the default of `llama-bench` and the server
+    /// in the 2023–24 builds the shipped measurements come from; `-fa` turns
+    /// it off) computes `Q·Kᵀ` into an F32 matrix of `tokens × context` per
+    /// head, runs softmax over it in a kernel of its own and reads it back for
+    /// `·V`. The other engines run fused (flash) attention kernels that keep
+    /// the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
+    pub fn materialises_attention_scores(self) -> bool {
+        matches!(self, Self::LlamaCpp)
+    }
+
     /// Prior adjustment for an engine with no data at the level used: eager
     /// PyTorch (`transformers`) launches many more kernels per token and does
     /// not fuse attention, so it is assumed to reach 60% of the class's
@@ -287,6 +298,13 @@ impl Engine {
         }
     }
 }
+
+/// Memory traffic per attention score of an engine that materialises them
+/// ([`Engine::materialises_attention_scores`]), bytes: four passes over an
+/// F32 element, written by the `Q·Kᵀ` matmul, read and written by softmax,
+/// read by the `·V` matmul. (llama.cpp's CUDA build also converts the
+/// probabilities to F16 for cuBLAS, a further 4 + 2 + 2 bytes not counted.)
+pub const SCORE_BYTES_PER_ELEMENT: f64 = 16.0;
 
 /// vLLM's per-request server latency, ms (`Engine::request_overhead_ms`).
 const VLLM_REQUEST_OVERHEAD_MS: f64 = 30.0;

@@ -15,7 +15,9 @@
 use serde::Serialize;
 
 use crate::batching;
-use crate::efficiency::{EfficiencyTable, Engine, Factor, Phase, Resolved};
+use crate::efficiency::{
+    EfficiencyTable, Engine, Factor, Phase, Resolved, SCORE_BYTES_PER_ELEMENT,
+};
 use crate::error::PlannerError;
 use crate::explain::{Line, num};
 use crate::hardware::{Hardware, HardwareClass};
@@ -87,6 +89,24 @@ impl Scenario<'_> {
 
     pub fn kv_bytes_per_token(&self) -> f64 {
         self.model.kv_bytes_per_token(self.kv_bytes)
+    }
+
+    /// Attention-score traffic of `tokens` new tokens attending over a mean
+    /// of `ctx` positions each, over the whole replica, bytes: zero for
+    /// engines with fused attention, else one score per head, layer, token
+    /// and position at [`SCORE_BYTES_PER_ELEMENT`]. Memory-bound work in the
+    /// attention kernels, so it joins the KV read in their roofline.
+    pub fn attention_scores_bytes(&self, tokens: f64, ctx: f64) -> f64 {
+        if !self.engine.materialises_attention_scores() {
+            return 0.0;
+        }
+        let m = &self.model;
+        tokens * ctx * (m.heads * m.layers) as f64 * SCORE_BYTES_PER_ELEMENT
+    }
+
+    /// [`Self::attention_scores_bytes`] per device at full bandwidth, seconds.
+    pub fn attention_scores_s(&self, tokens: f64, ctx: f64) -> f64 {
+        self.attention_scores_bytes(tokens, ctx) / self.tp() / self.bandwidth()
     }
 
     fn peak_flops(&self) -> f64 {
@@ -231,7 +251,7 @@ impl Scenario<'_> {
 /// matmuls compute [`Scenario::gemm_rows`]`(batch)` rows.
 pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
-    let kv = batch * ctx * s.kv_bytes_per_token();
+    let kv = batch * ctx * s.kv_bytes_per_token() + s.attention_scores_bytes(batch, ctx);
     let bytes = (weights + kv) / s.tp();
     let c = s.forward_compute(1.0, ctx);
     let rows = s.gemm_rows(batch);
@@ -250,16 +270,18 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
 pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let per_seq = (tokens / seqs.max(1.0)).max(1.0);
     let weights = s.model.decode_read_params(tokens) * s.quant.bytes_per_weight();
-    let bytes = weights / s.tp();
-    let c = s.forward_compute(per_seq, 0.0);
     let seqs = seqs.max(1.0);
+    // Causal: the prompt's tokens attend over (n + 1) / 2 positions on average.
+    let scores = seqs * s.attention_scores_bytes(per_seq, (per_seq + 1.0) / 2.0) / s.tp();
+    let bytes = weights / s.tp() + scores;
+    let c = s.forward_compute(per_seq, 0.0);
     Terms {
         bytes,
         flops: seqs * (c.linear_flops + c.attn_flops),
         memory_s: bytes / s.bandwidth(),
         compute_s: seqs * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(tokens),
-        kv_memory_s: 0.0,
+        kv_memory_s: scores / s.bandwidth(),
         attn_compute_s: seqs * c.attn_s,
     }
 }
@@ -460,15 +482,16 @@ impl Estimator {
             "ttft",
             ttft * 1e3,
             "ms",
-            "max(FLOPs/(peak·η_p), bytes/(BW·η_d)) + c_p + allreduce",
+            "max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce",
             format!(
-                "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} ms + {} ms",
+                "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms",
                 num(pt.flops),
                 num(s.hw.peak_tflops(s.quant.compute)),
                 num(p.efficiency),
-                num(pt.bytes / 1e9),
+                num((pt.memory_s - pt.kv_memory_s) * s.hw.bandwidth_gbps),
                 num(s.hw.bandwidth_gbps),
                 num(d.efficiency),
+                num(pt.kv_memory_s * s.hw.bandwidth_gbps),
                 num(p.overhead_ms),
                 num(pt.comm_s * 1e3)
             ),
@@ -507,14 +530,14 @@ impl Estimator {
             "tpot",
             tpot * 1e3,
             "ms",
-            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max(n·ctx·kv/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce",
+            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce",
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
-                num((dt.bytes - running * ctx * kvt / s.tp()) / 1e9),
+                num((dt.memory_s - dt.kv_memory_s) * s.hw.bandwidth_gbps),
                 num(dt.flops),
                 num(bt.prefill_tokens_per_step),
                 num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
-                num(running * ctx * kvt / s.tp() / 1e9),
+                num(dt.kv_memory_s * s.hw.bandwidth_gbps),
                 num(s.hw.bandwidth_gbps),
                 num(d.efficiency),
                 num(s.hw.peak_tflops(s.quant.compute)),

@@ -35,8 +35,12 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
     let t = decode_terms(&s, 1.0, 1.0);
     let ceiling = 1.0 / t.memory_s;
     assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
-    // A step reads the weights (2 B each) and one token's KV, at 1 TB/s.
-    let bytes = s.model.decode_read_params(1.0) * 2.0 + s.kv_bytes_per_token();
+    // A step reads the weights (2 B each), one token's KV and (llama.cpp
+    // writes them) its attention scores, at 1 TB/s.
+    let bytes = s.model.decode_read_params(1.0) * 2.0
+        + s.kv_bytes_per_token()
+        + s.attention_scores_bytes(1.0, 1.0);
+    assert_eq!(s.attention_scores_bytes(1.0, 1.0), 32.0 * 32.0 * 16.0);
     assert!((t.bytes - bytes).abs() < 1.0, "{} vs {bytes}", t.bytes);
     assert!((t.memory_s - bytes / 1e12).abs() < 1e-12, "{}", t.memory_s);
     // The seed's round number: 7e9 params × 2 B = 14 GB → 71 tok/s.
@@ -48,6 +52,49 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
     };
     let ceiling = 1.0 / decode_terms(&round, 1.0, 1.0).memory_s;
     assert!((65.0..75.0).contains(&ceiling), "{ceiling}");
+}
+
+#[test]
+fn llama_cpp_writes_its_attention_scores_and_flash_attention_engines_do_not() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("rtx-4090");
+    let s = |engine| Scenario {
+        model: models.get("llama-3.1-8b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 8192,
+        gen_tokens: 1,
+        context: 8193,
+        memory_headroom: 0.2,
+    };
+    let (cpp, vllm) = (s(Engine::LlamaCpp), s(Engine::Vllm));
+    // An 8192-token prompt: 8192 × 4096.5 causal scores per head and layer
+    // (32 × 32), 16 bytes each, in the attention kernels' memory term.
+    let scores = 8192.0 * 4096.5 * 32.0 * 32.0 * 16.0;
+    let t = prefill_terms(&cpp, 8192.0, 1.0);
+    assert!((t.kv_memory_s - scores / 1008e9).abs() < 1e-12, "{t:?}");
+    assert_eq!(prefill_terms(&vllm, 8192.0, 1.0).kv_memory_s, 0.0);
+    // So llama.cpp's prefill speed falls with the prompt's length well
+    // beyond what the attention FLOPs alone cost.
+    let est = Estimator::new(EfficiencyTable::priors_only());
+    let per_token = |sc: &Scenario, n: f64| est.ttft_s(sc, n) / n;
+    let slowdown = |sc: &Scenario| per_token(sc, 8192.0) / per_token(sc, 512.0);
+    assert!(
+        slowdown(&cpp) > slowdown(&vllm) + 0.2,
+        "{} vs {}",
+        slowdown(&cpp),
+        slowdown(&vllm)
+    );
+    // Decoding one token at 4096 positions writes 4096 scores per head
+    // and layer: an eighth of what reading that context's KV cache costs.
+    let d = decode_terms(&cpp, 1.0, 4096.0);
+    let kv = 4096.0 * cpp.kv_bytes_per_token();
+    let extra = d.kv_memory_s * 1008e9 - kv;
+    assert!((extra / kv - 0.125).abs() < 1e-9, "{extra} vs {kv}");
 }
 
 #[test]
