@@ -85,8 +85,8 @@ impl Engine {
 
     /// Whether the engine writes attention scores to memory: llama.cpp
     /// without flash attention (the default of `llama-bench` and the server
-    /// in the 2023–24 builds the shipped measurements come from; `-fa` turns
-    /// it off) computes `Q·Kᵀ` into an F32 matrix of `tokens × context` per
+    /// in the 2023–24 builds the shipped measurements come from; `-fa`
+    /// turns flash attention on) computes `Q·Kᵀ` into an F32 matrix of `tokens × context` per
     /// head, runs softmax over it in a kernel of its own and reads it back for
     /// `·V`. The other engines run fused (flash) attention kernels that keep
     /// the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
