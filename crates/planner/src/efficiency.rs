@@ -83,13 +83,13 @@ impl Engine {
             })
     }
 
-    /// Whether the engine writes attention scores to memory: llama.cpp
+    /// Whether the engine writes attention scores to memory. llama.cpp
     /// without flash attention (the default of `llama-bench` and the server
-    /// in the 2023–24 builds the shipped measurements come from; `-fa`
-    /// turns flash attention on) computes `Q·Kᵀ` into an F32 matrix of `tokens × context` per
-    /// head, runs softmax over it in a kernel of its own and reads it back for
-    /// `·V`. The other engines run fused (flash) attention kernels that keep
-    /// the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
+    /// in the 2023–24 builds the shipped measurements come from; `-fa` turns
+    /// flash attention on) computes `Q·Kᵀ` into an F32 matrix of `tokens ×
+    /// context` per head, runs softmax over it in a kernel of its own and
+    /// reads it back for `·V`. The other engines run fused (flash) attention
+    /// kernels that keep the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
     pub fn materialises_attention_scores(self) -> bool {
         matches!(self, Self::LlamaCpp)
     }
@@ -232,12 +232,13 @@ pub struct EngineProfile {
 impl Engine {
     /// The engine's serving defaults on `hw`. vLLM V1's OpenAI server raises
     /// `max_num_seqs` from 256 to 1024 and `max_num_batched_tokens` from 2048
-    /// to 8192 on devices with at least 70 GiB, except the A100 (vLLM keeps
-    /// the small defaults there: larger steps cost it throughput, vLLM pull
-    /// request 17885); SGLang sizes `chunked_prefill_size` by memory (2048
-    /// under 35 GiB, 4096 under 60, 16384 from 160, else 8192); TensorRT-LLM's LLM API
-    /// defaults `max_batch_size` to 2048 and `max_num_tokens` to 8192; TGI's
-    /// router admits 128 concurrent requests and 4096 prefill tokens a batch.
+    /// to 8192 on devices with at least 70 GiB, except the A100, which keeps
+    /// the small defaults (vLLM's `test_defaults_with_usage_context` pins
+    /// both); SGLang sizes `chunked_prefill_size` by memory (2048 under 35
+    /// GiB, 4096 under 60, 16384 from 160, else 8192); TensorRT-LLM's LLM
+    /// API defaults `max_batch_size` to 2048 and `max_num_tokens` to 8192;
+    /// TGI's router admits 128 concurrent requests and 4096 prefill tokens a
+    /// batch.
     pub fn profile(self, hw: &Hardware) -> EngineProfile {
         let memory_gb = hw.memory_gb;
         let vllm_large = memory_gb >= 70.0 && !hw.is_a100();

@@ -321,7 +321,7 @@ fn print(
     limits: &Limits,
 ) {
     out!(
-        "{} on {} (tp {tp}), {} req/s, simulated: KV {} blocks × {} tokens, {}, {} tokens/step",
+        "{} on {} (tp {tp}), {} req/s, simulated: KV {} blocks × {} tokens, {}, {}",
         r.model.spec.name,
         hw.id,
         rate,
@@ -332,7 +332,11 @@ fn print(
         } else {
             format!("≤ {} running", limits.max_running)
         },
-        limits.max_batched_tokens,
+        if limits.max_batched_tokens == u32::MAX {
+            "whole prompts per step".to_string()
+        } else {
+            format!("{} tokens/step", limits.max_batched_tokens)
+        },
     );
     print_table(
         &[
