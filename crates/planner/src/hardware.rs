@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlannerError, did_you_mean};
+use crate::names;
 use crate::quant::ComputeDtype;
 
 const BUILTIN: &str = include_str!("../data/hardware.toml");
@@ -118,6 +119,13 @@ impl Hardware {
         self.id.contains("a100") || self.name.to_ascii_lowercase().contains("a100")
     }
 
+    /// The id, the aliases and the display name.
+    fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.id.as_str())
+            .chain(self.aliases.iter().map(String::as_str))
+            .chain(std::iter::once(self.name.as_str()))
+    }
+
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).
@@ -206,12 +214,20 @@ impl HardwareCatalogue {
         &self.gpus
     }
 
-    /// Finds a device by id or alias, case-insensitively.
+    /// Finds a device by id or alias, case-insensitively, else by the
+    /// `names::device_key` of its id, aliases or name, so `nvidia-smi`'s
+    /// "NVIDIA A100-SXM4-80GB" finds `a100-sxm-80gb`.
     pub fn get(&self, name: &str) -> Result<&Hardware, PlannerError> {
         let key = name.trim().to_ascii_lowercase();
+        let loose = names::device_key(name);
         self.gpus
             .iter()
             .find(|g| g.id == key || g.aliases.iter().any(|a| a.to_ascii_lowercase() == key))
+            .or_else(|| {
+                self.gpus
+                    .iter()
+                    .find(|g| !loose.is_empty() && g.names().any(|n| names::device_key(n) == loose))
+            })
             .ok_or_else(|| PlannerError::UnknownGpu {
                 name: name.to_string(),
                 suggestion: did_you_mean(
@@ -272,6 +288,28 @@ mod tests {
         for id in ["apple-m2-ultra", "ascend-910b", "cpu-generic"] {
             c.get(id).unwrap();
         }
+        // Common cards beyond the list: cloud (T4, V100, L40), consumer,
+        // China-export, Grace Hopper, AMD and Apple.
+        for id in [
+            "t4",
+            "v100-sxm2-32gb",
+            "l40",
+            "rtx-2080-ti",
+            "rtx-3060",
+            "rtx-4060-ti-16gb",
+            "rtx-4070",
+            "a800-sxm-80gb",
+            "h800",
+            "gh200",
+            "mi210",
+            "mi325x",
+            "apple-m2-pro",
+            "apple-m3-ultra",
+            "apple-m4-pro",
+        ] {
+            let g = c.get(id).unwrap();
+            assert!(g.source.len() > 20, "{id} needs a source");
+        }
         assert!(c.all().iter().all(|g| !g.source.is_empty()));
     }
 
@@ -293,6 +331,50 @@ mod tests {
             h100.peak_tflops(ComputeDtype::Fp8)
         );
         assert_eq!(c.get("g5").unwrap().id, "a10g");
+    }
+
+    #[test]
+    fn names_as_nvidia_smi_and_spec_sheets_print_them_find_their_device() {
+        let c = HardwareCatalogue::builtin().unwrap();
+        for (name, id) in [
+            ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+            ("NVIDIA H100 PCIe", "h100-pcie"),
+            ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+            ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+            ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+            ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+            ("NVIDIA A10G", "a10g"),
+            ("NVIDIA L40S", "l40s"),
+            ("Tesla T4", "t4"),
+            ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb"),
+            ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+            ("NVIDIA GeForce RTX 3090 Ti", "rtx-3090-ti"),
+            ("RTX 4090", "rtx-4090"),
+            ("rtx4090", "rtx-4090"),
+            ("AMD Instinct MI300X", "mi300x"),
+            ("Apple M2 Max", "apple-m2-max"),
+        ] {
+            assert_eq!(c.get(name).unwrap().id, id, "{name}");
+        }
+        // A loose match never invents a device.
+        assert!(matches!(
+            c.get("NVIDIA H100 NVL"),
+            Err(PlannerError::UnknownGpu { .. })
+        ));
+    }
+
+    #[test]
+    fn no_two_devices_share_a_loose_name() {
+        let c = HardwareCatalogue::builtin().unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for g in c.all() {
+            for n in g.names() {
+                let key = names::device_key(n);
+                if let Some(other) = seen.insert(key.clone(), g.id.as_str()) {
+                    assert_eq!(other, g.id, "`{key}` names both {other} and {}", g.id);
+                }
+            }
+        }
     }
 
     #[test]

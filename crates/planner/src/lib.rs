@@ -44,6 +44,7 @@ pub mod hardware;
 pub mod hf_config;
 pub mod measurements;
 pub mod model;
+mod names;
 pub mod pipeline;
 pub mod quant;
 pub mod request;

@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlannerError, did_you_mean};
+use crate::names;
 use crate::quant::Quant;
 
 const BUILTIN: &str = include_str!("../data/models.toml");
@@ -81,6 +82,13 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// The id, the aliases and the display name.
+    fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.id.as_str())
+            .chain(self.aliases.iter().map(String::as_str))
+            .chain(std::iter::once(self.name.as_str()))
+    }
+
     /// Attention projection parameters in one layer.
     pub fn attention_params_per_layer(&self) -> f64 {
         let h = self.hidden as f64;
@@ -320,12 +328,21 @@ impl ModelCatalogue {
         &self.models
     }
 
-    /// Finds a model by id or alias, case-insensitively.
+    /// Finds a model by id or alias, case-insensitively, else by the
+    /// `names::model_key` of its id, aliases or name, so a Hugging Face
+    /// repository id such as `meta-llama/Llama-3.1-8B-Instruct` finds
+    /// `llama-3.1-8b`.
     pub fn get(&self, name: &str) -> Result<&ModelSpec, PlannerError> {
         let key = name.trim().to_ascii_lowercase();
+        let loose = names::model_key(name);
         self.models
             .iter()
             .find(|m| m.id == key || m.aliases.iter().any(|a| a.to_ascii_lowercase() == key))
+            .or_else(|| {
+                self.models
+                    .iter()
+                    .find(|m| !loose.is_empty() && m.names().any(|n| names::model_key(n) == loose))
+            })
             .ok_or_else(|| PlannerError::UnknownModel {
                 name: name.to_string(),
                 suggestion: did_you_mean(
@@ -400,6 +417,45 @@ mod tests {
                 "{}: derived {derived:.3e} vs published {published:.3e}",
                 m.id
             );
+        }
+    }
+
+    #[test]
+    fn hugging_face_repository_ids_find_their_model() {
+        let c = cat();
+        for (name, id) in [
+            ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+            ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3.1-8b"),
+            ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+            ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+            ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+            ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+            ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+            ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+            ("google/gemma-2-9b-it", "gemma-2-9b"),
+            ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini"),
+            ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m"),
+            ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+        ] {
+            assert_eq!(c.get(name).unwrap().id, id, "{name}");
+        }
+        // A quantised repository is not silently the base model.
+        assert!(matches!(
+            c.get("TheBloke/Llama-2-7B-GPTQ"),
+            Err(PlannerError::UnknownModel { .. })
+        ));
+    }
+
+    #[test]
+    fn no_two_models_share_a_loose_name() {
+        let mut seen = std::collections::HashMap::new();
+        for m in cat().all() {
+            for n in m.names() {
+                let key = names::model_key(n);
+                if let Some(other) = seen.insert(key.clone(), m.id.clone()) {
+                    assert_eq!(other, m.id, "`{key}` names both {other} and {}", m.id);
+                }
+            }
         }
     }
 

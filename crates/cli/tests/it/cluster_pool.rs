@@ -299,6 +299,27 @@ fn span_workers(coordinator: &str, id: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The worker a node's placement clause names ("`second` ran on worker w2
+/// (...) after w1 failed (...)"), and whether that clause says the node
+/// moved off `from`.
+fn placement(why: &str, node: &str, from: &str) -> Option<(String, bool)> {
+    const RAN: &str = " ran on worker ";
+    let head = format!("`{node}`{RAN}");
+    let rest = &why[why.find(&head)? + head.len()..];
+    let worker = rest.split([' ', ',', ';']).next()?.to_string();
+    let clause = &rest[..rest.find(RAN).unwrap_or(rest.len())];
+    Some((worker, clause.contains(&format!("after {from} failed ("))))
+}
+
+#[test]
+fn a_placement_clause_names_its_worker_and_the_failover() {
+    let why = "`first` ran on worker w1 (least loaded; w2 busier), \
+               `second` ran on worker w2 (kept with its affinity group `conv`) after w1 failed (reset)";
+    assert_eq!(placement(why, "first", "w1"), Some(("w1".into(), false)));
+    assert_eq!(placement(why, "second", "w1"), Some(("w2".into(), true)));
+    assert_eq!(placement(why, "third", "w1"), None);
+}
+
 /// No request lost: every one answered 200 with a finished run.
 fn assert_none_lost(outcomes: &[Outcome]) {
     for o in outcomes {
@@ -403,12 +424,30 @@ fn the_pool_loses_no_request_to_a_killed_worker_a_hung_worker_or_a_lost_etcd_mem
     );
     // The trace store is shared: a request served by one coordinator is
     // read back from the other, and its spans name the worker that ran it.
+    // A node that finished on w1 before the kill keeps its w1 span; the
+    // node that failed over ran where its placement clause says, not on w1.
     let moved = failed_over[0];
     let id = moved.body["request_id"].as_str().unwrap();
     let spans = span_workers(&coordinators[1 - moved.coordinator], id);
+    assert!(spans.iter().all(|(_, w)| !w.is_empty()), "{spans:?}");
+    let mut moved_nodes = 0;
+    for (node, _) in &spans {
+        let Some((named, moved_off_w1)) = placement(moved.explanation(), node, "w1") else {
+            continue;
+        };
+        if moved_off_w1 {
+            moved_nodes += 1;
+            let last = spans.iter().rev().find(|(n, _)| n == node).unwrap();
+            assert!(
+                last.1 == named && named != "w1",
+                "`{node}` moved off w1 to {named}: {spans:?}"
+            );
+        }
+    }
     assert!(
-        spans.iter().all(|(_, w)| w != "w1" && !w.is_empty()),
-        "{spans:?}"
+        moved_nodes > 0,
+        "no node's clause names the failover: {}",
+        moved.explanation()
     );
     // Affinity: both nodes of a request on one worker, unless a failure
     // moved the group (the explanation then says so).

@@ -64,6 +64,43 @@ fn plan_unknown_names_exit_78_with_a_suggestion() {
 }
 
 #[test]
+fn plan_takes_the_names_nvidia_smi_and_hugging_face_print() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "NVIDIA A100-SXM4-80GB",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["model"], "llama-3.1-8b", "{v}");
+    assert_eq!(v["gpu"], "a100-sxm-80gb", "{v}");
+    // A quantised repository is not taken for its base model.
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "TheBloke/Llama-2-7B-GPTQ",
+            "--gpu",
+            "Tesla T4",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("unknown model `TheBloke/Llama-2-7B-GPTQ`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn plan_compare_ranks_cards_meeting_the_sla_first() {
     let out = glassbox(
         &[

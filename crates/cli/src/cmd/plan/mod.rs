@@ -80,10 +80,12 @@ pub struct CalibrateArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// Model: a catalogue name (`glassbox plan list-models`), a config.json or a .gguf file.
+    /// Model: a catalogue name (`glassbox plan list-models`) or a Hugging Face repository id
+    /// naming one (`meta-llama/Llama-3.1-8B-Instruct`), a config.json or a .gguf file.
     #[arg(long)]
     pub model: Option<String>,
-    /// GPU id or alias (`glassbox plan list-gpus`).
+    /// GPU id or alias (`glassbox plan list-gpus`), or the name nvidia-smi prints
+    /// (`"NVIDIA A100-SXM4-80GB"`).
     #[arg(long)]
     pub gpu: Option<String>,
     /// Weight format: fp16, bf16, fp8, int8, int4, q4_0, q4_k_m, q8_0, ... (default: the file's, else fp16).
