@@ -119,13 +119,6 @@ impl Hardware {
         self.id.contains("a100") || self.name.to_ascii_lowercase().contains("a100")
     }
 
-    /// The id, the aliases and the display name.
-    fn names(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.id.as_str())
-            .chain(self.aliases.iter().map(String::as_str))
-            .chain(std::iter::once(self.name.as_str()))
-    }
-
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).
@@ -167,6 +160,18 @@ impl Hardware {
             }
         }
         Ok(())
+    }
+}
+
+impl names::Named for Hardware {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn display_name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -218,25 +223,10 @@ impl HardwareCatalogue {
     /// `names::device_key` of its id, aliases or name, so `nvidia-smi`'s
     /// "NVIDIA A100-SXM4-80GB" finds `a100-sxm-80gb`.
     pub fn get(&self, name: &str) -> Result<&Hardware, PlannerError> {
-        let key = name.trim().to_ascii_lowercase();
-        let loose = names::device_key(name);
-        self.gpus
-            .iter()
-            .find(|g| g.id == key || g.aliases.iter().any(|a| a.to_ascii_lowercase() == key))
-            .or_else(|| {
-                self.gpus
-                    .iter()
-                    .find(|g| !loose.is_empty() && g.names().any(|n| names::device_key(n) == loose))
-            })
-            .ok_or_else(|| PlannerError::UnknownGpu {
-                name: name.to_string(),
-                suggestion: did_you_mean(
-                    &key,
-                    self.gpus.iter().flat_map(|g| {
-                        std::iter::once(g.id.as_str()).chain(g.aliases.iter().map(String::as_str))
-                    }),
-                ),
-            })
+        names::find(&self.gpus, name, names::device_key).ok_or_else(|| PlannerError::UnknownGpu {
+            name: name.to_string(),
+            suggestion: names::suggestion(&self.gpus, name),
+        })
     }
 }
 
@@ -368,7 +358,7 @@ mod tests {
         let c = HardwareCatalogue::builtin().unwrap();
         let mut seen = std::collections::HashMap::new();
         for g in c.all() {
-            for n in g.names() {
+            for n in names::spellings(g) {
                 let key = names::device_key(n);
                 if let Some(other) = seen.insert(key.clone(), g.id.as_str()) {
                     assert_eq!(other, g.id, "`{key}` names both {other} and {}", g.id);

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{PlannerError, did_you_mean};
+use crate::error::PlannerError;
 use crate::names;
 use crate::quant::Quant;
 
@@ -82,13 +82,6 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// The id, the aliases and the display name.
-    fn names(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.id.as_str())
-            .chain(self.aliases.iter().map(String::as_str))
-            .chain(std::iter::once(self.name.as_str()))
-    }
-
     /// Attention projection parameters in one layer.
     pub fn attention_params_per_layer(&self) -> f64 {
         let h = self.hidden as f64;
@@ -333,25 +326,24 @@ impl ModelCatalogue {
     /// repository id such as `meta-llama/Llama-3.1-8B-Instruct` finds
     /// `llama-3.1-8b`.
     pub fn get(&self, name: &str) -> Result<&ModelSpec, PlannerError> {
-        let key = name.trim().to_ascii_lowercase();
-        let loose = names::model_key(name);
-        self.models
-            .iter()
-            .find(|m| m.id == key || m.aliases.iter().any(|a| a.to_ascii_lowercase() == key))
-            .or_else(|| {
-                self.models
-                    .iter()
-                    .find(|m| !loose.is_empty() && m.names().any(|n| names::model_key(n) == loose))
-            })
-            .ok_or_else(|| PlannerError::UnknownModel {
+        names::find(&self.models, name, names::model_key).ok_or_else(|| {
+            PlannerError::UnknownModel {
                 name: name.to_string(),
-                suggestion: did_you_mean(
-                    &key,
-                    self.models.iter().flat_map(|m| {
-                        std::iter::once(m.id.as_str()).chain(m.aliases.iter().map(String::as_str))
-                    }),
-                ),
-            })
+                suggestion: names::suggestion(&self.models, name),
+            }
+        })
+    }
+}
+
+impl names::Named for ModelSpec {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn display_name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -450,7 +442,7 @@ mod tests {
     fn no_two_models_share_a_loose_name() {
         let mut seen = std::collections::HashMap::new();
         for m in cat().all() {
-            for n in m.names() {
+            for n in names::spellings(m) {
                 let key = names::model_key(n);
                 if let Some(other) = seen.insert(key.clone(), m.id.clone()) {
                     assert_eq!(other, m.id, "`{key}` names both {other} and {}", m.id);

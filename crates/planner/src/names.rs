@@ -9,6 +9,8 @@
 //! punctuation. The plan prints the entry it took, so a loose match is
 //! never silent.
 
+use crate::error::did_you_mean;
+
 /// Vendor and product-line words that do not tell two devices apart.
 const DEVICE_NOISE: &[&str] = &["nvidia", "geforce", "tesla", "amd", "instinct", "apple"];
 
@@ -26,6 +28,49 @@ pub(crate) fn device_key(name: &str) -> String {
 pub(crate) fn model_key(name: &str) -> String {
     let repo = name.rsplit('/').next().unwrap_or(name);
     key(repo, MODEL_NOISE)
+}
+
+/// A catalogue entry people name: by its id, its aliases or its display name.
+pub(crate) trait Named {
+    fn id(&self) -> &str;
+    fn aliases(&self) -> &[String];
+    fn display_name(&self) -> &str;
+}
+
+/// The id, the aliases and the display name of an entry.
+pub(crate) fn spellings<T: Named>(entry: &T) -> impl Iterator<Item = &str> {
+    std::iter::once(entry.id())
+        .chain(entry.aliases().iter().map(String::as_str))
+        .chain(std::iter::once(entry.display_name()))
+}
+
+/// The entry `name` names: its exact id or an alias (any case), else the
+/// first entry one of whose [`spellings`] has the same `key`.
+pub(crate) fn find<'a, T: Named>(
+    entries: &'a [T],
+    name: &str,
+    key: fn(&str) -> String,
+) -> Option<&'a T> {
+    let exact = name.trim().to_ascii_lowercase();
+    let loose = key(name);
+    entries
+        .iter()
+        .find(|e| e.id() == exact || e.aliases().iter().any(|a| a.to_ascii_lowercase() == exact))
+        .or_else(|| {
+            entries
+                .iter()
+                .find(|e| !loose.is_empty() && spellings(*e).any(|n| key(n) == loose))
+        })
+}
+
+/// The closest id or alias to a name that found nothing, for the error's hint.
+pub(crate) fn suggestion<T: Named>(entries: &[T], name: &str) -> Option<String> {
+    did_you_mean(
+        &name.trim().to_ascii_lowercase(),
+        entries
+            .iter()
+            .flat_map(|e| std::iter::once(e.id()).chain(e.aliases().iter().map(String::as_str))),
+    )
 }
 
 fn key(name: &str, noise: &[&str]) -> String {
