@@ -239,8 +239,10 @@ fn top_node(receipt: &Receipt) -> Option<String> {
         .map(|(n, _)| n.to_string())
 }
 
-/// Encodes a finished request and its spans, redacting and truncating every
-/// summary on the way.
+/// Encodes a finished request and its spans: every free-text field through
+/// the one redaction pass (summaries also truncated; errors with their
+/// upstream detail, tags, labels, path and explanation redacted string by
+/// string).
 pub fn encode(
     record: &RequestRecord,
     spans: &[Arc<SpanRecord>],
@@ -261,10 +263,10 @@ pub fn encode(
         status: record.status.as_str().to_string(),
         degraded: record.degraded,
         error_code: record.error.as_ref().map(|e| e.code.clone()),
-        error: record.error.as_ref().map(json),
+        error: record.error.as_ref().map(|e| redactor.json(e)),
         path_key: path_key(&record.path),
-        path: Packed::pack(json(&record.path)),
-        labels: json(&record.labels),
+        path: Packed::pack(redactor.json(&record.path)),
+        labels: redactor.json(&record.labels),
         models: json(&record.models),
         model_key: model_key.clone(),
         input_summary: redactor.apply(&record.input_summary),
@@ -276,7 +278,7 @@ pub fn encode(
         top_node: top_node(&record.receipt),
         timeouts: i(timeouts as u64),
         receipt: Packed::pack(json(&record.receipt)),
-        explanation: Packed::pack(json(&record.explanation)),
+        explanation: Packed::pack(redactor.json(&record.explanation)),
         worker: record.worker.to_string(),
         span_count: i64::from(record.span_count),
         input_len: record.input_chars.map(i),
@@ -325,8 +327,8 @@ pub fn encode_span(
         end_us: i(s.end_us),
         duration_us: i(s.duration_us()),
         status: status_str(s.status).to_string(),
-        error: s.error.as_ref().map(json),
-        tags: json(&s.tags),
+        error: s.error.as_ref().map(|e| redactor.json(e)),
+        tags: redactor.json(&s.tags),
         wall_us: i(s.usage.wall_us),
         cpu_us: s.usage.cpu_us.map(i),
         input_tokens: s.usage.input_tokens.map(i),

@@ -4,8 +4,10 @@
 //!
 //! Order is priority: where two detectors' matches overlap, the earlier one
 //! masks and the later one only sees the text around it. Whole structures
-//! (PEM blocks, JWTs) come first, then keys and credentials, then validated
-//! national ids, IBANs and cards, then generic `password=` pairs, and phone
+//! (PEM blocks, JWTs) come first, then keys and credentials (connection
+//! strings among them, before `email` sees `password@host`), then validated
+//! national ids, IBANs and cards, then generic `password=` pairs (in URL
+//! queries, JSON, JSON pasted inside text, ODBC strings, prose), and phone
 //! numbers last so a spaced card or an id is never half-masked as a phone.
 //!
 //! Boundaries are ASCII (`(?-u:\b)`): a Unicode `\b` would stop the lazy DFA
@@ -16,6 +18,7 @@
 use std::ops::Range;
 
 use super::checksum;
+use super::forms;
 
 /// What a detector does with a regex match (or with its `secret` group).
 #[derive(Debug, Clone, Copy)]
@@ -140,6 +143,22 @@ pub const DETECTORS: &[Detector] = &[
         r"(?-u:\b)hf_[A-Za-z0-9]{30,}",
         Check::None,
     ),
+    // `scheme://user:password@host`: only the password is masked, the
+    // user and host stay readable. The password may hold `@` and `:`; the
+    // host may not, so the last `@` of the authority ends it.
+    detector(
+        "connection_url",
+        "password",
+        r"(?i)(?-u:\b)(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|cockroachdb|clickhouse|nats|kafka|ldaps?|s?ftp|smtps?|imaps?|https?|wss?)://[^\s:/?#@]*:(?P<secret>[^\s/?#]+)@[^\s/?#@]+",
+        Check::None,
+    ),
+    // Azure storage and Service Bus connection strings.
+    detector(
+        "azure_account_key",
+        "api_key",
+        r"(?i)(?-u:\b)(?:AccountKey|SharedAccessKey)\s*=\s*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})",
+        Check::None,
+    ),
     // 18 characters: region, birth date, sequence, ISO 7064 mod 11-2 check.
     detector(
         "cn_resident_id",
@@ -159,25 +178,41 @@ pub const DETECTORS: &[Detector] = &[
         r"(?-u:\b)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)",
         Check::Valid(is_nino),
     ),
-    // Compact or printed in groups of four.
+    // Compact or printed in groups of four, in any letter case.
     detector(
         "iban",
         "iban",
-        r"(?-u:\b)[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?(?-u:\b)",
+        r"(?-u:\b)[A-Za-z]{2}[0-9]{2}(?:[ ]?[A-Za-z0-9]{4}){2,7}(?:[ ]?[A-Za-z0-9]{1,3})?(?-u:\b)",
         Check::Find(find_ibans),
     ),
-    // A run of at least 13 digits, single spaces or dashes allowed between
-    // them; the check picks the card(s) out of it.
+    // A run of at least 13 digits, single spaces, dashes or dots allowed
+    // between them; the check picks the card(s) out of it.
     detector(
         "card",
         "card",
-        r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,}(?-u:\b)",
+        r"(?-u:\b)[0-9](?:[ .-]?[0-9]){12,}(?-u:\b)",
         Check::Find(find_cards),
+    ),
+    // The same with full-width, Arabic-Indic, Persian or Devanagari digits
+    // (what IMEs and some keyboards type); checked as their ASCII twin.
+    detector(
+        "card_unicode",
+        "card",
+        forms::UNICODE_CARD_RUN,
+        Check::Find(forms::find_unicode_cards),
     ),
     detector(
         "email",
         "email",
         r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+        Check::None,
+    ),
+    // Secret-named parameters of a URL query: `?api_key=…&sig=…&token=…`.
+    // In a URL any value is the secret, however short.
+    detector(
+        "url_query_secret",
+        "secret",
+        r"(?i)[?&][A-Za-z0-9_.-]*?(?:token|secret|password|passwd|pwd|api[_-]?key|apikey|access[_-]?key|private[_-]?key|sig|signature|credentials?|auth)=(?P<secret>[^&#\s\x22'<>]+)",
         Check::None,
     ),
     // `"password": "..."`, `"access_token": "..."`, `"X-Api-Key": "..."`.
@@ -186,6 +221,31 @@ pub const DETECTORS: &[Detector] = &[
         "secret",
         r#"(?i)"[A-Za-z0-9_-]*(?:token|secret|password|passwd|api[_-]?key|apikey|authorization|private[_-]?key|access[_-]?key|credentials?)"\s*:\s*"(?P<secret>(?:[^"\\]|\\.){6,})""#,
         Check::None,
+    ),
+    // JSON pasted as text inside JSON: `{"question":"{\"password\":\"…\"}"}`,
+    // escaped once or more.
+    detector(
+        "secret_json_escaped",
+        "secret",
+        r#"(?i)\\+"[A-Za-z0-9_-]*(?:token|secret|password|passwd|pwd|api[_-]?key|apikey|authorization|private[_-]?key|access[_-]?key|credentials?)\\+"\s*:\s*\\+"(?P<secret>[^"\\]{4,})\\+""#,
+        Check::None,
+    ),
+    // ODBC / ADO.NET / JDBC property strings: `…;Password=…;`, `Pwd={…}`.
+    // Only where it ends like one (`;`, a quote, the end), so a shell's
+    // `PWD=/home/ann and …` stays readable.
+    detector(
+        "odbc_password",
+        "password",
+        r#"(?i)(?-u:\b)(?:password|pwd)\s*=\s*(?P<secret>\{[^}]*\}|[^;\s"'{]+)(?:;|["']|$)"#,
+        Check::None,
+    ),
+    // "my password is X", "密码是X": the word after, unless it describes the
+    // password (`is wrong`, `is required`).
+    detector(
+        "password_phrase",
+        "password",
+        r#"(?i)(?:(?-u:\b)(?:password|passcode|passphrase|passwort|pin)\s+(?:is|was):?\s+|密码(?:是|为|：)\s*)(?P<secret>[^\s"'，。；！？、]+)"#,
+        Check::Find(forms::find_phrased_secret),
     ),
     // `password=hunter2`, `API_KEY: abc123...`, `client_secret='...'`.
     detector(
@@ -267,7 +327,11 @@ fn is_intl_phone(phone: &str) -> bool {
 /// of it), and mod 97 must leave 1.
 fn find_ibans(candidate: &str, out: &mut Vec<Range<usize>>) {
     let bytes = candidate.as_bytes();
-    let Some(len) = bytes.get(..2).and_then(checksum::iban_length) else {
+    let country = match bytes.get(..2) {
+        Some(&[a, b]) => [a.to_ascii_uppercase(), b.to_ascii_uppercase()],
+        _ => return,
+    };
+    let Some(len) = checksum::iban_length(&country) else {
         return;
     };
     let mut compact = [0u8; 34];
@@ -277,7 +341,7 @@ fn find_ibans(candidate: &str, out: &mut Vec<Range<usize>>) {
         if b == b' ' {
             continue;
         }
-        compact[n] = b;
+        compact[n] = b.to_ascii_uppercase();
         n += 1;
         end = i + 1;
         if n == len {
@@ -301,7 +365,7 @@ const CARD_GROUP: Range<usize> = 3..7;
 /// it 3-6 digits (or one unbroken 13-19 digit group), a known brand, a
 /// valid Luhn sum, and, unless it is the whole run, set off by spaces (a
 /// dash-joined neighbour makes it part of some longer id).
-fn find_cards(run: &str, out: &mut Vec<Range<usize>>) {
+pub(crate) fn find_cards(run: &str, out: &mut Vec<Range<usize>>) {
     let bytes = run.as_bytes();
     let mut groups: Vec<Range<usize>> = Vec::new();
     let mut start = 0;

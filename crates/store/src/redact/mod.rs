@@ -1,9 +1,12 @@
-//! Redaction and truncation of summaries before they are stored.
+//! Redaction and truncation of everything a trace stores or an API shows.
 //!
-//! Summaries are the only free text a store keeps from users' requests, so
-//! they pass through these rules in the writer thread (off the request path):
+//! One pass for every field (issue #33): summaries ([`Redactor::apply`]:
 //! secrets first, then the length cap, so a cut can never leave half a key
-//! unredacted.
+//! unredacted), and every string inside structured fields (error records
+//! with upstream bodies, tags, labels, paths, explanations:
+//! [`Redactor::json`]; topology specs shown by the API:
+//! [`Redactor::redact_value`]). It runs in the writer thread, off the
+//! request path.
 //!
 //! Main types: [`RedactOptions`] (what to apply), [`Redactor`] (compiled, one
 //! per writer) and the built-in [`DETECTORS`]. Why this shape:
@@ -18,10 +21,13 @@
 
 mod checksum;
 mod detectors;
+mod forms;
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use regex::{Regex, RegexSet};
+use serde_json::Value;
 
 pub use detectors::{DETECTORS, Detector};
 
@@ -134,10 +140,20 @@ impl Redactor {
 
     /// Redacts, then truncates.
     pub fn apply(&self, text: &str) -> String {
+        glassbox_trace::truncate(&self.redact(text), self.max_chars)
+    }
+
+    /// Redacts without truncating (fields with their own bounds, such as
+    /// an error's detail). Borrows when nothing matched: the common case
+    /// costs one scan and no copy.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         if !self.any.is_match(text) {
-            return glassbox_trace::truncate(text, self.max_chars);
+            return Cow::Borrowed(text);
         }
         let masks = self.masks(text);
+        if masks.is_empty() {
+            return Cow::Borrowed(text);
+        }
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
         for (range, rule) in masks {
@@ -146,7 +162,62 @@ impl Redactor {
             at = range.end;
         }
         out.push_str(&text[at..]);
-        glassbox_trace::truncate(&out, self.max_chars)
+        Cow::Owned(out)
+    }
+
+    /// `value` as JSON text with every string in it (keys left as they are)
+    /// redacted. One scan of the whole text first: most records hold no
+    /// secret, and then this costs the serialisation plus that scan.
+    pub fn json<T: serde::Serialize>(&self, value: &T) -> String {
+        let text = serde_json::to_string(value)
+            .unwrap_or_else(|e| format!("{{\"unserialisable\":\"{e}\"}}"));
+        if !self.any.is_match(&text) {
+            return text;
+        }
+        // A rule may match the escaped text without matching any one string
+        // (a secret-named key next to its value): redact the strings, and
+        // the pair through the text form of each object below.
+        match serde_json::from_str::<Value>(&text) {
+            Ok(mut v) => {
+                self.redact_value(&mut v);
+                serde_json::to_string(&v).unwrap_or(text)
+            }
+            Err(_) => self.redact(&text).into_owned(),
+        }
+    }
+
+    /// Redacts every string in `value`, in place. A string under a key
+    /// that a key-value rule treats as secret (`"password": "..."`) is
+    /// caught too: each object member is also checked as its JSON text.
+    pub fn redact_value(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(masked) = self.redact(s) {
+                    *s = masked;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v)),
+            Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    let Value::String(s) = v else {
+                        self.redact_value(v);
+                        continue;
+                    };
+                    if let Cow::Owned(masked) = self.redact(s) {
+                        *s = masked;
+                        continue;
+                    }
+                    // Only the pair gives it away: mask the value whole.
+                    let name = Value::from(key.as_str()).to_string();
+                    let pair = format!("{name}:{}", Value::from(s.as_str()));
+                    let in_value = |(r, _): &(Range<usize>, usize)| r.end > name.len() + 1;
+                    if self.any.is_match(&pair) && self.masks(&pair).iter().any(in_value) {
+                        *s = "[REDACTED:secret]".into();
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The spans to mask, sorted and disjoint, each with the rule that found

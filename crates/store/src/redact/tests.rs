@@ -97,6 +97,48 @@ fn corpus_positives_are_masked_whole_with_their_detector_name() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The figures docs/security.md reports: how many corpus secrets survive
+/// redaction (leaked) and how many look-alikes, or readable text around a
+/// secret, get masked (over-masked). Fails on any leak.
+#[test]
+fn corpus_counts_leaked_and_over_masked() {
+    let red = r();
+    let (positives, negatives) = corpus();
+    let secrets: usize = positives.iter().map(|p| p.secrets.len()).sum();
+    let mut leaked = Vec::new();
+    let mut over_masked = Vec::new();
+    for p in &positives {
+        let out = red.apply(&p.input);
+        let mut leaks_here = false;
+        for (label, secret) in &p.secrets {
+            // Present in the output more often than the expected text keeps it.
+            if out.matches(secret.as_str()).count() > p.expected.matches(secret.as_str()).count() {
+                leaked.push(format!("line {}: {label} `{secret}` in {out}", p.line));
+                leaks_here = true;
+            }
+        }
+        if !leaks_here && out != p.expected {
+            over_masked.push(format!("line {}: {out}", p.line));
+        }
+    }
+    for (line, text) in &negatives {
+        let out = red.apply(text);
+        if out != *text {
+            over_masked.push(format!("line {line}: {out}"));
+        }
+    }
+    println!(
+        "redaction corpus: {secrets} secrets in {} lines, {} leaked; {} look-alikes, {} over-masked",
+        positives.len(),
+        leaked.len(),
+        negatives.len(),
+        over_masked.len()
+    );
+    assert!(secrets >= 60 && negatives.len() >= 30);
+    assert!(leaked.is_empty(), "leaked:\n{}", leaked.join("\n"));
+    assert!(over_masked.is_empty(), "over-masked:\n{}", over_masked.join("\n"));
+}
+
 #[test]
 fn corpus_negatives_are_left_alone() {
     let red = r();
@@ -316,4 +358,27 @@ fn docs_list_every_detector() {
             d.id
         );
     }
+}
+
+#[test]
+fn structured_fields_are_redacted_string_by_string() {
+    let red = r();
+    let error = serde_json::json!({
+        "code": "upstream_error",
+        "detail": "HTTP 500 from h: {\"q\":\"card 4111 1111 1111 1111\",\"password\":\"hunter2!\"}",
+        "nested": [{"password": "pw-7c7c7c", "user": "ann"}],
+        "count": 3
+    });
+    let out = red.json(&error);
+    for secret in ["4111 1111", "hunter2!", "pw-7c7c7c"] {
+        assert!(!out.contains(secret), "{secret} in {out}");
+    }
+    let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(back["count"], 3);
+    assert_eq!(back["nested"][0]["user"], "ann");
+    assert_eq!(back["code"], "upstream_error");
+    // Idempotent, and text with nothing to mask comes back as serialised.
+    assert_eq!(red.json(&back), out);
+    let plain = serde_json::json!({"a": "b", "n": [1, 2]});
+    assert_eq!(red.json(&plain), plain.to_string());
 }

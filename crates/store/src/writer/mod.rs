@@ -253,6 +253,9 @@ impl Drop for Durable {
 
 /// A [`TraceSink`] that persists into a [`TraceStore`] off the request path.
 pub struct StoreWriter {
+    /// The writer's redactor, shared so the API shows data through the same
+    /// rules the store writes with (one pass, one configuration).
+    redactor: Arc<Redactor>,
     queue: Arc<Queue>,
     awaited: Arc<Awaited>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -272,7 +275,7 @@ impl std::fmt::Debug for StoreWriter {
 impl StoreWriter {
     /// Starts the writer thread, which owns `store` from now on.
     pub fn spawn(store: Box<dyn TraceStore>, options: WriterOptions) -> Result<StoreWriter> {
-        let redactor = Redactor::new(&options.redact)?;
+        let redactor = Arc::new(Redactor::new(&options.redact)?);
         let capacity = options.queue_capacity.max(1);
         let queue = Arc::new(Queue::new(capacity));
         let counters = Arc::new(Counters::default());
@@ -287,7 +290,7 @@ impl StoreWriter {
             spent: Some(spent),
         };
         let encoder = Encoder {
-            redactor,
+            redactor: redactor.clone(),
             counters: counters.clone(),
             max_batch,
             pending: HashMap::new(),
@@ -332,6 +335,7 @@ impl StoreWriter {
             }),
         )?;
         Ok(StoreWriter {
+            redactor,
             queue,
             awaited: Arc::default(),
             thread: Mutex::new(Some(thread)),
@@ -420,6 +424,12 @@ impl StoreWriter {
     }
 
     /// Current counters.
+    /// The rules this writer redacts with, for showing data that is not
+    /// read back from the store (topology specs, live answers) the same way.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     pub fn stats(&self) -> WriterStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -18,7 +18,7 @@ use crate::row::{RequestRow, SpanRow, encode, encode_span};
 
 /// Groups spans with their request and encodes rows.
 pub(super) struct Encoder {
-    pub(super) redactor: Redactor,
+    pub(super) redactor: Arc<Redactor>,
     pub(super) counters: Arc<Counters>,
     pub(super) max_batch: usize,
     /// Spans waiting for their request.
