@@ -211,34 +211,147 @@ pub fn resolve_with(
     })
 }
 
-/// Whether a config key names a secret-bearing value (`api_key`, `token`,
-/// `password`, `authorization`, ...). `*_env` keys hold the *name* of a
-/// variable, not its value, and are not secret.
+/// Words that make a key secret-bearing wherever they appear in it
+/// (`X-Internal-Token`, `clientSecret`, `DB_PASSWORD`, `dsn`).
+const SECRET_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "secrets",
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "passcode",
+    "credential",
+    "credentials",
+    "dsn",
+    "auth",
+    "authorization",
+    "cookie",
+    "cookies",
+    "apikey",
+    "sig",
+    "signature",
+    "headers",
+];
+
+/// Spellings without separators that hold a secret word (`accesstoken`,
+/// `APIKEY`); searched in the whole lower-cased key.
+const SECRET_INFIXES: &[&str] = &[
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "accesstoken",
+    "authtoken",
+    "privatekey",
+    "accesskey",
+    "secretkey",
+    "credential",
+];
+
+/// Qualifiers that make `…_key` an ordinary identifier, not a secret:
+/// `sort_key`, `cache_key`, `public_key`, `idempotency_key`, ...
+const PLAIN_KEY_QUALIFIERS: &[&str] = &[
+    "sort",
+    "cache",
+    "partition",
+    "primary",
+    "foreign",
+    "group",
+    "routing",
+    "label",
+    "lookup",
+    "join",
+    "map",
+    "public",
+    "idempotency",
+    "dedup",
+    "dedupe",
+    "row",
+    "index",
+    "shard",
+    "hash",
+    "input",
+    "output",
+    "result",
+    "field",
+    "message",
+    "object",
+    "template",
+    "cursor",
+    "metadata",
+];
+
+/// Last words that make a key *about* a secret rather than hold one:
+/// `api_key_env` (a variable's name), `token_limit`, `auth_type`,
+/// `password_file` (a path), `token_url`.
+const ABOUT_WORDS: &[&str] = &[
+    "env", "name", "file", "path", "url", "endpoint", "limit", "limits", "count", "budget",
+    "type", "length", "len", "ttl", "header", "field", "mode", "kind", "id", "ids", "format",
+];
+
+/// The words of a key in any case style: `clientSecret`, `Client-Secret`,
+/// `CLIENT_SECRET`, `client.secret` all give `client`, `secret`.
+fn key_words(key: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let chars: Vec<char> = key.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphanumeric() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+            continue;
+        }
+        let prev = i.checked_sub(1).map(|p| chars[p]);
+        let next = chars.get(i + 1).copied();
+        // A capital starts a word after a lower-case letter or digit
+        // (`accessToken`), or ends an acronym (`APIKey`: `API`, `Key`).
+        let starts = c.is_uppercase()
+            && prev.is_some_and(|p| {
+                p.is_lowercase()
+                    || p.is_ascii_digit()
+                    || (p.is_uppercase() && next.is_some_and(char::is_lowercase))
+            });
+        if starts && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        word.extend(c.to_lowercase());
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// Whether a key names a secret-bearing value, in any case style:
+/// `*token*`, `*secret*`, `*password*`, `pwd`, `dsn`, `*credential*`,
+/// `auth`, `cookie`, `signature`, every header, and `key` as the last word
+/// (`api_key`, `accessKey`, bare `key`) unless an ordinary qualifier
+/// precedes it (`sort_key`, `public_key`). Plural counts are not secrets
+/// (`max_tokens`), nor are keys about a secret (`api_key_env`, `token_limit`).
 pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase().replace('-', "_");
-    if k.ends_with("_env") {
+    let words = key_words(key);
+    let Some(last) = words.last() else {
+        return false;
+    };
+    if ABOUT_WORDS.contains(&last.as_str()) {
         return false;
     }
-    matches!(
-        k.as_str(),
-        "headers"
-            | "authorization"
-            | "auth"
-            | "cookie"
-            | "token"
-            | "password"
-            | "passwd"
-            | "secret"
-            | "api_key"
-            | "apikey"
-            | "credentials"
-    ) || k.ends_with("_token")
-        || k.ends_with("_password")
-        || k.ends_with("_secret")
-        || k.ends_with("_api_key")
-        || k.ends_with("access_key")
-        || k.ends_with("private_key")
-        || k.ends_with("secret_key")
+    if words.iter().any(|w| SECRET_WORDS.contains(&w.as_str())) {
+        return true;
+    }
+    let joined: String = words.concat();
+    if SECRET_INFIXES.iter().any(|s| joined.contains(s)) {
+        return true;
+    }
+    if last == "key" || last == "keys" {
+        let qualifier = words.len().checked_sub(2).map(|i| words[i].as_str());
+        return !qualifier.is_some_and(|q| PLAIN_KEY_QUALIFIERS.contains(&q));
+    }
+    false
 }
 
 /// A node config as it may be shown: values under secret-bearing keys
@@ -270,8 +383,21 @@ pub fn strip_userinfo(url: &str) -> Cow<'_, str> {
 }
 
 /// `text` with the userinfo of every URL in it removed
-/// (`scheme://user:password@host` → `scheme://host`).
+/// (`scheme://user:password@host` → `scheme://host`) and the values of its
+/// secret-named query parameters masked (`?api_key=…&page=2` →
+/// `?api_key=***&page=2`, names as in [`is_secret_key`]).
 pub fn mask_text(text: &str) -> Cow<'_, str> {
+    let text = strip_all_userinfo(text);
+    if !text.contains("://") || !text.contains('?') {
+        return text;
+    }
+    match mask_queries(&text) {
+        Some(masked) => Cow::Owned(masked),
+        None => text,
+    }
+}
+
+fn strip_all_userinfo(text: &str) -> Cow<'_, str> {
     if !text.contains("://") || !text.contains('@') {
         return Cow::Borrowed(text);
     }
@@ -281,11 +407,7 @@ pub fn mask_text(text: &str) -> Cow<'_, str> {
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
-        let end = tail
-            .find(|c: char| {
-                matches!(c, '/' | '?' | '#' | '`' | '"' | '\'' | '<' | '>') || c.is_whitespace()
-            })
-            .unwrap_or(tail.len());
+        let end = tail.find(url_end).unwrap_or(tail.len());
         let authority = &tail[..end];
         match authority.rfind('@') {
             Some(i) => {
@@ -302,6 +424,53 @@ pub fn mask_text(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// Where a URL's authority ends.
+fn url_end(c: char) -> bool {
+    matches!(c, '/' | '?' | '#' | '`' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+}
+
+/// Where a URL's query ends.
+fn query_end(c: char) -> bool {
+    matches!(c, '#' | '`' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+}
+
+/// The query parameters of every URL in `text`, secret-named values
+/// masked; `None` when there was nothing to mask.
+fn mask_queries(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let url_len = rest[at..].find(query_end).unwrap_or(rest.len() - at);
+        let url = &rest[at..at + url_len];
+        out.push_str(&rest[..at]);
+        match url.split_once('?') {
+            Some((before, query)) => {
+                out.push_str(before);
+                out.push('?');
+                for (i, pair) in query.split('&').enumerate() {
+                    if i > 0 {
+                        out.push('&');
+                    }
+                    match pair.split_once('=') {
+                        Some((name, value)) if is_secret_key(name) && !value.is_empty() => {
+                            out.push_str(name);
+                            out.push('=');
+                            out.push_str(if has_reference(value) { value } else { MASK });
+                            changed |= !has_reference(value);
+                        }
+                        _ => out.push_str(pair),
+                    }
+                }
+            }
+            None => out.push_str(url),
+        }
+        rest = &rest[at + url_len..];
+    }
+    out.push_str(rest);
+    changed.then_some(out)
 }
 
 /// `text` (a topology source) with every secret-bearing value overwritten
@@ -490,5 +659,75 @@ mod tests {
         assert_eq!(mask_text("mail me: a@b.com"), "mail me: a@b.com");
         assert!(matches!(mask_text("http://host/x"), Cow::Borrowed(_)));
         assert_eq!(strip_userinfo("http://:pw@h"), "http://h");
+    }
+
+    #[test]
+    fn secret_keys_are_found_in_any_case_style() {
+        for key in [
+            "accessToken",
+            "access_token",
+            "ACCESS-TOKEN",
+            "clientSecret",
+            "privateKey",
+            "PrivateKey",
+            "APIKey",
+            "apikey",
+            "x-api-key",
+            "pwd",
+            "PWD",
+            "dsn",
+            "DB_DSN",
+            "db.password",
+            "userCredentials",
+            "accesstoken",
+            "key",
+            "signingKey",
+            "sig",
+            "X-Internal-Token",
+            "session_cookie",
+        ] {
+            assert!(is_secret_key(key), "{key} should be secret");
+        }
+        for key in [
+            "max_tokens",
+            "maxTokens",
+            "cost_per_1k_tokens",
+            "tokenizer",
+            "api_key_env",
+            "apiKeyEnv",
+            "token_limit",
+            "auth_type",
+            "password_file",
+            "sort_key",
+            "cacheKey",
+            "public_key",
+            "idempotency-key",
+            "keywords",
+            "monkey",
+            "model",
+            "url",
+            "",
+        ] {
+            assert!(!is_secret_key(key), "{key} should not be secret");
+        }
+    }
+
+    #[test]
+    fn secret_query_parameters_are_masked_in_any_text() {
+        assert_eq!(
+            mask_text("GET https://h/x?api_key=k1&sig=s2&page=2&accessToken=t3#frag"),
+            "GET https://h/x?api_key=***&sig=***&page=2&accessToken=***#frag"
+        );
+        assert_eq!(
+            mask_text("see http://u:p@h/a?token=abc and http://h/b?q=1"),
+            "see http://h/a?token=*** and http://h/b?q=1"
+        );
+        // References name where a secret is, not the secret.
+        assert_eq!(
+            mask_text("https://h/?token=${env:T}"),
+            "https://h/?token=${env:T}"
+        );
+        assert!(matches!(mask_text("https://h/?page=2"), Cow::Borrowed(_)));
+        assert!(matches!(mask_text("what? no url"), Cow::Borrowed(_)));
     }
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use glassbox_store::Redactor;
 use glassbox_topology::secret::{mask_config, mask_text};
 
 use crate::catalog::{FileProblem, Served, StreamMode};
@@ -119,11 +120,16 @@ pub struct TopologyDetail {
     pub reload_error: Option<String>,
 }
 
-/// The spec as it may be shown to a read-scope key: every node's config
-/// through `mask_config`, userinfo stripped from every other string.
-fn masked_spec(spec: &glassbox_topology::TopologySpec) -> Value {
+/// The spec as it may be shown to a read-scope key: every node's `config`
+/// and every `metadata` (topology and node level) through `mask_config`
+/// (secret-named keys in any case style), URL userinfo and secret query
+/// parameters masked in every other string, then the store's one
+/// redaction pass over every string (an AWS key pasted in a description,
+/// a DSN under an innocent key).
+fn masked_spec(spec: &glassbox_topology::TopologySpec, redactor: &Redactor) -> Value {
     let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
     mask_nodes(&mut v);
+    redactor.redact_value(&mut v);
     v
 }
 
@@ -131,7 +137,7 @@ fn mask_nodes(v: &mut Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map.iter_mut() {
-                if k == "config" {
+                if k == "config" || k == "metadata" {
                     *child = mask_config(child);
                 } else {
                     mask_nodes(child);
@@ -148,12 +154,17 @@ fn mask_nodes(v: &mut Value) {
     }
 }
 
-fn summary(s: &Served, versions: Vec<String>) -> TopologySummary {
+/// Free text written by a topology's author, as shown to a read-scope key.
+fn shown(text: &str, redactor: &Redactor) -> String {
+    redactor.redact(&mask_text(text)).into_owned()
+}
+
+fn summary(s: &Served, versions: Vec<String>, redactor: &Redactor) -> TopologySummary {
     let t = &s.topology;
     TopologySummary {
         id: t.id.clone(),
         version: t.version.clone(),
-        description: t.description.clone(),
+        description: t.description.as_deref().map(|d| shown(d, redactor)),
         file: s.file.display().to_string(),
         loaded_at_us: s.loaded_at_us,
         node_count: t.nodes.len(),
@@ -176,7 +187,7 @@ fn versions_of(state: &AppState, s: &Served) -> Vec<String> {
 }
 
 /// Builds the graph of a served topology.
-pub fn graph(s: &Served) -> Graph {
+pub fn graph(s: &Served, redactor: &Redactor) -> Graph {
     let t = &s.topology;
     let entries = t.entries();
     Graph {
@@ -187,7 +198,7 @@ pub fn graph(s: &Served) -> Graph {
             .map(|(i, n)| GraphNode {
                 id: n.id.clone(),
                 kind: n.kind.clone(),
-                description: n.description.clone(),
+                description: n.description.as_deref().map(|d| shown(d, redactor)),
                 resource: GraphResource {
                     kind: n.resource.kind.as_str().to_string(),
                     model: n.resource.model.clone(),
@@ -204,7 +215,7 @@ pub fn graph(s: &Served) -> Graph {
                 from: t.node(e.from).id.clone(),
                 to: t.node(e.to).id.clone(),
                 condition: e.condition.as_ref().map(|c| c.as_str().to_string()),
-                description: e.description.clone(),
+                description: e.description.as_deref().map(|d| shown(d, redactor)),
             })
             .collect(),
     }
@@ -223,6 +234,7 @@ pub fn graph(s: &Served) -> Graph {
     security(("api_key" = ["read"]))
 )]
 pub async fn list_topologies(State(state): State<AppState>) -> Json<TopologyList> {
+    let redactor = state.writer.redactor();
     Json(TopologyList {
         topologies: state
             .catalog
@@ -230,14 +242,18 @@ pub async fn list_topologies(State(state): State<AppState>) -> Json<TopologyList
             .iter()
             .filter_map(|(_, l)| {
                 let versions = l.versions().map(|(v, _)| v.to_string()).collect();
-                Some(summary(l.promoted()?, versions))
+                Some(summary(l.promoted()?, versions, redactor))
             })
             .collect(),
         problems: state
             .catalog
             .problems()
             .into_iter()
-            .map(FileProblemBody::from)
+            .map(|p| {
+                let mut body = FileProblemBody::from(p);
+                body.message = shown(&body.message, redactor);
+                body
+            })
             .collect(),
     })
 }
@@ -261,21 +277,22 @@ pub async fn get_topology(
     Path(id): Path<String>,
 ) -> Result<Json<TopologyDetail>, ApiError> {
     let s = state.topology(&id)?;
+    let redactor = state.writer.redactor();
     let reload_error = state
         .catalog
         .problems()
         .into_iter()
         .find(|p| p.file == s.file)
-        .map(|p| p.message);
+        .map(|p| shown(&p.message, redactor));
     Ok(Json(TopologyDetail {
-        summary: summary(&s, versions_of(&state, &s)),
+        summary: summary(&s, versions_of(&state, &s), redactor),
         currency: s.topology.currency.clone(),
         deadline_ms: s
             .topology
             .deadline
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        graph: graph(&s),
-        spec: masked_spec(&s.topology.spec),
+        graph: graph(&s, redactor),
+        spec: masked_spec(&s.topology.spec, redactor),
         reload_error,
     }))
 }
