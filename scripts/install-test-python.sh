@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Creates .venv-test (gitignored) with the official `openai` Python client,
 # which the server tests (crates/server/tests/it/openai.rs) run against a
-# live `glassbox serve`. Idempotent: does nothing when the client is there.
+# live `glassbox serve`, and schemathesis, which fuzzes the live server from
+# docs/openapi.json (crates/server/tests/it/fuzz.rs). Idempotent: does
+# nothing when both are there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv-test
-if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import openai' 2>/dev/null; then
-  echo "openai client present in $venv ($("$venv/bin/python" -c 'import openai; print(openai.__version__)'))"
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import openai, schemathesis' 2>/dev/null; then
+  echo "openai client and schemathesis present in $venv"
   exit 0
 fi
 
@@ -18,11 +20,10 @@ if [[ -z "$py" ]]; then
   exit 69
 fi
 
-rm -rf "$venv"
-if ! "$py" -m venv "$venv"; then
+if [[ ! -x "$venv/bin/python" ]] && ! "$py" -m venv "$venv"; then
   echo "error: cannot create a virtualenv" >&2
   echo "hint: apt-get install python3-venv" >&2
   exit 69
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai>=1.40,<3'
-echo "openai client installed in $venv ($("$venv/bin/python" -c 'import openai; print(openai.__version__)'))"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'openai>=1.40,<3' 'schemathesis>=3.30,<5'
+echo "installed in $venv: openai $("$venv/bin/python" -c 'import openai; print(openai.__version__)'), schemathesis $("$venv/bin/st" --version 2>/dev/null | tail -1)"

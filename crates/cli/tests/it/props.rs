@@ -181,3 +181,121 @@ fn hostile_inputs_get_errors() {
         assert!(diags.iter().any(|d| d.is_error()), "{name}");
     }
 }
+
+/// CEL-ish text: identifiers, literals and operators the condition
+/// language has, in random order, so most cases parse far enough to reach
+/// the checker and many compile and run.
+fn cel_text() -> impl Strategy<Value = String> {
+    let tokens = prop::sample::select(vec![
+        "input", "outputs", "labels", "input.question", "outputs.r.hits", "labels.route",
+        ".contains(", ".startsWith(", ".endsWith(", ".matches(", "size(", "has(", "int(",
+        "string(", "double(", "\"price\"", "'a'", "\"\\u00e9\"", "\"(a+)+$\"", "0", "1", "-1",
+        "9223372036854775807", "1.5", "1e308", "true", "false", "null", "[", "]", "{", "}",
+        "(", ")", ",", ":", "?", "+", "-", "*", "/", "%", "==", "!=", "<", ">=", "&&", "||",
+        "!", ".", " in ", " ", "x", "\\", "\n",
+    ]);
+    prop::collection::vec(tokens, 1..14).prop_map(|t| t.concat())
+}
+
+/// A request input with the fields conditions read, of random types.
+fn input_json() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        prop::collection::vec(any::<char>(), 0..10)
+            .prop_map(|c| serde_json::Value::from(c.into_iter().collect::<String>())),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::Array),
+            prop::collection::vec((prop::sample::select(vec!["question", "hits", "x"]), inner), 0..3)
+                .prop_map(|kv| serde_json::Value::Object(
+                    kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+                )),
+        ]
+    })
+}
+
+#[test]
+fn cel_conditions_never_panic_when_parsed_or_evaluated() {
+    use glassbox_topology::condition::Condition;
+    let compiled = std::cell::Cell::new(0u32);
+    let mut r = runner(23, 3000);
+    r.run(&(cel_text(), input_json(), input_json()), |(text, input, hits)| {
+        if let Ok(Condition::Expr(expr)) = Condition::parse(&text) {
+            compiled.set(compiled.get() + 1);
+            let _ = expr.read_paths();
+            let mut outputs = serde_json::Map::new();
+            outputs.insert("r".into(), serde_json::json!({ "hits": hits }));
+            let labels = serde_json::Map::new();
+            let _ = expr.evaluate(&input, &outputs, &labels);
+            let _ = expr.evaluate_string(&input, &outputs, &labels);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let compiled = compiled.get();
+    println!("cel: 3000 cases, {compiled} compiled and evaluated");
+    assert!(compiled > 100, "only {compiled} of 3000 cases compiled: the generator misses CEL");
+}
+
+/// Jinja-ish text over the variables a template node sees.
+fn template_text() -> impl Strategy<Value = String> {
+    let tokens = prop::sample::select(vec![
+        "{{", "}}", "{%", "%}", "{#", "#}", " input.question ", " input ", " outputs ", " labels ",
+        "|upper", "|length", "|join(',')", "|default('x')", "|tojson", "|safe", " if ", " else ",
+        " endif ", " for x in input.question ", " endfor ", " set y = 1 ", " range(3) ", "x",
+        "loop.index", "(", ")", "[", "]", "'", "\"", ".", ",", "+", "~", "*", "/", "%", "-",
+        " is defined ", " not ", "1", "0", "é", "\n", "\\",
+    ]);
+    prop::collection::vec(tokens, 1..16).prop_map(|t| t.concat())
+}
+
+#[test]
+fn templates_never_panic_and_every_run_leaves_a_trace() {
+    use std::sync::Arc;
+
+    use glassbox_engine::{BuildContext, Pipeline, PipelineOptions, RunOptions};
+
+    let registry = glassbox_nodes::registry();
+    let kinds = registry.kind_set();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ran = std::cell::Cell::new(0u32);
+    let mut r = runner(29, 600);
+    r.run(&(template_text(), input_json()), |(template, input)| {
+        let topology = serde_json::json!({
+            "topology_id": "fuzz",
+            "version": "1.0.0",
+            "nodes": [{
+                "id": "t",
+                "type": "template",
+                "timeout_ms": 2000,
+                "config": { "template": template }
+            }]
+        });
+        let source = Source::new("fuzz.json", topology.to_string());
+        let Ok(validated) = glassbox_topology::load_source(source, &kinds) else {
+            return Ok(());
+        };
+        let topology = Arc::new(validated.topology);
+        let cx = BuildContext::new(topology.clone());
+        let Ok(pipeline) = Pipeline::build(topology, &registry, &cx, PipelineOptions::default())
+        else {
+            return Ok(());
+        };
+        let outcome = rt.block_on(pipeline.run(input, RunOptions::default()));
+        // A failed render is an error with a complete trace, never a panic.
+        prop_assert_eq!(outcome.trace.spans.len(), 1);
+        prop_assert_eq!(outcome.trace.record.span_count, 1);
+        ran.set(ran.get() + 1);
+        Ok(())
+    })
+    .unwrap();
+    let ran = ran.get();
+    println!("templates: 600 cases, {ran} built and ran");
+    assert!(ran > 50, "only {ran} of 600 templates were valid: the generator misses Jinja");
+}
