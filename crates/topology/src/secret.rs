@@ -288,8 +288,8 @@ const PLAIN_KEY_QUALIFIERS: &[&str] = &[
 /// `api_key_env` (a variable's name), `token_limit`, `auth_type`,
 /// `password_file` (a path), `token_url`.
 const ABOUT_WORDS: &[&str] = &[
-    "env", "name", "file", "path", "url", "endpoint", "limit", "limits", "count", "budget",
-    "type", "length", "len", "ttl", "header", "field", "mode", "kind", "id", "ids", "format",
+    "env", "name", "file", "path", "url", "endpoint", "limit", "limits", "count", "budget", "type",
+    "length", "len", "ttl", "header", "field", "mode", "kind", "id", "ids", "format",
 ];
 
 /// The words of a key in any case style: `clientSecret`, `Client-Secret`,

@@ -187,29 +187,96 @@ fn hostile_inputs_get_errors() {
 /// the checker and many compile and run.
 fn cel_text() -> impl Strategy<Value = String> {
     let tokens = prop::sample::select(vec![
-        "input", "outputs", "labels", "input.question", "outputs.r.hits", "labels.route",
-        ".contains(", ".startsWith(", ".endsWith(", ".matches(", "size(", "has(", "int(",
-        "string(", "double(", "\"price\"", "'a'", "\"\\u00e9\"", "\"(a+)+$\"", "0", "1", "-1",
-        "9223372036854775807", "1.5", "1e308", "true", "false", "null", "[", "]", "{", "}",
-        "(", ")", ",", ":", "?", "+", "-", "*", "/", "%", "==", "!=", "<", ">=", "&&", "||",
-        "!", ".", " in ", " ", "x", "\\", "\n",
+        "input",
+        "outputs",
+        "labels",
+        "input.question",
+        "outputs.r.hits",
+        "labels.route",
+        ".contains(",
+        ".startsWith(",
+        ".endsWith(",
+        ".matches(",
+        "size(",
+        "has(",
+        "int(",
+        "string(",
+        "double(",
+        "\"price\"",
+        "'a'",
+        "\"\\u00e9\"",
+        "\"(a+)+$\"",
+        "0",
+        "1",
+        "-1",
+        "9223372036854775807",
+        "1.5",
+        "1e308",
+        "true",
+        "false",
+        "null",
+        "[",
+        "]",
+        "{",
+        "}",
+        "(",
+        ")",
+        ",",
+        ":",
+        "?",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "==",
+        "!=",
+        "<",
+        ">=",
+        "&&",
+        "||",
+        "!",
+        ".",
+        " in ",
+        " ",
+        "x",
+        "\\",
+        "\n",
     ]);
     let soup = prop::collection::vec(tokens, 1..14).prop_map(|t| t.concat());
     // Well-formed `a op b` shapes, so many cases reach evaluation with
     // edge values (overflow, division by zero, wrong types).
     let operand = prop::sample::select(vec![
-        "input.question", "size(input.question)", "outputs.r.hits", "size(outputs.r.hits)",
-        "input.x", "int(input.x)", "double(input.x)", "string(input.x)", "1", "0", "-1", "1.5",
-        "'a'", "\"\"", "[1, 2]", "{'a': 1}", "true", "null", "9223372036854775807",
-        "-9223372036854775808", "18446744073709551615u", "input.question.contains('p')",
-        "input.question.matches('^(a|aa)+$')", "labels.route",
+        "input.question",
+        "size(input.question)",
+        "outputs.r.hits",
+        "size(outputs.r.hits)",
+        "input.x",
+        "int(input.x)",
+        "double(input.x)",
+        "string(input.x)",
+        "1",
+        "0",
+        "-1",
+        "1.5",
+        "'a'",
+        "\"\"",
+        "[1, 2]",
+        "{'a': 1}",
+        "true",
+        "null",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "18446744073709551615u",
+        "input.question.contains('p')",
+        "input.question.matches('^(a|aa)+$')",
+        "labels.route",
     ]);
     let op = prop::sample::select(vec![
         "==", "!=", "<", ">=", "+", "-", "*", "/", "%", "&&", "||", " in ",
     ]);
-    let shaped = (operand.clone(), op.clone(), operand.clone(), op, operand).prop_map(
-        |(a, o1, b, o2, c)| format!("({a} {o1} {b}) {o2} {c}"),
-    );
+    let shaped = (operand.clone(), op.clone(), operand.clone(), op, operand)
+        .prop_map(|(a, o1, b, o2, c)| format!("({a} {o1} {b}) {o2} {c}"));
     prop_oneof![soup, shaped]
 }
 
@@ -225,10 +292,13 @@ fn input_json() -> impl Strategy<Value = serde_json::Value> {
     leaf.prop_recursive(3, 16, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::Array),
-            prop::collection::vec((prop::sample::select(vec!["question", "hits", "x"]), inner), 0..3)
-                .prop_map(|kv| serde_json::Value::Object(
-                    kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-                )),
+            prop::collection::vec(
+                (prop::sample::select(vec!["question", "hits", "x"]), inner),
+                0..3
+            )
+            .prop_map(|kv| serde_json::Value::Object(
+                kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+            )),
         ]
     })
 }
@@ -238,32 +308,79 @@ fn cel_conditions_never_panic_when_parsed_or_evaluated() {
     use glassbox_topology::condition::Condition;
     let compiled = std::cell::Cell::new(0u32);
     let mut r = runner(23, 3000);
-    r.run(&(cel_text(), input_json(), input_json()), |(text, input, hits)| {
-        if let Ok(Condition::Expr(expr)) = Condition::parse(&text) {
-            compiled.set(compiled.get() + 1);
-            let _ = expr.read_paths();
-            let mut outputs = serde_json::Map::new();
-            outputs.insert("r".into(), serde_json::json!({ "hits": hits }));
-            let labels = serde_json::Map::new();
-            let _ = expr.evaluate(&input, &outputs, &labels);
-            let _ = expr.evaluate_string(&input, &outputs, &labels);
-        }
-        Ok(())
-    })
+    r.run(
+        &(cel_text(), input_json(), input_json()),
+        |(text, input, hits)| {
+            if let Ok(Condition::Expr(expr)) = Condition::parse(&text) {
+                compiled.set(compiled.get() + 1);
+                let _ = expr.read_paths();
+                let mut outputs = serde_json::Map::new();
+                outputs.insert("r".into(), serde_json::json!({ "hits": hits }));
+                let labels = serde_json::Map::new();
+                let _ = expr.evaluate(&input, &outputs, &labels);
+                let _ = expr.evaluate_string(&input, &outputs, &labels);
+            }
+            Ok(())
+        },
+    )
     .unwrap();
     let compiled = compiled.get();
     println!("cel: 3000 cases, {compiled} compiled and evaluated");
-    assert!(compiled > 1000, "only {compiled} of 3000 cases compiled: the generator misses CEL");
+    assert!(
+        compiled > 1000,
+        "only {compiled} of 3000 cases compiled: the generator misses CEL"
+    );
 }
 
 /// Jinja-ish text over the variables a template node sees.
 fn template_text() -> impl Strategy<Value = String> {
     let tokens = prop::sample::select(vec![
-        "{{", "}}", "{%", "%}", "{#", "#}", " input.question ", " input ", " outputs ", " labels ",
-        "|upper", "|length", "|join(',')", "|default('x')", "|tojson", "|safe", " if ", " else ",
-        " endif ", " for x in input.question ", " endfor ", " set y = 1 ", " range(3) ", "x",
-        "loop.index", "(", ")", "[", "]", "'", "\"", ".", ",", "+", "~", "*", "/", "%", "-",
-        " is defined ", " not ", "1", "0", "é", "\n", "\\",
+        "{{",
+        "}}",
+        "{%",
+        "%}",
+        "{#",
+        "#}",
+        " input.question ",
+        " input ",
+        " outputs ",
+        " labels ",
+        "|upper",
+        "|length",
+        "|join(',')",
+        "|default('x')",
+        "|tojson",
+        "|safe",
+        " if ",
+        " else ",
+        " endif ",
+        " for x in input.question ",
+        " endfor ",
+        " set y = 1 ",
+        " range(3) ",
+        "x",
+        "loop.index",
+        "(",
+        ")",
+        "[",
+        "]",
+        "'",
+        "\"",
+        ".",
+        ",",
+        "+",
+        "~",
+        "*",
+        "/",
+        "%",
+        "-",
+        " is defined ",
+        " not ",
+        "1",
+        "0",
+        "é",
+        "\n",
+        "\\",
     ]);
     prop::collection::vec(tokens, 1..16).prop_map(|t| t.concat())
 }
@@ -313,5 +430,8 @@ fn templates_never_panic_and_every_run_leaves_a_trace() {
     .unwrap();
     let ran = ran.get();
     println!("templates: 600 cases, {ran} built and ran");
-    assert!(ran > 50, "only {ran} of 600 templates were valid: the generator misses Jinja");
+    assert!(
+        ran > 50,
+        "only {ran} of 600 templates were valid: the generator misses Jinja"
+    );
 }

@@ -65,10 +65,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
             prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
             prop::collection::vec((names.clone(), inner), 0..5).prop_map(|pairs| {
                 serde_json::Value::Object(
-                    pairs
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect(),
+                    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 )
             }),
         ]
@@ -105,7 +102,10 @@ const BODIES: &[(&str, &str)] = &[
         "/v1/embeddings",
         r#"{"model":"echo","input":["a","b"],"encoding_format":"float"}"#,
     ),
-    ("/v1/topologies/echo/runs", r#"{"question":"what is the price?"}"#),
+    (
+        "/v1/topologies/echo/runs",
+        r#"{"question":"what is the price?"}"#,
+    ),
     (
         "/v1/topologies/moderation/runs",
         r#"{"question":"What is the price of Pro?"}"#,
@@ -126,7 +126,10 @@ fn check_answer(path: &str, body: &str, status: u16, text: &str) {
 #[test]
 fn request_decoders_answer_fuzzed_bodies_with_json_and_no_server_error() {
     let s = TestServer::start(
-        &[("echo.yaml", &echo("echo", "1.0.0")), ("moderation.yaml", MODERATION)],
+        &[
+            ("echo.yaml", &echo("echo", "1.0.0")),
+            ("moderation.yaml", MODERATION),
+        ],
         Config::default(),
     );
     let mut sent = 0u32;
@@ -167,7 +170,10 @@ fn schemathesis_finds_no_server_error() {
         st.display()
     );
     let s = TestServer::start(
-        &[("echo.yaml", &echo("echo", "1.0.0")), ("moderation.yaml", MODERATION)],
+        &[
+            ("echo.yaml", &echo("echo", "1.0.0")),
+            ("moderation.yaml", MODERATION),
+        ],
         Config::default(),
     );
     let out = Command::new(&st)

@@ -76,7 +76,10 @@ fn get_topology_and_the_list_show_no_pasted_secret() {
     let url = spec["nodes"][0]["config"]["url"].as_str().unwrap();
     assert!(url.contains("page=2") && url.contains("api_key="), "{url}");
     let description = one.json()["description"].as_str().unwrap().to_string();
-    assert!(description.starts_with("syncs the bucket with "), "{description}");
+    assert!(
+        description.starts_with("syncs the bucket with "),
+        "{description}"
+    );
 }
 
 /// An upstream that answers every request 500, echoing its body (as many

@@ -136,7 +136,9 @@ mod tests {
         let find = |w: &str| {
             let mut out = Vec::new();
             find_phrased_secret(w, &mut out);
-            out.into_iter().map(|r| w[r].to_string()).collect::<Vec<_>>()
+            out.into_iter()
+                .map(|r| w[r].to_string())
+                .collect::<Vec<_>>()
         };
         assert_eq!(find("hunter2."), ["hunter2"]);
         assert_eq!(find("sunshine,"), ["sunshine"]);

@@ -136,7 +136,11 @@ fn corpus_counts_leaked_and_over_masked() {
     );
     assert!(secrets >= 60 && negatives.len() >= 30);
     assert!(leaked.is_empty(), "leaked:\n{}", leaked.join("\n"));
-    assert!(over_masked.is_empty(), "over-masked:\n{}", over_masked.join("\n"));
+    assert!(
+        over_masked.is_empty(),
+        "over-masked:\n{}",
+        over_masked.join("\n")
+    );
 }
 
 #[test]
