@@ -176,11 +176,14 @@ fn schemathesis_finds_no_server_error() {
         ],
         Config::default(),
     );
+    // Schemathesis keeps a cache (`.schemathesis/`) in its working directory.
+    let scratch = tempfile::tempdir().unwrap();
+    let schema = root.join("docs/openapi.json");
     let out = Command::new(&st)
-        .current_dir(&root)
+        .current_dir(scratch.path())
+        .arg("run")
+        .arg(&schema)
         .args([
-            "run",
-            "docs/openapi.json",
             "--url",
             &s.base,
             "--checks",
