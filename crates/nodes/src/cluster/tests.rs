@@ -90,7 +90,7 @@ fn a_failed_probe_keeps_a_worker_out_until_one_passes() {
     let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
     d.probed("a", Err("timed out".into()));
     let why = d.unhealthy("a").unwrap();
-    assert_eq!(why, "last liveness probe failed: timed out");
+    assert_eq!(why, "dead: probe failed while idle: timed out");
     for _ in 0..4 {
         assert_eq!(chosen(&d, &llm()), "b");
     }
@@ -104,7 +104,7 @@ fn consecutive_call_failures_open_the_circuit() {
     let d = Dispatcher::new(pool(&["a", "b"]), options);
     for _ in 0..options.breaker.failures_to_open {
         assert_eq!(d.unhealthy("a"), None);
-        d.failed("a");
+        d.failed("a", "127.0.0.1 answered HTTP 500");
     }
     let why = d.unhealthy("a").unwrap();
     assert!(
@@ -116,6 +116,67 @@ fn consecutive_call_failures_open_the_circuit() {
     let fact = placed_fact(&c, Some("smollm2"), None, &[]);
     let a = fact.candidates.iter().find(|x| x.worker == "a").unwrap();
     assert_eq!(a.failed[0].filter, "health");
+}
+
+#[test]
+fn slow_is_not_dead_timeouts_while_working_count_nothing() {
+    let options = DispatchOptions::default();
+    let d = Dispatcher::new(pool(&["a", "b"]), options);
+    let silent = "unavailable: http://127.0.0.1:9/v1/chat/completions: reading the stream: timeout: per read";
+    // Heard working (a progress event): its timeouts are overload.
+    d.heard("a");
+    for _ in 0..options.breaker.failures_to_open + 2 {
+        assert!(!d.failed("a", silent), "a busy worker's timeout counted");
+        d.probed("a", Err("timeout: global".into()));
+    }
+    assert_eq!(d.unhealthy("a"), None, "a busy worker stays in the pool");
+    // Never heard, idle load: the same silence opens its circuit.
+    for _ in 0..options.breaker.failures_to_open {
+        assert!(d.failed("b", silent));
+    }
+    assert!(d.unhealthy("b").unwrap().starts_with("circuit open"));
+}
+
+#[test]
+fn a_breaker_never_empties_the_pool_but_a_dead_worker_leaves_at_once() {
+    let options = DispatchOptions::default();
+    let d = Dispatcher::new(pool(&["a", "b"]), options);
+    for _ in 0..options.breaker.failures_to_open {
+        d.failed("a", "127.0.0.1 answered HTTP 500");
+        d.failed("b", "127.0.0.1 answered HTTP 500");
+    }
+    // Both circuits open, both alive: panic mode keeps routing.
+    let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+    assert_eq!(c.placement.rule, glassbox_cluster::Rule::Panic);
+    // `a` refuses connections: dead, never chosen, even in panic.
+    d.failed("a", "unavailable: 127.0.0.1: io: Connection refused (os error 111)");
+    assert!(d.unhealthy("a").unwrap().starts_with("dead: refused a connection"));
+    for _ in 0..3 {
+        assert_eq!(chosen(&d, &llm()), "b");
+    }
+    d.failed("b", "unavailable: 127.0.0.1: io: Connection refused (os error 111)");
+    let none = d.choose(&llm(), &[]).err().unwrap();
+    assert!(none.why_none().contains("dead: refused"), "{}", none.why_none());
+    // A call that succeeds brings it back.
+    d.succeeded("b", "smollm2", "cpu", None);
+    assert_eq!(chosen(&d, &llm()), "b");
+}
+
+#[test]
+fn failovers_spend_the_retry_budget() {
+    let mut options = DispatchOptions::default();
+    options.budget.ratio = 0.5;
+    options.budget.min_per_second = 0.1;
+    let d = Dispatcher::new(pool(&["a"]), options);
+    for _ in 0..4 {
+        d.called();
+    }
+    // 0.5 × 4 + 0.1 × 10 = 3 failovers.
+    for _ in 0..3 {
+        d.may_retry().unwrap();
+    }
+    let spent = d.may_retry().unwrap_err().to_string();
+    assert!(spent.contains("3 failovers for 4 calls"), "{spent}");
 }
 
 #[test]
@@ -147,7 +208,7 @@ fn an_affinity_group_binds_per_request() {
 fn a_worker_that_left_is_forgotten_and_never_chosen() {
     let p = pool(&["a", "b"]);
     let d = Dispatcher::new(p.clone(), DispatchOptions::default());
-    d.failed("a");
+    d.failed("a", "127.0.0.1 answered HTTP 500");
     p.remove("a");
     for _ in 0..3 {
         assert_eq!(chosen(&d, &llm()), "b");
