@@ -160,7 +160,7 @@ fn the_rag_pool_bends_under_kills_freezes_and_rolling_restarts() {
     });
     let questions = questions();
     assert!(questions.len() >= 8, "{questions:?}");
-    let body: Body = Arc::new(move |n, c| json!({ "question": questions[(n * 3 + c) % questions.len()] }));
+    let body: Body = Arc::new(move |n: usize, c: usize| json!({ "question": questions[(n * 3 + c) % questions.len()] }));
     let coordinators = [c.url.clone()];
     let load = Load::start_with(&coordinators, 4, "rag-chat", body);
     load.wait_more(0, 4, "warm-up");

@@ -297,3 +297,59 @@ fn a_stream_abandoned_by_its_caller_closes_the_worker_connection() {
         "the worker saw the connection close after {n} pieces"
     );
 }
+
+/// A fake worker (this unit test's only): accepts one chat, sends progress
+/// comments for `quiet` ms in all (each well inside the silence limit), then
+/// one piece of text and the end.
+fn fake_queued_worker(quiet: u64) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 8192];
+        let _ = conn.read(&mut buf);
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+        let _ = conn.write_all(head.as_bytes());
+        for _ in 0..quiet / 200 {
+            let _ = conn.write_all(b": queued: 1 running, 3 waiting\n\n");
+            let _ = conn.flush();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let end = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n\
+                   data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
+                   data: [DONE]\n\n";
+        let _ = conn.write_all(end.as_bytes());
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn progress_comments_keep_a_queued_call_alive_past_the_silence_limit() {
+    let address = fake_queued_worker(1_600);
+    // Silence limit 1 s; the call waits 1.6 s in all before its text.
+    let timeouts = WorkerTimeouts {
+        silence: Duration::from_secs(1),
+        total: Duration::from_secs(60),
+    };
+    let endpoint = Endpoint::for_worker(
+        &address,
+        "m",
+        Client::for_worker("127.0.0.1", timeouts),
+        timeouts,
+    );
+    let (mut progress, mut text) = (Vec::new(), String::new());
+    let answer = endpoint
+        .chat_streamed(serde_json::json!([]), &serde_json::json!({}), &mut |s| {
+            match s {
+                crate::openai::Streamed::Progress(p) => progress.push(p.to_string()),
+                crate::openai::Streamed::Text(t) => text.push_str(t),
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!((answer.0.as_str(), answer.1, answer.2), ("hi", 5, 1));
+    assert_eq!(text, "hi");
+    assert!(progress.len() >= 4, "{progress:?}");
+    assert_eq!(progress[0], "queued: 1 running, 3 waiting");
+}

@@ -101,6 +101,10 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// A progress comment: what this process's LLM engines are doing now.
 fn progress() -> Event {
     let loads = glassbox_nodes::model_cache::global().llm_loads();
+    if loads.is_empty() {
+        // No local engine (a coordinator): the run is on its way.
+        return Event::default().comment("working");
+    }
     let running: usize = loads.iter().map(|(_, l)| l.running).sum();
     let waiting: usize = loads.iter().map(|(_, l)| l.waiting).sum();
     Event::default().comment(format!("queued: {running} running, {waiting} waiting"))
