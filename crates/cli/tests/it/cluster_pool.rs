@@ -149,7 +149,9 @@ pub struct Load {
 impl Load {
     /// Runs of [`CHAT`] with a question numbered per client.
     fn start(coordinators: &[String], clients: usize) -> Load {
-        let body: Body = Arc::new(|n: usize, c: usize| json!({ "question": format!("Question {n} from client {c}.") }));
+        let body: Body = Arc::new(
+            |n: usize, c: usize| json!({ "question": format!("Question {n} from client {c}.") }),
+        );
         Load::start_with(coordinators, clients, "chat", body)
     }
 

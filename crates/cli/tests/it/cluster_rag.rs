@@ -38,7 +38,8 @@ const EMBEDDING: &str = "all-minilm-l6-v2=all-minilm-l6-v2";
 
 /// Short silences and probes, so a frozen worker is found within seconds;
 /// a queue longer than any of them must still not count as death.
-const CLUSTER: &str = "[cluster]\nattempt_timeout = \"5s\"\nprobe_interval = \"1s\"\nprobe_timeout = \"3s\"\n";
+const CLUSTER: &str =
+    "[cluster]\nattempt_timeout = \"5s\"\nprobe_interval = \"1s\"\nprobe_timeout = \"3s\"\n";
 
 /// The example's product questions (the lines before `---`).
 fn questions() -> Vec<String> {
@@ -77,7 +78,10 @@ fn start_worker(dir: &Path, id: &str, etcd: &str, ttl: &str) -> (Proc, String) {
         "--id",
         id,
     ];
-    (worker_in(dir, &format!("{id}.log"), &args, None, &[]), address)
+    (
+        worker_in(dir, &format!("{id}.log"), &args, None, &[]),
+        address,
+    )
 }
 
 /// SIGTERM, then the exit (a drained worker exits by itself).
@@ -160,7 +164,9 @@ fn the_rag_pool_bends_under_kills_freezes_and_rolling_restarts() {
     });
     let questions = questions();
     assert!(questions.len() >= 8, "{questions:?}");
-    let body: Body = Arc::new(move |n: usize, c: usize| json!({ "question": questions[(n * 3 + c) % questions.len()] }));
+    let body: Body = Arc::new(
+        move |n: usize, c: usize| json!({ "question": questions[(n * 3 + c) % questions.len()] }),
+    );
     let coordinators = [c.url.clone()];
     let load = Load::start_with(&coordinators, 4, "rag-chat", body);
     load.wait_more(0, 4, "warm-up");
@@ -171,14 +177,19 @@ fn the_rag_pool_bends_under_kills_freezes_and_rolling_restarts() {
     w1.0.kill().unwrap();
     w1.0.wait().unwrap();
     let killed = load.count();
-    wait_workers(&c.url, "the killed w1 leaves", Duration::from_secs(30), |w| {
-        !ids(w).contains(&"w1")
-    });
+    wait_workers(
+        &c.url,
+        "the killed w1 leaves",
+        Duration::from_secs(30),
+        |w| !ids(w).contains(&"w1"),
+    );
     // The lone survivor, every client queued on it, keeps serving.
     load.wait_more(load.count(), 6, "w2 alone after w1 was killed");
     let after_kill = load.since(killed);
     assert!(
-        after_kill.iter().all(|o| !o.explanation().contains("panic mode")),
+        after_kill
+            .iter()
+            .all(|o| !o.explanation().contains("panic mode")),
         "w2 was never judged dead for its queue: {:#?}",
         explanations(&after_kill)
     );

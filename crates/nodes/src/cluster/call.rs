@@ -111,23 +111,24 @@ impl Remote {
         self.run(Some(cx), |chosen, sent| {
             let start = Instant::now();
             let mut first: Option<Instant> = None;
-            let answer = chosen
-                .endpoint
-                .chat_streamed(messages.clone(), params, &mut |streamed| {
-                    if cx.attempt_over() {
-                        return false;
-                    }
-                    d.heard(&chosen.worker);
-                    let Streamed::Text(piece) = streamed else {
-                        return true;
-                    };
-                    first.get_or_insert_with(Instant::now);
-                    if let Some(t) = tokens {
-                        t.send(piece);
-                        *sent = true;
-                    }
-                    true
-                })?;
+            let answer =
+                chosen
+                    .endpoint
+                    .chat_streamed(messages.clone(), params, &mut |streamed| {
+                        if cx.attempt_over() {
+                            return false;
+                        }
+                        d.heard(&chosen.worker);
+                        let Streamed::Text(piece) = streamed else {
+                            return true;
+                        };
+                        first.get_or_insert_with(Instant::now);
+                        if let Some(t) = tokens {
+                            t.send(piece);
+                            *sent = true;
+                        }
+                        true
+                    })?;
             // Decode speed: tokens after the first over the time after it.
             let out = answer.2;
             let tps = match first {
@@ -169,7 +170,8 @@ impl Remote {
             },
         };
         let over = || cx.is_some_and(NodeCx::attempt_over);
-        let offline = cx.is_some_and(|cx| cx.priority() == glassbox_engine::trace::Priority::Offline);
+        let offline =
+            cx.is_some_and(|cx| cx.priority() == glassbox_engine::trace::Priority::Offline);
         let mut tried: Vec<String> = Vec::new();
         let mut failed: Vec<FailedAttempt> = Vec::new();
         // Workers that answered 429 since the pool was last tried afresh.

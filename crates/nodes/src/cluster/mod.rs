@@ -419,9 +419,10 @@ impl Dispatcher {
                 verdict::Verdict::Busy => breaker.abandon(),
                 _ => {
                     breaker.failure(now);
-                    state
-                        .dead
-                        .insert(worker.to_string(), format!("probe failed while idle: {why}"));
+                    state.dead.insert(
+                        worker.to_string(),
+                        format!("probe failed while idle: {why}"),
+                    );
                     state.probe_failed.insert(worker.to_string(), why);
                 }
             },

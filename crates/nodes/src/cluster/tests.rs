@@ -149,14 +149,28 @@ fn a_breaker_never_empties_the_pool_but_a_dead_worker_leaves_at_once() {
     let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
     assert_eq!(c.placement.rule, glassbox_cluster::Rule::Panic);
     // `a` refuses connections: dead, never chosen, even in panic.
-    d.failed("a", "unavailable: 127.0.0.1: io: Connection refused (os error 111)");
-    assert!(d.unhealthy("a").unwrap().starts_with("dead: refused a connection"));
+    d.failed(
+        "a",
+        "unavailable: 127.0.0.1: io: Connection refused (os error 111)",
+    );
+    assert!(
+        d.unhealthy("a")
+            .unwrap()
+            .starts_with("dead: refused a connection")
+    );
     for _ in 0..3 {
         assert_eq!(chosen(&d, &llm()), "b");
     }
-    d.failed("b", "unavailable: 127.0.0.1: io: Connection refused (os error 111)");
+    d.failed(
+        "b",
+        "unavailable: 127.0.0.1: io: Connection refused (os error 111)",
+    );
     let none = d.choose(&llm(), &[]).err().unwrap();
-    assert!(none.why_none().contains("dead: refused"), "{}", none.why_none());
+    assert!(
+        none.why_none().contains("dead: refused"),
+        "{}",
+        none.why_none()
+    );
     // A call that succeeds brings it back.
     d.succeeded("b", "smollm2", "cpu", None);
     assert_eq!(chosen(&d, &llm()), "b");

@@ -52,10 +52,18 @@ mod tests {
     #[test]
     fn refused_is_dead_slow_while_working_is_busy_else_failed() {
         let refused = "unavailable: 127.0.0.1: io: Connection refused (os error 111)";
-        assert_eq!(judge(refused, true), Verdict::Dead, "dead even if busy before");
+        assert_eq!(
+            judge(refused, true),
+            Verdict::Dead,
+            "dead even if busy before"
+        );
         let silent = "unavailable: http://127.0.0.1:9/v1/chat/completions: reading the stream: timeout: per read";
         assert_eq!(judge(silent, true), Verdict::Busy);
-        assert_eq!(judge(silent, false), Verdict::Failed, "silent and idle: hung");
+        assert_eq!(
+            judge(silent, false),
+            Verdict::Failed,
+            "silent and idle: hung"
+        );
         let reset = "unavailable: 127.0.0.1 answered HTTP 500";
         assert_eq!(judge(reset, true), Verdict::Failed);
         assert!(refused_reason(refused).starts_with("refused a connection ("));
