@@ -19,13 +19,17 @@
 //!   filters, expected wait normalised by [`profile`]s, smooth weighted
 //!   round robin from [`swrr`]), with the reasons for the trace;
 //!   [`breaker`]: the circuit breaker per worker that failover and
-//!   liveness probes feed.
+//!   liveness probes feed; [`budget`]: the retry budget that caps
+//!   failovers at a share of recent calls; [`capability`]: how strong a
+//!   worker's hardware counts for each node kind.
 //!
 //! Membership and heartbeats live in etcd (a lease per worker: its keys
 //! vanish when it stops refreshing); nothing here invents a protocol.
 
 pub mod attach;
 pub mod breaker;
+pub mod budget;
+pub mod capability;
 pub mod etcd;
 #[cfg(any(test, feature = "test-support"))]
 pub mod etcd_temp;
@@ -38,6 +42,7 @@ pub mod profile;
 pub mod swrr;
 
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
+pub use budget::{BudgetSettings, RetryBudget, Spent};
 pub use etcd::{
     EtcdError, EtcdOptions, Registration, RegistrationEvent, RegistrationOptions, Watch,
     WatchEvent, watch,

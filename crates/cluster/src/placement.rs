@@ -51,7 +51,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::member::{Hardware, Member};
+use crate::capability::kv_factor;
+pub use crate::capability::{strength, weight};
+use crate::member::Member;
 use crate::profile::Profiles;
 use crate::swrr::Swrr;
 
@@ -144,6 +146,9 @@ pub struct Candidate<'a> {
     pub member: &'a Member,
     /// Why the worker must not get work now (circuit open, probe failed).
     pub unhealthy: Option<&'a str>,
+    /// Known dead, not merely suspect: it refused a connection, or failed
+    /// a probe while idle. Panic mode never routes to it.
+    pub dead: bool,
     /// Calls this coordinator sent it since its load was measured.
     pub pending: u64,
 }
@@ -222,6 +227,9 @@ pub enum Rule {
     RoundRobin,
     /// The `random` policy: drawn uniformly.
     Random,
+    /// Panic mode: every worker for the call was unhealthy but alive, so
+    /// the least loaded of them (the pool is never emptied by breakers).
+    Panic,
     /// No candidate passed the filters.
     NoWorker,
 }
@@ -235,6 +243,7 @@ impl Rule {
             Rule::Stale => "stale",
             Rule::RoundRobin => "round_robin",
             Rule::Random => "random",
+            Rule::Panic => "panic",
             Rule::NoWorker => "no_worker",
         }
     }
@@ -270,49 +279,6 @@ impl Placement {
             .collect::<Vec<_>>()
             .join("; ")
     }
-}
-
-const GIB: f64 = (1u64 << 30) as f64;
-
-/// A GPU's compute capability as a number (`8.9`); 5.0 when unknown.
-fn compute(cc: Option<&str>) -> f64 {
-    cc.and_then(|c| c.trim().parse::<f64>().ok())
-        .filter(|c| c.is_finite() && *c > 0.0)
-        .unwrap_or(5.0)
-}
-
-/// How strong a machine is for generation: Σ GPU memory GiB × compute
-/// capability; a CPU-only machine 0.05 per core.
-pub fn strength(hw: &Hardware) -> f64 {
-    if hw.gpus.is_empty() {
-        return 0.05 * f64::from(hw.cpu_cores.max(1));
-    }
-    hw.gpus
-        .iter()
-        .map(|g| g.memory_bytes as f64 / GIB * compute(g.compute_capability.as_deref()))
-        .sum()
-}
-
-/// The capability weight of `hw` for `kind`, given the strength of the
-/// strongest eligible candidate (see the module docs).
-pub fn weight(kind: &str, hw: &Hardware, top_strength: f64) -> f64 {
-    if kind == "embedding" && !hw.gpus.is_empty() {
-        let memory: f64 = hw.gpus.iter().map(|g| g.memory_bytes as f64 / GIB).sum();
-        let s = if top_strength > 0.0 {
-            (strength(hw) / top_strength).min(1.0)
-        } else {
-            1.0
-        };
-        memory * (1.0 - 0.75 * s * s)
-    } else {
-        strength(hw)
-    }
-}
-
-/// Extra wait for a nearly full KV cache.
-fn kv_factor(kv_usage: f64) -> f64 {
-    let kv = if kv_usage.is_finite() { kv_usage } else { 0.0 };
-    1.0 + 20.0 * (kv - 0.8).max(0.0)
 }
 
 /// Places one call; see the module docs for the rules.
@@ -374,9 +340,14 @@ pub fn place(
     }
     let eligible: Vec<usize> = (0..out.len()).filter(|&i| out[i].eligible).collect();
     if eligible.is_empty() {
+        let chosen = panic_pick(&out, candidates);
         return Placement {
-            chosen: None,
-            rule: Rule::NoWorker,
+            chosen,
+            rule: if chosen.is_some() {
+                Rule::Panic
+            } else {
+                Rule::NoWorker
+            },
             rebound_from,
             candidates: out,
         };
@@ -487,6 +458,21 @@ pub fn place(
         rebound_from,
         candidates: out,
     }
+}
+
+/// Panic mode (Envoy's panic threshold, at zero healthy hosts): when no
+/// candidate is eligible but some failed *only* the health filter and are
+/// not known dead, the least loaded of them takes the call. Breakers and
+/// probes judge slowness by timeouts, which overload also causes; leaving
+/// every such worker out would turn a slow pool into no pool.
+fn panic_pick(out: &[Assessed], candidates: &[Candidate<'_>]) -> Option<usize> {
+    (0..out.len())
+        .filter(|&i| !candidates[i].dead)
+        .filter(|&i| {
+            let mut failed = out[i].checks.iter().filter(|c| !c.passed).peekable();
+            failed.peek().is_some() && failed.all(|c| c.filter == Filter::Health)
+        })
+        .min_by_key(|&i| out[i].queue.unwrap_or(u64::MAX))
 }
 
 fn fresh(at: u64, now_secs: u64, settings: &Settings) -> bool {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::member::{Gpu, Load, WorkerRecord};
+use crate::member::{Gpu, Hardware, Load, WorkerRecord};
 
 const NOW: u64 = 1_000_000;
 
@@ -49,6 +49,7 @@ fn cands(members: &[Member]) -> Vec<Candidate<'_>> {
         .map(|m| Candidate {
             member: m,
             unhealthy: None,
+            dead: false,
             pending: 0,
         })
         .collect()
@@ -494,4 +495,46 @@ fn policies_are_named_as_the_config_spells_them() {
     assert_eq!(Policy::default(), Policy::Scored);
     assert_eq!(Rule::RoundRobin.as_str(), "round_robin");
     assert_eq!(Rule::Random.as_str(), "random");
+}
+
+#[test]
+fn panic_mode_keeps_the_least_loaded_live_worker_when_every_one_is_unhealthy() {
+    let mut no_model = l4("other", 0);
+    no_model.record.models = vec!["minilm".into()];
+    let members = [l4("busy", 6), l4("lighter", 2), l4("refused", 0), no_model];
+    let mut cs = cands(&members);
+    for c in &mut cs {
+        c.unhealthy = Some("circuit open after 3 consecutive failures");
+    }
+    // `refused` refused a connection: dead, never taken even in panic;
+    // `other` lacks the model: failing another filter keeps it out too.
+    cs[2].dead = true;
+    let go = |tried: &[String], cs: &[Candidate<'_>]| {
+        place(
+            &Ask { tried, ..llm() },
+            cs,
+            &Profiles::default(),
+            &mut Swrr::new(),
+            &Settings::default(),
+            NOW,
+        )
+    };
+    let p = go(&[], &cs);
+    assert_eq!(p.rule, Rule::Panic, "{p:?}");
+    assert_eq!(chosen(&p), "lighter");
+    // A worker that failed this call already is not taken again.
+    let p = go(&["lighter".to_string()], &cs);
+    assert_eq!((p.rule, chosen(&p)), (Rule::Panic, "busy"));
+    // Every live one tried, the rest dead or without the model: nobody.
+    let p = go(&["lighter".to_string(), "busy".to_string()], &cs);
+    assert_eq!(p.rule, Rule::NoWorker);
+    assert!(
+        p.why_none().contains("refused: circuit open"),
+        "{}",
+        p.why_none()
+    );
+    // One healthy worker: no panic, it is chosen though busier.
+    cs[0].unhealthy = None;
+    let p = go(&[], &cs);
+    assert_eq!((p.rule, chosen(&p)), (Rule::LeastLoaded, "busy"));
 }

@@ -17,6 +17,17 @@ use crate::outbound::{
     Client, ClientOptions, Request, WorkerTimeouts, display_url, upstream_error,
 };
 
+/// What a streamed chat hands its caller as it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streamed<'a> {
+    /// A piece of the answer's text.
+    Text(&'a str),
+    /// A server-sent comment: a Glassbox worker sends one at least every
+    /// second while the call is queued or prefilling (`: queued …`), so
+    /// silence means a dead or hung call, not a long queue.
+    Progress(&'a str),
+}
+
 /// Where the server is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -28,6 +39,9 @@ pub struct Endpoint {
     pub api_key_env: Option<String>,
     pub timeout: Duration,
     client: Client,
+    /// Headers sent with every call besides the key (e.g. a cluster call's
+    /// start deadline).
+    headers: Vec<(String, String)>,
 }
 
 impl Endpoint {
@@ -81,6 +95,7 @@ impl Endpoint {
             api_key_env: config.api_key_env.clone(),
             timeout,
             client,
+            headers: Vec::new(),
         }))
     }
 
@@ -107,7 +122,14 @@ impl Endpoint {
                 .map(|_| crate::cluster::WORKER_KEY_ENV.to_string()),
             timeout: timeouts.total,
             client,
+            headers: Vec::new(),
         }
+    }
+
+    /// Sends `name: value` with every call too.
+    pub fn with_header(mut self, name: &str, value: String) -> Endpoint {
+        self.headers.push((name.to_string(), value));
+        self
     }
 
     /// The client its calls go through (and its policy).
@@ -122,7 +144,7 @@ impl Endpoint {
         body: &Value,
     ) -> Result<ureq::http::Response<ureq::Body>, NodeError> {
         let url = format!("{}{path}", self.base_url);
-        let mut headers = Vec::new();
+        let mut headers = self.headers.clone();
         if let Some(var) = &self.api_key_env {
             let key = std::env::var(var).map_err(|_| {
                 NodeError::BadInput(format!(
@@ -200,8 +222,10 @@ impl Endpoint {
             }
         }
         if let Some(stream) = stream {
-            return self.read_stream(&body, &mut |piece| {
-                stream.send(piece);
+            return self.read_stream(&body, &mut |streamed| {
+                if let Streamed::Text(piece) = streamed {
+                    stream.send(piece);
+                }
                 true
             });
         }
@@ -232,14 +256,15 @@ impl Endpoint {
     }
 
     /// A chat completion read as server-sent events: each content piece
-    /// goes to `on_piece` as it arrives. When `on_piece` answers false the
-    /// call is abandoned and its connection closed, so the server stops
-    /// generating; the answer is then [`abandoned`]'s error.
+    /// and each progress comment goes to `on_piece` as it arrives. When
+    /// `on_piece` answers false the call is abandoned and its connection
+    /// closed, so the server stops generating (or drops it from its
+    /// queue); the answer is then [`abandoned`]'s error.
     pub fn chat_streamed(
         &self,
         messages: Value,
         params: &Value,
-        on_piece: &mut dyn FnMut(&str) -> bool,
+        on_piece: &mut dyn FnMut(Streamed<'_>) -> bool,
     ) -> Result<(String, u64, u64, String), NodeError> {
         let mut body = json!({ "model": self.model, "messages": messages, "stream": true,
             "stream_options": { "include_usage": true } });
@@ -254,7 +279,7 @@ impl Endpoint {
     fn read_stream(
         &self,
         body: &Value,
-        on_piece: &mut dyn FnMut(&str) -> bool,
+        on_piece: &mut dyn FnMut(Streamed<'_>) -> bool,
     ) -> Result<(String, u64, u64, String), NodeError> {
         use std::io::BufRead;
         let url = format!("{}/chat/completions", self.shown_url);
@@ -265,6 +290,12 @@ impl Endpoint {
         for line in reader.lines() {
             let line = line
                 .map_err(|e| NodeError::Unavailable(format!("{url}: reading the stream: {e}")))?;
+            if let Some(comment) = line.strip_prefix(':') {
+                if !on_piece(Streamed::Progress(comment.trim())) {
+                    return Err(abandoned(&url));
+                }
+                continue;
+            }
             let Some(data) = line.strip_prefix("data:").map(str::trim) else {
                 continue;
             };
@@ -286,7 +317,7 @@ impl Endpoint {
                 && !piece.is_empty()
             {
                 text.push_str(piece);
-                if !on_piece(piece) {
+                if !on_piece(Streamed::Text(piece)) {
                     return Err(abandoned(&url));
                 }
             }

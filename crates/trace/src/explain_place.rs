@@ -85,12 +85,20 @@ fn reason(p: &Placed, lang: Lang) -> String {
         }
         (Lang::En, "round_robin") => format!("its turn in plain round robin ({})", p.hardware),
         (Lang::En, "random") => format!("drawn at random ({})", p.hardware),
+        (Lang::En, "panic") => format!(
+            "panic mode: every worker for {model} was marked unhealthy but alive, so the least loaded of them ({})",
+            p.hardware
+        ),
         (Lang::En, _) => format!("least loaded for {model} on its hardware, {}", p.hardware),
         (Lang::Zh, "affinity") => format!("与亲和组 `{group}` 保持在同一 worker"),
         (Lang::Zh, "tied") => format!("{model} 的负载相当，按算力加权轮询选中（{}）", p.hardware),
         (Lang::Zh, "stale") => format!("负载报告已过时，按算力加权轮询选中（{}）", p.hardware),
         (Lang::Zh, "round_robin") => format!("按普通轮询轮到（{}）", p.hardware),
         (Lang::Zh, "random") => format!("随机选中（{}）", p.hardware),
+        (Lang::Zh, "panic") => format!(
+            "恐慌模式：{model} 的所有 worker 都被标为不健康但仍存活，选其中负载最低者（{}）",
+            p.hardware
+        ),
         (Lang::Zh, _) => format!("{model} 在其硬件 {} 上负载最低", p.hardware),
     };
     match (&p.rebound_from, lang) {
@@ -181,6 +189,23 @@ mod tests {
             clause("llm", &placed(), Lang::Zh),
             "`llm` 在 worker w2 上运行（smollm2 在其硬件 NVIDIA L4 上负载最低；w1 更忙，w3 没有该模型）"
         );
+    }
+
+    #[test]
+    fn panic_mode_is_said_as_such() {
+        let mut p = placed();
+        p.rule = "panic".into();
+        p.candidates[0].failed.push(FilterMiss {
+            filter: "health".into(),
+            detail: "circuit open".into(),
+        });
+        let en = clause("llm", &p, Lang::En);
+        assert!(
+            en.contains("panic mode: every worker for smollm2 was marked unhealthy but alive"),
+            "{en}"
+        );
+        assert!(en.contains("w1 unhealthy"), "{en}");
+        assert!(clause("llm", &p, Lang::Zh).contains("恐慌模式"));
     }
 
     #[test]

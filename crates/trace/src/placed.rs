@@ -21,8 +21,9 @@ pub struct Placed {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// How it was chosen: `least_loaded`, `tied`, `stale` (round robin
-    /// because some load reports were stale or missing) or `affinity`;
-    /// with the baseline policies, `round_robin` or `random`.
+    /// because some load reports were stale or missing), `affinity` or
+    /// `panic` (every worker unhealthy but alive: the least loaded); with
+    /// the baseline policies, `round_robin` or `random`.
     pub rule: String,
     /// The node's affinity group, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

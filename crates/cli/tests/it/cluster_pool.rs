@@ -50,7 +50,7 @@ edges:
 
 const MODEL: &str = "smollm2=smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-fn etcd(members: usize, also_on: &[&str]) -> TempEtcd {
+pub fn etcd(members: usize, also_on: &[&str]) -> TempEtcd {
     TempEtcd::start_also_on(members, also_on)
         .unwrap_or_else(|e| panic!("the cluster tests need etcd and it did not start: {e}"))
 }
@@ -122,35 +122,48 @@ fn start_worker(dir: &Path, w: WorkerSpec<'_>) -> (Proc, String) {
 
 /// What one client request came to.
 #[derive(Debug, Clone)]
-struct Outcome {
-    started: Instant,
-    coordinator: usize,
-    status: u16,
-    body: Value,
+pub struct Outcome {
+    pub started: Instant,
+    pub coordinator: usize,
+    pub status: u16,
+    pub body: Value,
 }
 
 impl Outcome {
-    fn explanation(&self) -> &str {
+    pub fn explanation(&self) -> &str {
         self.body["explanation"].as_str().unwrap_or("")
     }
 }
 
-/// `clients` threads sending runs of `chat`, in turn to each coordinator,
-/// until `stop`; every outcome is kept.
-struct Load {
+/// The body client `c` sends as its request number `n`.
+pub type Body = Arc<dyn Fn(usize, usize) -> Value + Send + Sync>;
+
+/// `clients` threads sending runs of a topology, in turn to each
+/// coordinator, until `stop`; every outcome is kept.
+pub struct Load {
     stop: Arc<AtomicBool>,
     done: Arc<Mutex<Vec<Outcome>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Load {
+    /// Runs of [`CHAT`] with a question numbered per client.
     fn start(coordinators: &[String], clients: usize) -> Load {
+        let body: Body = Arc::new(
+            |n: usize, c: usize| json!({ "question": format!("Question {n} from client {c}.") }),
+        );
+        Load::start_with(coordinators, clients, "chat", body)
+    }
+
+    /// Runs of `topology`, client `c`'s `n`th request sending `body(n, c)`.
+    pub fn start_with(coordinators: &[String], clients: usize, topology: &str, body: Body) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Vec::new()));
         let threads = (0..clients)
             .map(|c| {
                 let (stop, done) = (stop.clone(), done.clone());
                 let urls = coordinators.to_vec();
+                let (topology, body) = (topology.to_string(), body.clone());
                 std::thread::spawn(move || {
                     let mut n = c;
                     while !stop.load(Ordering::Relaxed) {
@@ -158,8 +171,8 @@ impl Load {
                         n += 1;
                         let started = Instant::now();
                         let (status, text) = post(
-                            &format!("{}/v1/topologies/chat/runs", urls[i]),
-                            &json!({ "question": format!("Question {n} from client {c}.") }),
+                            &format!("{}/v1/topologies/{topology}/runs", urls[i]),
+                            &body(n, c),
                         );
                         let body = serde_json::from_str(&text).unwrap_or(json!({ "raw": text }));
                         done.lock().unwrap().push(Outcome {
@@ -179,16 +192,16 @@ impl Load {
         }
     }
 
-    fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.done.lock().unwrap().len()
     }
 
-    fn since(&self, from: usize) -> Vec<Outcome> {
+    pub fn since(&self, from: usize) -> Vec<Outcome> {
         self.done.lock().unwrap()[from..].to_vec()
     }
 
     /// Waits until `more` requests beyond `from` have finished.
-    fn wait_more(&self, from: usize, more: usize, what: &str) {
+    pub fn wait_more(&self, from: usize, more: usize, what: &str) {
         let until = Instant::now() + Duration::from_secs(300);
         while self.count() < from + more {
             assert!(
@@ -200,7 +213,7 @@ impl Load {
         }
     }
 
-    fn finish(self) -> Vec<Outcome> {
+    pub fn finish(self) -> Vec<Outcome> {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
             t.join().unwrap();
@@ -212,7 +225,7 @@ impl Load {
 /// Requests the worker at `address` is decoding now (its vLLM-style gauge).
 /// The sum of a gauge's samples on the worker's `/metrics` (0 when the
 /// worker does not answer).
-fn gauge(address: &str, name: &str) -> u64 {
+pub fn gauge(address: &str, name: &str) -> u64 {
     let Ok(mut reply) = agent().get(format!("{address}/metrics")).call() else {
         return 0;
     };
@@ -223,12 +236,12 @@ fn gauge(address: &str, name: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-fn running(address: &str) -> u64 {
+pub fn running(address: &str) -> u64 {
     gauge(address, "glassbox_llm_num_requests_running")
 }
 
 /// Waits until the worker at `address` runs a request.
-fn until_busy(address: &str, what: &str) {
+pub fn until_busy(address: &str, what: &str) {
     let until = Instant::now() + Duration::from_secs(120);
     while running(address) == 0 {
         assert!(Instant::now() < until, "{what}: it never ran a request");
@@ -242,7 +255,7 @@ fn until_busy(address: &str, what: &str) {
 /// tenth of a second. The coordinators' liveness probes are real one-token
 /// completions, so a running request alone may be a probe, which nobody
 /// would fail over.
-fn until_decoding(address: &str, what: &str) {
+pub fn until_decoding(address: &str, what: &str) {
     let until = Instant::now() + Duration::from_secs(120);
     let tokens = || gauge(address, "glassbox_llm_generation_tokens");
     let mut seen: std::collections::VecDeque<(Instant, u64)> = [(Instant::now(), tokens())].into();
@@ -262,17 +275,17 @@ fn until_decoding(address: &str, what: &str) {
     }
 }
 
-fn signal(p: &Proc, sig: &str) {
+pub fn signal(p: &Proc, sig: &str) {
     let pid = p.0.id().to_string();
     let out = Command::new("kill").args([sig, &pid]).output().unwrap();
     assert!(out.status.success(), "kill {sig} {pid}: {out:?}");
 }
 
-fn ids(workers: &[Value]) -> Vec<&str> {
+pub fn ids(workers: &[Value]) -> Vec<&str> {
     workers.iter().filter_map(|w| w["id"].as_str()).collect()
 }
 
-fn has_load(workers: &[Value], id: &str) -> bool {
+pub fn has_load(workers: &[Value], id: &str) -> bool {
     workers
         .iter()
         .any(|w| w["id"] == id && w["load"].is_object())
@@ -302,7 +315,7 @@ fn span_workers(coordinator: &str, id: &str) -> Vec<(String, String)> {
 /// The worker a node's placement clause names ("`second` ran on worker w2
 /// (...) after w1 failed (...)"), and whether that clause says the node
 /// moved off `from`.
-fn placement(why: &str, node: &str, from: &str) -> Option<(String, bool)> {
+pub fn placement(why: &str, node: &str, from: &str) -> Option<(String, bool)> {
     const RAN: &str = " ran on worker ";
     let head = format!("`{node}`{RAN}");
     let rest = &why[why.find(&head)? + head.len()..];
@@ -321,7 +334,7 @@ fn a_placement_clause_names_its_worker_and_the_failover() {
 }
 
 /// No request lost: every one answered 200 with a finished run.
-fn assert_none_lost(outcomes: &[Outcome]) {
+pub fn assert_none_lost(outcomes: &[Outcome]) {
     for o in outcomes {
         assert!(
             o.status == 200 && o.body["status"] == "ok",

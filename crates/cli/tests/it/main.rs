@@ -8,6 +8,7 @@ mod calibrate;
 mod cli;
 mod cluster;
 mod cluster_pool;
+mod cluster_rag;
 mod deploy;
 mod doctor;
 mod durable;

@@ -14,12 +14,23 @@
 //!   (request cancelled, deadline, node timeout) and drops the connection:
 //!   the worker then stops generating.
 //! - Each failure that is the worker's fault counts on its circuit
-//!   breaker (an overloaded 429 does not); each success closes it and
-//!   teaches the throughput profile.
+//!   breaker (an overloaded 429 does not, nor a timeout while the worker
+//!   shows it works: [`verdict`](super::verdict)); each success closes it
+//!   and teaches the throughput profile. Every progress event or piece of
+//!   text a worker streams marks it as heard working.
+//! - Failovers spend the coordinator's retry budget
+//!   ([`glassbox_cluster::budget`]); a spent budget ends the call, and its
+//!   error (in the trace and the explanation) says so.
+//! - Overload sheds by priority: a worker's 429 ends an offline call at
+//!   once (429 to its client: offline work goes first), while interactive
+//!   and online calls move to another worker, and when every worker
+//!   answered 429 wait a second and try the pool again, until their
+//!   node's timeout or the request's deadline. A pool that is alive but
+//!   overloaded thus answers 429 or late, never 503.
 //!
 //! [`DispatchOptions::max_attempts`]: super::DispatchOptions::max_attempts
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use glassbox_engine::trace::{FailedAttempt, Placed};
 use glassbox_engine::{BuildContext, NodeCx, NodeError, TokenStream};
@@ -30,6 +41,7 @@ use glassbox_cluster::Placement;
 
 use super::{Chosen, Dispatcher, Spec, placed_fact};
 use crate::check::BackendKind;
+use crate::openai::Streamed;
 
 /// A node whose calls go to the pool's workers.
 #[derive(Debug, Clone)]
@@ -39,6 +51,8 @@ pub struct Remote {
     node: String,
     model: Option<String>,
     affinity: Option<String>,
+    /// How long a call may wait on a worker to start: its node's timeout.
+    start_within: std::time::Duration,
 }
 
 /// A chat's answer: text, prompt tokens, completion tokens, model.
@@ -75,6 +89,7 @@ impl Remote {
             node: node.id.clone(),
             model: node.resource.model.clone(),
             affinity: node.affinity.clone(),
+            start_within: node.timeout,
         })
     }
 
@@ -92,22 +107,28 @@ impl Remote {
         params: &Value,
         tokens: Option<&TokenStream>,
     ) -> Result<Done<ChatAnswer>, NodeError> {
+        let d = &self.dispatcher;
         self.run(Some(cx), |chosen, sent| {
             let start = Instant::now();
             let mut first: Option<Instant> = None;
-            let answer = chosen
-                .endpoint
-                .chat_streamed(messages.clone(), params, &mut |piece| {
-                    if cx.attempt_over() {
-                        return false;
-                    }
-                    first.get_or_insert_with(Instant::now);
-                    if let Some(t) = tokens {
-                        t.send(piece);
-                        *sent = true;
-                    }
-                    true
-                })?;
+            let answer =
+                chosen
+                    .endpoint
+                    .chat_streamed(messages.clone(), params, &mut |streamed| {
+                        if cx.attempt_over() {
+                            return false;
+                        }
+                        d.heard(&chosen.worker);
+                        let Streamed::Text(piece) = streamed else {
+                            return true;
+                        };
+                        first.get_or_insert_with(Instant::now);
+                        if let Some(t) = tokens {
+                            t.send(piece);
+                            *sent = true;
+                        }
+                        true
+                    })?;
             // Decode speed: tokens after the first over the time after it.
             let out = answer.2;
             let tps = match first {
@@ -149,18 +170,36 @@ impl Remote {
             },
         };
         let over = || cx.is_some_and(NodeCx::attempt_over);
+        let offline =
+            cx.is_some_and(|cx| cx.priority() == glassbox_engine::trace::Priority::Offline);
         let mut tried: Vec<String> = Vec::new();
         let mut failed: Vec<FailedAttempt> = Vec::new();
+        // Workers that answered 429 since the pool was last tried afresh.
+        let mut busy = 0usize;
+        d.called();
         loop {
             if over() {
                 return Err(crate::openai::abandoned(&format!("`{}`", self.node)));
             }
-            let chosen = d
-                .choose(&spec, &tried)
-                .map_err(|p| self.no_worker(&p, &failed))?;
+            let mut chosen = match d.choose(&spec, &tried) {
+                Ok(c) => c,
+                // Every worker left answered 429: alive, overloaded. Come
+                // back after the `Retry-After` second to the whole pool.
+                Err(_) if busy > 0 && cx.is_some() => {
+                    std::thread::sleep(OVERLOADED_PAUSE);
+                    tried = failed.iter().map(|f| f.worker.clone()).collect();
+                    busy = 0;
+                    continue;
+                }
+                Err(p) => return Err(self.no_worker(&p, &failed)),
+            };
             if let Some(cx) = cx {
                 cx.set_worker(&chosen.worker);
             }
+            chosen.endpoint = chosen.endpoint.with_header(
+                super::START_WITHIN_HEADER,
+                self.start_within.as_millis().to_string(),
+            );
             let in_flight = d.begin(&chosen.worker);
             let mut sent = false;
             let result = op(&chosen, &mut sent);
@@ -191,19 +230,38 @@ impl Remote {
                 d.abandoned(&chosen.worker);
                 return Err(error);
             }
-            if error.retryable() && !overloaded(&error) {
-                d.failed(&chosen.worker);
+            let overloaded = overloaded(&error);
+            if error.retryable() && !overloaded {
+                d.failed(&chosen.worker, &error.to_string());
             } else {
                 d.abandoned(&chosen.worker);
+            }
+            if overloaded && !sent {
+                if offline {
+                    // Offline work is the first to go under overload.
+                    return Err(NodeError::Overloaded(format!(
+                        "`{}` is offline work and worker {} is at capacity ({error}): offline requests are shed first",
+                        self.node, chosen.worker
+                    )));
+                }
+                // Busy, not broken: try the others, then the pool again,
+                // without spending the retry budget (the pause paces it).
+                busy += 1;
+                tried.push(chosen.worker);
+                continue;
             }
             failed.push(FailedAttempt {
                 worker: chosen.worker.clone(),
                 error: glassbox_topology::secret::mask_text(&error.to_string()).into_owned(),
             });
             tried.push(chosen.worker);
-            let last = tried.len() >= d.options().max_attempts.max(1) as usize;
+            let last = failed.len() >= d.options().max_attempts.max(1) as usize;
             if !error.retryable() || sent || last {
                 return Err(self.gave_up(error, &failed));
+            }
+            if let Err(spent) = d.may_retry() {
+                let note = format!("no failover: {spent}");
+                return Err(with_note(self.gave_up(error, &failed), &note));
             }
         }
     }
@@ -266,6 +324,27 @@ fn attempts(failed: &[FailedAttempt]) -> String {
         .map(|f| format!("{} ({})", f.worker, f.error))
         .collect::<Vec<_>>()
         .join(", then ")
+}
+
+/// How long a call waits when every worker answered 429 (the
+/// `Retry-After` workers send).
+const OVERLOADED_PAUSE: Duration = Duration::from_secs(1);
+
+/// `error` with `note` added to the message its caller sees.
+fn with_note(error: NodeError, note: &str) -> NodeError {
+    match error {
+        NodeError::Upstream {
+            message,
+            detail,
+            retryable,
+        } => NodeError::Upstream {
+            message: format!("{message}; {note}"),
+            detail,
+            retryable,
+        },
+        NodeError::Unavailable(m) => NodeError::Unavailable(format!("{m}; {note}")),
+        other => NodeError::Unavailable(format!("{other}; {note}")),
+    }
 }
 
 /// An overloaded worker (HTTP 429) is busy, not broken.

@@ -14,18 +14,24 @@
 //! pipeline of the server: each worker's circuit [`Breaker`] and last probe
 //! result, the (model, hardware) throughput [`Profiles`], the round-robin
 //! totals per (kind, model), the calls in flight per worker, and the
-//! affinity bindings of running requests. [`call`] holds the failover loop,
-//! [`probe`] the liveness probes.
+//! affinity bindings of running requests, when each worker was last heard
+//! working, the workers known dead, and the retry budget. [`call`] holds
+//! the failover loop, [`probe`] the liveness probes, [`verdict`] how a
+//! failure is judged (slow is not dead).
 
 pub mod call;
 pub mod probe;
+pub mod verdict;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use glassbox_cluster::placement::{self, Affinity, Ask, Candidate, Placement, Settings};
-use glassbox_cluster::{Breaker, BreakerSettings, Load, Member, Pool, Profiles, Swrr};
+use glassbox_cluster::{
+    Breaker, BreakerSettings, BudgetSettings, Load, Member, Pool, Profiles, RetryBudget, Spent,
+    Swrr,
+};
 use glassbox_engine::trace::{FailedAttempt, FilterMiss, Placed, PlacedCandidate, RequestId};
 
 use crate::openai::Endpoint;
@@ -35,6 +41,11 @@ use crate::outbound::{Client, WorkerTimeouts};
 /// their API key (`Authorization: Bearer`): one of the keys the workers
 /// accept (their `GLASSBOX_API_KEY` or a key in their config).
 pub const WORKER_KEY_ENV: &str = "GLASSBOX_WORKER_KEY";
+
+/// The header a coordinator tells a worker in how many milliseconds a
+/// call must start (its node's timeout); a Glassbox worker that cannot
+/// answers 429 at once (`glassbox_server::service::start`).
+pub const START_WITHIN_HEADER: &str = "x-glassbox-start-within-ms";
 
 /// How the dispatcher places, times out and probes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,6 +63,8 @@ pub struct DispatchOptions {
     pub probe_interval: Duration,
     /// How long a probe may take before the worker counts as hung.
     pub probe_timeout: Duration,
+    /// How many failovers the coordinator may add to its calls.
+    pub budget: BudgetSettings,
 }
 
 impl Default for DispatchOptions {
@@ -63,6 +76,7 @@ impl Default for DispatchOptions {
             max_attempts: 3,
             probe_interval: Duration::from_secs(3),
             probe_timeout: Duration::from_secs(5),
+            budget: BudgetSettings::default(),
         }
     }
 }
@@ -92,11 +106,17 @@ struct Inner {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     breakers: HashMap<String, Breaker>,
     /// Workers whose last probe failed, and why.
     probe_failed: HashMap<String, String>,
+    /// Workers known dead (refused a connection, failed a probe while
+    /// idle), and why: out of placement, panic mode included.
+    dead: HashMap<String, String>,
+    /// When each worker last showed it works: a progress event, a piece
+    /// of text or an answer on any call.
+    heard: HashMap<String, Instant>,
+    budget: RetryBudget,
     profiles: Profiles,
     rounds: HashMap<(String, String), Swrr>,
     bindings: HashMap<(RequestId, String), (String, Instant)>,
@@ -128,11 +148,24 @@ pub struct Chosen {
 
 impl Dispatcher {
     pub fn new(pool: Pool, options: DispatchOptions) -> Dispatcher {
+        let state = State {
+            breakers: HashMap::new(),
+            probe_failed: HashMap::new(),
+            dead: HashMap::new(),
+            heard: HashMap::new(),
+            budget: RetryBudget::new(options.budget),
+            profiles: Profiles::default(),
+            rounds: HashMap::new(),
+            bindings: HashMap::new(),
+            inflight: HashMap::new(),
+            next_call: 0,
+            clients: HashMap::new(),
+        };
         Dispatcher {
             inner: Arc::new(Inner {
                 pool,
                 options,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(state),
             }),
         }
     }
@@ -185,6 +218,7 @@ impl Dispatcher {
             .map(|(i, m)| Candidate {
                 member: m,
                 unhealthy: health[i].as_deref(),
+                dead: state.dead.contains_key(&m.record.id),
                 pending: pending[i],
             })
             .collect();
@@ -271,6 +305,8 @@ impl Dispatcher {
         if let Some(b) = state.breakers.get_mut(worker) {
             b.success();
         }
+        state.dead.remove(worker);
+        state.heard.insert(worker.to_string(), Instant::now());
         if let Some(t) = tps {
             state.profiles.observe(model, hardware, t);
         }
@@ -284,15 +320,70 @@ impl Dispatcher {
         }
     }
 
-    /// A call on `worker` failed in a way that is the worker's fault.
-    pub fn failed(&self, worker: &str) {
+    /// `worker` showed it works (a progress event or a piece of text).
+    pub fn heard(&self, worker: &str) {
+        self.state()
+            .heard
+            .insert(worker.to_string(), Instant::now());
+    }
+
+    /// A call's first attempt is being sent (the retry budget's base).
+    pub fn called(&self) {
+        self.state().budget.called(Instant::now());
+    }
+
+    /// Spends one failover from the retry budget, or says why not.
+    pub fn may_retry(&self) -> Result<(), Spent> {
+        self.state().budget.try_retry(Instant::now())
+    }
+
+    /// A call on `worker` failed with `error` (retryable, not overload):
+    /// judged by [`verdict::judge`]. Returns whether it counted against
+    /// the worker.
+    pub fn failed(&self, worker: &str, error: &str) -> bool {
         let settings = self.inner.options.breaker;
+        let now = Instant::now();
+        let window = self.inner.options.attempt_timeout;
         let mut state = self.state();
+        let working = self.working(&state, worker, now, window);
+        match verdict::judge(error, working) {
+            verdict::Verdict::Busy => {
+                if let Some(b) = state.breakers.get_mut(worker) {
+                    b.abandon();
+                }
+                return false;
+            }
+            verdict::Verdict::Dead => {
+                state
+                    .dead
+                    .insert(worker.to_string(), verdict::refused_reason(error));
+            }
+            verdict::Verdict::Failed => {}
+        }
         state
             .breakers
             .entry(worker.to_string())
             .or_insert_with(|| Breaker::new(settings))
-            .failure(Instant::now());
+            .failure(now);
+        true
+    }
+
+    /// Whether `worker` showed within `window` that it works: this
+    /// coordinator heard from it, or its load (fresh, not older than the
+    /// placement's `fresh_for`) says it runs or queues calls.
+    fn working(&self, state: &State, worker: &str, now: Instant, window: Duration) -> bool {
+        let heard = state
+            .heard
+            .get(worker)
+            .is_some_and(|at| now.saturating_duration_since(*at) <= window);
+        heard
+            || self.inner.pool.get(worker).is_some_and(|m| {
+                m.load.as_ref().is_some_and(|l| {
+                    let age = glassbox_cluster::member::now_secs().saturating_sub(l.at);
+                    age <= self.inner.options.placement.fresh_for.as_secs()
+                        && l.running + l.waiting > 0
+                })
+            })
     }
 
     /// The learned rate for (model, hardware), if any call finished.
@@ -300,10 +391,20 @@ impl Dispatcher {
         self.state().profiles.get(model, hardware)
     }
 
-    /// Records a probe's outcome for `worker`.
+    /// Records a probe's outcome for `worker`. A probe that timed out
+    /// while the worker shows it works (progress on calls, a busy load) is
+    /// queued behind real work, not a sign of death: it counts nothing. A
+    /// refused probe, or one that failed while the worker was idle, marks
+    /// it dead.
     pub(crate) fn probed(&self, worker: &str, result: Result<(), String>) {
         let settings = self.inner.options.breaker;
+        let now = Instant::now();
+        let o = &self.inner.options;
         let mut state = self.state();
+        let working = match &result {
+            Ok(()) => false,
+            Err(_) => self.working(&state, worker, now, o.probe_interval + o.probe_timeout),
+        };
         let breaker = state
             .breakers
             .entry(worker.to_string())
@@ -312,11 +413,19 @@ impl Dispatcher {
             Ok(()) => {
                 breaker.success();
                 state.probe_failed.remove(worker);
+                state.dead.remove(worker);
             }
-            Err(why) => {
-                breaker.failure(Instant::now());
-                state.probe_failed.insert(worker.to_string(), why);
-            }
+            Err(why) => match verdict::judge(&why, working) {
+                verdict::Verdict::Busy => breaker.abandon(),
+                _ => {
+                    breaker.failure(now);
+                    state.dead.insert(
+                        worker.to_string(),
+                        format!("probe failed while idle: {why}"),
+                    );
+                    state.probe_failed.insert(worker.to_string(), why);
+                }
+            },
         }
     }
 
@@ -349,6 +458,9 @@ impl Drop for InFlight {
 }
 
 fn unhealthy(state: &State, worker: &str, now: Instant) -> Option<String> {
+    if let Some(why) = state.dead.get(worker) {
+        return Some(format!("dead: {why}"));
+    }
     if let Some(Err(why)) = state.breakers.get(worker).map(|b| b.admits(now)) {
         return Some(why);
     }
@@ -374,6 +486,8 @@ fn forget_departed(state: &mut State, known: &[&str]) {
     let keep = |id: &str| known.contains(&id);
     state.breakers.retain(|id, _| keep(id));
     state.probe_failed.retain(|id, _| keep(id));
+    state.dead.retain(|id, _| keep(id));
+    state.heard.retain(|id, _| keep(id));
     state.clients.retain(|id, _| keep(id));
     for swrr in state.rounds.values_mut() {
         swrr.retain(keep);

@@ -90,7 +90,7 @@ fn a_failed_probe_keeps_a_worker_out_until_one_passes() {
     let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
     d.probed("a", Err("timed out".into()));
     let why = d.unhealthy("a").unwrap();
-    assert_eq!(why, "last liveness probe failed: timed out");
+    assert_eq!(why, "dead: probe failed while idle: timed out");
     for _ in 0..4 {
         assert_eq!(chosen(&d, &llm()), "b");
     }
@@ -104,7 +104,7 @@ fn consecutive_call_failures_open_the_circuit() {
     let d = Dispatcher::new(pool(&["a", "b"]), options);
     for _ in 0..options.breaker.failures_to_open {
         assert_eq!(d.unhealthy("a"), None);
-        d.failed("a");
+        d.failed("a", "127.0.0.1 answered HTTP 500");
     }
     let why = d.unhealthy("a").unwrap();
     assert!(
@@ -116,6 +116,81 @@ fn consecutive_call_failures_open_the_circuit() {
     let fact = placed_fact(&c, Some("smollm2"), None, &[]);
     let a = fact.candidates.iter().find(|x| x.worker == "a").unwrap();
     assert_eq!(a.failed[0].filter, "health");
+}
+
+#[test]
+fn slow_is_not_dead_timeouts_while_working_count_nothing() {
+    let options = DispatchOptions::default();
+    let d = Dispatcher::new(pool(&["a", "b"]), options);
+    let silent = "unavailable: http://127.0.0.1:9/v1/chat/completions: reading the stream: timeout: per read";
+    // Heard working (a progress event): its timeouts are overload.
+    d.heard("a");
+    for _ in 0..options.breaker.failures_to_open + 2 {
+        assert!(!d.failed("a", silent), "a busy worker's timeout counted");
+        d.probed("a", Err("timeout: global".into()));
+    }
+    assert_eq!(d.unhealthy("a"), None, "a busy worker stays in the pool");
+    // Never heard, idle load: the same silence opens its circuit.
+    for _ in 0..options.breaker.failures_to_open {
+        assert!(d.failed("b", silent));
+    }
+    assert!(d.unhealthy("b").unwrap().starts_with("circuit open"));
+}
+
+#[test]
+fn a_breaker_never_empties_the_pool_but_a_dead_worker_leaves_at_once() {
+    let options = DispatchOptions::default();
+    let d = Dispatcher::new(pool(&["a", "b"]), options);
+    for _ in 0..options.breaker.failures_to_open {
+        d.failed("a", "127.0.0.1 answered HTTP 500");
+        d.failed("b", "127.0.0.1 answered HTTP 500");
+    }
+    // Both circuits open, both alive: panic mode keeps routing.
+    let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+    assert_eq!(c.placement.rule, glassbox_cluster::Rule::Panic);
+    // `a` refuses connections: dead, never chosen, even in panic.
+    d.failed(
+        "a",
+        "unavailable: 127.0.0.1: io: Connection refused (os error 111)",
+    );
+    assert!(
+        d.unhealthy("a")
+            .unwrap()
+            .starts_with("dead: refused a connection")
+    );
+    for _ in 0..3 {
+        assert_eq!(chosen(&d, &llm()), "b");
+    }
+    d.failed(
+        "b",
+        "unavailable: 127.0.0.1: io: Connection refused (os error 111)",
+    );
+    let none = d.choose(&llm(), &[]).err().unwrap();
+    assert!(
+        none.why_none().contains("dead: refused"),
+        "{}",
+        none.why_none()
+    );
+    // A call that succeeds brings it back.
+    d.succeeded("b", "smollm2", "cpu", None);
+    assert_eq!(chosen(&d, &llm()), "b");
+}
+
+#[test]
+fn failovers_spend_the_retry_budget() {
+    let mut options = DispatchOptions::default();
+    options.budget.ratio = 0.5;
+    options.budget.min_per_second = 0.1;
+    let d = Dispatcher::new(pool(&["a"]), options);
+    for _ in 0..4 {
+        d.called();
+    }
+    // 0.5 × 4 + 0.1 × 10 = 3 failovers.
+    for _ in 0..3 {
+        d.may_retry().unwrap();
+    }
+    let spent = d.may_retry().unwrap_err().to_string();
+    assert!(spent.contains("3 failovers for 4 calls"), "{spent}");
 }
 
 #[test]
@@ -147,7 +222,7 @@ fn an_affinity_group_binds_per_request() {
 fn a_worker_that_left_is_forgotten_and_never_chosen() {
     let p = pool(&["a", "b"]);
     let d = Dispatcher::new(p.clone(), DispatchOptions::default());
-    d.failed("a");
+    d.failed("a", "127.0.0.1 answered HTTP 500");
     p.remove("a");
     for _ in 0..3 {
         assert_eq!(chosen(&d, &llm()), "b");
@@ -235,4 +310,60 @@ fn a_stream_abandoned_by_its_caller_closes_the_worker_connection() {
         n < 500,
         "the worker saw the connection close after {n} pieces"
     );
+}
+
+/// A fake worker (this unit test's only): accepts one chat, sends progress
+/// comments for `quiet` ms in all (each well inside the silence limit), then
+/// one piece of text and the end.
+fn fake_queued_worker(quiet: u64) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 8192];
+        let _ = conn.read(&mut buf);
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+        let _ = conn.write_all(head.as_bytes());
+        for _ in 0..quiet / 200 {
+            let _ = conn.write_all(b": queued: 1 running, 3 waiting\n\n");
+            let _ = conn.flush();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let end = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n\
+                   data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
+                   data: [DONE]\n\n";
+        let _ = conn.write_all(end.as_bytes());
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn progress_comments_keep_a_queued_call_alive_past_the_silence_limit() {
+    let address = fake_queued_worker(1_600);
+    // Silence limit 1 s; the call waits 1.6 s in all before its text.
+    let timeouts = WorkerTimeouts {
+        silence: Duration::from_secs(1),
+        total: Duration::from_secs(60),
+    };
+    let endpoint = Endpoint::for_worker(
+        &address,
+        "m",
+        Client::for_worker("127.0.0.1", timeouts),
+        timeouts,
+    );
+    let (mut progress, mut text) = (Vec::new(), String::new());
+    let answer = endpoint
+        .chat_streamed(serde_json::json!([]), &serde_json::json!({}), &mut |s| {
+            match s {
+                crate::openai::Streamed::Progress(p) => progress.push(p.to_string()),
+                crate::openai::Streamed::Text(t) => text.push_str(t),
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!((answer.0.as_str(), answer.1, answer.2), ("hi", 5, 1));
+    assert_eq!(text, "hi");
+    assert!(progress.len() >= 4, "{progress:?}");
+    assert_eq!(progress[0], "queued: 1 running, 3 waiting");
 }

@@ -15,6 +15,8 @@
 //! tie = 0.05                   # scores within this fraction of the best tie
 //! failures_to_open = 3         # consecutive failures that open a circuit
 //! cool_down = "10s"            # how long an open circuit refuses work
+//! retry_ratio = 0.2            # failovers allowed per call of the last 10 s ...
+//! retry_per_second = 0.5       # ... plus this many per second (the retry budget)
 //! ```
 //!
 //! Lengths of time are written as elsewhere in the file (`300ms`, `10s`,
@@ -42,6 +44,8 @@ pub struct ClusterSection {
     pub tie: Option<f64>,
     pub failures_to_open: Option<u32>,
     pub cool_down: Option<String>,
+    pub retry_ratio: Option<f64>,
+    pub retry_per_second: Option<f64>,
 }
 
 impl ClusterSection {
@@ -95,6 +99,23 @@ impl ClusterSection {
             match value {
                 Some(0) => problems.push(format!("cluster.{field}: must be at least 1, got 0")),
                 Some(n) => *slot = n,
+                None => {}
+            }
+        }
+        for (field, value, slot, max) in [
+            ("retry_ratio", self.retry_ratio, &mut o.budget.ratio, 10.0),
+            (
+                "retry_per_second",
+                self.retry_per_second,
+                &mut o.budget.min_per_second,
+                1000.0,
+            ),
+        ] {
+            match value {
+                Some(v) if v.is_finite() && (0.0..=max).contains(&v) => *slot = v,
+                Some(v) => problems.push(format!(
+                    "cluster.{field}: must be between 0 and {max} (0 turns failovers off but for the other setting), got {v}"
+                )),
                 None => {}
             }
         }
@@ -154,6 +175,8 @@ mod tests {
             tie = 0.1
             failures_to_open = 5
             cool_down = "1m"
+            retry_ratio = 0.3
+            retry_per_second = 2.0
             "#,
         )
         .unwrap();
@@ -168,6 +191,7 @@ mod tests {
         assert_eq!(d.placement.tie, 0.1);
         assert_eq!(d.breaker.failures_to_open, 5);
         assert_eq!(d.breaker.cool_down, Duration::from_secs(60));
+        assert_eq!((d.budget.ratio, d.budget.min_per_second), (0.3, 2.0));
     }
 
     #[test]
@@ -193,6 +217,7 @@ mod tests {
             max_load_age = "2s"
             fresh_for = "3s"
             probe_timeout = "500ms"
+            retry_ratio = -1.0
             "#,
         )
         .unwrap_err();
@@ -201,6 +226,7 @@ mod tests {
             "cluster.attempt_timeout: `soon` is not a length of time",
             "cluster.max_attempts: must be at least 1",
             "cluster.tie: must be between 0 and 1",
+            "cluster.retry_ratio: must be between 0 and 10",
             "cluster.fresh_for (3 s) is longer than cluster.max_load_age (2 s)",
         ] {
             assert!(err.contains(want), "missing `{want}` in: {err}");

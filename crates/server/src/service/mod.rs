@@ -30,6 +30,7 @@ pub mod priority;
 pub mod queue;
 pub mod run;
 pub mod runtime;
+pub mod start;
 pub mod stream;
 pub mod usage;
 

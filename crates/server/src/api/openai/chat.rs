@@ -185,6 +185,13 @@ pub async fn chat_completions(
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
+    // A worker refuses at once what it cannot start in time.
+    let loads: Vec<_> = glassbox_nodes::model_cache::global()
+        .llm_loads()
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    crate::service::start::check(&headers, &loads)?;
     let key = RequestKey::find(&headers, req.user.as_deref(), None);
     let ask = Ask {
         key: key.as_ref(),

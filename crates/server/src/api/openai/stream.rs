@@ -7,9 +7,18 @@
 //! `usage` when asked for, and `[DONE]`. A failed run or a trace that
 //! cannot be stored ends with an error event and `[DONE]` instead. The
 //! client going away drops the service's receiver, which cancels the run.
+//!
+//! **Progress.** Whenever a second passes with nothing to send (the call
+//! waits for a slot, for the engine's queue, or prefills a long prompt),
+//! a comment goes out saying what the local engines are doing
+//! (`: queued: 2 running, 3 waiting`). SSE clients ignore comments; a
+//! cluster coordinator reads them as a sign of life, so its
+//! `attempt_timeout` measures the silence of a dead or hung worker, never
+//! the length of a queue (docs/cluster.md, "Slow is not dead").
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -86,6 +95,21 @@ fn done() -> Event {
     Event::default().data("[DONE]")
 }
 
+/// How long a stream may stay quiet before a progress comment goes out.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// A progress comment: what this process's LLM engines are doing now.
+fn progress() -> Event {
+    let loads = glassbox_nodes::model_cache::global().llm_loads();
+    if loads.is_empty() {
+        // No local engine (a coordinator): the run is on its way.
+        return Event::default().comment("working");
+    }
+    let running: usize = loads.iter().map(|(_, l)| l.running).sum();
+    let waiting: usize = loads.iter().map(|(_, l)| l.waiting).sum();
+    Event::default().comment(format!("queued: {running} running, {waiting} waiting"))
+}
+
 /// Where a stream is: the chunks still to send before reading the next
 /// event, and whether the end has been read.
 struct Progress {
@@ -106,7 +130,12 @@ impl Progress {
             if self.ended {
                 return None;
             }
-            match self.streaming.events.recv().await? {
+            // `recv` is cancel-safe: a timeout loses no event.
+            let next = tokio::time::timeout(PROGRESS_EVERY, self.streaming.events.recv()).await;
+            let Ok(next) = next else {
+                return Some((Ok(progress()), self));
+            };
+            match next? {
                 StreamEvent::Text(text) => {
                     let event = self.chunks.delta(json!({"content": text}), None);
                     self.streamed.push_str(&text);
