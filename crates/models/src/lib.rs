@@ -46,7 +46,7 @@ pub use index::{
 };
 pub use llm::{
     ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest,
-    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelInfo, PromptLookup,
+    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelDims, ModelInfo, PromptLookup,
     Role, Timing, Usage, set_test_slowdown, test_slowdown,
 };
 pub use paths::{
