@@ -63,7 +63,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // feed-forward pair (BERT's `config.json`).
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
-    let size = |key: &str| config[key].as_f64().ok_or(format!("`{key}` in config.json"));
+    let size = |key: &str| {
+        config[key]
+            .as_f64()
+            .ok_or(format!("`{key}` in config.json"))
+    };
     let (hidden, ffn) = (size("hidden_size")?, size("intermediate_size")?);
     let weights = size("num_hidden_layers")? * (4.0 * hidden * hidden + 2.0 * hidden * ffn);
     let mut tokens = 0usize;

@@ -150,8 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Ceilings: one query reads at least these bytes, at most this fast.
     let vector_bytes = (DIM * 4) as f64;
     let base_bytes = n * DIM * 4;
-    let exact_bound_qps =
-        bound::read_bandwidth(base_bytes, threads) / (vector_bytes * n as f64);
+    let exact_bound_qps = bound::read_bandwidth(base_bytes, threads) / (vector_bytes * n as f64);
     let one_thread = bound::read_bandwidth(base_bytes, 1);
     let mut sweep = Vec::new();
     for ef in [10, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
@@ -166,7 +165,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let recall = found as f64 / (nq * K) as f64;
         eprintln!("usearch ef={ef:<4} recall@10={recall:.4} qps={qps:.0}");
         let bound_qps = one_thread / (vector_bytes * ef.max(K) as f64);
-        sweep.push(serde_json::json!({"ef": ef, "recall": recall, "qps": qps, "bound_qps": bound_qps}));
+        sweep.push(
+            serde_json::json!({"ef": ef, "recall": recall, "qps": qps, "bound_qps": bound_qps}),
+        );
     }
     let result = serde_json::json!({
         "engine": "glassbox (usearch)",

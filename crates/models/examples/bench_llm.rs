@@ -49,7 +49,10 @@ fn decode_tps(c: &Completion) -> f64 {
 
 /// Chats of at least ~512 prompt tokens (as in DESIGN.md's calibration
 /// benchmark), one per run, each distinct from its first user words.
-fn prompts(llm: &LlmHandle, count: usize) -> Result<Vec<Vec<ChatMessage>>, Box<dyn std::error::Error>> {
+fn prompts(
+    llm: &LlmHandle,
+    count: usize,
+) -> Result<Vec<Vec<ChatMessage>>, Box<dyn std::error::Error>> {
     let paragraph = "Glassbox runs AI request pipelines as declarative topologies, so that every \
         request's path, cost and reasoning can be seen. A router picks a path, an embedding node \
         turns the question into a vector, a vector search node retrieves documents, a template \
@@ -96,7 +99,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..base.clone()
     })?;
     let chats = prompts(&cold, runs + 1)?;
-    std::fs::write(out.join("llm-prompts.json"), serde_json::to_vec_pretty(&chats)?)?;
+    std::fs::write(
+        out.join("llm-prompts.json"),
+        serde_json::to_vec_pretty(&chats)?,
+    )?;
     let request = |messages: &Vec<ChatMessage>| GenerateRequest {
         max_tokens,
         temperature: 0.0,
@@ -137,7 +143,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bandwidth = bound::read_bandwidth(bytes_per_token as usize, threads);
     let prompt_bound = peak / dims.min_prompt_ops_per_token();
     let decode_bound = bandwidth / bytes_per_token;
-    let kernels = glassbox_models::load_kernels().map_or_else(|e| e.to_string(), |k| k.variant.clone());
+    let kernels =
+        glassbox_models::load_kernels().map_or_else(|e| e.to_string(), |k| k.variant.clone());
 
     let sum = |f: fn(&Completion) -> u32| reused.iter().map(f).sum::<u32>();
     let result = serde_json::json!({
@@ -172,6 +179,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     });
     println!("{result}");
-    std::fs::write(out.join("llm-rust.json"), serde_json::to_vec_pretty(&result)?)?;
+    std::fs::write(
+        out.join("llm-rust.json"),
+        serde_json::to_vec_pretty(&result)?,
+    )?;
     Ok(())
 }

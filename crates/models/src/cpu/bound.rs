@@ -41,10 +41,11 @@ pub struct Clock {
 impl Clock {
     /// The highest clock of this machine, as far as the OS tells.
     pub fn detect() -> Self {
-        let max_khz = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|&k| k > 0.0);
+        let max_khz =
+            std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .filter(|&k| k > 0.0);
         if let Some(khz) = max_khz {
             return Self {
                 ghz: khz / 1e6,
@@ -58,7 +59,10 @@ impl Clock {
             .unwrap_or(3000.0);
         Self {
             ghz: mhz / 1e3 * UNKNOWN_BOOST,
-            source: format!("cpuinfo {:.2} GHz × {UNKNOWN_BOOST} (no max reported)", mhz / 1e3),
+            source: format!(
+                "cpuinfo {:.2} GHz × {UNKNOWN_BOOST} (no max reported)",
+                mhz / 1e3
+            ),
         }
     }
 }
@@ -173,11 +177,23 @@ mod tests {
         let sse = cpu(&[], 2);
         // 2 cores × 3 GHz × (2 units × 64 MACs) × 2 ops.
         assert_eq!(peak_ops_per_s(&avx512, 2, &CLOCK), 2.0 * 3e9 * 128.0 * 2.0);
-        assert_eq!(peak_ops_per_s(&avx2, 2, &CLOCK), peak_ops_per_s(&avx512, 2, &CLOCK) / 2.0);
-        assert_eq!(peak_ops_per_s(&sse, 2, &CLOCK), peak_ops_per_s(&avx2, 2, &CLOCK) / 2.0);
+        assert_eq!(
+            peak_ops_per_s(&avx2, 2, &CLOCK),
+            peak_ops_per_s(&avx512, 2, &CLOCK) / 2.0
+        );
+        assert_eq!(
+            peak_ops_per_s(&sse, 2, &CLOCK),
+            peak_ops_per_s(&avx2, 2, &CLOCK) / 2.0
+        );
         // Threads beyond the cores do no more work; one thread does half.
-        assert_eq!(peak_ops_per_s(&avx2, 8, &CLOCK), peak_ops_per_s(&avx2, 2, &CLOCK));
-        assert_eq!(peak_ops_per_s(&avx2, 1, &CLOCK), peak_ops_per_s(&avx2, 2, &CLOCK) / 2.0);
+        assert_eq!(
+            peak_ops_per_s(&avx2, 8, &CLOCK),
+            peak_ops_per_s(&avx2, 2, &CLOCK)
+        );
+        assert_eq!(
+            peak_ops_per_s(&avx2, 1, &CLOCK),
+            peak_ops_per_s(&avx2, 2, &CLOCK) / 2.0
+        );
     }
 
     #[test]

@@ -42,7 +42,8 @@ impl ModelDims {
         let per_weight = self.bytes as f64 / self.params.max(1) as f64;
         let weights = self.params.saturating_sub(self.table()) as f64 * per_weight;
         let head_dim = f64::from(self.n_embd) / f64::from(self.n_head.max(1));
-        let kv_per_token = 2.0 * f64::from(self.n_layer) * f64::from(self.n_head_kv) * head_dim * 2.0;
+        let kv_per_token =
+            2.0 * f64::from(self.n_layer) * f64::from(self.n_head_kv) * head_dim * 2.0;
         weights + kv_per_token * context as f64
     }
 }
@@ -88,7 +89,12 @@ mod tests {
         assert!((empty - 96_576_768.0 * share).abs() < 1.0, "{empty}");
         // 30 layers × 3 KV heads × 64 dims × (K and V) × 2 bytes per token.
         let per_token = m.min_decode_bytes_per_token(1) - empty;
-        assert!((per_token - 30.0 * 3.0 * 64.0 * 2.0 * 2.0).abs() < 1e-6, "{per_token}");
-        assert!(m.min_decode_bytes_per_token(600) < f64::from(u32::try_from(m.bytes).unwrap()) * 1.2);
+        assert!(
+            (per_token - 30.0 * 3.0 * 64.0 * 2.0 * 2.0).abs() < 1e-6,
+            "{per_token}"
+        );
+        assert!(
+            m.min_decode_bytes_per_token(600) < f64::from(u32::try_from(m.bytes).unwrap()) * 1.2
+        );
     }
 }

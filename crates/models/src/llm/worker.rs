@@ -21,9 +21,7 @@ use super::session::Session;
 use super::stats::{EngineLoad, Load};
 use super::stream::CompletionStream;
 use super::throttle;
-use super::{
-    ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, ModelDims, validate,
-};
+use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, ModelDims, validate};
 use crate::hash::version_tag;
 
 /// What the worker can be asked to do.

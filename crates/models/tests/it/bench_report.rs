@@ -12,7 +12,11 @@ fn report(dir: &Path) -> String {
         .arg(dir)
         .output()
         .expect("python3 runs (hint: install python3)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -40,9 +44,15 @@ fn issue_41_a_prompt_figure_above_the_cpu_ceiling_gets_no_verdict() {
     std::fs::write(dir.path().join("llm-python.json"), peer.to_string()).unwrap();
     let table = report(dir.path());
     let prompt = row(&table, "LLM prompt, reuse off");
-    assert!(prompt.contains("no verdict, glassbox above the physical bound"), "{prompt}");
+    assert!(
+        prompt.contains("no verdict, glassbox above the physical bound"),
+        "{prompt}"
+    );
     assert!(!prompt.contains("meets"), "{prompt}");
-    assert!(row(&table, "LLM decode, reuse off").ends_with("1.0x below |"), "{table}");
+    assert!(
+        row(&table, "LLM decode, reuse off").ends_with("1.0x below |"),
+        "{table}"
+    );
 
     // Under its bound, the same prompt figure is judged.
     let honest = serde_json::json!({
@@ -52,8 +62,14 @@ fn issue_41_a_prompt_figure_above_the_cpu_ceiling_gets_no_verdict() {
     });
     std::fs::write(dir.path().join("llm-rust.json"), honest.to_string()).unwrap();
     let table = report(dir.path());
-    assert!(row(&table, "LLM prompt, reuse off").ends_with("0.9x meets |"), "{table}");
-    assert!(row(&table, "LLM decode, reuse off").ends_with("1.0x meets |"), "{table}");
+    assert!(
+        row(&table, "LLM prompt, reuse off").ends_with("0.9x meets |"),
+        "{table}"
+    );
+    assert!(
+        row(&table, "LLM decode, reuse off").ends_with("1.0x meets |"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -69,5 +85,8 @@ fn a_peer_figure_above_the_bound_also_withholds_the_verdict() {
     std::fs::write(dir.path().join("llm-python.json"), peer.to_string()).unwrap();
     let table = report(dir.path());
     let decode = row(&table, "LLM decode, reuse off");
-    assert!(decode.contains("no verdict, peer above the physical bound"), "{decode}");
+    assert!(
+        decode.contains("no verdict, peer above the physical bound"),
+        "{decode}"
+    );
 }
