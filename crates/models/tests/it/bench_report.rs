@@ -17,7 +17,7 @@ fn report(dir: &Path) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(out.stdout).expect("the report is UTF-8")
 }
 
 fn row<'a>(table: &'a str, starts: &str) -> &'a str {
