@@ -116,9 +116,11 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 const EXACT_ROWS_PER_THREAD: usize = 4096;
 
 /// `query`'s dot product with every `dim`-long vector in `vectors`, on up
-/// to `threads` threads, each scoring a contiguous share (exact search
-/// reads every vector once, so it is bound by memory bandwidth, which
-/// several cores share better than one uses).
+/// to `threads` threads, each scoring a contiguous share: NumKong's `f32`
+/// kernel runs one dependent `f64` chain per vector, so one core is
+/// compute-bound, and a base larger than the caches is read faster by
+/// several cores than by one (numpy's BLAS splits its matrix-vector product
+/// the same way).
 fn score_all(query: &[f32], vectors: &[f32], dim: usize, threads: usize) -> Vec<f32> {
     let rows = vectors.len() / dim.max(1);
     let mut scores = vec![0.0f32; rows];
