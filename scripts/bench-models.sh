@@ -16,6 +16,8 @@
 #   BENCH_THREADS  threads for every engine (default 2)
 #   BENCH_ONLY     run only one of: llm, embed, index
 #   BENCH_N        vectors in the search benchmark (default 100000)
+#   BENCH_FLASH_ATTN  on|off: flash attention in both LLM engines (default on,
+#                  llama.cpp's own default; llama-cpp-python's is off)
 #
 # The peers live in .venv-bench (created on first run: llama-cpp-python builds
 # llama.cpp from source, torch comes from PyPI; expect several minutes and GBs).
@@ -25,6 +27,7 @@ root=$PWD
 threads=${BENCH_THREADS:-2}
 only=${BENCH_ONLY:-}
 n=${BENCH_N:-100000}
+flash_attn=${BENCH_FLASH_ATTN:-on}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 out=$CARGO_TARGET_DIR/bench
 mkdir -p "$out"
@@ -60,8 +63,8 @@ export RAYON_NUM_THREADS=$threads
 
 if [[ -z $only || $only == llm ]]; then
   echo "== LLM" >&2
-  "$bin/bench_llm" --threads "$threads" --out "$out"
-  $peers llm "$out" "$threads"
+  "$bin/bench_llm" --threads "$threads" --flash-attn "$flash_attn" --out "$out"
+  $peers llm "$out" "$threads" "$flash_attn"
 fi
 if [[ -z $only || $only == embed ]]; then
   echo "== embeddings" >&2
