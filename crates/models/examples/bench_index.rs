@@ -5,11 +5,16 @@
 //! directions of variation each, not uniform noise), writes them for the
 //! Python peer (`base.f32`, `queries.f32`, `gt.u32`, `index-meta.json`),
 //! builds the index, and sweeps the search expansion `ef`. Queries run one at a
-//! time on one thread. Part of `scripts/bench-models.sh`.
+//! time: HNSW on one thread, exact search on `--threads` (as numpy's BLAS does
+//! for the peer). Each figure goes out with its physical ceiling: the measured
+//! read bandwidth over the least bytes a query reads (every vector for exact
+//! search; the `ef` candidates' `f32` vectors, rescored, for HNSW). Part of
+//! `scripts/bench-models.sh`.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use glassbox_models::cpu::bound;
 use glassbox_models::index::{Chunk, IndexOptions, VectorIndex};
 
 const DIM: usize = 384;
@@ -123,8 +128,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut index = VectorIndex::build(chunks, &base, &options)?;
     let build_s = started.elapsed().as_secs_f64();
 
-    // Exact search (brute force over the f32 vectors): ground truth and its
-    // own speed.
+    // Exact search (brute force over the f32 vectors, on `threads`):
+    // ground truth and its own speed.
     let started = Instant::now();
     let mut truth = Vec::with_capacity(nq);
     for q in &queries {
@@ -142,6 +147,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         serde_json::to_vec(&serde_json::json!({"n": n, "queries": nq, "dim": DIM, "k": K}))?,
     )?;
 
+    // Ceilings: one query reads at least these bytes, at most this fast.
+    let vector_bytes = (DIM * 4) as f64;
+    let base_bytes = n * DIM * 4;
+    let exact_bound_qps = bound::read_bandwidth(base_bytes, threads) / (vector_bytes * n as f64);
+    let one_thread = bound::read_bandwidth(base_bytes, 1);
     let mut sweep = Vec::new();
     for ef in [10, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         index.set_expansion_search(ef);
@@ -154,13 +164,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let qps = nq as f64 / started.elapsed().as_secs_f64();
         let recall = found as f64 / (nq * K) as f64;
         eprintln!("usearch ef={ef:<4} recall@10={recall:.4} qps={qps:.0}");
-        sweep.push(serde_json::json!({"ef": ef, "recall": recall, "qps": qps}));
+        let bound_qps = one_thread / (vector_bytes * ef.max(K) as f64);
+        sweep.push(
+            serde_json::json!({"ef": ef, "recall": recall, "qps": qps, "bound_qps": bound_qps}),
+        );
     }
     let result = serde_json::json!({
         "engine": "glassbox (usearch)",
         "n": n,
         "build_s": build_s,
         "exact_qps": exact_qps,
+        "exact_threads": threads,
+        "exact_bound_qps": exact_bound_qps,
         "sweep": sweep,
     });
     println!("{result}");

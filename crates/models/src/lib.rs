@@ -46,8 +46,8 @@ pub use index::{
 };
 pub use llm::{
     ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest,
-    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelInfo, PromptLookup,
-    Role, Timing, Usage, set_test_slowdown, test_slowdown,
+    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelDims, ModelInfo,
+    PromptLookup, Role, Timing, Usage, set_test_slowdown, test_slowdown,
 };
 pub use paths::{
     MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE, minilm_dir, models_dir, onnxruntime_path,

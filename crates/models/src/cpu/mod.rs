@@ -15,6 +15,8 @@
 //! `GLASSBOX_CPU_VARIANT=NAME` to force a variant (it must still be supported),
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
+pub mod bound;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

@@ -37,7 +37,7 @@ pub struct IndexOptions {
     pub expansion_add: usize,
     /// Candidate list size while searching (`ef`); more is slower and more exact.
     pub expansion_search: usize,
-    /// Threads used to build; `None` = all cores.
+    /// Threads used to build and to score an exact search; `None` = all cores.
     #[serde(skip)]
     pub threads: Option<usize>,
 }
@@ -105,20 +105,42 @@ fn normalised(v: &[f32]) -> Option<Vec<f32>> {
     (norm.is_finite() && norm > 0.0).then(|| v.iter().map(|x| x / norm).collect())
 }
 
-/// `a·b` with 16 independent partial sums, so the compiler vectorises it
-/// without reassociating floating-point additions.
+/// `a·b` by NumKong (usearch's own kernels, chosen per CPU at run time; it
+/// accumulates in `f64`). `a` and `b` have the index's dimensions.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let mut lanes = [0.0f32; LANES];
-    let (a_chunks, a_rest) = a.as_chunks::<LANES>();
-    let (b_chunks, b_rest) = b.as_chunks::<LANES>();
-    for (x, y) in a_chunks.iter().zip(b_chunks) {
-        for i in 0..LANES {
-            lanes[i] += x[i] * y[i];
+    <f32 as numkong::Dot>::dot(a, b).map_or(f32::NAN, |d| d as f32)
+}
+
+/// Fewer vectors than this per thread are scored on one thread: starting a
+/// thread costs about as much as scoring a few thousand vectors.
+const EXACT_ROWS_PER_THREAD: usize = 4096;
+
+/// `query`'s dot product with every `dim`-long vector in `vectors`, on up
+/// to `threads` threads, each scoring a contiguous share: NumKong's `f32`
+/// kernel runs one dependent `f64` chain per vector, so one core is
+/// compute-bound, and a base larger than the caches is read faster by
+/// several cores than by one (numpy's BLAS splits its matrix-vector product
+/// the same way).
+fn score_all(query: &[f32], vectors: &[f32], dim: usize, threads: usize) -> Vec<f32> {
+    let rows = vectors.len() / dim.max(1);
+    let mut scores = vec![0.0f32; rows];
+    let threads = threads.min(rows / EXACT_ROWS_PER_THREAD).max(1);
+    let share = rows.div_ceil(threads).max(1);
+    let score = |out: &mut [f32], part: &[f32]| {
+        for (s, v) in out.iter_mut().zip(part.chunks_exact(dim)) {
+            *s = dot(query, v);
         }
+    };
+    if threads == 1 {
+        score(&mut scores, vectors);
+        return scores;
     }
-    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
-    lanes.iter().sum::<f32>() + rest
+    std::thread::scope(|scope| {
+        for (out, part) in scores.chunks_mut(share).zip(vectors.chunks(share * dim)) {
+            scope.spawn(move || score(out, part));
+        }
+    });
+    scores
 }
 
 /// Best first; equal scores in key order, so results are deterministic.
@@ -258,7 +280,8 @@ impl VectorIndex {
     }
 
     /// Like [`search`](Self::search) but exact: compares the query with every
-    /// vector. The reference for recall; slower on large indexes.
+    /// vector (NumKong's dot products, split over [`IndexOptions::threads`]).
+    /// The reference for recall; slower on large indexes.
     pub fn search_exact(
         &self,
         query: &[f32],
@@ -294,9 +317,8 @@ impl VectorIndex {
             return Ok((Vec::new(), Vec::new()));
         }
         let mut scored: Vec<(usize, f32)> = if exact {
-            self.vectors
-                .chunks_exact(self.dim)
-                .map(|v| dot(&query, v))
+            score_all(&query, &self.vectors, self.dim, threads(&self.options))
+                .into_iter()
                 .enumerate()
                 .collect()
         } else {
@@ -506,6 +528,21 @@ mod tests {
             let fast = f64::from(dot(&a, &b));
             assert!((fast - plain).abs() < 1e-4, "len {len}: {fast} vs {plain}");
         }
+    }
+
+    #[test]
+    fn every_vector_is_scored_in_order_on_any_number_of_threads() {
+        let dim = 7;
+        // More rows than one thread takes, and not a multiple of any share.
+        let rows = 3 * EXACT_ROWS_PER_THREAD + 5;
+        let vectors: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.013).sin()).collect();
+        let query: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.7).cos()).collect();
+        let plain: Vec<f32> = vectors.chunks_exact(dim).map(|v| dot(&query, v)).collect();
+        for threads in [1, 2, 3, 8] {
+            let scores = score_all(&query, &vectors, dim, threads);
+            assert_eq!(scores, plain, "{threads} threads");
+        }
+        assert!(score_all(&query, &[], dim, 4).is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 
-use super::{LlmError, LlmOptions};
+use super::{LlmError, LlmOptions, ModelDims};
 
 /// llama.cpp's process-wide backend: initialised once, never freed.
 pub(crate) fn backend() -> Result<&'static LlamaBackend, LlmError> {
@@ -68,4 +68,18 @@ pub(super) fn load_model(options: &LlmOptions) -> Result<LlamaModel, LlmError> {
             path: options.model_path.clone(),
         }
     })
+}
+
+/// The model's sizes, for the least work a token costs it.
+pub(super) fn dims(model: &LlamaModel) -> ModelDims {
+    let positive = |n: i32| u32::try_from(n).unwrap_or(0);
+    ModelDims {
+        params: model.n_params(),
+        bytes: model.size(),
+        n_vocab: positive(model.n_vocab()),
+        n_embd: positive(model.n_embd()),
+        n_layer: model.n_layer(),
+        n_head: model.n_head(),
+        n_head_kv: model.n_head_kv(),
+    }
 }

@@ -10,6 +10,7 @@
 //! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
+mod dims;
 mod host_cache;
 mod load;
 mod lookup;
@@ -26,6 +27,7 @@ mod worker;
 
 use std::path::PathBuf;
 
+pub use dims::ModelDims;
 pub use lookup::PromptLookup;
 pub use stats::EngineLoad;
 pub use stats::{HistogramSnapshot, LatencyStats};
@@ -270,6 +272,12 @@ pub struct LlmOptions {
     /// at the price of batch invariance (ADR 0006) and of recomputation
     /// under pressure.
     pub kv_cache_cells: Option<u32>,
+    /// Attention through llama.cpp's fused flash-attention kernel where the
+    /// backend has it (llama.cpp's default, and the kernels ADR 0006's
+    /// batch-invariant shapes are built around); `false` computes it as
+    /// matrix products, as llama-cpp-python does by default. Measured both
+    /// ways in docs/BENCHMARKS.md ("Like with like", issue #41). Default on.
+    pub flash_attention: bool,
 }
 
 impl LlmOptions {
@@ -287,6 +295,7 @@ impl LlmOptions {
             prompt_lookup: None,
             batch_invariant: false,
             kv_cache_cells: None,
+            flash_attention: true,
         }
     }
 

@@ -80,7 +80,12 @@ impl<'m> Session<'m> {
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)
-            .with_n_threads_batch(threads);
+            .with_n_threads_batch(threads)
+            .with_flash_attention_policy(if options.flash_attention {
+                llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO
+            } else {
+                llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED
+            });
         let ctx = model
             .new_context(backend, params)
             .map_err(|e| context_err(e.to_string()))?;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::load::load_model;
+use super::load::{dims, load_model};
 use super::pool::Pool;
 use super::schedule::{self, Turn};
 use super::sequence::Sequence;
@@ -21,7 +21,7 @@ use super::session::Session;
 use super::stats::{EngineLoad, Load};
 use super::stream::CompletionStream;
 use super::throttle;
-use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, validate};
+use super::{ChatMessage, Completion, GenerateRequest, LlmError, LlmOptions, ModelDims, validate};
 use crate::hash::version_tag;
 
 /// What the worker can be asked to do.
@@ -62,6 +62,8 @@ pub struct ModelInfo {
     pub kv_cells: u32,
     /// The chat template from the GGUF metadata (`chatml` when it has none).
     pub chat_template: Option<String>,
+    /// Parameters, bytes and shape of the model.
+    pub dims: ModelDims,
 }
 
 /// A handle to a local model running on its own thread. Cheap to clone; the
@@ -311,6 +313,7 @@ fn worker(
         max_num_seqs: options.seqs(),
         kv_cells,
         chat_template: session.template_source(),
+        dims: dims(&model),
     };
     if ready.send(Ok(info)).is_err() {
         return;
