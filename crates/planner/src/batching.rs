@@ -142,6 +142,12 @@ pub fn steady_state(
     let output = output.max(1.0);
     let prompt = prompt.max(1.0);
     let ctx = prompt + output / 2.0;
+    // Pipeline stages that keep several micro-batches in flight: each
+    // micro-batch's step runs the whole model (the stages in turn), and the
+    // `mb` micro-batches advance together, one stage each.
+    let mb = micro_batches(s, running);
+    let running_total = running;
+    let running = running / mb;
     let mut dt = decode_terms(s, running, ctx);
     let q = (running - 1.0).max(0.0) * prompt / output;
     let overhead_s = d.overhead_ms / 1e3 + running * per_seq_ms / 1e3;
@@ -190,7 +196,7 @@ pub fn steady_state(
     let regime = dt.regime(p, d);
     Batching {
         requested: batch,
-        running,
+        running: running_total,
         limit,
         kv_capacity_seqs,
         context: ctx,
@@ -200,8 +206,20 @@ pub fn steady_state(
         overhead_s,
         comm_s,
         step_s,
-        tok_s: running / step_s,
+        tok_s: running_total / step_s,
         regime,
+    }
+}
+
+/// Micro-batches in flight at once: the pipeline stages, for an engine that
+/// pipelines micro-batches ([`crate::Engine::pipelines_micro_batches`]) and
+/// has at least one sequence per stage; else 1 (a layer split that runs
+/// its stages one after another, as llama.cpp's decode does).
+pub fn micro_batches(s: &Scenario, running: f64) -> f64 {
+    if s.pp > 1 && s.engine.pipelines_micro_batches() {
+        f64::from(s.pp).min(running.floor()).max(1.0)
+    } else {
+        1.0
     }
 }
 
@@ -264,6 +282,7 @@ mod tests {
             kv_bytes: 2.0,
             engine,
             tp: 1,
+            pp: 1,
             batch: 1,
             prompt_tokens: 1024,
             gen_tokens: 128,
