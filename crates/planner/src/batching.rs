@@ -468,4 +468,83 @@ mod tests {
             assert!(t < b.tok_s);
         });
     }
+    #[test]
+    fn a_layer_split_holds_more_but_one_stream_is_no_faster_and_tensor_parallel_is() {
+        with("rtx-4090", Engine::LlamaCpp, |s, est| {
+            let one = est.tpot_s(s, 1.0, 1024.0);
+            let layers = Scenario { pp: 2, ..s.clone() };
+            let tensor = Scenario { tp: 2, ..s.clone() };
+            let split = est.tpot_s(&layers, 1.0, 1024.0);
+            // Same bytes read per token, plus one activation hand-off.
+            assert!(split >= one && split < one * 1.01, "{split} vs {one}");
+            assert!(est.tpot_s(&tensor, 1.0, 1024.0) < 0.7 * one);
+            // Memory adds up over the stages.
+            assert!(est.kv_capacity_bytes(&layers) > est.kv_capacity_bytes(s));
+            assert_eq!(micro_batches(&layers, 32.0), 1.0);
+        });
+    }
+
+    #[test]
+    fn pipelining_engines_keep_every_stage_busy_at_batch_above_one() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let staged = Scenario { pp: 2, ..s.clone() };
+            assert_eq!(micro_batches(&staged, 1.0), 1.0);
+            assert_eq!(micro_batches(&staged, 64.0), 2.0);
+            let one = steady_state(est, s, 256.0, 1024.0, 128.0);
+            let two = steady_state(est, &staged, 256.0, 1024.0, 128.0);
+            assert_eq!(two.running, one.running);
+            // Two micro-batches of half the sequences each: more tokens a second.
+            assert!(
+                two.tok_s > 1.3 * one.tok_s,
+                "{} vs {}",
+                two.tok_s,
+                one.tok_s
+            );
+            // One stream passes the stages in turn.
+            let single = steady_state(est, &staged, 1.0, 1024.0, 128.0);
+            let base = steady_state(est, s, 1.0, 1024.0, 128.0);
+            assert!(single.tok_s <= base.tok_s);
+        });
+    }
+
+    #[test]
+    fn vllm_before_0_6_pays_its_host_cost_per_sequence_at_large_batch() {
+        let est = Estimator::new(EfficiencyTable::priors_only());
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = HardwareCatalogue::builtin().unwrap();
+        let s = Scenario {
+            model: models.get("llama-3.1-8b").unwrap(),
+            hw: hw.get("h100-sxm").unwrap(),
+            quant: Quant::parse("fp16").unwrap(),
+            kv_bytes: 2.0,
+            engine: Engine::Vllm,
+            tp: 1,
+            pp: 1,
+            batch: 1,
+            prompt_tokens: 256,
+            gen_tokens: 256,
+            context: 512,
+            memory_headroom: 0.1,
+        };
+        let old = Scenario {
+            engine: Engine::VllmV0,
+            ..s.clone()
+        };
+        let (now, then) = (
+            steady_state(&est, &s, 256.0, 256.0, 256.0),
+            steady_state(&est, &old, 256.0, 256.0, 256.0),
+        );
+        assert!(
+            then.tok_s < 0.8 * now.tok_s,
+            "{} vs {}",
+            then.tok_s,
+            now.tok_s
+        );
+        // At one stream the difference is one sequence's host cost.
+        let (a, b) = (
+            steady_state(&est, &s, 1.0, 256.0, 256.0),
+            steady_state(&est, &old, 1.0, 256.0, 256.0),
+        );
+        assert!(b.step_s - a.step_s < 0.2e-3, "{} vs {}", b.step_s, a.step_s);
+    }
 }

@@ -17,9 +17,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::efficiency::Phase;
 use crate::error::{PlannerError, did_you_mean};
 use crate::hardware::{Hardware, HardwareClass};
-use crate::efficiency::Phase;
 
 /// An inference engine (and, for vLLM, a version range with other mechanisms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -170,7 +170,9 @@ impl Engine {
     /// One line on what this profile is, for the plan's assumptions.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Vllm => "vLLM ≥ 0.6 (current): host work overlapped with the GPU, chunked prefill",
+            Self::Vllm => {
+                "vLLM ≥ 0.6 (current): host work overlapped with the GPU, chunked prefill"
+            }
             Self::VllmV0 => {
                 "vLLM < 0.6: scheduling and detokenising in the engine loop, not overlapped \
                  (0.1 ms per running sequence per step), no chunked prefill by default"
@@ -453,9 +455,7 @@ impl Engine {
             Self::LlamaCpp | Self::Ollama => 512,
             Self::Mlc | Self::ExLlamaV2 => 2048,
             // Whole prompts in one pass of their own.
-            Self::Transformers | Self::VllmV0 | Self::GptFast | Self::FasterTransformer => {
-                u32::MAX
-            }
+            Self::Transformers | Self::VllmV0 | Self::GptFast | Self::FasterTransformer => u32::MAX,
         };
         EngineProfile {
             max_running,
@@ -575,10 +575,16 @@ mod tests {
     #[test]
     fn a_malformed_version_is_refused_with_a_hint() {
         for bad in ["vllm@", "vllm@abc", "vllm@0.5.x", "vllm@1.2.3.4"] {
-            let e = Engine::parse(bad).err().map(|e| e.to_string()).unwrap_or_default();
+            let e = Engine::parse(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains(bad) && e.contains("vllm@0.5"), "{bad}: {e}");
         }
-        let e = Engine::parse("olama").err().map(|e| e.to_string()).unwrap_or_default();
+        let e = Engine::parse("olama")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.contains("ollama"), "{e}");
     }
 

@@ -50,6 +50,7 @@ pub mod parallel;
 pub mod pipeline;
 pub mod quant;
 pub mod request;
+pub mod sealed;
 pub mod sim;
 pub mod validate;
 pub mod workload;

@@ -37,7 +37,9 @@ impl SplitMode {
             "row" => Ok(Self::Row),
             other => Err(PlannerError::invalid(
                 "split mode",
-                format!("`{other}` is not a split mode (hint: `layer` or `row`, as llama.cpp's `--split-mode`)"),
+                format!(
+                    "`{other}` is not a split mode (hint: `layer` or `row`, as llama.cpp's `--split-mode`)"
+                ),
             )),
         }
     }
@@ -124,7 +126,9 @@ impl ParallelRequest {
             if engine.family() != Engine::LlamaCpp {
                 return Err(PlannerError::invalid(
                     "split mode",
-                    format!("`--split-mode` is llama.cpp's flag; engine `{engine}` does not take it (hint: use `--tp` or `--pp`)"),
+                    format!(
+                        "`--split-mode` is llama.cpp's flag; engine `{engine}` does not take it (hint: use `--tp` or `--pp`)"
+                    ),
                 ));
             }
             if self.tp.is_some() || self.pp.is_some() {
@@ -133,12 +137,24 @@ impl ParallelRequest {
                     "give either `--split-mode` with a GPU count, or `--tp`/`--pp`, not both",
                 ));
             }
-            let n = self.gpus.map_or(1, |g| g / self.dp.unwrap_or(1).max(1)).max(1);
+            let n = self
+                .gpus
+                .map_or(1, |g| g / self.dp.unwrap_or(1).max(1))
+                .max(1);
             let (tp, pp, how) = match mode {
-                SplitMode::Layer => (1, n, "layers split over the GPUs: one stream is no faster than on one GPU"),
+                SplitMode::Layer => (
+                    1,
+                    n,
+                    "layers split over the GPUs: one stream is no faster than on one GPU",
+                ),
                 SplitMode::Row => (n, 1, "matrices split by rows, modelled as tensor parallel"),
             };
-            return self.finish(tp, pp, false, format!("--split-mode {mode:?}: {how}").to_lowercase());
+            return self.finish(
+                tp,
+                pp,
+                false,
+                format!("--split-mode {mode:?}: {how}").to_lowercase(),
+            );
         }
         if self.tp.is_some() || self.pp.is_some() {
             let (tp, pp) = (self.tp.unwrap_or(1), self.pp.unwrap_or(1));
@@ -146,7 +162,12 @@ impl ParallelRequest {
         }
         let Some(gpus) = self.gpus else {
             let dp = self.dp.unwrap_or(1);
-            return self.finish(1, 1, self.dp.is_none(), format!("one GPU per replica, {dp} replica(s)"));
+            return self.finish(
+                1,
+                1,
+                self.dp.is_none(),
+                format!("one GPU per replica, {dp} replica(s)"),
+            );
         };
         let per_replica_budget = gpus / self.dp.unwrap_or(1).max(1);
         let (_, pp) = replica_split(engine, per_replica_budget.max(1), fits_on(1));
@@ -195,7 +216,13 @@ impl ParallelRequest {
         }
     }
 
-    fn finish(&self, tp: u32, pp: u32, assumed: bool, why: String) -> Result<Parallelism, PlannerError> {
+    fn finish(
+        &self,
+        tp: u32,
+        pp: u32,
+        assumed: bool,
+        why: String,
+    ) -> Result<Parallelism, PlannerError> {
         let per_replica = tp * pp;
         if per_replica > MAX_GPUS {
             return Err(PlannerError::invalid(
@@ -207,14 +234,18 @@ impl ParallelRequest {
             (Some(dp), Some(g)) if dp * per_replica != g => {
                 return Err(PlannerError::invalid(
                     "gpus",
-                    format!("{g} GPUs are not {dp} replica(s) × tp {tp} × pp {pp} (hint: make `--gpus` the product, or drop one of them)"),
+                    format!(
+                        "{g} GPUs are not {dp} replica(s) × tp {tp} × pp {pp} (hint: make `--gpus` the product, or drop one of them)"
+                    ),
                 ));
             }
             (Some(dp), _) => dp,
             (None, Some(g)) if g % per_replica != 0 => {
                 return Err(PlannerError::invalid(
                     "gpus",
-                    format!("{g} GPUs do not divide into replicas of tp {tp} × pp {pp} = {per_replica} (hint: a multiple of {per_replica})"),
+                    format!(
+                        "{g} GPUs do not divide into replicas of tp {tp} × pp {pp} = {per_replica} (hint: a multiple of {per_replica})"
+                    ),
                 ));
             }
             (None, Some(g)) => g / per_replica,
@@ -297,12 +328,19 @@ mod tests {
             ..ParallelRequest::default()
         };
         assert!(r.resolve(Engine::Vllm, |_| true).is_err());
-        assert!(SplitMode::parse("rows").unwrap_err().to_string().contains("layer"));
+        assert!(
+            SplitMode::parse("rows")
+                .unwrap_err()
+                .to_string()
+                .contains("layer")
+        );
     }
 
     #[test]
     fn nothing_given_is_one_gpu() {
-        let p = ParallelRequest::default().resolve(Engine::LlamaCpp, |_| false).unwrap();
+        let p = ParallelRequest::default()
+            .resolve(Engine::LlamaCpp, |_| false)
+            .unwrap();
         assert_eq!((p.tp, p.pp, p.dp), (1, 1, 1));
     }
 }

@@ -23,10 +23,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::PlannerError;
-use crate::parallel::ParallelRequest;
 use crate::estimate::Estimator;
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
+use crate::parallel::ParallelRequest;
 use crate::request::PlanRequest;
 use crate::workload::{Pricing, Workload, device_hourly};
 
