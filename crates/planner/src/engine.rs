@@ -308,6 +308,18 @@ impl Engine {
             Self::Vllm | Self::VllmV0 | Self::Sglang | Self::TrtLlm | Self::Lmdeploy
         )
     }
+
+    /// How the engine cuts one long prompt into micro-batches that flow
+    /// through pipeline stages one after another, `(n_batch, n_ubatch)`:
+    /// llama.cpp (ggml-org/llama.cpp#6017, March 2024) takes a prompt in
+    /// logical batches of `n_batch` tokens (default 2048) and computes each
+    /// as physical batches of `n_ubatch` (default 512); with layers split
+    /// over GPUs, stage *k* works on one micro-batch while stage *k + 1*
+    /// works on the one before. A prompt of one micro-batch (`pp 512`) gets
+    /// no overlap. `None`: one prompt is one pass through the stages.
+    pub fn prompt_micro_batches(self) -> Option<(u32, u32)> {
+        (self.family() == Self::LlamaCpp).then_some((2048, 512))
+    }
 }
 
 /// How an engine issues one decode step's kernels ([`Engine::step_launch`]).
