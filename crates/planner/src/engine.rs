@@ -423,9 +423,9 @@ impl Engine {
     ///   August 2024, v0.5: ~20 ms between steps at 200 running sequences;
     ///   the 0.6 release blog measured the GPU busy 38% of the time for
     ///   Llama 3 8B on one H100, the rest API server and scheduling).
-    /// - Ollama: llama.cpp's profile with `OLLAMA_NUM_PARALLEL` slots, 1 by
-    ///   default in current releases (4 or 1 by memory from 0.2 to 0.5:
-    ///   ollama/ollama#4218): one running sequence.
+    /// - Ollama: llama.cpp's profile with `OLLAMA_NUM_PARALLEL` slots,
+    ///   auto-selected 4 or 1 by free memory since ollama/ollama#4218; the
+    ///   profile takes the low end, one running sequence.
     /// - gpt-fast: one static batch of what it is given (`--batch_size`,
     ///   default 1), prompts as passes of their own.
     /// - ExLlamaV2's dynamic generator: continuous batching limited by its
