@@ -299,7 +299,7 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     // Pipeline stages overlap the micro-batches of one prompt where the
     // engine cuts it into them; the roofline times shrink by that overlap.
     let k = if seqs <= 1.0 {
-        pipeline_overlap(s, tokens)
+        crate::parallel::prompt_overlap(s, tokens)
     } else {
         1.0
     };
@@ -312,32 +312,6 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
         kv_memory_s: k * scores / s.bandwidth(),
         attn_compute_s: k * seqs * c.attn_s,
     }
-}
-
-/// Fraction of a one-stage-at-a-time prompt pass left when `s.pp` stages
-/// overlap the prompt's micro-batches ([`Engine::prompt_micro_batches`]):
-/// a logical batch of `u` micro-batches through `p` stages takes
-/// `u + p − 1` stage-times instead of `u · p`, so its time is
-/// `(u + p − 1) / (u · p)` of the sequential pass. Averaged over the
-/// prompt's logical batches by their tokens; 1 with one stage, one
-/// micro-batch, or an engine that does not cut prompts this way.
-pub fn pipeline_overlap(s: &Scenario, tokens: f64) -> f64 {
-    let Some((n_batch, n_ubatch)) = s.engine.prompt_micro_batches() else {
-        return 1.0;
-    };
-    if s.pp <= 1 || tokens <= 0.0 {
-        return 1.0;
-    }
-    let (n_batch, n_ubatch, stages) = (f64::from(n_batch), f64::from(n_ubatch), f64::from(s.pp));
-    let mut left = tokens;
-    let mut weighted = 0.0;
-    while left > 0.0 {
-        let chunk = left.min(n_batch);
-        let u = (chunk / n_ubatch).ceil();
-        weighted += chunk * (u + stages - 1.0) / (u * stages);
-        left -= chunk;
-    }
-    weighted / tokens
 }
 
 /// Decode step time with factors applied.

@@ -232,16 +232,22 @@ fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
         context: 4096,
         memory_headroom: 0.0,
     };
-    let four = Scenario { pp: 4, ..one.clone() };
+    let four = Scenario {
+        pp: 4,
+        ..one.clone()
+    };
     // One micro-batch (512 tokens): the stages run in turn.
-    assert_eq!(pipeline_overlap(&four, 512.0), 1.0);
+    assert_eq!(crate::parallel::prompt_overlap(&four, 512.0), 1.0);
     // Two logical batches of 2048, four micro-batches each, four stages:
     // 7 stage-times instead of 16.
-    assert!((pipeline_overlap(&four, 4096.0) - 7.0 / 16.0).abs() < 1e-12);
+    assert!((crate::parallel::prompt_overlap(&four, 4096.0) - 7.0 / 16.0).abs() < 1e-12);
     // 1024 tokens on two stages: 3 stage-times instead of 4.
-    let two = Scenario { pp: 2, ..one.clone() };
-    assert!((pipeline_overlap(&two, 1024.0) - 0.75).abs() < 1e-12);
-    assert_eq!(pipeline_overlap(&one, 4096.0), 1.0);
+    let two = Scenario {
+        pp: 2,
+        ..one.clone()
+    };
+    assert!((crate::parallel::prompt_overlap(&two, 1024.0) - 0.75).abs() < 1e-12);
+    assert_eq!(crate::parallel::prompt_overlap(&one, 4096.0), 1.0);
     let est = Estimator::new(EfficiencyTable::priors_only());
     assert!(est.ttft_s(&four, 4096.0) < 0.5 * est.ttft_s(&one, 4096.0));
     // An engine that runs a prompt as one pass gets no overlap.
@@ -249,5 +255,5 @@ fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
         engine: Engine::Vllm,
         ..four.clone()
     };
-    assert_eq!(pipeline_overlap(&vllm, 4096.0), 1.0);
+    assert_eq!(crate::parallel::prompt_overlap(&vllm, 4096.0), 1.0);
 }

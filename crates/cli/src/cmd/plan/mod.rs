@@ -238,7 +238,11 @@ impl PlanArgs {
                 tp: self.tp,
                 pp: self.pp,
                 dp: self.dp,
-                split_mode: self.split_mode.as_deref().map(SplitMode::parse).transpose()?,
+                split_mode: self
+                    .split_mode
+                    .as_deref()
+                    .map(SplitMode::parse)
+                    .transpose()?,
             },
             memory_headroom: self.memory_headroom,
             workload: Workload {
