@@ -350,6 +350,8 @@ pub struct Estimate {
     pub gpu: String,
     pub quant: String,
     pub engine: String,
+    /// What the engine profile assumes, in one line ([`Engine::describe`]).
+    pub engine_profile: String,
     pub tp: u32,
     /// Pipeline (layer-split) stages.
     pub pp: u32,
@@ -639,6 +641,7 @@ impl Estimator {
             gpu: s.hw.id.clone(),
             quant: s.quant.name.clone(),
             engine: s.engine.to_string(),
+            engine_profile: s.engine.describe().to_string(),
             tp: s.tp,
             pp: s.pp,
             batch: s.batch,

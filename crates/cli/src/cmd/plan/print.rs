@@ -134,6 +134,7 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
         e.engine,
         e.batch
     );
+    out!("engine profile: {}", e.engine_profile);
     let p = &plan.parallelism;
     out!(
         "GPUs: tp {} × pp {} per replica, dp {} replica(s) ({}): {}",
