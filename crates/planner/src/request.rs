@@ -342,4 +342,29 @@ mod tests {
             );
         }
     }
+    #[test]
+    fn a_gpu_count_follows_the_engine_and_replicas_are_a_floor_for_the_sizing() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = hardware_catalogue(None).unwrap();
+        let est = Estimator::new(efficiency_table(None).unwrap());
+        let mut req = PlanRequest::new("llama-3.1-8b");
+        req.engine = Some("llama.cpp".into());
+        req.quant = Some("q4_k_m".into());
+        req.parallel.gpus = Some(2);
+        let r = req.resolve(&models).unwrap();
+        let plan = r.plan(&est, hw.get("rtx-4090").unwrap()).unwrap();
+        assert_eq!((plan.parallelism.tp, plan.parallelism.pp), (1, 2));
+        assert_eq!(plan.estimate.pp, 2);
+        // Replicas given are the fewest the sizing returns, each of tp × pp GPUs.
+        req.parallel = ParallelRequest {
+            dp: Some(3),
+            ..ParallelRequest::default()
+        };
+        req.engine = Some("vllm".into());
+        let r = req.resolve(&models).unwrap();
+        let plan = r.plan(&est, hw.get("h100-sxm").unwrap()).unwrap();
+        let sizing = plan.sizing.unwrap();
+        assert!(sizing.replicas >= 3, "{}", sizing.replicas);
+        assert_eq!(sizing.gpus_needed, sizing.replicas);
+    }
 }
