@@ -426,7 +426,8 @@ fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
     };
-    // llama.cpp on two 4090s: layers split, one stream no faster than one GPU's roofline.
+    // llama.cpp on two 4090s (43 GB of Q4_K_M weights: little headroom left to keep): layers
+    // split (one stream passes both cards in turn).
     let two = plan(&[
         "--gpu",
         "rtx-4090",
@@ -436,6 +437,8 @@ fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
         "llama.cpp",
         "--gpus",
         "2",
+        "--memory-headroom",
+        "0.05",
     ]);
     let p = &two["parallelism"];
     assert_eq!(
@@ -459,6 +462,8 @@ fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
         "2",
         "--split-mode",
         "row",
+        "--memory-headroom",
+        "0.05",
     ]);
     assert_eq!(row["parallelism"]["tp"].as_u64(), Some(2));
     // Tensor parallel reads half the weights per GPU per token: faster than the layer split.
