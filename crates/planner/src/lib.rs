@@ -11,6 +11,8 @@
 //! - [`ModelCatalogue`] / [`ModelSpec`]: shapes from the catalogue, a
 //!   Hugging Face `config.json` ([`hf_config`]) or a GGUF header ([`gguf`]).
 //! - [`Quant`]: weight formats at their real bits per weight.
+//! - [`Engine`]: an engine (and version range) as a profile of mechanisms
+//!   ([`engine`]); [`parallel`]: how a GPU count is split, per engine.
 //! - [`EfficiencyTable`]: how far below the roofline engines run, per
 //!   (hardware class, engine, phase), fitted by [`calibrate::fit`] from
 //!   [`measurements`].
