@@ -8,7 +8,7 @@
 //!    capped by the KV cache (memory left after weights, at the engine's
 //!    memory fraction or the plan's headroom, whichever keeps more free, each
 //!    sequence reserving `prompt + generated` tokens) and by the engine's default
-//!    cap on running sequences ([`EngineProfile::max_running`]). Requests
+//!    cap on running sequences ([`crate::engine::EngineProfile::max_running`]). Requests
 //!    beyond that wait; they add latency, not throughput.
 //! 2. **What one step reads and computes.** The weights are read once per
 //!    step for all sequences, the KV cache once per sequence
