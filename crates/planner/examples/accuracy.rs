@@ -15,13 +15,20 @@
 //! (docs/planner.md, "GPUStack's serving rows"). `--write-accuracy PATH`
 //! writes the accuracy bands every plan shows (`data/accuracy.toml`, from
 //! the leave-one-source-out run over every public row).
+//!
+//! `--sealed FILE [--log PATH]` scores a sealed holdout (crate::sealed, ADR
+//! 0010): the shipped model on measurements from sources it was never
+//! fitted on. The first score of a file is recorded with the file's SHA-256
+//! in `crates/planner/data/sealed-scores.toml` (or `--log PATH`); later runs
+//! print it beside the current score and never overwrite it.
 
 use std::error::Error;
 
 use glassbox_planner::accuracy::AccuracyTable;
 use glassbox_planner::measurements::{self, Catalogues};
+use glassbox_planner::sealed::{self, FirstScore, Recorded, SealedLog};
 use glassbox_planner::validate::{self, HeldOut, Split, ape};
-use glassbox_planner::{HardwareCatalogue, ModelCatalogue, calibrate};
+use glassbox_planner::{EfficiencyTable, Estimator, HardwareCatalogue, ModelCatalogue, calibrate};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,6 +38,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         hardware: &hardware,
         models: &models,
     };
+    if let Some(i) = args.iter().position(|a| a == "--sealed") {
+        let path = args.get(i + 1).ok_or("--sealed needs a measurements CSV")?;
+        let log = match args.iter().position(|a| a == "--log") {
+            Some(j) => args.get(j + 1).ok_or("--log needs a path")?.as_str(),
+            None => "crates/planner/data/sealed-scores.toml",
+        };
+        return score_sealed(path, log, cat, args.iter().any(|a| a == "--rows"));
+    }
     let mut rows = measurements::builtin()?;
     let mut extra = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -122,6 +137,63 @@ fn main() -> Result<(), Box<dyn Error>> {
             s.baseline,
             s.priors
         );
+    }
+    Ok(())
+}
+
+/// Scores the sealed file at `path` with the shipped model and records its
+/// first score in the log at `log` (never overwriting one).
+fn score_sealed(
+    path: &str,
+    log: &str,
+    cat: Catalogues,
+    show_rows: bool,
+) -> Result<(), Box<dyn Error>> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    let sha = sealed::sha256_hex(&bytes);
+    let rows = measurements::parse_csv(&String::from_utf8(bytes)?, path)?;
+    let est = Estimator::new(EfficiencyTable::defaults()?);
+    let h = sealed::score(path, &rows, &measurements::all_public()?, &est, cat)?;
+    println!(
+        "sealed holdout {path} (sha256 {sha}): {} rows, {} sources, shipped model\n",
+        h.rows.len(),
+        h.by_group.len()
+    );
+    print_held_out(&h, show_rows);
+    let mut book = match std::fs::read_to_string(log) {
+        Ok(text) => SealedLog::parse(&text, log)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => SealedLog::default(),
+        Err(e) => return Err(format!("cannot read `{log}`: {e}").into()),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    match book.record(FirstScore::new(path, &sha, &sealed::utc_date(now), &h))? {
+        Recorded::First => {
+            let header = "# First scores of sealed holdout files (crate::sealed, ADR 0010). Written by\n\
+                          # `cargo run --release -p glassbox-planner --example accuracy -- --sealed FILE`; never edited by hand.\n\n";
+            std::fs::write(log, format!("{header}{}", book.to_toml()?))?;
+            println!("first score recorded in {log}: this is the figure the docs report");
+        }
+        Recorded::Earlier(first) => {
+            println!(
+                "scored before, on {}: that first score stands (not overwritten)\n",
+                first.date
+            );
+            println!("| metric | rows | first score | now | baseline |");
+            println!("|---|---:|---:|---:|---:|");
+            for m in &first.metric {
+                let now = h
+                    .by_metric
+                    .iter()
+                    .find(|s| s.name == m.name)
+                    .map_or(f64::NAN, |s| s.planner);
+                println!(
+                    "| {} | {} | {:.1}% | {:.1}% | {:.1}% |",
+                    m.name, m.rows, m.planner_pct, now, m.baseline_pct
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -502,6 +502,7 @@ fn simulate(
         kv_bytes: 2.0,
         engine: run.engine,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: run.prompt,
         gen_tokens: run.output,

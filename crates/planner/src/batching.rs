@@ -8,7 +8,7 @@
 //!    capped by the KV cache (memory left after weights, at the engine's
 //!    memory fraction or the plan's headroom, whichever keeps more free, each
 //!    sequence reserving `prompt + generated` tokens) and by the engine's default
-//!    cap on running sequences ([`EngineProfile::max_running`]). Requests
+//!    cap on running sequences ([`crate::engine::EngineProfile::max_running`]). Requests
 //!    beyond that wait; they add latency, not throughput.
 //! 2. **What one step reads and computes.** The weights are read once per
 //!    step for all sequences, the KV cache once per sequence
@@ -142,6 +142,12 @@ pub fn steady_state(
     let output = output.max(1.0);
     let prompt = prompt.max(1.0);
     let ctx = prompt + output / 2.0;
+    // Pipeline stages that keep several micro-batches in flight: each
+    // micro-batch's step runs the whole model (the stages in turn), and the
+    // `mb` micro-batches advance together, one stage each.
+    let mb = micro_batches(s, running);
+    let running_total = running;
+    let running = running / mb;
     let mut dt = decode_terms(s, running, ctx);
     let q = (running - 1.0).max(0.0) * prompt / output;
     let overhead_s = d.overhead_ms / 1e3 + running * per_seq_ms / 1e3;
@@ -190,7 +196,7 @@ pub fn steady_state(
     let regime = dt.regime(p, d);
     Batching {
         requested: batch,
-        running,
+        running: running_total,
         limit,
         kv_capacity_seqs,
         context: ctx,
@@ -200,8 +206,20 @@ pub fn steady_state(
         overhead_s,
         comm_s,
         step_s,
-        tok_s: running / step_s,
+        tok_s: running_total / step_s,
         regime,
+    }
+}
+
+/// Micro-batches in flight at once: the pipeline stages, for an engine that
+/// pipelines micro-batches ([`crate::Engine::pipelines_micro_batches`]) and
+/// has at least one sequence per stage; else 1 (a layer split that runs
+/// its stages one after another, as llama.cpp's decode does).
+pub fn micro_batches(s: &Scenario, running: f64) -> f64 {
+    if s.pp > 1 && s.engine.pipelines_micro_batches() {
+        f64::from(s.pp).min(running.floor()).max(1.0)
+    } else {
+        1.0
     }
 }
 
@@ -264,6 +282,7 @@ mod tests {
             kv_bytes: 2.0,
             engine,
             tp: 1,
+            pp: 1,
             batch: 1,
             prompt_tokens: 1024,
             gen_tokens: 128,
@@ -448,5 +467,84 @@ mod tests {
             assert!((t - 128.0 / (ttft + 128.0 * b.step_s)).abs() < 1e-9);
             assert!(t < b.tok_s);
         });
+    }
+    #[test]
+    fn a_layer_split_holds_more_but_one_stream_is_no_faster_and_tensor_parallel_is() {
+        with("rtx-4090", Engine::LlamaCpp, |s, est| {
+            let one = est.tpot_s(s, 1.0, 1024.0);
+            let layers = Scenario { pp: 2, ..s.clone() };
+            let tensor = Scenario { tp: 2, ..s.clone() };
+            let split = est.tpot_s(&layers, 1.0, 1024.0);
+            // Same bytes read per token, plus one activation hand-off.
+            assert!(split >= one && split < one * 1.01, "{split} vs {one}");
+            assert!(est.tpot_s(&tensor, 1.0, 1024.0) < 0.7 * one);
+            // Memory adds up over the stages.
+            assert!(est.kv_capacity_bytes(&layers) > est.kv_capacity_bytes(s));
+            assert_eq!(micro_batches(&layers, 32.0), 1.0);
+        });
+    }
+
+    #[test]
+    fn pipelining_engines_keep_every_stage_busy_at_batch_above_one() {
+        with("h100-sxm", Engine::Vllm, |s, est| {
+            let staged = Scenario { pp: 2, ..s.clone() };
+            assert_eq!(micro_batches(&staged, 1.0), 1.0);
+            assert_eq!(micro_batches(&staged, 64.0), 2.0);
+            let one = steady_state(est, s, 256.0, 1024.0, 128.0);
+            let two = steady_state(est, &staged, 256.0, 1024.0, 128.0);
+            assert_eq!(two.running, one.running);
+            // Two micro-batches of half the sequences each: more tokens a second.
+            assert!(
+                two.tok_s > 1.3 * one.tok_s,
+                "{} vs {}",
+                two.tok_s,
+                one.tok_s
+            );
+            // One stream passes the stages in turn.
+            let single = steady_state(est, &staged, 1.0, 1024.0, 128.0);
+            let base = steady_state(est, s, 1.0, 1024.0, 128.0);
+            assert!(single.tok_s <= base.tok_s);
+        });
+    }
+
+    #[test]
+    fn vllm_before_0_6_pays_its_host_cost_per_sequence_at_large_batch() {
+        let est = Estimator::new(EfficiencyTable::priors_only());
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = HardwareCatalogue::builtin().unwrap();
+        let s = Scenario {
+            model: models.get("llama-3.1-8b").unwrap(),
+            hw: hw.get("h100-sxm").unwrap(),
+            quant: Quant::parse("fp16").unwrap(),
+            kv_bytes: 2.0,
+            engine: Engine::Vllm,
+            tp: 1,
+            pp: 1,
+            batch: 1,
+            prompt_tokens: 256,
+            gen_tokens: 256,
+            context: 512,
+            memory_headroom: 0.1,
+        };
+        let old = Scenario {
+            engine: Engine::VllmV0,
+            ..s.clone()
+        };
+        let (now, then) = (
+            steady_state(&est, &s, 256.0, 256.0, 256.0),
+            steady_state(&est, &old, 256.0, 256.0, 256.0),
+        );
+        assert!(
+            then.tok_s < 0.8 * now.tok_s,
+            "{} vs {}",
+            then.tok_s,
+            now.tok_s
+        );
+        // At one stream the difference is one sequence's host cost.
+        let (a, b) = (
+            steady_state(&est, &s, 1.0, 256.0, 256.0),
+            steady_state(&est, &old, 1.0, 256.0, 256.0),
+        );
+        assert!(b.step_s - a.step_s < 0.2e-3, "{} vs {}", b.step_s, a.step_s);
     }
 }

@@ -202,7 +202,7 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
         let s = r.scenario(cat)?;
         keyed.push((
             s.hw.class.as_str().to_string(),
-            r.engine.as_str().to_string(),
+            r.engine.family().as_str().to_string(),
             *r,
         ));
     }

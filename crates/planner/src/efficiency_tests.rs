@@ -6,7 +6,8 @@ use crate::hardware::HardwareCatalogue;
 #[test]
 fn engine_names_and_aliases() {
     assert_eq!(Engine::parse("TensorRT-LLM").unwrap(), Engine::TrtLlm);
-    assert_eq!(Engine::parse("ollama").unwrap(), Engine::LlamaCpp);
+    assert_eq!(Engine::parse("ollama").unwrap(), Engine::Ollama);
+    assert_eq!(Engine::Ollama.family(), Engine::LlamaCpp);
     assert_eq!(
         Engine::parse("text-generation-inference").unwrap(),
         Engine::Tgi

@@ -62,6 +62,10 @@ pub enum PlannerError {
     /// The model does not fit in the memory given.
     #[error("model does not fit: {message}")]
     DoesNotFit { message: String },
+    /// A sealed holdout broke its rule: its file changed after its first
+    /// score, or it holds a source the model was fitted on.
+    #[error("sealed holdout `{file}`: {message}")]
+    Sealed { file: String, message: String },
 }
 
 fn hint(suggestion: &Option<String>) -> String {
@@ -85,6 +89,7 @@ impl PlannerError {
             Self::Gguf { .. } => "planner.gguf",
             Self::Csv { .. } => "planner.csv",
             Self::DoesNotFit { .. } => "planner.does_not_fit",
+            Self::Sealed { .. } => "planner.sealed",
         }
     }
 

@@ -10,7 +10,11 @@
 //! touches) plus the KV cache it reads, and FLOPs are `2·P_active` per token
 //! plus attention (a batched step's matmuls padded to whole 64-row tiles,
 //! [`tile_padded_tokens`]). Tensor parallelism splits bytes and FLOPs over `tp`
-//! devices and adds two ring all-reduces per layer.
+//! devices and adds two ring all-reduces per layer. Pipeline (layer) stages
+//! (`pp`) hold a share of the layers each: memory adds up over `tp · pp`
+//! devices, but a token passes the stages in turn, so a step's time is that
+//! of the whole model on `tp` devices plus one activation hand-off per stage
+//! boundary ([`crate::parallel`]).
 
 use serde::Serialize;
 
@@ -37,8 +41,10 @@ pub struct Scenario<'a> {
     /// KV-cache bytes per element (2 = FP16, 1 = FP8/INT8).
     pub kv_bytes: f64,
     pub engine: Engine,
-    /// Tensor-parallel degree (devices per replica).
+    /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline (layer-split) stages; a replica holds `tp · pp` devices.
+    pub pp: u32,
     /// Concurrent sequences decoded together.
     pub batch: u32,
     pub prompt_tokens: u64,
@@ -55,6 +61,12 @@ impl Scenario<'_> {
             return Err(PlannerError::invalid(
                 "tp",
                 format!("must be 1-64, got {}", self.tp),
+            ));
+        }
+        if self.pp == 0 || self.tp.saturating_mul(self.pp) > 64 {
+            return Err(PlannerError::invalid(
+                "pp",
+                format!("tp × pp must be 1-64, got {} × {}", self.tp, self.pp),
             ));
         }
         if self.batch == 0 || self.batch > 1 << 20 {
@@ -80,6 +92,11 @@ impl Scenario<'_> {
 
     fn tp(&self) -> f64 {
         f64::from(self.tp)
+    }
+
+    /// Devices one replica holds: `tp · pp`.
+    pub fn devices(&self) -> f64 {
+        f64::from(self.tp) * f64::from(self.pp.max(1))
     }
 
     /// Weights of one replica, bytes.
@@ -140,17 +157,21 @@ impl Scenario<'_> {
         self.hw.bandwidth_gbps * 1e9
     }
 
-    /// Two ring all-reduces per layer of `tokens × hidden` FP16 activations:
-    /// each moves `2(N−1)/N` of the message over the link, plus a latency.
+    /// Communication of one forward pass over `tokens` tokens. Tensor
+    /// parallel: two ring all-reduces per layer of `tokens × hidden` FP16
+    /// activations, each moving `2(N−1)/N` of the message over the link,
+    /// plus a latency. Pipeline stages: the activations handed from one
+    /// stage to the next at each of the `pp − 1` boundaries, plus a latency.
     pub fn allreduce_s(&self, tokens: f64) -> f64 {
-        if self.tp <= 1 {
-            return 0.0;
-        }
-        let n = self.tp();
         let msg = tokens * self.model.hidden as f64 * 2.0;
         let link = (self.hw.interconnect.gbps * 1e9).max(1e6);
+        let hops = f64::from(self.pp.max(1) - 1) * (msg / link + ALLREDUCE_LATENCY_S);
+        if self.tp <= 1 {
+            return hops;
+        }
+        let n = self.tp();
         let per_call = 2.0 * (n - 1.0) / n * msg / link + ALLREDUCE_LATENCY_S;
-        2.0 * self.model.layers as f64 * per_call
+        2.0 * self.model.layers as f64 * per_call + hops
     }
 }
 
@@ -275,14 +296,21 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let scores = seqs * s.attention_scores_bytes(per_seq, (per_seq + 1.0) / 2.0) / s.tp();
     let bytes = weights / s.tp() + scores;
     let c = s.forward_compute(per_seq, 0.0);
+    // Pipeline stages overlap the micro-batches of one prompt where the
+    // engine cuts it into them; the roofline times shrink by that overlap.
+    let k = if seqs <= 1.0 {
+        crate::parallel::prompt_overlap(s, tokens)
+    } else {
+        1.0
+    };
     Terms {
         bytes,
         flops: seqs * (c.linear_flops + c.attn_flops),
-        memory_s: bytes / s.bandwidth(),
-        compute_s: seqs * (c.linear_s + c.attn_s),
+        memory_s: k * bytes / s.bandwidth(),
+        compute_s: k * seqs * (c.linear_s + c.attn_s),
         comm_s: s.allreduce_s(tokens),
-        kv_memory_s: scores / s.bandwidth(),
-        attn_compute_s: seqs * c.attn_s,
+        kv_memory_s: k * scores / s.bandwidth(),
+        attn_compute_s: k * seqs * c.attn_s,
     }
 }
 
@@ -322,7 +350,11 @@ pub struct Estimate {
     pub gpu: String,
     pub quant: String,
     pub engine: String,
+    /// What the engine profile assumes, in one line ([`Engine::describe`]).
+    pub engine_profile: String,
     pub tp: u32,
+    /// Pipeline (layer-split) stages.
+    pub pp: u32,
     pub batch: u32,
     pub prompt_tokens: u64,
     pub gen_tokens: u64,
@@ -409,7 +441,7 @@ impl Estimator {
 
     /// KV-cache memory per replica after weights and headroom, bytes.
     pub fn kv_capacity_bytes(&self, s: &Scenario) -> f64 {
-        let usable = s.hw.memory_bytes() * (1.0 - s.memory_headroom) * s.tp();
+        let usable = s.hw.memory_bytes() * (1.0 - s.memory_headroom) * s.devices();
         usable - s.weight_bytes()
     }
 
@@ -452,10 +484,11 @@ impl Estimator {
             "kv_capacity",
             cap.max(0.0) / 1e9,
             "GB",
-            "tp × memory × (1 − headroom) − weights",
+            "tp × pp × memory × (1 − headroom) − weights",
             format!(
-                "{} × {} GiB × (1 − {}) − {} GB",
+                "{} × {} × {} GiB × (1 − {}) − {} GB",
                 s.tp,
+                s.pp,
                 num(s.hw.memory_gb),
                 num(s.memory_headroom),
                 num(weights / 1e9)
@@ -608,7 +641,9 @@ impl Estimator {
             gpu: s.hw.id.clone(),
             quant: s.quant.name.clone(),
             engine: s.engine.to_string(),
+            engine_profile: s.engine.describe().to_string(),
             tp: s.tp,
+            pp: s.pp,
             batch: s.batch,
             prompt_tokens: s.prompt_tokens,
             gen_tokens: s.gen_tokens,
@@ -616,7 +651,7 @@ impl Estimator {
             total_params_b: params / 1e9,
             active_params_b: s.model.active_params_b(),
             weights_gb: weights / 1e9,
-            weights_gb_per_gpu: weights / 1e9 / s.tp(),
+            weights_gb_per_gpu: weights / 1e9 / s.devices(),
             kv_bytes_per_token: kvt,
             kv_capacity_gb: cap.max(0.0) / 1e9,
             max_concurrent_seqs: max_seqs,

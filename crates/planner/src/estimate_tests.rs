@@ -25,6 +25,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
         kv_bytes: 2.0,
         engine: Engine::LlamaCpp,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: 1,
         gen_tokens: 1,
@@ -65,6 +66,7 @@ fn llama_cpp_writes_its_attention_scores_and_flash_attention_engines_do_not() {
         kv_bytes: 2.0,
         engine,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: 8192,
         gen_tokens: 1,
@@ -108,6 +110,7 @@ fn tensor_parallel_adds_comm_and_splits_bytes() {
         kv_bytes: 2.0,
         engine: Engine::Vllm,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: 512,
         gen_tokens: 128,
@@ -140,6 +143,7 @@ fn a_batched_steps_matmuls_compute_whole_64_row_tiles() {
         kv_bytes: 1.0,
         engine: Engine::TrtLlm,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: 128,
         gen_tokens: 2048,
@@ -196,6 +200,7 @@ fn an_80_gb_card_holds_80_gib_for_weights_and_kv() {
         kv_bytes: 2.0,
         engine: Engine::Vllm,
         tp: 1,
+        pp: 1,
         batch: 1,
         prompt_tokens: 1,
         gen_tokens: 1,
@@ -207,4 +212,48 @@ fn an_80_gb_card_holds_80_gib_for_weights_and_kv() {
     let expected = 80.0 * 1024.0 * 1024.0 * 1024.0 * 0.9 - s.weight_bytes();
     assert!((cap - expected).abs() < 1.0, "{cap} vs {expected}");
     assert!(cap > 80e9 * 0.9 - s.weight_bytes() + 5e9, "{cap}");
+}
+
+#[test]
+fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("rtx-4090");
+    let one = Scenario {
+        model: models.get("llama-3.1-8b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("q4_k_m").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::LlamaCpp,
+        tp: 1,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 4096,
+        gen_tokens: 0,
+        context: 4096,
+        memory_headroom: 0.0,
+    };
+    let four = Scenario {
+        pp: 4,
+        ..one.clone()
+    };
+    // One micro-batch (512 tokens): the stages run in turn.
+    assert_eq!(crate::parallel::prompt_overlap(&four, 512.0), 1.0);
+    // Two logical batches of 2048, four micro-batches each, four stages:
+    // 7 stage-times instead of 16.
+    assert!((crate::parallel::prompt_overlap(&four, 4096.0) - 7.0 / 16.0).abs() < 1e-12);
+    // 1024 tokens on two stages: 3 stage-times instead of 4.
+    let two = Scenario {
+        pp: 2,
+        ..one.clone()
+    };
+    assert!((crate::parallel::prompt_overlap(&two, 1024.0) - 0.75).abs() < 1e-12);
+    assert_eq!(crate::parallel::prompt_overlap(&one, 4096.0), 1.0);
+    let est = Estimator::new(EfficiencyTable::priors_only());
+    assert!(est.ttft_s(&four, 4096.0) < 0.5 * est.ttft_s(&one, 4096.0));
+    // An engine that runs a prompt as one pass gets no overlap.
+    let vllm = Scenario {
+        engine: Engine::Vllm,
+        ..four.clone()
+    };
+    assert_eq!(crate::parallel::prompt_overlap(&vllm, 4096.0), 1.0);
 }

@@ -11,6 +11,8 @@
 //! - [`ModelCatalogue`] / [`ModelSpec`]: shapes from the catalogue, a
 //!   Hugging Face `config.json` ([`hf_config`]) or a GGUF header ([`gguf`]).
 //! - [`Quant`]: weight formats at their real bits per weight.
+//! - [`Engine`]: an engine (and version range) as a profile of mechanisms
+//!   ([`engine`]); [`parallel`]: how a GPU count is split, per engine.
 //! - [`EfficiencyTable`]: how far below the roofline engines run, per
 //!   (hardware class, engine, phase), fitted by [`calibrate::fit`] from
 //!   [`measurements`].
@@ -36,6 +38,7 @@ pub mod accuracy;
 pub mod batching;
 pub mod calibrate;
 pub mod efficiency;
+pub mod engine;
 pub mod error;
 pub mod estimate;
 pub mod explain;
@@ -45,9 +48,11 @@ pub mod hf_config;
 pub mod measurements;
 pub mod model;
 mod names;
+pub mod parallel;
 pub mod pipeline;
 pub mod quant;
 pub mod request;
+pub mod sealed;
 pub mod sim;
 pub mod validate;
 pub mod workload;

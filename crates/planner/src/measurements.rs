@@ -23,6 +23,7 @@ use crate::error::PlannerError;
 use crate::estimate::{Estimator, Scenario, prefill_terms, prefill_time};
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
+use crate::parallel;
 use crate::quant::Quant;
 
 /// What a row measured.
@@ -286,13 +287,19 @@ impl Measurement {
     pub fn scenario<'a>(&self, cat: Catalogues<'a>) -> Result<Scenario<'a>, PlannerError> {
         let hw = cat.hardware.get(&self.gpu)?;
         let model = cat.models.get(&self.model)?;
+        let quant = Quant::parse(&self.quant)?;
+        // The `tp` column is the GPUs the run used; they are split the way
+        // the engine splits them by default (llama.cpp: layers).
+        let fits_one = model.total_params() * quant.bytes_per_weight() < hw.memory_bytes();
+        let (tp, pp) = parallel::replica_split(self.engine, self.tp, fits_one);
         Ok(Scenario {
             model,
             hw,
-            quant: Quant::parse(&self.quant)?,
+            quant,
             kv_bytes: self.kv_bytes,
             engine: self.engine,
-            tp: self.tp,
+            tp,
+            pp,
             batch: self.batch,
             prompt_tokens: self.prompt_tokens.max(1),
             gen_tokens: self.gen_tokens,

@@ -26,6 +26,7 @@ use crate::error::PlannerError;
 use crate::estimate::Estimator;
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
+use crate::parallel::ParallelRequest;
 use crate::request::PlanRequest;
 use crate::workload::{Pricing, Workload, device_hourly};
 
@@ -283,11 +284,12 @@ pub fn plan(
                     // The smallest tensor-parallel degree the model fits in.
                     let mut tp = 1;
                     let (resolved, sizing) = loop {
-                        req.tp = tp;
+                        req.parallel = ParallelRequest::tensor(tp);
                         let resolved = req.resolve(models)?;
+                        let split = resolved.parallelism(device)?;
                         match crate::workload::size(
                             est,
-                            &resolved.scenario(device),
+                            &resolved.scenario(device, &split),
                             &resolved.workload,
                         ) {
                             Ok(sizing) => break (resolved, sizing),
@@ -312,7 +314,7 @@ pub fn plan(
                             resolved.gen_tokens,
                             resolved.quant.name,
                             resolved.engine,
-                            resolved.tp,
+                            tp,
                             sizing.batch
                         ),
                     }

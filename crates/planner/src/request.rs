@@ -16,6 +16,7 @@ use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
 use crate::model::{self, ModelCatalogue, ResolvedModel};
+use crate::parallel::{ParallelRequest, Parallelism};
 use crate::quant::Quant;
 use crate::workload::{self, Sizing, Workload};
 
@@ -31,8 +32,6 @@ pub mod defaults {
     pub const PROMPT_TOKENS: u64 = 1500;
     /// Generated (output) tokens per request.
     pub const GEN_TOKENS: u64 = 300;
-    /// Tensor-parallel degree.
-    pub const TP: u32 = 1;
     /// Device memory kept free (seed 001: at least 20%).
     pub const MEMORY_HEADROOM: f64 = 0.2;
     /// Requests per day (seed 001's example).
@@ -69,7 +68,9 @@ pub struct PlanRequest {
     pub gen_tokens: u64,
     /// Context each sequence may reach; default prompt + generated tokens.
     pub context: Option<u64>,
-    pub tp: u32,
+    /// GPUs and how they are split; what is not given follows the engine
+    /// ([`crate::parallel`]).
+    pub parallel: ParallelRequest,
     pub memory_headroom: f64,
     /// Traffic, SLA and pricing. Its token counts are taken from
     /// `prompt_tokens` and `gen_tokens` when resolving.
@@ -88,7 +89,7 @@ impl PlanRequest {
             prompt_tokens: defaults::PROMPT_TOKENS,
             gen_tokens: defaults::GEN_TOKENS,
             context: None,
-            tp: defaults::TP,
+            parallel: ParallelRequest::default(),
             memory_headroom: defaults::MEMORY_HEADROOM,
             workload: Workload::default(),
         }
@@ -125,7 +126,7 @@ impl PlanRequest {
             context: self
                 .context
                 .unwrap_or(self.prompt_tokens.saturating_add(self.gen_tokens)),
-            tp: self.tp,
+            parallel: self.parallel,
             memory_headroom: self.memory_headroom,
             workload,
         })
@@ -156,21 +157,33 @@ pub struct ResolvedRequest {
     pub prompt_tokens: u64,
     pub gen_tokens: u64,
     pub context: u64,
-    pub tp: u32,
+    pub parallel: ParallelRequest,
     pub memory_headroom: f64,
     pub workload: Workload,
 }
 
 impl ResolvedRequest {
-    /// The estimator's view of this request on one device.
-    pub fn scenario<'a>(&'a self, hw: &'a Hardware) -> Scenario<'a> {
+    /// How the GPUs are split on `hw`: as given, else the engine's default
+    /// for a GPU count, with the reason.
+    pub fn parallelism(&self, hw: &Hardware) -> Result<Parallelism, PlannerError> {
+        let need = self.model.spec.total_params() * self.quant.bytes_per_weight()
+            + self.model.spec.kv_bytes_per_token(self.kv_bytes) * self.context as f64;
+        let fits_on =
+            |n: u32| need <= hw.memory_bytes() * (1.0 - self.memory_headroom) * f64::from(n);
+        self.parallel.resolve(self.engine, fits_on)
+    }
+
+    /// The estimator's view of one replica of this request on `hw`, split
+    /// as `p` says.
+    pub fn scenario<'a>(&'a self, hw: &'a Hardware, p: &Parallelism) -> Scenario<'a> {
         Scenario {
             model: &self.model.spec,
             hw,
             quant: self.quant.clone(),
             kv_bytes: self.kv_bytes,
             engine: self.engine,
-            tp: self.tp,
+            tp: p.tp,
+            pp: p.pp,
             batch: self.batch,
             prompt_tokens: self.prompt_tokens,
             gen_tokens: self.gen_tokens,
@@ -181,15 +194,23 @@ impl ResolvedRequest {
 
     /// Estimates this request on `hw` and sizes its workload. An estimate
     /// that cannot be made is an error; a workload that cannot be sized
-    /// (the model does not fit, say) is part of the plan.
+    /// (the model does not fit, say) is part of the plan. Data-parallel
+    /// replicas given (`--dp`, or a `--gpus` count beyond one replica) are
+    /// the fewest replicas the sizing returns.
     pub fn plan(&self, est: &Estimator, hw: &Hardware) -> Result<Plan, PlannerError> {
-        let s = self.scenario(hw);
+        let parallelism = self.parallelism(hw)?;
+        let s = self.scenario(hw, &parallelism);
         let estimate = est.estimate(&s)?;
         let accuracy = AccuracyTable::shipped()?.for_estimate(&estimate, hw.class.as_str());
+        let workload = Workload {
+            min_replicas: u64::from(parallelism.dp),
+            ..self.workload
+        };
         Ok(Plan {
-            sizing: workload::size(est, &s, &self.workload),
+            sizing: workload::size(est, &s, &workload),
             estimate,
             accuracy,
+            parallelism,
         })
     }
 }
@@ -202,6 +223,8 @@ pub struct Plan {
     /// How far such figures were from held-out public measurements
     /// ([`crate::accuracy`]).
     pub accuracy: Vec<Range>,
+    /// How the GPUs are split, and whether that was assumed.
+    pub parallelism: Parallelism,
 }
 
 impl Plan {
@@ -318,5 +341,30 @@ mod tests {
                 "{keys:?}"
             );
         }
+    }
+    #[test]
+    fn a_gpu_count_follows_the_engine_and_replicas_are_a_floor_for_the_sizing() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = hardware_catalogue(None).unwrap();
+        let est = Estimator::new(efficiency_table(None).unwrap());
+        let mut req = PlanRequest::new("llama-3.1-8b");
+        req.engine = Some("llama.cpp".into());
+        req.quant = Some("q4_k_m".into());
+        req.parallel.gpus = Some(2);
+        let r = req.resolve(&models).unwrap();
+        let plan = r.plan(&est, hw.get("rtx-4090").unwrap()).unwrap();
+        assert_eq!((plan.parallelism.tp, plan.parallelism.pp), (1, 2));
+        assert_eq!(plan.estimate.pp, 2);
+        // Replicas given are the fewest the sizing returns, each of tp × pp GPUs.
+        req.parallel = ParallelRequest {
+            dp: Some(3),
+            ..ParallelRequest::default()
+        };
+        req.engine = Some("vllm".into());
+        let r = req.resolve(&models).unwrap();
+        let plan = r.plan(&est, hw.get("h100-sxm").unwrap()).unwrap();
+        let sizing = plan.sizing.unwrap();
+        assert!(sizing.replicas >= 3, "{}", sizing.replicas);
+        assert_eq!(sizing.gpus_needed, sizing.replicas);
     }
 }

@@ -283,30 +283,37 @@ pub fn held_out(
     }
     out.sort_by_key(|(i, _)| *i);
     let rows_out: Vec<HeldOutRow> = out.into_iter().map(|(_, r)| r).collect();
+    let groups = folds(rows, split).into_iter().map(|f| f.group).collect();
+    Ok(summarise(split, rows_out, groups))
+}
+
+/// Held-out rows summarised per metric, overall, and per group (in the
+/// order of `groups`).
+pub fn summarise(split: Split, rows: Vec<HeldOutRow>, groups: Vec<String>) -> HeldOut {
     let mut by_metric: Vec<Slice> = Metric::ALL
         .into_iter()
         .filter_map(|m| {
-            let sel: Vec<&HeldOutRow> = rows_out.iter().filter(|r| r.metric == m).collect();
+            let sel: Vec<&HeldOutRow> = rows.iter().filter(|r| r.metric == m).collect();
             (!sel.is_empty()).then(|| slice(m.as_str().to_string(), &sel))
         })
         .collect();
     by_metric.push(slice(
         "overall".to_string(),
-        &rows_out.iter().collect::<Vec<_>>(),
+        &rows.iter().collect::<Vec<_>>(),
     ));
-    let by_group = folds(rows, split)
+    let by_group = groups
         .into_iter()
-        .map(|f| {
-            let sel: Vec<&HeldOutRow> = rows_out.iter().filter(|r| r.group == f.group).collect();
-            slice(f.group, &sel)
+        .map(|g| {
+            let sel: Vec<&HeldOutRow> = rows.iter().filter(|r| r.group == g).collect();
+            slice(g, &sel)
         })
         .collect();
-    Ok(HeldOut {
+    HeldOut {
         split,
-        rows: rows_out,
+        rows,
         by_metric,
         by_group,
-    })
+    }
 }
 
 /// One setup (metric, engine, GPU, weight precision) that rows of two or

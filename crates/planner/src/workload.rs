@@ -5,7 +5,7 @@
 //! batch with the highest request rate that meets it is chosen. A replica
 //! completes `b` requests in `b·prefill + out·step(b)` (prefills are
 //! serialised, decode steps shared), so its rate is
-//! `b / (b·prefill + out·step(b))`. Devices = replicas × tp, with replicas
+//! `b / (b·prefill + out·step(b))`. Devices = replicas × tp × pp, with replicas
 //! sized for the peak rate (and peak concurrency, if given) at
 //! `1 − headroom` load. Seed 000's concurrency formula and seed 001's FLOPs
 //! count are reported beside the result for comparison, and a mixed
@@ -74,6 +74,8 @@ pub struct Workload {
     pub pricing: Pricing,
     /// Utilisation assumed by seed 000's formula.
     pub seed000_utilisation: f64,
+    /// Fewest replicas to size (data-parallel replicas the user fixed).
+    pub min_replicas: u64,
 }
 
 impl Default for Workload {
@@ -90,6 +92,7 @@ impl Default for Workload {
             simultaneous_use: defaults::SIMULTANEOUS_USE,
             pricing: Pricing::default(),
             seed000_utilisation: defaults::SEED000_UTILISATION,
+            min_replicas: 1,
         }
     }
 }
@@ -316,8 +319,9 @@ pub fn size(est: &Estimator, s: &Scenario, w: &Workload) -> Result<Sizing, Plann
     let by_conc = w.peak_concurrency.map_or(1.0, |c| {
         (c as f64 / (chosen.batch as f64 * usable)).ceil().max(1.0)
     });
-    let replicas = by_rate.max(by_conc) as u64;
-    let tp = u64::from(s.tp);
+    let replicas = (by_rate.max(by_conc) as u64).max(w.min_replicas.max(1));
+    // GPUs one replica holds: tensor × pipeline stages.
+    let tp = u64::from(s.tp) * u64::from(s.pp.max(1));
     let gpus = replicas * tp;
     let utilisation = avg_rps / (replicas as f64 * chosen.rps);
     let tokens_per_day = w.requests_per_day * tokens_per_req;
@@ -395,13 +399,15 @@ pub fn size(est: &Estimator, s: &Scenario, w: &Workload) -> Result<Sizing, Plann
             "gpus_needed",
             gpus as f64,
             "gpus",
-            "ceil(max(peak_rps / (replica_rps × (1 − headroom)), peak_conc / (b × (1 − headroom)))) × tp",
+            "max(ceil(peak_rps / (replica_rps × (1 − headroom))), ceil(peak_conc / (b × (1 − headroom))), dp) × tp × pp",
             format!(
-                "peak {} req/s, replica {} req/s, headroom {}, tp {}",
+                "peak {} req/s, replica {} req/s, headroom {}, dp {}, tp {}, pp {}",
                 num(peak_rps),
                 num(chosen.rps),
                 num(w.headroom),
-                s.tp
+                w.min_replicas.max(1),
+                s.tp,
+                s.pp
             ),
         ),
         Line::new(

@@ -416,3 +416,115 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
     assert_eq!(last["metric"], "decode_tok_s");
     assert_eq!(last["band"]["scope"], "rtx-4090");
 }
+
+#[test]
+fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
+    let plan = |args: &[&str]| {
+        let mut all = vec!["plan", "--model", "llama-3.1-70b", "--format", "json"];
+        all.extend_from_slice(args);
+        let out = glassbox(&all, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    // llama.cpp on two 4090s (43 GB of Q4_K_M weights: little headroom left to keep): layers
+    // split (one stream passes both cards in turn).
+    let two = plan(&[
+        "--gpu",
+        "rtx-4090",
+        "--quant",
+        "q4_k_m",
+        "--engine",
+        "llama.cpp",
+        "--gpus",
+        "2",
+        "--memory-headroom",
+        "0.05",
+    ]);
+    let p = &two["parallelism"];
+    assert_eq!(
+        (p["tp"].as_u64(), p["pp"].as_u64()),
+        (Some(1), Some(2)),
+        "{p}"
+    );
+    assert_eq!(p["assumed"].as_bool(), Some(true));
+    assert!(
+        p["why"].as_str().unwrap().contains("split-mode layer"),
+        "{p}"
+    );
+    let row = plan(&[
+        "--gpu",
+        "rtx-4090",
+        "--quant",
+        "q4_k_m",
+        "--engine",
+        "llama.cpp",
+        "--gpus",
+        "2",
+        "--split-mode",
+        "row",
+        "--memory-headroom",
+        "0.05",
+    ]);
+    assert_eq!(row["parallelism"]["tp"].as_u64(), Some(2));
+    // Tensor parallel reads half the weights per GPU per token: faster than the layer split.
+    let (layer_tps, row_tps) = (
+        two["decode_tok_s"].as_f64().unwrap(),
+        row["decode_tok_s"].as_f64().unwrap(),
+    );
+    assert!(
+        row_tps > 1.3 * layer_tps,
+        "row {row_tps} vs layer {layer_tps}"
+    );
+    // vLLM on eight A100s: the smallest tensor-parallel group that holds 70B in BF16 (141 GB of
+    // weights; two cards keep 2 × 80 GiB × 0.8 = 137 GB free of headroom, four do), the rest replicas.
+    let eight = plan(&[
+        "--gpu",
+        "a100-sxm-80gb",
+        "--engine",
+        "vllm@0.5",
+        "--gpus",
+        "8",
+    ]);
+    let p = &eight["parallelism"];
+    assert_eq!(
+        (p["tp"].as_u64(), p["dp"].as_u64()),
+        (Some(4), Some(2)),
+        "{p}"
+    );
+    assert_eq!(eight["engine"].as_str(), Some("vllm@0.5"));
+    assert!(eight["gpus_needed"].as_u64().unwrap() >= 8, "{eight}");
+}
+
+#[test]
+fn parallelism_that_does_not_add_up_exits_78_naming_the_numbers() {
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--gpus",
+            "6",
+            "--tp",
+            "4",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(stderr(&out).contains("6 GPUs"), "{}", stderr(&out));
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "vllm@zero",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(stderr(&out).contains("vllm@0.5"), "{}", stderr(&out));
+}

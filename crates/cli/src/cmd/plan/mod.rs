@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use glassbox_planner::parallel::{ParallelRequest, SplitMode};
 use glassbox_planner::request::{self, PlanRequest, defaults};
 use glassbox_planner::workload::{Pricing, Sla, Workload};
 use glassbox_planner::{Estimator, HardwareCatalogue, ModelCatalogue, PlannerError};
@@ -94,7 +95,7 @@ pub struct PlanArgs {
     /// KV-cache dtype: fp16 or fp8.
     #[arg(long, default_value = defaults::KV_DTYPE)]
     pub kv_dtype: String,
-    /// Engine: vllm, sglang, trt-llm, tgi, llama.cpp, mlc, transformers (default: llama.cpp for GGUF, else vllm).
+    /// Engine, optionally `@version`: vllm, sglang, trt-llm, tgi, llama.cpp, ollama, mlc, lmdeploy, exllamav2, gpt-fast, fastertransformer, transformers; `vllm@0.5` = vLLM before 0.6 (default: llama.cpp for GGUF, else vllm).
     #[arg(long)]
     pub engine: Option<String>,
     /// Concurrent sequences for the single-scenario estimate.
@@ -109,9 +110,21 @@ pub struct PlanArgs {
     /// Context length each sequence may reach (KV capacity); default prompt + gen.
     #[arg(long)]
     pub context: Option<u64>,
-    /// Tensor-parallel degree (GPUs per replica).
-    #[arg(long, default_value_t = defaults::TP)]
-    pub tp: u32,
+    /// GPUs in all; split the way the engine splits them unless --tp/--pp/--dp/--split-mode say otherwise.
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Tensor-parallel degree (each layer sharded over this many GPUs).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline stages (layers split over this many GPUs; one stream is no faster).
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data-parallel replicas (whole copies of the model), at least this many.
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// llama.cpp's --split-mode with --gpus: layer (its default) or row.
+    #[arg(long)]
+    pub split_mode: Option<String>,
     /// GPU memory kept free (seed 001: at least 20%).
     #[arg(long, default_value_t = defaults::MEMORY_HEADROOM)]
     pub memory_headroom: f64,
@@ -210,8 +223,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 impl PlanArgs {
     /// The flags as a planner request (nothing resolved yet).
-    fn request(&self, model: &str) -> PlanRequest {
-        PlanRequest {
+    fn request(&self, model: &str) -> Result<PlanRequest, PlannerError> {
+        Ok(PlanRequest {
             model: model.to_string(),
             quant: self.quant.clone(),
             kv_dtype: self.kv_dtype.clone(),
@@ -220,7 +233,17 @@ impl PlanArgs {
             prompt_tokens: self.prompt_tokens,
             gen_tokens: self.gen_tokens,
             context: self.context,
-            tp: self.tp,
+            parallel: ParallelRequest {
+                gpus: self.gpus,
+                tp: self.tp,
+                pp: self.pp,
+                dp: self.dp,
+                split_mode: self
+                    .split_mode
+                    .as_deref()
+                    .map(SplitMode::parse)
+                    .transpose()?,
+            },
             memory_headroom: self.memory_headroom,
             workload: Workload {
                 requests_per_day: self.requests_per_day,
@@ -242,7 +265,7 @@ impl PlanArgs {
                 },
                 ..Workload::default()
             },
-        }
+        })
     }
 }
 
@@ -254,7 +277,10 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| usage("`--model` is required"))?;
     let hw = hardware(p.hardware_file.as_deref())?;
     let models = ModelCatalogue::builtin().map_err(invalid)?;
-    let resolved = p.request(model).resolve(&models).map_err(invalid)?;
+    let resolved = p
+        .request(model)
+        .and_then(|r| r.resolve(&models))
+        .map_err(invalid)?;
     let est = Estimator::new(request::efficiency_table(p.calibration.as_deref()).map_err(invalid)?);
     let plan_for = |gpu: &str| {
         let device = hw.get(gpu).map_err(invalid)?;

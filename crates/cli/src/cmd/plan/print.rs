@@ -35,6 +35,8 @@ pub fn plan_json(plan: &Plan) -> serde_json::Value {
     };
     json!({
         "model": e.model, "gpu": e.gpu, "quant": e.quant, "engine": e.engine, "tp": e.tp,
+        "pp": e.pp,
+        "parallelism": serde_json::to_value(&plan.parallelism).unwrap_or_default(),
         "weights_gb": e.weights_gb,
         "kv_bytes_per_token": e.kv_bytes_per_token,
         "max_concurrent_seqs": e.max_concurrent_seqs,
@@ -125,12 +127,22 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
     let e = &plan.estimate;
     out!(
         "{model_name} ({origin}) on {} × {}, {} ({} bpw), engine {}, batch {}",
-        e.tp,
+        e.tp * e.pp,
         e.gpu,
         e.quant,
         num(e.weights_gb * 8e9 / (e.total_params_b * 1e9)),
         e.engine,
         e.batch
+    );
+    out!("engine profile: {}", e.engine_profile);
+    let p = &plan.parallelism;
+    out!(
+        "GPUs: tp {} × pp {} per replica, dp {} replica(s) ({}): {}",
+        p.tp,
+        p.pp,
+        p.dp,
+        if p.assumed { "assumed" } else { "as given" },
+        p.why
     );
     out!(
         "params {} B total, {} B active; factors: prefill η {} + {} ms ({}), decode η {} + {} ms ({})\n",
@@ -159,10 +171,11 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
     match &plan.sizing {
         Ok(s) => {
             out!(
-                "workload: {} GPU(s) ({} replica(s) × tp {}), batch {}, utilisation {:.0}%, {} tokens/day/GPU, ${} per 1M tokens ({} per 1M output), SLA {}, binding: {}",
+                "workload: {} GPU(s) ({} replica(s) × tp {} × pp {}), batch {}, utilisation {:.0}%, {} tokens/day/GPU, ${} per 1M tokens ({} per 1M output), SLA {}, binding: {}",
                 s.gpus_needed,
                 s.replicas,
                 e.tp,
+                e.pp,
                 s.batch,
                 s.utilisation * 100.0,
                 num(s.tokens_per_day_per_gpu),

@@ -247,7 +247,8 @@ pub fn run(
         tasks: a.sim_requests,
         seed: a.seed,
     };
-    let scenario = r.scenario(hw);
+    let split = r.parallelism(hw).map_err(invalid)?;
+    let scenario = r.scenario(hw, &split);
     let (hour, basis) = hourly(&scenario, &r.workload.pricing).map_err(invalid)?;
     let cost = EstimatorCost::new(est, scenario);
     let engine = r.engine.profile(hw);
@@ -258,16 +259,18 @@ pub fn run(
         max_batched_tokens: a.max_batched_tokens.unwrap_or(engine.max_batched_tokens),
         ..Limits::with_kv_tokens(cost.kv_tokens())
     };
-    let max_replicas = (a.max_gpus / r.tp.max(1)).max(1);
+    let per_replica = split.per_replica().max(1);
+    let max_replicas = (a.max_gpus / per_replica).max(1);
     let found =
         search::fewest_replicas(&cost, limits, &traffic, sla, max_replicas).map_err(invalid)?;
-    let tp = r.tp.max(1);
+    let tp = per_replica;
     match format {
         OutputFormat::Json => {
             let doc = json!({
                 "model": r.model.spec.name,
                 "gpu": hw.id,
-                "tp": tp,
+                "tp": split.tp,
+                "pp": split.pp,
                 "rate": rate,
                 "profile": profile.name(),
                 "sla_p99": sla.for_profile(&profile),
