@@ -2,6 +2,7 @@
 //! `models_dir()`. They fail (never skip) when the models are missing: run
 //! `glassbox models fetch` or `scripts/fetch-models.sh` first.
 
+mod build_units;
 mod common;
 mod embed;
 mod fetch;
