@@ -80,6 +80,7 @@ die() {
 
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"
 [[ -f "$prompts" ]] || die "no prompts file $prompts"
+command -v etcd >/dev/null || ./scripts/install-deps.sh >&2
 command -v etcd >/dev/null || die "no etcd on PATH (scripts/install-deps.sh installs etcd-server)"
 command -v jq >/dev/null || die "jq is needed"
 

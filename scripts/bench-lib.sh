@@ -10,6 +10,8 @@ bench_bin() {
     bin="$(realpath "$BIN")"
     profile="$BIN"
   else
+    # What building needs (cmake, clang, protoc, ...), when missing.
+    ./scripts/install-deps.sh >&2
     # shellcheck disable=SC2046 # profile_args is a list of words.
     cargo build -q --locked $(profile_args) -p glassbox-cli
     bin="$(realpath "$(profile_dir)")/glassbox"
