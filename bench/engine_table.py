@@ -1,6 +1,6 @@
 """Prints the engine-overhead comparison table from JSON-lines results.
 
-Usage: python3 bench/engine_table.py RESULTS.jsonl [MORE.jsonl ...]
+Usage: python3 bench/engine_table.py [--no-check] RESULTS.jsonl [MORE.jsonl ...]
 
 Per-node overhead is the mean latency of one request at a time divided by
 the nodes it runs; "× slower" is a peer's per-node overhead over Glassbox's.
@@ -21,7 +21,9 @@ def load(paths):
 
 
 def main():
-    rows = load(sys.argv[1:])
+    args = sys.argv[1:]
+    check = "--no-check" not in args
+    rows = load([a for a in args if a != "--no-check"])
     gb = {r["topology"]: r for r in rows if r["framework"] == "glassbox"}
     print("| topology | framework | req/s (1 at a time) | req/s (all cores) | µs per node "
           "| P50 µs | P95 µs | P99 µs | per-node overhead vs Glassbox |")
@@ -51,7 +53,7 @@ def main():
         ok &= passed
         print(f"rag6: {rps:,.0f} req/s on {gb['rag6']['workers']} cores; target ≥ 20,000: "
               f"{'PASS' if passed else 'FAIL'}", file=sys.stderr)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if ok or not check else 1)
 
 
 if __name__ == "__main__":

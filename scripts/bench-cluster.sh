@@ -44,9 +44,16 @@
 # Writes OUT/cluster-STAMP.json. Target (issue #18): at every load >= 80 %,
 # scored's E2E P99 below round robin's and its goodput (pool SLO) not below it.
 set -euo pipefail
+# SHORT=1: a smoke run that checks the script works, figures meaningless
+# (scripts/check-script-order.sh runs it so): the defaults below, each still
+# overridable.
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
+if [[ ${SHORT:-0} == 1 ]]; then
+  : "${REQUESTS:=2}" "${LOADS:=80}" "${POLICIES:=scored}" "${SLOWDOWNS:=1 2}" \
+    "${CAP_REQUESTS:=2}" "${WARMUP:=1}" "${MAX_TOKENS:=4}" "${CHECK:=0}"
+fi
 requests="${REQUESTS:-40}"
 loads="${LOADS:-50 80 100 120}"
 policies="${POLICIES:-scored round_robin random}"
@@ -73,6 +80,7 @@ die() {
 
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it, or set MODEL)"
 [[ -f "$prompts" ]] || die "no prompts file $prompts"
+command -v etcd >/dev/null || ./scripts/install-deps.sh >&2
 command -v etcd >/dev/null || die "no etcd on PATH (scripts/install-deps.sh installs etcd-server)"
 command -v jq >/dev/null || die "jq is needed"
 

@@ -9,13 +9,35 @@ bench_bin() {
   if [[ -n "${BIN:-}" ]]; then
     bin="$(realpath "$BIN")"
     profile="$BIN"
-  elif [[ "$profile" == release ]]; then
-    cargo build -q --release -p glassbox-cli
-    bin="$PWD/target/release/glassbox"
   else
-    cargo build -q -p glassbox-cli
-    bin="$PWD/target/debug/glassbox"
+    # What building needs (cmake, clang, protoc, ...), when missing.
+    ./scripts/install-deps.sh >&2
+    # shellcheck disable=SC2046 # profile_args is a list of words.
+    cargo build -q --locked $(profile_args) -p glassbox-cli
+    bin="$(realpath "$(profile_dir)")/glassbox"
   fi
+}
+
+# profile_args: cargo's flags for `profile` (release, dev or a custom one).
+profile_args() {
+  case "$profile" in
+    release) echo --release ;;
+    dev) ;;
+    *) echo "--profile $profile" ;;
+  esac
+}
+
+# profile_dir: the folder cargo writes `profile`'s binaries to. One target/
+# (CARGO_TARGET_DIR when set) serves every script and the test suite: every
+# selection of packages builds llama.cpp with the same features, so cargo
+# never makes a second llama.cpp build beside the first
+# (crates/models/tests/it/build_units.rs).
+profile_dir() {
+  local target="${CARGO_TARGET_DIR:-target}"
+  case "$profile" in
+    dev) echo "$target/debug" ;;
+    *) echo "$target/$profile" ;;
+  esac
 }
 
 # free_port: a TCP port free on 127.0.0.1 now.

@@ -18,6 +18,10 @@
 #   BENCH_N        vectors in the search benchmark (default 100000)
 #   BENCH_FLASH_ATTN  on|off: flash attention in both LLM engines (default on,
 #                  llama.cpp's own default; llama-cpp-python's is off)
+#   PROFILE        cargo profile (default release)
+#   SHORT=1        a smoke run that checks the script works
+#                  (scripts/check-script-order.sh): 1 run of 16 tokens, 2,000
+#                  vectors, no Python peers, no table; its figures mean nothing
 #
 # The peers live in .venv-bench (created on first run: llama-cpp-python builds
 # llama.cpp from source, torch comes from PyPI; expect several minutes and GBs).
@@ -26,17 +30,33 @@ cd "$(dirname "$0")/.."
 root=$PWD
 threads=${BENCH_THREADS:-2}
 only=${BENCH_ONLY:-}
-n=${BENCH_N:-100000}
+short=${SHORT:-0}
+if [[ $short == 1 ]]; then n=${BENCH_N:-2000}; else n=${BENCH_N:-100000}; fi
 flash_attn=${BENCH_FLASH_ATTN:-on}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 out=$CARGO_TARGET_DIR/bench
 mkdir -p "$out"
+source scripts/bench-lib.sh
+profile=${PROFILE:-release}
 
 ./scripts/install-deps.sh
-./scripts/fetch-models.sh --release
-echo "building release examples ..." >&2
-cargo build --release -p glassbox-models --examples --quiet
-bin=$CARGO_TARGET_DIR/release/examples
+if [[ $profile == release ]]; then ./scripts/fetch-models.sh --release; else ./scripts/fetch-models.sh; fi
+echo "building the $profile examples ..." >&2
+# shellcheck disable=SC2046 # profile_args is a list of words.
+cargo build --locked $(profile_args) -p glassbox-models --examples --quiet
+bin=$(profile_dir)/examples
+
+if [[ $short == 1 ]]; then
+  echo "== SHORT=1: one small run of each glassbox benchmark, no peers" >&2
+  [[ -z $only || $only == llm ]] && "$bin/bench_llm" --threads "$threads" --runs 1 --max-tokens 16 --out "$out"
+  if [[ -z $only || $only == embed ]]; then
+    printf '%s\n' "a short sentence to embed" "another one, a little longer than the first" \
+      >"$out/sentences-short.txt"
+    "$bin/bench_embed" --sentences "$out/sentences-short.txt" --batch 2 --threads "$threads" --out "$out"
+  fi
+  [[ -z $only || $only == index ]] && "$bin/bench_index" --n "$n" --threads "$threads" --out "$out"
+  exit 0
+fi
 
 venv=$root/.venv-bench
 if [[ ! -x $venv/bin/python ]]; then

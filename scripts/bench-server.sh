@@ -20,9 +20,15 @@
 # after the closed-loop steps, default 1).
 # Exit 1 if the server died, answered nothing, or a trace is missing.
 set -euo pipefail
+# SHORT=1: a smoke run that checks the script works, figures meaningless
+# (scripts/check-script-order.sh runs it so): the defaults below, each still
+# overridable.
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
+if [[ ${SHORT:-0} == 1 ]]; then
+  : "${SECS:=1}" "${WARMUP:=0}" "${CONCURRENCIES:=1 2}" "${OPEN_LOOP:=0}"
+fi
 secs="${SECS:-10}"
 warmup="${WARMUP:-2}"
 concurrencies="${CONCURRENCIES:-1 2 4 8 16 32}"

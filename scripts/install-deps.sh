@@ -36,6 +36,9 @@ command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 [[ $tests == 0 ]] || command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 # The cluster tests cut a worker off in a network namespace (`ip netns`).
 [[ $tests == 0 ]] || command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# The benchmark scripts read the CLI's JSON with jq and poll servers with curl.
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 # etcd-client (cluster membership) compiles etcd's gRPC API with protoc at build
 # time; etcd's .proto files import protobuf's own (descriptor.proto, struct.proto),
 # which Debian ships in libprotobuf-dev.
@@ -43,7 +46,7 @@ command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 [[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "build and test dependencies present (cmake, clang, libclang, ccache, protoc and its .proto files; for tests chromium, qemu-user, etcd, ip)"
+  echo "build and test dependencies present (cmake, clang, libclang, ccache, protoc and its .proto files, jq, curl; for tests chromium, qemu-user, etcd, ip)"
   exit 0
 fi
 

@@ -9,16 +9,21 @@
 # the AMX variant is never among them (docs/adr/0004-cpu-kernels.md).
 # The machine needs glibc, the C++ runtime and the OpenMP runtime
 # (libstdc++6, libgomp1 on Debian), as the Dockerfile's runtime stage installs.
+#
+#   PROFILE  cargo profile (default release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
+profile="${PROFILE:-release}"
 
 ./scripts/install-deps.sh
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
-cargo build --release --locked -p glassbox-cli
+# shellcheck disable=SC2046 # profile_args is a list of words.
+cargo build --locked $(profile_args) -p glassbox-cli
 target=${CARGO_TARGET_DIR:-target}
-release=$target/release
+release=$(profile_dir)
 out=$target/dist/glassbox-linux-x86_64
 rm -rf "$out"
 mkdir -p "$out"

@@ -36,6 +36,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "openai Python client (server tests)"
 ./scripts/install-test-python.sh
 
+step "documented scripts in order on a fresh clone (demo, each bench in short mode, package, demo)"
+./scripts/check-script-order.sh
+
 step "tests"
 # --no-fail-fast: every test binary runs even when one fails, so a crash in
 # native code (cargo names the signal: "signal: 4, SIGILL") cannot hide the rest.

@@ -3,6 +3,7 @@
 //! `glassbox models fetch` or `scripts/fetch-models.sh` first.
 
 mod bench_report;
+mod build_units;
 mod common;
 mod embed;
 mod fetch;
