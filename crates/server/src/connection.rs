@@ -538,6 +538,28 @@ mod tests {
         assert!(slots.acquire(a, 2).is_some());
     }
 
+    /// Issue 33 (F8): one /64 is one IPv6 client (a host gets a whole /64
+    /// and can use any address in it), so it shares one cap.
+    #[test]
+    fn ipv6_clients_are_capped_per_64() {
+        let slots = Arc::new(ClientSlots::default());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _a = slots.acquire(ip("2001:db8:1:2::1"), 2).unwrap();
+        let _b = slots.acquire(ip("2001:db8:1:2:ffff::9"), 2).unwrap();
+        assert!(
+            slots.acquire(ip("2001:db8:1:2:dead:beef:0:1"), 2).is_none(),
+            "a third address in the same /64 is over the cap"
+        );
+        assert_eq!(slots.count(ip("2001:db8:1:2::77")), 2);
+        assert!(
+            slots.acquire(ip("2001:db8:1:3::1"), 2).is_some(),
+            "the next /64 is another client"
+        );
+        // IPv4 stays per address.
+        let _c = slots.acquire(ip("192.0.2.1"), 1).unwrap();
+        assert!(slots.acquire(ip("192.0.2.2"), 1).is_some());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_clock_bounds_idle_and_head_but_not_busy() {
         let limits = Connections {
