@@ -311,7 +311,9 @@ impl Worker {
         let lease = timed(&options, "lease grant", client.lease_grant(ttl, None))
             .await?
             .id();
-        let record = serde_json::to_vec(&self.record).map_err(|e| EtcdError::Thread {
+        // Signed with the pool key, so coordinators can tell it from a
+        // record anyone with write access to etcd could put there.
+        let record = super::trust::encode(&self.record, options.trust.key.as_ref()).map_err(|e| EtcdError::Thread {
             reason: format!("encoding the worker record: {e}"),
         })?;
         let key = record_key(&options.clean_prefix(), &self.record.id);

@@ -10,6 +10,7 @@ fn policy(allow: &[&str], ranges: &[&str]) -> Policy {
         restrict_hosts: true,
         server: ServerAllow {
             ranges: ranges.iter().map(|r| IpRange::parse(r).unwrap()).collect(),
+            ..ServerAllow::default()
         },
         max_redirects: 0,
         pool_member: false,
