@@ -277,8 +277,11 @@ impl SecretAccess {
                 self.check_value(v, &format!("{field}[{i}]"), keys, declared, targets)
             }),
             Value::Object(map) => map.iter().try_for_each(|(k, v)| {
-                let mut inner = keys.to_vec();
-                inner.push(k);
+                let inner: Vec<&str> = keys
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(k.as_str()))
+                    .collect();
                 self.check_value(v, &format!("{field}.{k}"), &inner, declared, targets)
             }),
             _ => Ok(()),
