@@ -61,8 +61,8 @@ impl EtcdOptions {
     /// `GLASSBOX_ETCD_PASSWORD_FILE`). `https://` endpoints need the CA.
     pub fn with_env(mut self) -> Result<EtcdOptions, EtcdError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let bad = |endpoint: &str, reason: String| EtcdError::BadEndpoint {
-            endpoint: endpoint.to_owned(),
+        let bad = |variable: &str, reason: String| EtcdError::BadSetting {
+            variable: variable.to_owned(),
             reason,
         };
         if let Some(key) = var(trust::WORKER_KEY_ENV) {
@@ -109,7 +109,10 @@ impl EtcdOptions {
             if tls && e.starts_with("http://") {
                 *e = e.replacen("http://", "https://", 1);
             } else if !tls && e.starts_with("https://") {
-                return Err(bad(e, "an `https://` endpoint needs the CA that signed etcd's certificate (GLASSBOX_ETCD_CA)".into()));
+                return Err(bad(
+                    "GLASSBOX_ETCD_CA",
+                    format!("endpoint `{e}` is `https://` but no CA is given to check etcd's certificate"),
+                ));
             }
         }
         Ok(self)
@@ -182,6 +185,8 @@ pub enum EtcdError {
         "etcd endpoint `{endpoint}` is not usable: {reason} (write it as `http://HOST:PORT`, or `https://HOST:PORT` with GLASSBOX_ETCD_CA)"
     )]
     BadEndpoint { endpoint: String, reason: String },
+    #[error("`{variable}`: {reason} (docs/cluster.md, \"Securing the cluster\")")]
+    BadSetting { variable: String, reason: String },
     #[error(
         "etcd at {endpoints} did not answer `{op}`: {reason} (is etcd running and reachable there? `curl ENDPOINT/health` should say true; scripts/install-etcd.sh installs it)"
     )]
@@ -200,6 +205,7 @@ impl EtcdError {
         match self {
             EtcdError::NoEndpoints => "etcd_no_endpoints",
             EtcdError::BadEndpoint { .. } => "etcd_bad_endpoint",
+            EtcdError::BadSetting { .. } => "etcd_bad_setting",
             EtcdError::Unavailable { .. } => "etcd_unavailable",
             EtcdError::Thread { .. } => "etcd_thread",
         }
@@ -207,7 +213,10 @@ impl EtcdError {
 
     /// Whether the cause was the command line (not the network).
     pub fn is_usage(&self) -> bool {
-        matches!(self, EtcdError::NoEndpoints | EtcdError::BadEndpoint { .. })
+        matches!(
+            self,
+            EtcdError::NoEndpoints | EtcdError::BadEndpoint { .. } | EtcdError::BadSetting { .. }
+        )
     }
 }
 
@@ -319,19 +328,19 @@ fn with_auth(
     mut connect: etcd_client::ConnectOptions,
     auth: &trust::EtcdAuth,
 ) -> Result<etcd_client::ConnectOptions, EtcdError> {
-    let read = |what: &str, path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| EtcdError::BadEndpoint {
-            endpoint: path.display().to_string(),
-            reason: format!("reading the {what}: {e}"),
+    let read = |variable: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| EtcdError::BadSetting {
+            variable: variable.to_owned(),
+            reason: format!("cannot read `{}`: {e}", path.display()),
         })
     };
     if let Some(ca) = &auth.ca {
         let mut tls = etcd_client::TlsOptions::new()
-            .ca_certificate(etcd_client::Certificate::from_pem(read("CA (GLASSBOX_ETCD_CA)", ca)?));
+            .ca_certificate(etcd_client::Certificate::from_pem(read("GLASSBOX_ETCD_CA", ca)?));
         if let (Some(cert), Some(key)) = (&auth.cert, &auth.key) {
             tls = tls.identity(etcd_client::Identity::from_pem(
-                read("client certificate (GLASSBOX_ETCD_CERT)", cert)?,
-                read("client key (GLASSBOX_ETCD_KEY)", key)?,
+                read("GLASSBOX_ETCD_CERT", cert)?,
+                read("GLASSBOX_ETCD_KEY", key)?,
             ));
         }
         connect = connect.with_tls(tls);
