@@ -46,8 +46,8 @@ pub use etcd::{
     EtcdError, EtcdOptions, Registration, RegistrationEvent, RegistrationOptions, Watch,
     WatchEvent, watch,
 };
-pub use iprange::IpRange;
 pub use gpu::{GpuSource, GpuStats, NvmlSource};
+pub use iprange::IpRange;
 pub use member::{Gpu, Hardware, Load, Member, WorkerRecord};
 pub use placement::{Ask, Placement, Policy, Rule};
 pub use pool::Pool;

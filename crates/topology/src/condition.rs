@@ -169,10 +169,8 @@ fn check_bounds(text: &str) -> Result<(), ConditionSyntaxError> {
                     ));
                 }
                 let before = &text[..i + 1];
-                let is_macro = c == b'('
-                    && MACROS.iter().any(|m| {
-                        before.ends_with(&format!(".{m}"))
-                    });
+                let is_macro =
+                    c == b'(' && MACROS.iter().any(|m| before.ends_with(&format!(".{m}")));
                 if is_macro {
                     if !macros.is_empty() {
                         return Err(err(

@@ -392,7 +392,9 @@ mod tests {
         assert!(!secret_field(&["body", "text"], &[]));
         assert!(!secret_field(&["system_prompt"], &[]));
         assert!(in_userinfo_only("https://bob:${env:PW}@h.example/x"));
-        assert!(in_userinfo_only("https://${file:/run/secrets/u}@h.example/x"));
+        assert!(in_userinfo_only(
+            "https://${file:/run/secrets/u}@h.example/x"
+        ));
         assert!(!in_userinfo_only("https://h.example/x?key=${env:PW}"));
         assert!(!in_userinfo_only("https://${env:HOST}/x"));
         assert!(!in_userinfo_only("key=${env:PW} https://a@b"));
@@ -416,7 +418,10 @@ mod tests {
             "secret_env_not_allowed"
         );
         assert_eq!(
-            listed.check_env("f", "GLASSBOX_API_KEY").unwrap_err().code(),
+            listed
+                .check_env("f", "GLASSBOX_API_KEY")
+                .unwrap_err()
+                .code(),
             "secret_server_own"
         );
     }
@@ -424,7 +429,11 @@ mod tests {
     #[test]
     fn files_are_read_only_under_allowed_directories() {
         let all = SecretAccess::default();
-        for path in ["/etc/hostname", "/run/secrets/../../etc/passwd", "/proc/self/environ"] {
+        for path in [
+            "/etc/hostname",
+            "/run/secrets/../../etc/passwd",
+            "/proc/self/environ",
+        ] {
             let e = all.check_file("f", path).unwrap_err();
             assert_eq!(e.code(), "secret_file_not_allowed", "{path}");
             assert!(e.to_string().contains("/run/secrets"), "{e}");
@@ -438,11 +447,16 @@ mod tests {
             hosts: BTreeMap::from([("OPENAI_API_KEY".into(), vec!["api.openai.com".into()])]),
             ..SecretAccess::default()
         };
-        let config = json!({"url": "https://evil.example/x", "headers": {"A": "${env:OPENAI_API_KEY}"}});
+        let config =
+            json!({"url": "https://evil.example/x", "headers": {"A": "${env:OPENAI_API_KEY}"}});
         let e = access.resolve(&config, &[]).unwrap_err();
         assert_eq!(e.code(), "secret_host_not_allowed", "{e}");
         assert!(e.to_string().contains("`evil.example`"), "{e}");
-        assert!(access.check_host("f", "OPENAI_API_KEY", "API.openai.com").is_ok());
+        assert!(
+            access
+                .check_host("f", "OPENAI_API_KEY", "API.openai.com")
+                .is_ok()
+        );
         assert!(access.check_host("f", "OTHER", "evil.example").is_ok());
         assert_eq!(url_host("http://u:${file:/run/x}@[::1]:80/p"), Some("::1"));
         assert_eq!(url_host("https://h.example:8443"), Some("h.example"));

@@ -20,6 +20,6 @@ mod regress;
 mod run;
 mod serve;
 mod support;
-mod trust;
 mod traces;
+mod trust;
 mod versions;

@@ -112,7 +112,10 @@ nodes:
             let status = reply.status().as_u16();
             let body = reply.body_mut().read_to_string().unwrap();
             assert_ne!(status, 200, "client {client}, {topology}: {body}");
-            assert!(!body.contains(ADMIN_KEY), "client {client}, {topology}: {body}");
+            assert!(
+                !body.contains(ADMIN_KEY),
+                "client {client}, {topology}: {body}"
+            );
         }
     }
     let served = log(dir.path(), "serve.log");
@@ -227,8 +230,15 @@ fn a_rogue_worker_record_without_the_credential_gets_no_request_and_no_key() {
     while honest.connections.load(Ordering::SeqCst) == 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(honest.connections.load(Ordering::SeqCst) > 0, "the signed worker was never probed");
-    assert!(!workers(&coordinator.url).iter().any(|w| w["id"] == "rogue-1"));
+    assert!(
+        honest.connections.load(Ordering::SeqCst) > 0,
+        "the signed worker was never probed"
+    );
+    assert!(
+        !workers(&coordinator.url)
+            .iter()
+            .any(|w| w["id"] == "rogue-1")
+    );
     assert_eq!(
         rogue.connections.load(Ordering::SeqCst),
         0,

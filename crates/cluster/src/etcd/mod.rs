@@ -73,7 +73,9 @@ impl EtcdOptions {
                 let rule = trust::AddressRule::parse(entry).ok_or_else(|| {
                     bad(
                         trust::WORKER_ALLOW_ENV,
-                        format!("`{entry}` is not an address, a network (`10.0.0.0/8`) or a host name"),
+                        format!(
+                            "`{entry}` is not an address, a network (`10.0.0.0/8`) or a host name"
+                        ),
                     )
                 })?;
                 self.trust.allow.push(rule);
@@ -88,7 +90,10 @@ impl EtcdOptions {
                 "a client certificate needs its key and a key its certificate (set both GLASSBOX_ETCD_CERT and GLASSBOX_ETCD_KEY)".into(),
             ));
         }
-        let password = match (var("GLASSBOX_ETCD_PASSWORD"), var("GLASSBOX_ETCD_PASSWORD_FILE")) {
+        let password = match (
+            var("GLASSBOX_ETCD_PASSWORD"),
+            var("GLASSBOX_ETCD_PASSWORD_FILE"),
+        ) {
             (Some(p), _) => Some(p),
             (None, Some(path)) => Some(
                 std::fs::read_to_string(&path)
@@ -100,7 +105,10 @@ impl EtcdOptions {
         };
         if let Some(user) = var("GLASSBOX_ETCD_USER") {
             let password = password.ok_or_else(|| {
-                bad("GLASSBOX_ETCD_USER", "a user needs GLASSBOX_ETCD_PASSWORD or GLASSBOX_ETCD_PASSWORD_FILE".into())
+                bad(
+                    "GLASSBOX_ETCD_USER",
+                    "a user needs GLASSBOX_ETCD_PASSWORD or GLASSBOX_ETCD_PASSWORD_FILE".into(),
+                )
             })?;
             self.auth.user = Some((user, password));
         }
@@ -111,7 +119,9 @@ impl EtcdOptions {
             } else if !tls && e.starts_with("https://") {
                 return Err(bad(
                     "GLASSBOX_ETCD_CA",
-                    format!("endpoint `{e}` is `https://` but no CA is given to check etcd's certificate"),
+                    format!(
+                        "endpoint `{e}` is `https://` but no CA is given to check etcd's certificate"
+                    ),
                 ));
             }
         }
@@ -335,8 +345,9 @@ fn with_auth(
         })
     };
     if let Some(ca) = &auth.ca {
-        let mut tls = etcd_client::TlsOptions::new()
-            .ca_certificate(etcd_client::Certificate::from_pem(read("GLASSBOX_ETCD_CA", ca)?));
+        let mut tls = etcd_client::TlsOptions::new().ca_certificate(
+            etcd_client::Certificate::from_pem(read("GLASSBOX_ETCD_CA", ca)?),
+        );
         if let (Some(cert), Some(key)) = (&auth.cert, &auth.key) {
             tls = tls.identity(etcd_client::Identity::from_pem(
                 read("GLASSBOX_ETCD_CERT", cert)?,

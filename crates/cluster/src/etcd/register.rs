@@ -313,9 +313,12 @@ impl Worker {
             .id();
         // Signed with the pool key, so coordinators can tell it from a
         // record anyone with write access to etcd could put there.
-        let record = super::trust::encode(&self.record, options.trust.key.as_ref()).map_err(|e| EtcdError::Thread {
-            reason: format!("encoding the worker record: {e}"),
-        })?;
+        let record =
+            super::trust::encode(&self.record, options.trust.key.as_ref()).map_err(|e| {
+                EtcdError::Thread {
+                    reason: format!("encoding the worker record: {e}"),
+                }
+            })?;
         let key = record_key(&options.clean_prefix(), &self.record.id);
         let put = PutOptions::new().with_lease(lease);
         timed(&options, "put record", client.put(key, record, Some(put))).await?;

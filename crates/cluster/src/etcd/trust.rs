@@ -141,7 +141,8 @@ pub fn encode(record: &WorkerRecord, key: Option<&PoolKey>) -> serde_json::Resul
 /// A stored record, if `trust` accepts it; otherwise why not (for the
 /// coordinator's log: never the credential itself).
 pub fn decode(bytes: &[u8], trust: &Trust) -> Result<WorkerRecord, String> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not a worker record: {e}"))?;
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a worker record: {e}"))?;
     let given = value
         .get(CREDENTIAL_FIELD)
         .and_then(Value::as_str)
@@ -225,14 +226,31 @@ mod tests {
             allow: vec![],
         };
         let signed = encode(&record("http://10.0.0.7:8090"), Some(&key)).unwrap();
-        assert_eq!(decode(&signed, &trust).unwrap().address, "http://10.0.0.7:8090");
+        assert_eq!(
+            decode(&signed, &trust).unwrap().address,
+            "http://10.0.0.7:8090"
+        );
         let unsigned = encode(&record("http://10.0.0.7:8090"), None).unwrap();
-        assert!(decode(&unsigned, &trust).unwrap_err().contains("no credential"));
+        assert!(
+            decode(&unsigned, &trust)
+                .unwrap_err()
+                .contains("no credential")
+        );
         let other = encode(&record("http://10.0.0.7:8090"), Some(&PoolKey::new(b"x"))).unwrap();
-        assert!(decode(&other, &trust).unwrap_err().contains("invalid credential"));
+        assert!(
+            decode(&other, &trust)
+                .unwrap_err()
+                .contains("invalid credential")
+        );
         // A signed record with its address changed is refused.
-        let text = String::from_utf8(signed).unwrap().replace("10.0.0.7", "6.6.6.6");
-        assert!(decode(text.as_bytes(), &trust).unwrap_err().contains("invalid"));
+        let text = String::from_utf8(signed)
+            .unwrap()
+            .replace("10.0.0.7", "6.6.6.6");
+        assert!(
+            decode(text.as_bytes(), &trust)
+                .unwrap_err()
+                .contains("invalid")
+        );
         // Without a key, unsigned records are accepted.
         assert!(decode(&unsigned, &Trust::default()).is_ok());
         assert_eq!(format!("{key:?}"), "PoolKey(***)");
@@ -247,10 +265,21 @@ mod tests {
                 .filter_map(|s| AddressRule::parse(s))
                 .collect(),
         };
-        for ok in ["http://10.1.2.3:8090", "http://GPU-1.internal:80/", "http://[fd00::7]:1"] {
-            assert!(decode(&encode(&record(ok), None).unwrap(), &trust).is_ok(), "{ok}");
+        for ok in [
+            "http://10.1.2.3:8090",
+            "http://GPU-1.internal:80/",
+            "http://[fd00::7]:1",
+        ] {
+            assert!(
+                decode(&encode(&record(ok), None).unwrap(), &trust).is_ok(),
+                "{ok}"
+            );
         }
-        for bad in ["http://11.0.0.1:8090", "http://gpu-2.internal:80", "http://x@10.0.0.1:1"] {
+        for bad in [
+            "http://11.0.0.1:8090",
+            "http://gpu-2.internal:80",
+            "http://x@10.0.0.1:1",
+        ] {
             let e = decode(&encode(&record(bad), None).unwrap(), &trust).unwrap_err();
             assert!(e.contains(WORKER_ALLOW_ENV), "{bad}: {e}");
         }

@@ -105,7 +105,13 @@ fn a_coordinator_with_the_pool_key_admits_only_signed_records() {
     assert!(pool.get("rogue").is_none());
     assert!(pool.get("forger").is_none());
     let reasons = skipped.lock().unwrap().join("\n");
-    assert!(reasons.contains("`rogue`") && reasons.contains("no credential"), "{reasons}");
-    assert!(reasons.contains("`forger`") && reasons.contains("invalid credential"), "{reasons}");
+    assert!(
+        reasons.contains("`rogue`") && reasons.contains("no credential"),
+        "{reasons}"
+    );
+    assert!(
+        reasons.contains("`forger`") && reasons.contains("invalid credential"),
+        "{reasons}"
+    );
     assert!(!reasons.contains("pool-key-1"), "{reasons}");
 }

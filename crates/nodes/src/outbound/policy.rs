@@ -60,10 +60,8 @@ const SPECIAL_V6: &[(u128, u8, &str)] = &[
 ];
 
 fn in_range(ip: u128, net: u128, prefix: u8, bits: u32) -> bool {
-    let mask = u128::MAX
-        .checked_shl(bits - u32::from(prefix))
-        .unwrap_or(0)
-        & (u128::MAX >> (128 - bits));
+    let mask =
+        u128::MAX.checked_shl(bits - u32::from(prefix)).unwrap_or(0) & (u128::MAX >> (128 - bits));
     ip & mask == net & mask
 }
 
@@ -95,7 +93,12 @@ fn denied_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let s = ip.segments();
     let n = u128::from(ip);
     let embedded = |hi: u16, lo: u16| {
-        Ipv4Addr::new((hi >> 8) as u8, (hi & 0xff) as u8, (lo >> 8) as u8, (lo & 0xff) as u8)
+        Ipv4Addr::new(
+            (hi >> 8) as u8,
+            (hi & 0xff) as u8,
+            (lo >> 8) as u8,
+            (lo & 0xff) as u8,
+        )
     };
     Some(if ip.is_loopback() {
         "loopback"

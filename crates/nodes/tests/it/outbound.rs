@@ -267,7 +267,10 @@ async fn secrets_references_resolve_at_build_time() {
     ));
     // Files are read only from directories the operator allows (issue 33).
     let refused = try_build("h.yaml", &text).err().unwrap().to_string();
-    assert!(refused.contains("secret_file_not_allowed") || refused.contains("outside the directories"), "{refused}");
+    assert!(
+        refused.contains("secret_file_not_allowed") || refused.contains("outside the directories"),
+        "{refused}"
+    );
     let allow = glassbox_nodes::outbound::ServerAllow {
         secrets: glassbox_topology::secret_access::SecretAccess {
             dirs: vec![dir.path().to_path_buf()],

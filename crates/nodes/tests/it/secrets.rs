@@ -67,7 +67,10 @@ edges:
     assert_eq!(misplaced[0].0, "leak.yaml:7:17");
     assert_eq!(misplaced[1].0, "leak.yaml:11:12");
     for (_, _, hint) in &misplaced {
-        assert!(hint.as_deref().unwrap_or("").contains("headers"), "{hint:?}");
+        assert!(
+            hint.as_deref().unwrap_or("").contains("headers"),
+            "{hint:?}"
+        );
     }
     let rendered = report.render(false);
     assert!(!rendered.contains("config.headers"), "{rendered}");
@@ -124,7 +127,10 @@ nodes:
         upstream.port
     );
     let outcome = match try_build_with("remote.yaml", &openai, allow()) {
-        Ok(p) => Some(p.run(json!({"question": "hi"}), RunOptions::default()).await),
+        Ok(p) => Some(
+            p.run(json!({"question": "hi"}), RunOptions::default())
+                .await,
+        ),
         Err(e) => {
             let e = e.to_string();
             assert!(e.contains("`PATH`"), "{e}");

@@ -51,8 +51,14 @@ fn post(base: &str, topology: &str, body: &Value) -> Result<(u16, Value), String
         .send(body.to_string())
         .map_err(|e| format!("{topology}: {e}"))?;
     let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
-    Ok((status, serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?))
+    let text = resp
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    Ok((
+        status,
+        serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?,
+    ))
 }
 
 #[test]
@@ -99,7 +105,10 @@ fn a_runaway_template_ends_with_a_budget_error_and_stalls_no_one() {
             for answer in client.join().unwrap() {
                 let (c, status, body) = answer.unwrap();
                 assert_eq!(status, 200, "client {c}: {body}");
-                assert!(body["output"].is_object() || body["output"].is_string(), "{body}");
+                assert!(
+                    body["output"].is_object() || body["output"].is_string(),
+                    "{body}"
+                );
             }
         }
         for runaway in runaways {
@@ -108,7 +117,9 @@ fn a_runaway_template_ends_with_a_budget_error_and_stalls_no_one() {
             assert_ne!(status, 200, "{t}: {body}");
             let error = body["error"].to_string();
             assert!(
-                error.contains("budget") || error.contains("timed out") || error.contains("timeout"),
+                error.contains("budget")
+                    || error.contains("timed out")
+                    || error.contains("timeout"),
                 "{t}: {body}"
             );
             // The failed request left its trace, with the failing span.
