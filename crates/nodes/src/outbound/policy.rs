@@ -72,7 +72,7 @@ fn denied_v4(ip: Ipv4Addr) -> Option<&'static str> {
         .iter()
         .find(|(net, prefix, _)| in_range(n, u128::from(*net), *prefix, 32))
     {
-        return Some(what);
+        return Some(*what);
     }
     Some(if ip.is_loopback() {
         "loopback"
@@ -123,7 +123,7 @@ fn denied_v6(ip: Ipv6Addr) -> Option<&'static str> {
         .iter()
         .find(|(net, prefix, _)| in_range(n, *net, *prefix, 128))
     {
-        what
+        *what
     } else {
         return None;
     })
