@@ -21,8 +21,8 @@ pub const API_KEY_ENV: &str = "GLASSBOX_API_KEY";
                         127.0.0.1 only. With --cluster, GLASSBOX_WORKER_KEY is sent to the \
                         workers as their API key and is the pool key worker records must be \
                         signed with; GLASSBOX_WORKER_ALLOW lists the networks and hosts worker \
-                        addresses may be in; GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, \
-                        GLASSBOX_ETCD_KEY, GLASSBOX_ETCD_USER and GLASSBOX_ETCD_PASSWORD (or \
+                        addresses may be in; GLASSBOX_ETCD_TLS_DIR (or GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, \
+                        GLASSBOX_ETCD_KEY), GLASSBOX_ETCD_USER and GLASSBOX_ETCD_PASSWORD (or \
                         GLASSBOX_ETCD_PASSWORD_FILE) secure the connection to etcd \
                         (docs/cluster.md). See docs/server.md.\n\nExit codes: 0 stopped \
                         cleanly, 1 traces could not be flushed, 2 usage, 69 the address or \

@@ -56,7 +56,8 @@ impl EtcdOptions {
     /// `glassbox serve --cluster` and `glassbox worker` read it: the pool
     /// key (`GLASSBOX_WORKER_KEY`), the worker-address allow-list
     /// (`GLASSBOX_WORKER_ALLOW`), and TLS and a user for etcd
-    /// (`GLASSBOX_ETCD_CA`, `GLASSBOX_ETCD_CERT`, `GLASSBOX_ETCD_KEY`,
+    /// (`GLASSBOX_ETCD_TLS_DIR` with `ca.crt`, `tls.crt`, `tls.key`, or
+    /// `GLASSBOX_ETCD_CA`, `GLASSBOX_ETCD_CERT`, `GLASSBOX_ETCD_KEY`,
     /// `GLASSBOX_ETCD_USER`, `GLASSBOX_ETCD_PASSWORD` or
     /// `GLASSBOX_ETCD_PASSWORD_FILE`). `https://` endpoints need the CA.
     pub fn with_env(mut self) -> Result<EtcdOptions, EtcdError> {
@@ -81,9 +82,33 @@ impl EtcdOptions {
                 self.trust.allow.push(rule);
             }
         }
-        self.auth.ca = var("GLASSBOX_ETCD_CA").map(Into::into);
-        self.auth.cert = var("GLASSBOX_ETCD_CERT").map(Into::into);
-        self.auth.key = var("GLASSBOX_ETCD_KEY").map(Into::into);
+        // A directory laid out like a Kubernetes TLS Secret (ca.crt,
+        // tls.crt, tls.key), then single files, which take precedence.
+        if let Some(dir) = var("GLASSBOX_ETCD_TLS_DIR") {
+            let dir = std::path::PathBuf::from(dir);
+            let ca = dir.join("ca.crt");
+            if !ca.is_file() {
+                return Err(bad(
+                    "GLASSBOX_ETCD_TLS_DIR",
+                    format!("`{}` has no `ca.crt`", dir.display()),
+                ));
+            }
+            self.auth.ca = Some(ca);
+            let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+            if cert.is_file() && key.is_file() {
+                self.auth.cert = Some(cert);
+                self.auth.key = Some(key);
+            }
+        }
+        if let Some(ca) = var("GLASSBOX_ETCD_CA") {
+            self.auth.ca = Some(ca.into());
+        }
+        if let Some(cert) = var("GLASSBOX_ETCD_CERT") {
+            self.auth.cert = Some(cert.into());
+        }
+        if let Some(key) = var("GLASSBOX_ETCD_KEY") {
+            self.auth.key = Some(key.into());
+        }
         if self.auth.cert.is_some() != self.auth.key.is_some() {
             return Err(bad(
                 "GLASSBOX_ETCD_CERT",

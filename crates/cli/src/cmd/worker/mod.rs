@@ -33,7 +33,7 @@ use crate::exit::{self, Coded};
     directory are served (smollm2, all-minilm-l6-v2). API keys work as for `glassbox serve` \
     (GLASSBOX_API_KEY or --config); without one the worker listens on 127.0.0.1 only. \
     GLASSBOX_WORKER_KEY signs the worker's record in etcd (coordinators with the key accept \
-    no other); GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, GLASSBOX_ETCD_KEY, GLASSBOX_ETCD_USER \
+    no other); GLASSBOX_ETCD_TLS_DIR (or GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, GLASSBOX_ETCD_KEY), GLASSBOX_ETCD_USER \
     and GLASSBOX_ETCD_PASSWORD (or GLASSBOX_ETCD_PASSWORD_FILE) secure the connection to \
     etcd. See docs/cluster.md.\n\nExit codes: 0 stopped cleanly, 2 usage, 69 etcd, a model, the \
     address or the attached server is unavailable, 78 invalid config.")]
