@@ -10,7 +10,9 @@
 //!   temperature and power, through NVML loaded at run time (none without
 //!   a driver).
 //! - [`etcd`]: membership itself: a worker's [`Registration`] under a lease,
-//!   a coordinator's [`watch`] that keeps a [`Pool`] in step with etcd.
+//!   a coordinator's [`watch`] that keeps a [`Pool`] in step with etcd;
+//!   [`etcd::trust`]: TLS and auth to etcd, signed worker records and the
+//!   worker-address allow-list (etcd is a trust boundary).
 //! - [`host`]: the machine a worker runs on (CPU, memory, host name).
 //! - [`attach`]: an existing OpenAI-compatible server (vLLM, SGLang,
 //!   llama.cpp's `llama-server`, another Glassbox) as a member: its
@@ -35,6 +37,7 @@ pub mod etcd;
 pub mod etcd_temp;
 pub mod gpu;
 pub mod host;
+pub mod iprange;
 pub mod member;
 pub mod placement;
 pub mod pool;
@@ -43,11 +46,13 @@ pub mod swrr;
 
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use budget::{BudgetSettings, RetryBudget, Spent};
+pub use etcd::trust::{AddressRule, EtcdAuth, PoolKey, Trust};
 pub use etcd::{
     EtcdError, EtcdOptions, Registration, RegistrationEvent, RegistrationOptions, Watch,
     WatchEvent, watch,
 };
 pub use gpu::{GpuSource, GpuStats, NvmlSource};
+pub use iprange::IpRange;
 pub use member::{Gpu, Hardware, Load, Member, WorkerRecord};
 pub use placement::{Ask, Placement, Policy, Rule};
 pub use pool::Pool;

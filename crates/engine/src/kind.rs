@@ -99,6 +99,11 @@ pub trait TypedKind: Send + Sync + 'static {
     fn embeds(&self) -> bool {
         false
     }
+
+    /// See [`KindSchema::secret_fields`].
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// A [`TypedKind`] as a [`NodeKind`]: what [`Registry::add`] registers.
@@ -151,6 +156,10 @@ impl<K: TypedKind> KindSchema for Typed<K> {
 
     fn embeds(&self) -> bool {
         self.0.embeds()
+    }
+
+    fn secret_fields(&self) -> &'static [&'static str] {
+        self.0.secret_fields()
     }
 
     fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked {

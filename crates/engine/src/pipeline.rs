@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use glassbox_topology::Topology;
+use glassbox_topology::secret_access::SecretAccess;
 use serde_json::Value;
 
 use crate::built::BuiltPipeline;
@@ -33,16 +34,22 @@ impl std::fmt::Debug for Pipeline {
 }
 
 /// The node with the secret references of its config (`${env:NAME}`,
-/// `${file:/path}`) resolved, for its kind to build from. The copy lives
-/// only as long as the build: the topology keeps the references.
-fn with_secrets(
-    node: &glassbox_topology::Node,
-) -> Result<Cow<'_, glassbox_topology::Node>, BuildError> {
+/// `${file:/path}`) resolved, for its kind to build from: only in fields
+/// meant for secrets (`declared` adds its kind's), only from what the
+/// server's [`SecretAccess`] allows (the build context's; the default
+/// otherwise). The copy lives only as long as the build: the topology
+/// keeps the references.
+fn with_secrets<'a>(
+    node: &'a glassbox_topology::Node,
+    declared: &[&str],
+    cx: &BuildContext,
+) -> Result<Cow<'a, glassbox_topology::Node>, BuildError> {
     if !glassbox_topology::secret::holds_reference(&node.config) {
         return Ok(Cow::Borrowed(node));
     }
+    let access = cx.get::<SecretAccess>().unwrap_or_default();
     let mut resolved = node.clone();
-    resolved.config = glassbox_topology::secret::resolve(&node.config, "config")?;
+    resolved.config = access.resolve(&node.config, declared)?;
     Ok(Cow::Owned(resolved))
 }
 
@@ -60,7 +67,9 @@ impl Pipeline {
         let mut errors = Vec::new();
         for node in &topology.nodes {
             let built = match registry.get(&node.kind) {
-                Some(kind) => with_secrets(node).and_then(|n| kind.build(&n, cx)),
+                Some(kind) => {
+                    with_secrets(node, kind.secret_fields(), cx).and_then(|n| kind.build(&n, cx))
+                }
                 None => Err(BuildError::UnknownKind {
                     kind: node.kind.clone(),
                 }),

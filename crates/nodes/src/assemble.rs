@@ -32,7 +32,8 @@ pub struct Assembly<'a, E = Infallible> {
     /// one opens nothing (no trace store); its error is returned as
     /// [`AssembleError::Options`].
     pub options: &'a dyn Fn(&Topology, &Report) -> Result<PipelineOptions, E>,
-    /// Address ranges outbound calls may reach despite the deny list.
+    /// Address ranges outbound calls may reach despite the deny list, and
+    /// the secrets topologies may read.
     pub outbound: Option<Arc<ServerAllow>>,
     /// Models and indexes to share; the process-wide cache when absent.
     pub models: Option<Arc<ModelCache>>,
@@ -87,6 +88,8 @@ pub fn assemble<E>(
     let mut cx = BuildContext::new(topology.clone());
     if let Some(outbound) = &with.outbound {
         cx.insert(outbound.clone());
+        // The engine resolves config secrets with it (crate::secret_access).
+        cx.insert(Arc::new(outbound.secrets.clone()));
     }
     if let Some(models) = &with.models {
         cx.insert(models.clone());

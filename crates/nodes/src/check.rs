@@ -169,3 +169,28 @@ pub fn typed<K: glassbox_engine::TypedKind>(kind: &K, yaml: &str) -> K::Config {
     let mut diagnostics = Vec::new();
     kind.check(Some(&value), &mut Cx::new(&mut diagnostics))
 }
+
+/// The longest regular expression a topology may give (guard rules, JSON
+/// Schema `pattern`s).
+pub const MAX_REGEX_CHARS: usize = 4096;
+
+/// Compiles a topology author's regular expression within bounds: the
+/// `regex` crate matches in time linear in pattern and input (no
+/// backtracking), and these caps bound the pattern and the compiled
+/// program (1 MiB, lazy DFA cache 2 MiB), so a pattern such as
+/// `(a{1000}){1000}` is refused at load instead of costing memory and CPU on
+/// every request (issue 33).
+pub fn regex(pattern: &str) -> Result<regex::Regex, String> {
+    let chars = pattern.chars().count();
+    if chars > MAX_REGEX_CHARS {
+        return Err(format!(
+            "the pattern has {chars} characters, more than {MAX_REGEX_CHARS}"
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(2 << 20)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| e.to_string())
+}

@@ -88,6 +88,21 @@ impl Endpoint {
         if let Err(e) = client.policy().check_static(host) {
             return Some(Err(BuildError::config(format!("`base_url`: {e}"))));
         }
+        // The key is read only if the operator allows it, and sent only to
+        // a host it is bound to (issue 33: `api_key_env: GLASSBOX_API_KEY`
+        // sent the server's admin key to the node's `base_url`).
+        if let Some(var) = &config.api_key_env {
+            let access = cx
+                .and_then(|cx| cx.get::<glassbox_topology::secret_access::SecretAccess>())
+                .unwrap_or_default();
+            let field = "config.api_key_env";
+            if let Err(e) = access
+                .check_env(field, var)
+                .and_then(|()| access.check_host(field, var, host))
+            {
+                return Some(Err(BuildError::config(format!("{e} (hint: {})", e.hint()))));
+            }
+        }
         Some(Ok(Endpoint {
             base_url,
             shown_url,

@@ -64,7 +64,7 @@ pub fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
             }
             "items" | "additionalProperties" => check_schema(v, &format!("{path}.{k}"))?,
             "pattern" => {
-                regex::Regex::new(v.as_str().unwrap_or_default())
+                crate::check::regex(v.as_str().unwrap_or_default())
                     .map_err(|e| format!("{path}.pattern does not compile: {e}"))?;
             }
             _ => {}
@@ -158,7 +158,7 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String>
                 return Err(format!("{path}: {n} characters, more than {max}"));
             }
             if let Some(p) = s.get("pattern").and_then(Value::as_str)
-                && let Ok(re) = regex::Regex::new(p)
+                && let Ok(re) = crate::check::regex(p)
                 && !re.is_match(text)
             {
                 return Err(format!("{path}: does not match `{p}`"));

@@ -36,6 +36,9 @@
 //! [outbound]                   # what nodes may reach despite the deny list
 //! allow_ranges = ["10.20.0.0/16"]  # loopback, link-local, private: refused unless listed
 //!
+//! [secrets]                    # what `${env:…}`/`${file:…}` may read: see [`secrets`]
+//! env = ["OPENAI_API_KEY"]     # never the server's own (GLASSBOX_*, ...)
+//!
 //! [topologies.rag-chat]
 //! max_concurrency = 2
 //! max_queue = 8                # waiting requests, ordered by priority band
@@ -66,6 +69,7 @@
 //! ```
 
 pub mod cluster;
+pub mod secrets;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -343,6 +347,8 @@ pub struct ConfigFile {
     pub alerts: crate::alerts::AlertSettings,
     #[serde(default)]
     pub cluster: cluster::ClusterSection,
+    #[serde(default)]
+    pub secrets: secrets::SecretsSection,
 }
 
 /// A key the server accepts.
@@ -382,6 +388,8 @@ pub struct Config {
     pub keys: Vec<ApiKey>,
     /// Ranges outbound calls may reach despite the deny list.
     pub outbound_allow: Vec<IpRange>,
+    /// What topologies' secret references may read, and where credentials go.
+    pub secrets: glassbox_topology::secret_access::SecretAccess,
     pub store: StoreSettings,
     /// Drift alerts: windows, interval, thresholds.
     pub alerts: crate::alerts::AlertSettings,
@@ -503,6 +511,9 @@ impl Config {
         if let Err(found) = file.cluster.resolve() {
             problems.extend(found);
         }
+        if let Err(found) = file.secrets.resolve() {
+            problems.extend(found);
+        }
         if problems.is_empty() {
             Ok(Config::from_file(file))
         } else {
@@ -526,6 +537,7 @@ impl Config {
             store: file.store,
             alerts: file.alerts,
             dispatch: file.cluster.resolve().unwrap_or_default(),
+            secrets: file.secrets.resolve().unwrap_or_default(),
             rate_limit: file.rate_limit,
             topologies: file.topologies,
             outbound_allow: file

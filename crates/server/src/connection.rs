@@ -14,8 +14,9 @@
 //!   `body_timeout` and the connection closed;
 //! - **idle**: a keep-alive connection waiting for its next request
 //!   (`idle_timeout_ms`); over it the connection is closed;
-//! - **per client**: at most `max_per_client` open connections per client IP
-//!   address; more are answered 429 `too_many_connections` and closed.
+//! - **per client**: at most `max_per_client` open connections per client
+//!   (an IPv4 address, or an IPv6 /64); more are answered 429
+//!   `too_many_connections` and closed.
 //!
 //! A request being handled (a model generating, a stream open) is never cut
 //! by these: only the time a *client* takes to send is bounded.
@@ -30,7 +31,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -339,10 +340,22 @@ pub struct Slot {
     ip: IpAddr,
 }
 
+/// The key a client's connections are counted under: its IPv4 address
+/// (IPv4-mapped IPv6 included), or the /64 of its IPv6 address. One IPv6
+/// host is normally given a whole /64 and may pick any address in it, so
+/// counting exact addresses would leave it uncapped.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u128::from(u64::MAX)))),
+        v4 => v4,
+    }
+}
+
 impl ClientSlots {
-    /// A slot for `ip`, unless it already has `max` connections open.
+    /// A slot for `ip`'s client (see [`client_key`]), unless it already
+    /// has `max` connections open.
     pub fn acquire(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<Slot> {
-        let ip = ip.to_canonical();
+        let ip = client_key(ip);
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let n = open.entry(ip).or_insert(0);
         if *n >= max {
@@ -358,7 +371,7 @@ impl ClientSlots {
     /// Open connections from `ip`.
     pub fn count(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(&ip.to_canonical()).copied().unwrap_or(0)
+        open.get(&client_key(ip)).copied().unwrap_or(0)
     }
 }
 
@@ -478,8 +491,13 @@ async fn refuse(mut stream: TcpStream, remote: SocketAddr, max: usize) {
         axum::http::StatusCode::TOO_MANY_REQUESTS,
         "too_many_connections",
         format!(
-            "{} already has {max} connections open to this server",
-            remote.ip().to_canonical()
+            "{} already has {max} connections open to this server{}",
+            remote.ip().to_canonical(),
+            if remote.ip().to_canonical().is_ipv6() {
+                format!(" (counted per /64: {}/64)", client_key(remote.ip()))
+            } else {
+                String::new()
+            }
         ),
     )
     .hint("reuse connections (keep-alive) or close idle ones; the cap is `connections.max_per_client` in the server config")
@@ -536,6 +554,28 @@ mod tests {
         drop(first);
         assert_eq!(slots.count(a), 1);
         assert!(slots.acquire(a, 2).is_some());
+    }
+
+    /// Issue 33 (F8): one /64 is one IPv6 client (a host gets a whole /64
+    /// and can use any address in it), so it shares one cap.
+    #[test]
+    fn ipv6_clients_are_capped_per_64() {
+        let slots = Arc::new(ClientSlots::default());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _a = slots.acquire(ip("2001:db8:1:2::1"), 2).unwrap();
+        let _b = slots.acquire(ip("2001:db8:1:2:ffff::9"), 2).unwrap();
+        assert!(
+            slots.acquire(ip("2001:db8:1:2:dead:beef:0:1"), 2).is_none(),
+            "a third address in the same /64 is over the cap"
+        );
+        assert_eq!(slots.count(ip("2001:db8:1:2::77")), 2);
+        assert!(
+            slots.acquire(ip("2001:db8:1:3::1"), 2).is_some(),
+            "the next /64 is another client"
+        );
+        // IPv4 stays per address.
+        let _c = slots.acquire(ip("192.0.2.1"), 1).unwrap();
+        assert!(slots.acquire(ip("192.0.2.2"), 1).is_some());
     }
 
     #[tokio::test(start_paused = true)]

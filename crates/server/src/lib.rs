@@ -187,6 +187,7 @@ impl Server {
                 promoted: config.promoted_versions(),
                 outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
                     ranges: config.outbound_allow.clone(),
+                    secrets: config.secrets.clone(),
                 }),
                 cluster,
             },

@@ -115,10 +115,91 @@ impl Condition {
     }
 }
 
+/// The longest CEL expression a topology may hold.
+pub const MAX_EXPR_CHARS: usize = 2048;
+/// The deepest nesting of brackets in one: CEL's parser recurses per level.
+pub const MAX_EXPR_DEPTH: usize = 32;
+
+/// CEL always terminates, but not always soon: a comprehension (`all`,
+/// `exists`, `exists_one`, `map`, `filter`) nested in another multiplies
+/// the sizes of lists a caller controls (`input.a.all(x, input.a.all(y, …))`
+/// over 100,000 items is 10^10 steps). Expressions are therefore bounded
+/// in length and depth, and comprehensions may not nest: evaluation stays
+/// linear in the input (issue 33). Lexical, like [`read_paths`]: string
+/// literals are skipped.
+fn check_bounds(text: &str) -> Result<(), ConditionSyntaxError> {
+    let err = |message: String, column: usize| ConditionSyntaxError {
+        message,
+        line: 1,
+        column,
+    };
+    let chars = text.chars().count();
+    if chars > MAX_EXPR_CHARS {
+        return Err(err(
+            format!("the expression has {chars} characters, more than {MAX_EXPR_CHARS}"),
+            1,
+        ));
+    }
+    const MACROS: [&str; 5] = ["all(", "exists(", "exists_one(", "map(", "filter("];
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    // Depths at which a comprehension's parentheses opened.
+    let mut macros: Vec<usize> = Vec::new();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            b'"' | b'\'' => quote = Some(c),
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_EXPR_DEPTH {
+                    return Err(err(
+                        format!("brackets nest deeper than {MAX_EXPR_DEPTH} levels"),
+                        i + 1,
+                    ));
+                }
+                let before = &text[..i + 1];
+                let is_macro =
+                    c == b'(' && MACROS.iter().any(|m| before.ends_with(&format!(".{m}")));
+                if is_macro {
+                    if !macros.is_empty() {
+                        return Err(err(
+                            "a comprehension (`all`, `exists`, `exists_one`, `map`, `filter`) inside another is not allowed: its cost grows with the product of the lists' sizes".into(),
+                            i + 1,
+                        ));
+                    }
+                    macros.push(depth);
+                }
+            }
+            b')' | b']' | b'}' => {
+                if macros.last() == Some(&depth) {
+                    macros.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 impl Expr {
-    /// Compiles CEL text (always an expression, even a bare identifier).
+    /// Compiles CEL text (always an expression, even a bare identifier),
+    /// within the bounds of [`check_bounds`].
     pub fn compile(text: &str) -> Result<Expr, ConditionSyntaxError> {
         let trimmed = text.trim();
+        check_bounds(trimmed)?;
         // CEL's parser is generated code; never let a bug in it take the
         // process down on user input.
         let compiled = std::panic::catch_unwind(|| cel::Program::compile(trimmed));
@@ -282,6 +363,28 @@ fn is_ident(c: u8) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 33: CEL is bounded in size, depth and comprehension nesting.
+    #[test]
+    fn expressions_are_bounded_in_size_and_nesting() {
+        let long = format!("input.q == '{}'", "x".repeat(MAX_EXPR_CHARS));
+        let e = super::Expr::compile(&long).err().unwrap();
+        assert!(e.message.contains("more than 2048"), "{}", e.message);
+        let deep = format!("{}1{} == 1", "(".repeat(40), ")".repeat(40));
+        let e = super::Expr::compile(&deep).err().unwrap();
+        assert!(e.message.contains("deeper than 32"), "{}", e.message);
+        let nested = "input.a.all(x, input.a.exists(y, x == y))";
+        let e = super::Expr::compile(nested).err().unwrap();
+        assert!(e.message.contains("inside another"), "{}", e.message);
+        assert_eq!(e.column, 30);
+        // One level, side by side, and macro names inside strings are fine.
+        for ok in [
+            "input.a.all(x, x > 0) && input.b.exists(y, y == 'map(')",
+            "size(input.a.filter(x, x > 1)) > 0",
+        ] {
+            assert!(super::Expr::compile(ok).is_ok(), "{ok}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

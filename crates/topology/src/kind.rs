@@ -54,6 +54,14 @@ pub trait KindSchema: Send + Sync {
         false
     }
 
+    /// Top-level `config` fields that hold a credential beyond those any
+    /// kind may use (`headers`, fields named like `api_key` or `password`,
+    /// URL userinfo): the only other places a secret reference may stand
+    /// ([`crate::secret_access`]).
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Checks `config` once and yields what later stages need from it: the
     /// labels a node can emit and the typed config its build step takes.
     /// Pure, like [`check_config`](KindSchema::check_config). The default

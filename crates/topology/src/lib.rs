@@ -27,6 +27,7 @@ pub mod parse;
 pub mod render;
 pub mod schema;
 pub mod secret;
+pub mod secret_access;
 pub mod source;
 pub mod spec;
 pub mod validate;

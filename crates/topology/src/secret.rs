@@ -37,6 +37,9 @@ pub enum SecretError {
     },
     #[error("`{field}`: {problem}")]
     Malformed { field: String, problem: String },
+    /// Not allowed by the server's `[secrets]` section or in this field.
+    #[error("{0} (hint: {hint})", hint = .0.hint())]
+    Denied(#[from] crate::secret_access::AccessError),
 }
 
 impl SecretError {
@@ -45,6 +48,7 @@ impl SecretError {
             SecretError::EnvMissing { .. } => "secret_env_missing",
             SecretError::FileUnreadable { .. } => "secret_file_unreadable",
             SecretError::Malformed { .. } => "secret_reference_malformed",
+            SecretError::Denied(e) => e.code(),
         }
     }
 }
@@ -135,8 +139,10 @@ pub fn references(s: &str) -> Result<Vec<Reference<'_>>, String> {
 }
 
 /// Resolves every reference in every string of `value`, reading the
-/// process environment and secrets files. `field` names where `value` sits
-/// (e.g. `config`), for errors.
+/// process environment and secrets files, with no placement or access
+/// check: for values the operator wrote. Topology configs are resolved by
+/// [`SecretAccess::resolve`](crate::secret_access::SecretAccess::resolve).
+/// `field` names where `value` sits (e.g. `config`), for errors.
 pub fn resolve(value: &Value, field: &str) -> Result<Value, SecretError> {
     resolve_with(value, field, &|r: &Reference<'_>| match r {
         Reference::Env(name) => std::env::var(name).map_err(|_| LookupError::Missing),

@@ -19,7 +19,12 @@ pub const API_KEY_ENV: &str = "GLASSBOX_API_KEY";
     after_help = "API keys come from GLASSBOX_API_KEY (every scope) or the config \
                         file (SHA-256 hashes with scopes); with none the server listens on \
                         127.0.0.1 only. With --cluster, GLASSBOX_WORKER_KEY is sent to the \
-                        workers as their API key (docs/cluster.md). See docs/server.md.\n\nExit codes: 0 stopped \
+                        workers as their API key and is the pool key worker records must be \
+                        signed with; GLASSBOX_WORKER_ALLOW lists the networks and hosts worker \
+                        addresses may be in; GLASSBOX_ETCD_TLS_DIR (or GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, \
+                        GLASSBOX_ETCD_KEY), GLASSBOX_ETCD_USER and GLASSBOX_ETCD_PASSWORD (or \
+                        GLASSBOX_ETCD_PASSWORD_FILE) secure the connection to etcd \
+                        (docs/cluster.md). See docs/server.md.\n\nExit codes: 0 stopped \
                         cleanly, 1 traces could not be flushed, 2 usage, 69 the address or \
                         the store is unavailable, 78 invalid config or directory."
 )]
@@ -84,7 +89,16 @@ fn watch_cluster(
             message: format!("`--cluster`: {err} [{}]", err.code()),
         })
     };
-    let mut options = EtcdOptions::new(EtcdOptions::parse_endpoints(urls).map_err(etcd_error)?);
+    // TLS, user, pool key and worker allow-list from the environment
+    // (docs/cluster.md, "Securing the cluster").
+    let mut options = EtcdOptions::new(EtcdOptions::parse_endpoints(urls).map_err(etcd_error)?)
+        .with_env()
+        .map_err(etcd_error)?;
+    if options.trust.key.is_none() {
+        eprintln!(
+            "glassbox serve: GLASSBOX_WORKER_KEY is not set: worker records in etcd are accepted unsigned; anyone who can write to etcd can add a worker (docs/cluster.md, \"Securing the cluster\")"
+        );
+    }
     options.prefix = prefix.to_owned();
     let pool = glassbox_cluster::Pool::new();
     let watch = glassbox_cluster::watch(options.clone(), pool.clone(), |event| match event {

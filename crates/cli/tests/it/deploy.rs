@@ -211,7 +211,7 @@ fn etcd_runs_three_members_with_flags_etcd_accepts_and_the_clients_list_them() {
     assert_eq!(initial, members.join(","));
     // Every glassbox process lists every member's client URL.
     let want: Vec<String> = (0..replicas)
-        .map(|i| format!("http://etcd-{i}.etcd:2379"))
+        .map(|i| format!("https://etcd-{i}.etcd:2379"))
         .collect();
     for w in workloads(&all) {
         for c in containers(w).iter().filter(|c| is_glassbox(c)) {

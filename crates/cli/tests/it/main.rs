@@ -22,4 +22,5 @@ mod run;
 mod serve;
 mod support;
 mod traces;
+mod trust;
 mod versions;

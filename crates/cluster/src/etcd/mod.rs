@@ -15,6 +15,7 @@
 //! [`Pool`]: crate::Pool
 
 mod register;
+pub mod trust;
 mod watch;
 
 use std::time::Duration;
@@ -34,6 +35,10 @@ pub struct EtcdOptions {
     pub prefix: String,
     /// How long one request to etcd may take before it counts as failed.
     pub timeout: Duration,
+    /// TLS and user for the connection (none: plain `http://`, no user).
+    pub auth: trust::EtcdAuth,
+    /// Which worker records are accepted, and the key records are signed with.
+    pub trust: trust::Trust,
 }
 
 impl EtcdOptions {
@@ -42,7 +47,110 @@ impl EtcdOptions {
             endpoints,
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout: Duration::from_secs(3),
+            auth: trust::EtcdAuth::default(),
+            trust: trust::Trust::default(),
         }
+    }
+
+    /// These options with what the environment says about trust, as
+    /// `glassbox serve --cluster` and `glassbox worker` read it: the pool
+    /// key (`GLASSBOX_WORKER_KEY`), the worker-address allow-list
+    /// (`GLASSBOX_WORKER_ALLOW`), and TLS and a user for etcd
+    /// (`GLASSBOX_ETCD_TLS_DIR` with `ca.crt`, `tls.crt`, `tls.key`, or
+    /// `GLASSBOX_ETCD_CA`, `GLASSBOX_ETCD_CERT`, `GLASSBOX_ETCD_KEY`,
+    /// `GLASSBOX_ETCD_USER`, `GLASSBOX_ETCD_PASSWORD` or
+    /// `GLASSBOX_ETCD_PASSWORD_FILE`). `https://` endpoints need the CA.
+    pub fn with_env(mut self) -> Result<EtcdOptions, EtcdError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let bad = |variable: &str, reason: String| EtcdError::BadSetting {
+            variable: variable.to_owned(),
+            reason,
+        };
+        if let Some(key) = var(trust::WORKER_KEY_ENV) {
+            self.trust.key = Some(trust::PoolKey::new(key.as_bytes()));
+        }
+        if let Some(list) = var(trust::WORKER_ALLOW_ENV) {
+            for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                let rule = trust::AddressRule::parse(entry).ok_or_else(|| {
+                    bad(
+                        trust::WORKER_ALLOW_ENV,
+                        format!(
+                            "`{entry}` is not an address, a network (`10.0.0.0/8`) or a host name"
+                        ),
+                    )
+                })?;
+                self.trust.allow.push(rule);
+            }
+        }
+        // A directory laid out like a Kubernetes TLS Secret (ca.crt,
+        // tls.crt, tls.key), then single files, which take precedence.
+        if let Some(dir) = var("GLASSBOX_ETCD_TLS_DIR") {
+            let dir = std::path::PathBuf::from(dir);
+            let ca = dir.join("ca.crt");
+            if !ca.is_file() {
+                return Err(bad(
+                    "GLASSBOX_ETCD_TLS_DIR",
+                    format!("`{}` has no `ca.crt`", dir.display()),
+                ));
+            }
+            self.auth.ca = Some(ca);
+            let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+            if cert.is_file() && key.is_file() {
+                self.auth.cert = Some(cert);
+                self.auth.key = Some(key);
+            }
+        }
+        if let Some(ca) = var("GLASSBOX_ETCD_CA") {
+            self.auth.ca = Some(ca.into());
+        }
+        if let Some(cert) = var("GLASSBOX_ETCD_CERT") {
+            self.auth.cert = Some(cert.into());
+        }
+        if let Some(key) = var("GLASSBOX_ETCD_KEY") {
+            self.auth.key = Some(key.into());
+        }
+        if self.auth.cert.is_some() != self.auth.key.is_some() {
+            return Err(bad(
+                "GLASSBOX_ETCD_CERT",
+                "a client certificate needs its key and a key its certificate (set both GLASSBOX_ETCD_CERT and GLASSBOX_ETCD_KEY)".into(),
+            ));
+        }
+        let password = match (
+            var("GLASSBOX_ETCD_PASSWORD"),
+            var("GLASSBOX_ETCD_PASSWORD_FILE"),
+        ) {
+            (Some(p), _) => Some(p),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(&path)
+                    .map_err(|e| bad("GLASSBOX_ETCD_PASSWORD_FILE", format!("`{path}`: {e}")))?
+                    .trim_end_matches(['\n', '\r'])
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        if let Some(user) = var("GLASSBOX_ETCD_USER") {
+            let password = password.ok_or_else(|| {
+                bad(
+                    "GLASSBOX_ETCD_USER",
+                    "a user needs GLASSBOX_ETCD_PASSWORD or GLASSBOX_ETCD_PASSWORD_FILE".into(),
+                )
+            })?;
+            self.auth.user = Some((user, password));
+        }
+        let tls = self.auth.ca.is_some();
+        for e in &mut self.endpoints {
+            if tls && e.starts_with("http://") {
+                *e = e.replacen("http://", "https://", 1);
+            } else if !tls && e.starts_with("https://") {
+                return Err(bad(
+                    "GLASSBOX_ETCD_CA",
+                    format!(
+                        "endpoint `{e}` is `https://` but no CA is given to check etcd's certificate"
+                    ),
+                ));
+            }
+        }
+        Ok(self)
     }
 
     /// Comma-separated endpoints (`--etcd`, `--cluster`), each checked:
@@ -79,15 +187,12 @@ fn check_endpoint(raw: &str) -> Result<String, EtcdError> {
         endpoint: raw.to_owned(),
         reason: reason.to_owned(),
     };
-    if raw.starts_with("https://") {
-        return Err(bad(
-            "TLS to etcd is not built in; reach etcd over `http://` on a private network",
-        ));
-    }
-    let rest = match raw.split_once("://") {
-        Some(("http", rest)) => rest,
-        Some((scheme, _)) => return Err(bad(&format!("scheme `{scheme}` is not `http`"))),
-        None => raw,
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
+        Some((scheme, _)) => {
+            return Err(bad(&format!("scheme `{scheme}` is not `http` or `https`")));
+        }
+        None => ("http", raw),
     };
     let authority = rest.trim_end_matches('/');
     if authority.contains('/') {
@@ -100,7 +205,7 @@ fn check_endpoint(raw: &str) -> Result<String, EtcdError> {
     match port {
         None => Err(bad("no port (etcd's client port is usually 2379)")),
         Some(p) if p.parse::<u16>().is_err() => Err(bad(&format!("`{p}` is not a port"))),
-        Some(_) => Ok(format!("http://{authority}")),
+        Some(_) => Ok(format!("{scheme}://{authority}")),
     }
 }
 
@@ -111,8 +216,12 @@ pub enum EtcdError {
         "no etcd endpoint given (give one or more client URLs, comma-separated: `http://127.0.0.1:2379`)"
     )]
     NoEndpoints,
-    #[error("etcd endpoint `{endpoint}` is not usable: {reason} (write it as `http://HOST:PORT`)")]
+    #[error(
+        "etcd endpoint `{endpoint}` is not usable: {reason} (write it as `http://HOST:PORT`, or `https://HOST:PORT` with GLASSBOX_ETCD_CA)"
+    )]
     BadEndpoint { endpoint: String, reason: String },
+    #[error("`{variable}`: {reason} (docs/cluster.md, \"Securing the cluster\")")]
+    BadSetting { variable: String, reason: String },
     #[error(
         "etcd at {endpoints} did not answer `{op}`: {reason} (is etcd running and reachable there? `curl ENDPOINT/health` should say true; scripts/install-etcd.sh installs it)"
     )]
@@ -131,6 +240,7 @@ impl EtcdError {
         match self {
             EtcdError::NoEndpoints => "etcd_no_endpoints",
             EtcdError::BadEndpoint { .. } => "etcd_bad_endpoint",
+            EtcdError::BadSetting { .. } => "etcd_bad_setting",
             EtcdError::Unavailable { .. } => "etcd_unavailable",
             EtcdError::Thread { .. } => "etcd_thread",
         }
@@ -138,7 +248,10 @@ impl EtcdError {
 
     /// Whether the cause was the command line (not the network).
     pub fn is_usage(&self) -> bool {
-        matches!(self, EtcdError::NoEndpoints | EtcdError::BadEndpoint { .. })
+        matches!(
+            self,
+            EtcdError::NoEndpoints | EtcdError::BadEndpoint { .. } | EtcdError::BadSetting { .. }
+        )
     }
 }
 
@@ -236,12 +349,42 @@ async fn client_for(
         .with_keep_alive_while_idle(true)
         // A member cut off from the quorum refuses rather than answers stale.
         .with_require_leader(true);
+    let connect = with_auth(connect, &options.auth)?;
     timed(
         options,
         "connect",
         etcd_client::Client::connect(endpoints, Some(connect)),
     )
     .await
+}
+
+/// The connection's TLS (CA, client identity) and etcd user.
+fn with_auth(
+    mut connect: etcd_client::ConnectOptions,
+    auth: &trust::EtcdAuth,
+) -> Result<etcd_client::ConnectOptions, EtcdError> {
+    let read = |variable: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| EtcdError::BadSetting {
+            variable: variable.to_owned(),
+            reason: format!("cannot read `{}`: {e}", path.display()),
+        })
+    };
+    if let Some(ca) = &auth.ca {
+        let mut tls = etcd_client::TlsOptions::new().ca_certificate(
+            etcd_client::Certificate::from_pem(read("GLASSBOX_ETCD_CA", ca)?),
+        );
+        if let (Some(cert), Some(key)) = (&auth.cert, &auth.key) {
+            tls = tls.identity(etcd_client::Identity::from_pem(
+                read("GLASSBOX_ETCD_CERT", cert)?,
+                read("GLASSBOX_ETCD_KEY", key)?,
+            ));
+        }
+        connect = connect.with_tls(tls);
+    }
+    if let Some((user, password)) = &auth.user {
+        connect = connect.with_user(user.clone(), password.clone());
+    }
+    Ok(connect)
 }
 
 /// A small single-threaded runtime for one background thread.
@@ -288,8 +431,11 @@ mod tests {
             EtcdOptions::parse_endpoints(" , ").unwrap_err(),
             EtcdError::NoEndpoints
         );
+        assert_eq!(
+            EtcdOptions::parse_endpoints("https://e:2379").unwrap(),
+            vec!["https://e:2379"]
+        );
         for (bad, why) in [
-            ("https://e:2379", "TLS"),
             ("grpc://e:2379", "scheme `grpc`"),
             ("http://e", "no port"),
             ("e:twenty", "`twenty` is not a port"),

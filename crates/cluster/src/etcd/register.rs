@@ -311,9 +311,14 @@ impl Worker {
         let lease = timed(&options, "lease grant", client.lease_grant(ttl, None))
             .await?
             .id();
-        let record = serde_json::to_vec(&self.record).map_err(|e| EtcdError::Thread {
-            reason: format!("encoding the worker record: {e}"),
-        })?;
+        // Signed with the pool key, so coordinators can tell it from a
+        // record anyone with write access to etcd could put there.
+        let record =
+            super::trust::encode(&self.record, options.trust.key.as_ref()).map_err(|e| {
+                EtcdError::Thread {
+                    reason: format!("encoding the worker record: {e}"),
+                }
+            })?;
         let key = record_key(&options.clean_prefix(), &self.record.id);
         let put = PutOptions::new().with_lease(lease);
         timed(&options, "put record", client.put(key, record, Some(put))).await?;

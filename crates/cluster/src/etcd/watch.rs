@@ -291,7 +291,7 @@ impl Follower {
             });
         };
         match classify(&self.prefix, &key) {
-            Key::Record(id) => match serde_json::from_slice::<WorkerRecord>(kv.value()) {
+            Key::Record(id) => match super::trust::decode(kv.value(), &self.options.trust) {
                 Ok(record) if record.id == id => {
                     let id = id.to_owned();
                     let joined = self.pool.get(&id).is_none();
@@ -309,8 +309,14 @@ impl Follower {
                     );
                     None
                 }
-                Err(e) => {
-                    skip(&mut self.events, format!("not a worker record: {e}"));
+                Err(why) => {
+                    // A record that was accepted before (key rotated, record
+                    // rewritten by someone else) leaves the pool.
+                    let id = id.to_owned();
+                    if self.known.contains(&id) {
+                        self.remove(&id);
+                    }
+                    skip(&mut self.events, why);
                     None
                 }
             },

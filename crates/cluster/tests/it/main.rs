@@ -6,3 +6,4 @@
 #![allow(clippy::unwrap_used)]
 
 mod membership;
+mod trust;

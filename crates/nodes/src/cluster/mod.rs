@@ -40,7 +40,7 @@ use crate::outbound::{Client, WorkerTimeouts};
 /// The environment variable whose value a coordinator sends to workers as
 /// their API key (`Authorization: Bearer`): one of the keys the workers
 /// accept (their `GLASSBOX_API_KEY` or a key in their config).
-pub const WORKER_KEY_ENV: &str = "GLASSBOX_WORKER_KEY";
+pub const WORKER_KEY_ENV: &str = glassbox_cluster::etcd::trust::WORKER_KEY_ENV;
 
 /// The header a coordinator tells a worker in how many milliseconds a
 /// call must start (its node's timeout); a Glassbox worker that cannot

@@ -98,7 +98,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> GuardConfig {
             let Some(p) = r.req_str(&mut rcx, "pattern", "give a regular expression") else {
                 continue;
             };
-            match Regex::new(&p.value) {
+            match crate::check::regex(&p.value) {
                 Ok(re) => out.rules.push(Rule {
                     name: name.map_or_else(|| format!("rules[{i}]"), |n| n.value),
                     re,

@@ -37,17 +37,10 @@ pub struct HttpConfig {
 
 /// The host part of an http(s) URL.
 pub fn host_of(url: &str) -> Option<&str> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit('@').next()?;
-    let host = if let Some(v6) = host_port.strip_prefix('[') {
-        v6.split(']').next()?
-    } else {
-        host_port.split(':').next()?
-    };
-    (!host.is_empty()).then_some(host)
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return None;
+    }
+    glassbox_topology::secret_access::url_host(url)
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> HttpConfig {

@@ -12,53 +12,18 @@ use ureq::unversioned::transport::NextTimeout;
 
 use super::OutboundError;
 
-/// An IP range, `addr/prefix`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpRange {
-    addr: IpAddr,
-    prefix: u8,
-}
+/// An IP range, `addr/prefix`: one type for the outbound policy and the
+/// cluster's worker allow-list.
+pub use glassbox_cluster::IpRange;
 
-impl IpRange {
-    /// Parses `10.0.0.0/8`, `fd00::/8` or a single address.
-    pub fn parse(s: &str) -> Option<IpRange> {
-        let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (
-                a.trim().parse::<IpAddr>().ok()?,
-                Some(p.trim().parse().ok()?),
-            ),
-            None => (s.trim().parse::<IpAddr>().ok()?, None),
-        };
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.unwrap_or(max);
-        (prefix <= max).then_some(IpRange { addr, prefix })
-    }
-
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-/// Ranges the server operator allows outbound calls to reach although the
-/// deny list covers them (`[outbound] allow_ranges`). Put into the
-/// [`BuildContext`]; absent: none.
+/// What the server operator allows nodes: ranges outbound calls may reach
+/// although the deny list covers them (`[outbound] allow_ranges`), and the
+/// secrets references may read and where they may be sent (`[secrets]`).
+/// Put into the [`BuildContext`]; absent: no ranges, default secrets.
 #[derive(Debug, Clone, Default)]
 pub struct ServerAllow {
     pub ranges: Vec<IpRange>,
+    pub secrets: glassbox_topology::secret_access::SecretAccess,
 }
 
 /// Which denied range `ip` is in, if any.
@@ -69,8 +34,46 @@ pub fn denied_range(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// The IPv4 special-purpose ranges of the IANA registry (RFC 6890 and its
+/// updates) that are neither loopback, link-local nor private: none of
+/// them is a public service a topology has a reason to call, and several
+/// route to internal infrastructure in practice (benchmarking nets on lab
+/// networks, 192.0.0.0/24 for DS-Lite and NAT64 discovery).
+const SPECIAL_V4: &[(u32, u8, &str)] = &[
+    (0xc000_0000, 24, "IETF protocol assignment"), // 192.0.0.0/24
+    (0xc000_0200, 24, "documentation"),            // 192.0.2.0/24 TEST-NET-1
+    (0xc058_6300, 24, "6to4 relay (deprecated)"),  // 192.88.99.0/24
+    (0xc612_0000, 15, "benchmarking"),             // 198.18.0.0/15
+    (0xc633_6400, 24, "documentation"),            // 198.51.100.0/24 TEST-NET-2
+    (0xcb00_7100, 24, "documentation"),            // 203.0.113.0/24 TEST-NET-3
+];
+
+/// The same for IPv6 (documentation, benchmarking, ORCHID, Teredo and the
+/// rest of 2001::/23, discard-only, local-use NAT64, SRv6 SIDs).
+const SPECIAL_V6: &[(u128, u8, &str)] = &[
+    (0x0100_0000_0000_0000 << 64, 64, "discard-only"), // 100::/64
+    (0x2001_0000 << 96, 23, "IETF protocol assignment"), // 2001::/23
+    (0x2001_0db8 << 96, 32, "documentation"),          // 2001:db8::/32
+    (0x3fff_0000 << 96, 20, "documentation"),          // 3fff::/20
+    (0x0064_ff9b_0001 << 80, 48, "local-use NAT64"),   // 64:ff9b:1::/48
+    (0x5f00 << 112, 16, "SRv6 SID"),                   // 5f00::/16
+];
+
+fn in_range(ip: u128, net: u128, prefix: u8, bits: u32) -> bool {
+    let mask =
+        u128::MAX.checked_shl(bits - u32::from(prefix)).unwrap_or(0) & (u128::MAX >> (128 - bits));
+    ip & mask == net & mask
+}
+
 fn denied_v4(ip: Ipv4Addr) -> Option<&'static str> {
     let o = ip.octets();
+    let n = u128::from(u32::from(ip));
+    if let Some((_, _, what)) = SPECIAL_V4
+        .iter()
+        .find(|(net, prefix, _)| in_range(n, u128::from(*net), *prefix, 32))
+    {
+        return Some(*what);
+    }
     Some(if ip.is_loopback() {
         "loopback"
     } else if ip.is_link_local() {
@@ -88,6 +91,15 @@ fn denied_v4(ip: Ipv4Addr) -> Option<&'static str> {
 
 fn denied_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let s = ip.segments();
+    let n = u128::from(ip);
+    let embedded = |hi: u16, lo: u16| {
+        Ipv4Addr::new(
+            (hi >> 8) as u8,
+            (hi & 0xff) as u8,
+            (lo >> 8) as u8,
+            (lo & 0xff) as u8,
+        )
+    };
     Some(if ip.is_loopback() {
         "loopback"
     } else if ip.is_unspecified() {
@@ -100,13 +112,18 @@ fn denied_v6(ip: Ipv6Addr) -> Option<&'static str> {
         "multicast or reserved"
     } else if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
         // NAT64: the IPv4 address sits in the last 32 bits.
-        let v4 = Ipv4Addr::new(
-            (s[6] >> 8) as u8,
-            (s[6] & 0xff) as u8,
-            (s[7] >> 8) as u8,
-            (s[7] & 0xff) as u8,
-        );
-        return denied_v4(v4);
+        return denied_v4(embedded(s[6], s[7]));
+    } else if s[0] == 0x2002 {
+        // 6to4: a relay delivers to the IPv4 address in bits 16..48.
+        return denied_v4(embedded(s[1], s[2]));
+    } else if s[..6] == [0, 0, 0, 0, 0, 0] {
+        // IPv4-compatible (deprecated, ::a.b.c.d); some stacks still map it.
+        return denied_v4(embedded(s[6], s[7])).or(Some("reserved (IPv4-compatible)"));
+    } else if let Some((_, _, what)) = SPECIAL_V6
+        .iter()
+        .find(|(net, prefix, _)| in_range(n, *net, *prefix, 128))
+    {
+        *what
     } else {
         return None;
     })
@@ -182,11 +199,26 @@ impl Policy {
             return Ok(());
         }
         let ip = ip.to_canonical();
+        let addr = ip;
+        // `0.0.0.0` and `::` connect to this machine: they are loopback, and
+        // naming them in `allow_hosts` opens nothing that naming loopback
+        // would not (issue 33).
+        let (ip, range) = match ip {
+            IpAddr::V4(v4) if v4.is_unspecified() => (
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                "unspecified (reaches loopback)",
+            ),
+            IpAddr::V6(v6) if v6.is_unspecified() => (
+                IpAddr::V6(Ipv6Addr::LOCALHOST),
+                "unspecified (reaches loopback)",
+            ),
+            _ => (ip, range),
+        };
         let named_ip = self.allow_hosts.iter().any(|a| {
             a.trim_start_matches('[')
                 .trim_end_matches(']')
                 .parse::<IpAddr>()
-                .is_ok_and(|a| a.to_canonical() == ip)
+                .is_ok_and(|a| !a.is_unspecified() && a.to_canonical() == ip)
         });
         let lower = host.to_ascii_lowercase();
         let named_localhost = ip.is_loopback()
@@ -197,7 +229,7 @@ impl Policy {
         }
         Err(OutboundError::AddressDenied {
             host: host.to_string(),
-            addr: ip,
+            addr,
             range,
         })
     }

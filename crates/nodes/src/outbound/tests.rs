@@ -10,6 +10,7 @@ fn policy(allow: &[&str], ranges: &[&str]) -> Policy {
         restrict_hosts: true,
         server: ServerAllow {
             ranges: ranges.iter().map(|r| IpRange::parse(r).unwrap()).collect(),
+            ..ServerAllow::default()
         },
         max_redirects: 0,
         pool_member: false,
@@ -44,6 +45,69 @@ fn the_deny_list_covers_internal_ranges() {
     for addr in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "8.8.8.8"] {
         assert_eq!(denied_range(ip(addr)), None, "{addr}");
     }
+}
+
+/// Issue 33 (F7): every special-purpose range of RFC 6890 (and its
+/// successors' registry) is denied, not only private and loopback ones.
+#[test]
+fn ssrf_special_purpose_ranges_are_denied() {
+    for addr in [
+        "192.0.0.8",       // IETF protocol assignments 192.0.0.0/24
+        "192.0.2.10",      // TEST-NET-1
+        "198.18.0.1",      // benchmarking 198.18.0.0/15
+        "198.19.255.254",  // benchmarking, second half
+        "198.51.100.7",    // TEST-NET-2
+        "203.0.113.9",     // TEST-NET-3
+        "192.88.99.1",     // 6to4 relay anycast
+        "240.0.0.1",       // reserved 240.0.0.0/4
+        "255.255.255.255", // limited broadcast
+        "100.64.0.1",      // shared address space
+        "2001:db8::1",     // documentation
+        "3fff::1",         // documentation (RFC 9637)
+        "2001:2::1",       // benchmarking
+        "2001::1",         // Teredo, IETF protocol assignments 2001::/23
+        "100::1",          // discard-only
+        "64:ff9b:1::1",    // local-use NAT64
+        "5f00::1",         // SRv6 SIDs
+        "::ffff:198.51.100.1",
+        "2002:c000:0201::1", // 6to4 carrying 192.0.2.1
+        "2002:7f00:0001::1", // 6to4 carrying 127.0.0.1
+    ] {
+        assert!(denied_range(ip(addr)).is_some(), "{addr} is not denied");
+    }
+    // Neighbours just outside stay reachable.
+    for addr in [
+        "192.0.3.1",
+        "198.17.255.255",
+        "198.20.0.1",
+        "198.51.101.1",
+        "203.0.114.1",
+        "2001:db9::1",
+        "2606:4700::1111",
+    ] {
+        assert_eq!(denied_range(ip(addr)), None, "{addr}");
+    }
+}
+
+/// Issue 33 (F7): `0.0.0.0` and `::` reach this machine's loopback
+/// services, so naming them opens nothing unless loopback is allowed.
+#[test]
+fn ssrf_unspecified_addresses_count_as_loopback() {
+    let p = policy(&["0.0.0.0", "::", "[::]"], &[]);
+    for (host, addr) in [("0.0.0.0", "0.0.0.0"), ("::", "::"), ("[::]", "::")] {
+        let e = p.check_addr(host, ip(addr)).unwrap_err();
+        assert_eq!(e.code(), "address_denied", "{host}");
+        assert!(e.to_string().contains("loopback"), "{e}");
+        assert!(p.check_static(host).is_err(), "{host}");
+    }
+    // With loopback allowed (named, or by the operator), it is loopback.
+    let p = policy(&["0.0.0.0", "127.0.0.1"], &[]);
+    assert!(p.check_addr("0.0.0.0", ip("0.0.0.0")).is_ok());
+    let p = policy(&["0.0.0.0"], &["127.0.0.0/8"]);
+    assert!(p.check_addr("0.0.0.0", ip("0.0.0.0")).is_ok());
+    // A name resolving to 0.0.0.0 is loopback too.
+    let p = policy(&["zero.example"], &[]);
+    assert!(p.check_addr("zero.example", ip("0.0.0.0")).is_err());
 }
 
 #[test]

@@ -5,17 +5,93 @@
 //!
 //! Output: `{"text": <rendered>, "template_id": <id>}`, or, with
 //! `output: json`, the rendered text parsed as JSON.
+//!
+//! A template is code a topology author wrote, run on the server's CPU, so
+//! it runs under budgets (issue 33: two nested `range(100000)` loops held
+//! two threads at 100% for good and stalled every template on the server):
+//!
+//! - it renders on the blocking pool ([`Call::Blocking`]), never on an
+//!   async worker, so a slow render delays nobody else's request;
+//! - every render gets [`FUEL`] (minijinja counts one unit per
+//!   instruction) and may write at most [`MAX_OUTPUT_BYTES`];
+//! - it stops once the engine stops waiting (the node's timeout, the
+//!   request's deadline, a cancelled request): `range` and every write
+//!   check the attempt first. minijinja has no other hook, so a builtin
+//!   filter already running finishes its (bounded) list before the check.
+
+use std::cell::RefCell;
+use std::io::Write;
 
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
-use minijinja::{Environment, UndefinedBehavior};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::json;
 
 use super::config::{Output, TemplateConfig};
 
+/// Instructions one render may execute: about a hundred times what a large
+/// prompt (a loop over dozens of retrieved documents) takes, and a fraction
+/// of a second of CPU.
+pub const FUEL: u64 = 2_000_000;
+
+/// The most text one render may produce (a prompt far beyond any model's
+/// context).
+pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// The attempt being rendered on this thread, so `range` and the
+    /// writer can see whether the engine still waits for it.
+    static ATTEMPT: RefCell<Option<NodeCx>> = const { RefCell::new(None) };
+}
+
+fn attempt_over() -> bool {
+    ATTEMPT.with(|a| a.borrow().as_ref().is_some_and(NodeCx::attempt_over))
+}
+
+const STOPPED: &str = "stopped: the node's timeout or the request's deadline passed";
+
+/// minijinja's `range`, checking first that the attempt is still wanted.
+fn range(
+    lower: isize,
+    upper: Option<isize>,
+    step: Option<isize>,
+) -> Result<minijinja::Value, minijinja::Error> {
+    if attempt_over() {
+        return Err(minijinja::Error::new(ErrorKind::InvalidOperation, STOPPED));
+    }
+    minijinja::functions::range(lower, upper, step)
+}
+
+/// Collects the rendered text up to [`MAX_OUTPUT_BYTES`], and stops the
+/// render once the attempt is over.
+#[derive(Default)]
+struct Bounded {
+    text: Vec<u8>,
+    over: Option<&'static str>,
+}
+
+impl Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if attempt_over() {
+            self.over = Some(STOPPED);
+        } else if self.text.len() + buf.len() > MAX_OUTPUT_BYTES {
+            self.over = Some("output budget spent: the text would exceed 4 MiB");
+        }
+        if let Some(why) = self.over {
+            return Err(std::io::Error::other(why));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A built template.
 pub struct TemplateNode {
-    env: Environment<'static>,
+    env: std::sync::Arc<Environment<'static>>,
     template_id: String,
     json_output: bool,
 }
@@ -39,55 +115,72 @@ pub(super) fn build(node_id: &str, config: &TemplateConfig) -> Result<TemplateNo
     };
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(FUEL));
+    env.add_function("range", range);
     env.add_template_owned(template_id.clone(), source.to_string())
         .map_err(|e| {
             BuildError::config(format!("template `{template_id}` does not compile: {e}"))
         })?;
     Ok(TemplateNode {
-        env,
+        env: std::sync::Arc::new(env),
         template_id,
         json_output,
     })
 }
 
-impl TemplateNode {
-    fn render(&self, cx: &NodeCx) -> Result<NodeOutput, NodeError> {
-        let template = self
-            .env
-            .get_template(&self.template_id)
-            .map_err(|e| NodeError::failed(e.to_string()))?;
-        let ctx = minijinja::context! {
-            input => minijinja::Value::from_serialize(cx.input()),
-            outputs => minijinja::Value::from_serialize(cx.outputs_json()),
-            labels => minijinja::Value::from_serialize(cx.labels_json()),
+/// One render, on the thread that calls it (a blocking-pool thread).
+fn render(
+    env: &Environment<'static>,
+    template_id: &str,
+    json_output: bool,
+    cx: &NodeCx,
+) -> Result<NodeOutput, NodeError> {
+    let template = env
+        .get_template(template_id)
+        .map_err(|e| NodeError::failed(e.to_string()))?;
+    let ctx = minijinja::context! {
+        input => minijinja::Value::from_serialize(cx.input()),
+        outputs => minijinja::Value::from_serialize(cx.outputs_json()),
+        labels => minijinja::Value::from_serialize(cx.labels_json()),
+    };
+    ATTEMPT.with(|a| *a.borrow_mut() = Some(cx.clone()));
+    let mut out = Bounded::default();
+    let rendered = template.render_to_write(ctx, &mut out);
+    ATTEMPT.with(|a| *a.borrow_mut() = None);
+    if let Err(e) = rendered {
+        let why = match (out.over, e.kind()) {
+            (Some(why), _) => why.to_string(),
+            (None, ErrorKind::OutOfFuel) => format!(
+                "CPU budget spent: the template ran more than {FUEL} instructions (a loop too large for a prompt?)"
+            ),
+            _ => e.to_string(),
         };
-        let text = template.render(ctx).map_err(|e| {
-            NodeError::BadInput(format!(
-                "template `{}` failed to render: {e}",
-                self.template_id
-            ))
-        })?;
-        let value = if self.json_output {
-            serde_json::from_str(&text).map_err(|e| {
-                NodeError::BadInput(format!(
-                    "template `{}` did not render JSON: {e}",
-                    self.template_id
-                ))
-            })?
-        } else {
-            json!({ "text": text, "template_id": self.template_id })
-        };
-        Ok(NodeOutput::new(value)
-            .tag("template_id", self.template_id.clone())
-            .fact(Fact::Templated {
-                template_id: self.template_id.clone(),
-            }))
+        return Err(NodeError::BadInput(format!(
+            "template `{template_id}` failed to render: {why}"
+        )));
     }
+    let text = String::from_utf8(out.text)
+        .map_err(|e| NodeError::failed(format!("template `{template_id}`: {e}")))?;
+    let value = if json_output {
+        serde_json::from_str(&text).map_err(|e| {
+            NodeError::BadInput(format!("template `{template_id}` did not render JSON: {e}"))
+        })?
+    } else {
+        json!({ "text": text, "template_id": template_id })
+    };
+    Ok(NodeOutput::new(value)
+        .tag("template_id", template_id.to_string())
+        .fact(Fact::Templated {
+            template_id: template_id.to_string(),
+        }))
 }
 
 impl Node for TemplateNode {
     fn call(&self, cx: NodeCx) -> Call {
-        Call::Ready(self.render(&cx))
+        let env = self.env.clone();
+        let template_id = self.template_id.clone();
+        let json_output = self.json_output;
+        Call::blocking(move || render(&env, &template_id, json_output, &cx))
     }
 }
 

@@ -9,4 +9,5 @@ mod http;
 mod models;
 mod moderation;
 mod outbound;
+mod secrets;
 mod support;

@@ -14,12 +14,12 @@ use crate::support::{build, try_build};
 /// A server on 127.0.0.1 that answers each connection with the next of
 /// `responses` (`{port}` in them is replaced later by the caller) and
 /// records every request it read.
-struct Stub {
-    port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
+pub(crate) struct Stub {
+    pub(crate) port: u16,
+    pub(crate) seen: Arc<Mutex<Vec<String>>>,
 }
 
-fn stub(responses: Vec<String>) -> Stub {
+pub(crate) fn stub(responses: Vec<String>) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -40,7 +40,7 @@ fn stub(responses: Vec<String>) -> Stub {
     Stub { port, seen }
 }
 
-fn ok(body: &str) -> String {
+pub(crate) fn ok(body: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -265,7 +265,20 @@ async fn secrets_references_resolve_at_build_time() {
         upstream.port,
         secret.display()
     ));
-    let p = build("h.yaml", &text);
+    // Files are read only from directories the operator allows (issue 33).
+    let refused = try_build("h.yaml", &text).err().unwrap().to_string();
+    assert!(
+        refused.contains("secret_file_not_allowed") || refused.contains("outside the directories"),
+        "{refused}"
+    );
+    let allow = glassbox_nodes::outbound::ServerAllow {
+        secrets: glassbox_topology::secret_access::SecretAccess {
+            dirs: vec![dir.path().to_path_buf()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let p = crate::support::try_build_with("h.yaml", &text, allow).unwrap();
     let out = p.run(json!({}), RunOptions::default()).await;
     out.result.unwrap();
     let sent = upstream.seen.lock().unwrap().join("");

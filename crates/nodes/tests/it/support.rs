@@ -5,6 +5,16 @@ use glassbox_topology::Source;
 
 /// Validates and builds a topology with the built-in kinds.
 pub fn try_build(name: &str, text: &str) -> Result<Pipeline, PipelineError> {
+    try_build_with(name, text, glassbox_nodes::outbound::ServerAllow::default())
+}
+
+/// [`try_build`] with what the server operator allows (ranges, secrets),
+/// as `glassbox serve` puts it into the build context.
+pub fn try_build_with(
+    name: &str,
+    text: &str,
+    allow: glassbox_nodes::outbound::ServerAllow,
+) -> Result<Pipeline, PipelineError> {
     let registry = glassbox_nodes::registry();
     let v = match glassbox_topology::load_source(Source::new(name, text), &registry.kind_set()) {
         Ok(v) => v,
@@ -12,7 +22,9 @@ pub fn try_build(name: &str, text: &str) -> Result<Pipeline, PipelineError> {
         Err(e) => panic!("{e}"),
     };
     let topology = Arc::new(v.topology);
-    let cx = BuildContext::new(topology.clone());
+    let mut cx = BuildContext::new(topology.clone());
+    cx.insert(Arc::new(allow.secrets.clone()));
+    cx.insert(Arc::new(allow));
     Pipeline::build(topology, &registry, &cx, PipelineOptions::default())
 }
 

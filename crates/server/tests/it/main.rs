@@ -7,6 +7,7 @@
 mod admission;
 mod api;
 mod auth;
+mod budgets;
 mod cluster;
 mod connections;
 mod dashboard;

@@ -90,7 +90,11 @@ impl Checker<'_> {
             let mut cx = cx.field(&node_path(node, "config"));
             let checked = schema.check(node.config_value.as_ref(), &mut cx);
             if let Some(v) = node.config_value.as_ref() {
-                check_references(v, &node_path(node, "config"), self.diags);
+                let place = Place {
+                    keys: Vec::new(),
+                    declared: schema.secret_fields(),
+                };
+                check_references(v, &node_path(node, "config"), &place, self.diags);
             }
             // A kind that forgot to give a span gets the node's `config` (or the node).
             let fallback_span = node
@@ -290,17 +294,38 @@ pub(super) fn merge_prices(
     }
 }
 
+/// Where in a config a value sits, for [`check_references`].
+pub(super) struct Place<'a> {
+    /// Keys from the config's root (list indices left out).
+    keys: Vec<&'a str>,
+    /// The fields the node's kind declares secret.
+    declared: &'static [&'static str],
+}
+
 /// Reports every malformed secret reference (`${env:NAME}`, `${file:/path}`)
-/// in a node's config; resolving them happens when the node is built.
-pub(super) fn check_references(
-    value: &crate::value::Value,
+/// in a node's config, and every reference outside a field meant for
+/// secrets (issue 33: one in a template printed the server's admin key);
+/// resolving them happens when the node is built.
+pub(super) fn check_references<'a>(
+    value: &'a crate::value::Value,
     path: &str,
+    place: &Place<'a>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    use crate::secret_access::{AccessError, in_userinfo_only, secret_field};
     use crate::value::Kind;
     match &value.kind {
         Kind::Str(s) if crate::secret::has_reference(s) => {
-            if let Err(problem) = crate::secret::references(s) {
+            if !secret_field(&place.keys, place.declared) && !in_userinfo_only(s) {
+                let e = AccessError::Misplaced {
+                    field: path.to_string(),
+                };
+                diags.push(
+                    Diagnostic::error(Code::BadConfig, value.span, e.to_string())
+                        .at(path.to_string())
+                        .hint(e.hint()),
+                );
+            } else if let Err(problem) = crate::secret::references(s) {
                 diags.push(
                     Diagnostic::error(Code::BadConfig, value.span, problem)
                         .at(path.to_string())
@@ -310,12 +335,18 @@ pub(super) fn check_references(
         }
         Kind::Seq(items) => {
             for (i, v) in items.iter().enumerate() {
-                check_references(v, &format!("{path}[{i}]"), diags);
+                check_references(v, &format!("{path}[{i}]"), place, diags);
             }
         }
         Kind::Map(map) => {
             for (k, v) in &map.entries {
-                check_references(v, &format!("{path}.{}", k.name), diags);
+                let mut keys = place.keys.clone();
+                keys.push(&k.name);
+                let inner = Place {
+                    keys,
+                    declared: place.declared,
+                };
+                check_references(v, &format!("{path}.{}", k.name), &inner, diags);
             }
         }
         _ => {}

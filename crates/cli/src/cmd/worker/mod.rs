@@ -32,7 +32,10 @@ use crate::exit::{self, Coded};
     Without --llm or --embedding, the local models `glassbox models fetch` put in the models \
     directory are served (smollm2, all-minilm-l6-v2). API keys work as for `glassbox serve` \
     (GLASSBOX_API_KEY or --config); without one the worker listens on 127.0.0.1 only. \
-    See docs/cluster.md.\n\nExit codes: 0 stopped cleanly, 2 usage, 69 etcd, a model, the \
+    GLASSBOX_WORKER_KEY signs the worker's record in etcd (coordinators with the key accept \
+    no other); GLASSBOX_ETCD_TLS_DIR (or GLASSBOX_ETCD_CA, GLASSBOX_ETCD_CERT, GLASSBOX_ETCD_KEY), GLASSBOX_ETCD_USER \
+    and GLASSBOX_ETCD_PASSWORD (or GLASSBOX_ETCD_PASSWORD_FILE) secure the connection to \
+    etcd. See docs/cluster.md.\n\nExit codes: 0 stopped cleanly, 2 usage, 69 etcd, a model, the \
     address or the attached server is unavailable, 78 invalid config.")]
 pub struct Args {
     /// etcd client URLs, comma-separated (`http://HOST:2379,...`).
@@ -125,7 +128,9 @@ struct Common {
 impl Common {
     fn from_args(args: &Args) -> anyhow::Result<Common> {
         let endpoints = EtcdOptions::parse_endpoints(&args.etcd).map_err(etcd_error)?;
-        let mut etcd = EtcdOptions::new(endpoints);
+        // The pool key signs this worker's record; TLS and user from the
+        // environment too (docs/cluster.md, "Securing the cluster").
+        let mut etcd = EtcdOptions::new(endpoints).with_env().map_err(etcd_error)?;
         etcd.prefix = args.etcd_prefix.clone();
         let mut registration = RegistrationOptions::new(etcd);
         if args.lease_ttl == 0 {
