@@ -21,7 +21,14 @@ fn llama_sys_tree(selection: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(&root)
-        .args(["tree", "--locked", "--offline", "--no-dedupe", "--prefix", "depth"])
+        .args([
+            "tree",
+            "--locked",
+            "--offline",
+            "--no-dedupe",
+            "--prefix",
+            "depth",
+        ])
         .args(["-e", "normal,build,dev", "-f", "{p} [{f}]"])
         .args(selection)
         .output()
@@ -65,7 +72,12 @@ fn every_package_selection_builds_llama_cpp_with_the_workspaces_features() {
         "llama-cpp-sys-2's tree should include bindgen: {workspace:?}"
     );
     // The selections of scripts/*.sh and docs/BENCHMARKS.md that reach llama.cpp.
-    for package in ["glassbox-cli", "glassbox-models", "glassbox-nodes", "glassbox-server"] {
+    for package in [
+        "glassbox-cli",
+        "glassbox-models",
+        "glassbox-nodes",
+        "glassbox-server",
+    ] {
         let tree = llama_sys_tree(&["-p", package]);
         let missing: Vec<_> = workspace.difference(&tree).collect();
         let extra: Vec<_> = tree.difference(&workspace).collect();

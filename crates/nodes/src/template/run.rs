@@ -145,7 +145,7 @@ fn render(
     };
     ATTEMPT.with(|a| *a.borrow_mut() = Some(cx.clone()));
     let mut out = Bounded::default();
-    let rendered = template.render_to_write(ctx, &mut out);
+    let rendered = template.render_captured_to(ctx, &mut out).map(drop);
     ATTEMPT.with(|a| *a.borrow_mut() = None);
     if let Err(e) = rendered {
         let why = match (out.over, e.kind()) {
