@@ -606,7 +606,9 @@ fn a_worker_cut_off_the_network_is_placed_around() {
             ttl: "2",
             host: "127.0.0.1",
             netns: None,
-            env: &[],
+            // The pool key signs the worker's record: the coordinator holds
+            // it, so it admits signed records only (docs/cluster.md).
+            env: &[("GLASSBOX_WORKER_KEY", key)],
         },
     );
     // Outside loopback a worker requires a key; the coordinator sends it.
@@ -619,7 +621,7 @@ fn a_worker_cut_off_the_network_is_placed_around() {
             ttl: "2",
             host: &netns.inner_ip,
             netns: Some(&netns.name),
-            env: &[("GLASSBOX_API_KEY", key)],
+            env: &[("GLASSBOX_API_KEY", key), ("GLASSBOX_WORKER_KEY", key)],
         },
     );
     wait_workers(&c.url, "both workers join", Duration::from_secs(300), |w| {
