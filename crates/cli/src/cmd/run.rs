@@ -137,8 +137,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&to_json(&outcome))?),
-        OutputFormat::Table => print!("{}", render_table(&outcome)),
+        OutputFormat::Json => crate::exit::emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&to_json(&outcome))?
+        ))?,
+        OutputFormat::Table => crate::exit::emit(&render_table(&outcome))?,
     }
     match &outcome.result {
         Ok(_) => Ok(ExitCode::SUCCESS),

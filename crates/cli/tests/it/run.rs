@@ -124,3 +124,33 @@ fn bad_input_and_usage_have_their_exit_codes() {
         Some(2)
     );
 }
+
+/// `glassbox run ... --format json | head -1`: the reader closes the pipe
+/// before the answer is written; the command must not panic on it (the
+/// demo's last step once died so, exit 101).
+#[test]
+fn a_reader_that_stops_reading_is_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
+        .args([
+            "run",
+            "examples/moderation.yaml",
+            "--question",
+            "What is the price of Pro?",
+        ])
+        .args(["--format", "json"])
+        .current_dir(crate::support::root())
+        .env("XDG_DATA_HOME", env!("CARGO_TARGET_TMPDIR"))
+        .env_remove("GLASSBOX_STORE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end at once: every write of the answer meets a closed pipe.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "glassbox panicked: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+}
