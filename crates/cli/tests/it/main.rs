@@ -9,6 +9,7 @@ mod cli;
 mod cluster;
 mod cluster_pool;
 mod cluster_rag;
+mod cluster_shed;
 mod deploy;
 mod doctor;
 mod durable;

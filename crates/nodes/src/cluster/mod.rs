@@ -393,7 +393,8 @@ impl Dispatcher {
 
     /// Records a probe's outcome for `worker`. A probe that timed out
     /// while the worker shows it works (progress on calls, a busy load) is
-    /// queued behind real work, not a sign of death: it counts nothing. A
+    /// queued behind real work, and one answered 429 met a full worker:
+    /// neither is a sign of death, and neither counts anything. A
     /// refused probe, or one that failed while the worker was idle, marks
     /// it dead.
     pub(crate) fn probed(&self, worker: &str, result: Result<(), String>) {
@@ -416,7 +417,13 @@ impl Dispatcher {
                 state.dead.remove(worker);
             }
             Err(why) => match verdict::judge(&why, working) {
-                verdict::Verdict::Busy => breaker.abandon(),
+                verdict::Verdict::Busy => {
+                    // Alive (full, or queued behind real work): whatever
+                    // an earlier probe concluded, it is not dead.
+                    breaker.abandon();
+                    state.probe_failed.remove(worker);
+                    state.dead.remove(worker);
+                }
                 _ => {
                     breaker.failure(now);
                     state.dead.insert(

@@ -99,6 +99,22 @@ fn a_failed_probe_keeps_a_worker_out_until_one_passes() {
 }
 
 #[test]
+fn a_probe_answered_429_meets_a_full_worker_not_a_dead_one() {
+    let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
+    let full = "unavailable: 127.0.0.1 answered HTTP 429";
+    // Idle by its (lagging) load report, never heard: still alive.
+    for _ in 0..DispatchOptions::default().breaker.failures_to_open + 1 {
+        d.probed("a", Err(full.into()));
+    }
+    assert_eq!(d.unhealthy("a"), None, "a full worker stays in the pool");
+    // A worker an earlier probe found dead is back once it answers at all.
+    d.probed("b", Err("timed out".into()));
+    assert!(d.unhealthy("b").is_some());
+    d.probed("b", Err(full.into()));
+    assert_eq!(d.unhealthy("b"), None);
+}
+
+#[test]
 fn consecutive_call_failures_open_the_circuit() {
     let options = DispatchOptions::default();
     let d = Dispatcher::new(pool(&["a", "b"]), options);

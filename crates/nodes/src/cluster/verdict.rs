@@ -4,6 +4,9 @@
 //! - A refused connection (or one reset before any answer) means nothing
 //!   listens there any more: the worker is **dead**, out of placement at
 //!   once, panic mode included, until a call or probe succeeds again.
+//! - An answer of HTTP 429 comes from a worker that is alive and full
+//!   (its admission, or a call it cannot start in time): **busy**, even
+//!   for a probe of an idle-looking worker, since its load report may lag.
 //! - A timeout while the worker shows it works (this coordinator heard a
 //!   progress event or a piece of text from it lately, or its fresh load
 //!   says it runs or queues calls) is queueing behind real work, i.e.
@@ -33,6 +36,8 @@ pub fn judge(error: &str, working: bool) -> Verdict {
     let e = error.to_ascii_lowercase();
     if e.contains("connection refused") || e.contains("os error 111") {
         Verdict::Dead
+    } else if e.contains("answered http 429") {
+        Verdict::Busy
     } else if working && (e.contains("timeout") || e.contains("timed out")) {
         Verdict::Busy
     } else {
@@ -66,6 +71,8 @@ mod tests {
         );
         let reset = "unavailable: 127.0.0.1 answered HTTP 500";
         assert_eq!(judge(reset, true), Verdict::Failed);
+        let full = "unavailable: 127.0.0.1 answered HTTP 429";
+        assert_eq!(judge(full, false), Verdict::Busy, "a full worker is alive");
         assert!(refused_reason(refused).starts_with("refused a connection ("));
     }
 }

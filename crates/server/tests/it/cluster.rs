@@ -422,3 +422,54 @@ fn a_hung_worker_times_out_is_probed_out_and_avoided() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_failover_the_retry_budget_refuses_is_named_in_the_trace_and_the_explanation() {
+    // w2 could answer, but the budget allows no failover at all, so the
+    // call that meets the dead worker first ends there.
+    let w2 = TestServer::start(&[("minilm.yaml", EMBED_WORKER)], Config::default());
+    let gone = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let pool = Pool::new();
+    for (id, address) in [("gone", gone.as_str()), ("w2", w2.base.as_str())] {
+        let mut r = record(id, address);
+        r.models = vec!["minilm".into()];
+        r.node_kinds = vec!["embedding".into()];
+        pool.upsert_record(r);
+    }
+    load(&pool, "gone", 0);
+    load(&pool, "w2", 3);
+    let mut o = options();
+    o.budget.ratio = 0.0;
+    o.budget.min_per_second = 0.0;
+    let c = coordinator(&[("embed.yaml", EMBED)], &pool, o);
+
+    let r = c.post(
+        "/v1/topologies/embed/runs",
+        None,
+        &json!({ "question": "Are you there?" }).to_string(),
+    );
+    assert_eq!(r.status, 503, "{}", r.text);
+    let said = "no failover: the retry budget is spent: 0 failovers for 1 calls in the last 10 s, 0 allowed";
+    let body = r.json();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`embed` failed on gone (") && message.contains(said),
+        "{message}"
+    );
+    let id = body["request_id"].as_str().unwrap();
+    let t = c.get(&format!("/v1/traces/{id}"), None);
+    assert_eq!(t.status, 200, "{}", t.text);
+    let t = t.json();
+    let why = t["explanation"].as_str().unwrap();
+    assert!(why.contains(said), "the stored explanation: {why}");
+    let span = t["spans"][0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(span.contains(said), "the stored span: {}", t["spans"][0]);
+    assert!(!message.contains("w2"), "never sent to w2: {message}");
+    // The budget only stopped the failover: w2 itself is fine, and the
+    // dead worker is left out of the next call without spending any.
+    let (_, trace) = run(&c, "embed", "And now?");
+    assert_eq!(workers(&trace)[0].1, "w2");
+}
