@@ -198,6 +198,15 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
+/// When the engine stops waiting for an attempt of `node` begun now.
+fn ends_at(req: &RequestShared, node: NodeId) -> Option<tokio::time::Instant> {
+    let timeout = tokio::time::Instant::now().checked_add(req.topology.node(node).timeout);
+    match (timeout, req.deadline_at) {
+        (Some(t), Some(d)) => Some(t.min(d)),
+        (t, d) => t.or(d),
+    }
+}
+
 /// An attempt whose node has been called.
 pub(crate) struct Begun {
     guard: SpanGuard,
@@ -225,7 +234,7 @@ pub(crate) fn begin(built: &BuiltPipeline, req: &Arc<RequestShared>, spec: Attem
         start_us,
         input_summary,
         cache: None,
-        cell: Arc::new(AttemptCell::default()),
+        cell: Arc::new(AttemptCell::until(ends_at(req, spec.node))),
     };
     let cx = NodeCx {
         req: req.clone(),

@@ -60,6 +60,7 @@ struct RequestRun<'a> {
 }
 
 pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOptions) -> Outcome {
+    let deadline = options.deadline.or(built.topology.deadline);
     let req = Arc::new(RequestShared::new(SharedParts {
         topology: built.topology.clone(),
         request_id: options.request_id.unwrap_or_default(),
@@ -72,6 +73,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         tokens: options.tokens.clone(),
         priority: options.priority,
         max_tokens: options.max_tokens,
+        deadline,
     }));
     let mut run = RequestRun {
         built,
@@ -80,7 +82,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         running: FuturesUnordered::new(),
         lang: options.lang,
         facts: options.facts,
-        deadline: options.deadline.or(built.topology.deadline),
+        deadline,
         finished: false,
     };
     let failure = run.drive(options.cancel.as_ref()).await;

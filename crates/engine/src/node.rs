@@ -105,9 +105,19 @@ pub struct NodeCx {
 pub(crate) struct AttemptCell {
     worker: Mutex<Option<Arc<str>>>,
     over: AtomicBool,
+    /// When the engine stops waiting at the latest: the node's timeout
+    /// or the request's deadline, whichever comes first.
+    ends_at: Option<tokio::time::Instant>,
 }
 
 impl AttemptCell {
+    pub fn until(ends_at: Option<tokio::time::Instant>) -> AttemptCell {
+        AttemptCell {
+            ends_at,
+            ..AttemptCell::default()
+        }
+    }
+
     pub fn worker(&self) -> Option<Arc<str>> {
         self.worker
             .lock()
@@ -231,6 +241,16 @@ impl NodeCx {
     /// read piece by piece) checks it and gives up, closing its connection.
     pub fn attempt_over(&self) -> bool {
         self.cell.over.load(Ordering::Relaxed)
+    }
+
+    /// How long the engine will still wait for this attempt: until the
+    /// node's timeout or the request's deadline, whichever comes first.
+    /// A remote call tells its server (a worker answers 429 at once when
+    /// it cannot start the call in that time). `None` outside an attempt.
+    pub fn time_left(&self) -> Option<std::time::Duration> {
+        self.cell
+            .ends_at
+            .map(|at| at.saturating_duration_since(tokio::time::Instant::now()))
     }
 
     /// Every finished node's label by id (`labels.<id>`).

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 use glassbox_topology::{NodeId, Topology};
 use glassbox_trace::{Priority, RequestId, SpanRecord, TraceSink};
@@ -55,6 +56,8 @@ pub(crate) struct RequestShared {
     pub ids: Arc<[Arc<str>]>,
     pub kinds: Arc<[Arc<str>]>,
     pub start: Instant,
+    /// When the request's deadline passes, if it has one.
+    pub deadline_at: Option<Instant>,
     pub started_at_us: u64,
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
@@ -84,12 +87,15 @@ pub(crate) struct SharedParts {
     pub tokens: Option<TokenSink>,
     pub priority: Priority,
     pub max_tokens: Option<u64>,
+    /// The request's deadline, from its start.
+    pub deadline: Option<Duration>,
 }
 
 impl RequestShared {
     pub fn new(p: SharedParts) -> RequestShared {
         let n = p.topology.nodes.len();
         let (input_summary, input_chars) = summarize_counting(&p.input, p.summary_chars);
+        let start = Instant::now();
         RequestShared {
             input_summary: input_summary.into(),
             input_chars,
@@ -102,7 +108,8 @@ impl RequestShared {
             worker: p.worker,
             ids: p.ids,
             kinds: p.kinds,
-            start: Instant::now(),
+            start,
+            deadline_at: p.deadline.and_then(|d| start.checked_add(d)),
             started_at_us: glassbox_trace::unix_micros_now(),
             summary_chars: p.summary_chars,
             tokens: p.tokens,

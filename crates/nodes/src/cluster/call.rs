@@ -51,7 +51,8 @@ pub struct Remote {
     node: String,
     model: Option<String>,
     affinity: Option<String>,
-    /// How long a call may wait on a worker to start: its node's timeout.
+    /// How long a call may wait on a worker to start when the engine does
+    /// not say what is left: its node's timeout.
     start_within: std::time::Duration,
 }
 
@@ -196,10 +197,14 @@ impl Remote {
             if let Some(cx) = cx {
                 cx.set_worker(&chosen.worker);
             }
-            chosen.endpoint = chosen.endpoint.with_header(
-                super::START_WITHIN_HEADER,
-                self.start_within.as_millis().to_string(),
-            );
+            // What is left of the node's timeout and the request's
+            // deadline: a call that waited for the pool has less.
+            let within = cx
+                .and_then(NodeCx::time_left)
+                .unwrap_or(self.start_within);
+            chosen.endpoint = chosen
+                .endpoint
+                .with_header(super::START_WITHIN_HEADER, within.as_millis().to_string());
             let in_flight = d.begin(&chosen.worker);
             let mut sent = false;
             let result = op(&chosen, &mut sent);

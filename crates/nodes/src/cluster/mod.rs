@@ -43,8 +43,9 @@ use crate::outbound::{Client, WorkerTimeouts};
 pub const WORKER_KEY_ENV: &str = glassbox_cluster::etcd::trust::WORKER_KEY_ENV;
 
 /// The header a coordinator tells a worker in how many milliseconds a
-/// call must start (its node's timeout); a Glassbox worker that cannot
-/// answers 429 at once (`glassbox_server::service::start`).
+/// call must start (what is left of its node's timeout and of the
+/// request's deadline); a Glassbox worker that cannot answers 429 at once
+/// (`glassbox_server::service::start`).
 pub const START_WITHIN_HEADER: &str = "x-glassbox-start-within-ms";
 
 /// How the dispatcher places, times out and probes.

@@ -1,6 +1,6 @@
 //! "Can this call start in time?" A coordinator tells a worker how long a
-//! call may wait to start (the header [`START_WITHIN_HEADER`], its node's
-//! timeout); a worker whose local LLM engines would make it wait longer
+//! call may wait to start (the header [`START_WITHIN_HEADER`]: what is left
+//! of its node's timeout and of the request's deadline); a worker whose local LLM engines would make it wait longer
 //! answers 429 at once, with `Retry-After` and its estimate, instead of
 //! accepting the call and keeping it queued until the coordinator gives up
 //! (docs/cluster.md, "Slow is not dead"). The coordinator then tries
