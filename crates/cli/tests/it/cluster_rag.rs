@@ -294,7 +294,10 @@ fn until_logged(path: &Path, line: &str) -> Instant {
         if std::fs::read_to_string(path).is_ok_and(|t| t.contains(line)) {
             return Instant::now();
         }
-        assert!(Instant::now() < until, "`{line}` never appeared in {path:?}");
+        assert!(
+            Instant::now() < until,
+            "`{line}` never appeared in {path:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

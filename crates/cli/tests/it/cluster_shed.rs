@@ -64,7 +64,10 @@ fn start_worker(dir: &Path, id: &str, etcd: &str, config: &Path) -> (Proc, Strin
         "--id",
         id,
     ];
-    (worker_in(dir, &format!("{id}.log"), &args, None, &[]), address)
+    (
+        worker_in(dir, &format!("{id}.log"), &args, None, &[]),
+        address,
+    )
 }
 
 /// What one request came to: its band, status, `Retry-After`, body, and
@@ -109,7 +112,11 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
     let etcd = etcd(1, &[]);
     let endpoints = etcd.endpoints().join(",");
     let worker_config = d.join("worker.toml");
-    std::fs::write(&worker_config, "[topologies.smollm2]\nmax_concurrency = 1\n").unwrap();
+    std::fs::write(
+        &worker_config,
+        "[topologies.smollm2]\nmax_concurrency = 1\n",
+    )
+    .unwrap();
     let store = format!("sqlite://{}", d.join("c.db").display());
     let c = serve_on_with_env(
         &d.join("c"),
@@ -127,9 +134,12 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
     // Capacity loss: w1 dies, and leaves when its lease expires.
     w1.0.kill().unwrap();
     w1.0.wait().unwrap();
-    wait_workers(&c.url, "the killed w1 leaves", Duration::from_secs(30), |w| {
-        ids(w) == ["w2"]
-    });
+    wait_workers(
+        &c.url,
+        "the killed w1 leaves",
+        Duration::from_secs(30),
+        |w| ids(w) == ["w2"],
+    );
 
     // Three interactive requests at once: one runs on w2, two wait.
     let (tx, rx) = std::sync::mpsc::channel::<Answer>();
@@ -137,7 +147,11 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
         .map(|i| {
             let (url, tx) = (c.url.clone(), tx.clone());
             std::thread::spawn(move || {
-                let a = ask(&url, "interactive", &format!("Name a colour, please ({i})."));
+                let a = ask(
+                    &url,
+                    "interactive",
+                    &format!("Name a colour, please ({i})."),
+                );
                 tx.send(a).unwrap();
             })
         })
@@ -147,15 +161,20 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
     // Offline requests, one after another, while the interactive ones are
     // still out: w2 is full, so they are the ones turned away.
     let mut offline = Vec::new();
-    let mut answers = Vec::new();
-    while answers.len() < interactive.len() {
+    let until = Instant::now() + Duration::from_secs(300);
+    while !interactive.iter().all(|t| t.is_finished()) {
         offline.push(ask(&c.url, "offline", "Name a tree."));
-        answers.extend(rx.try_iter());
-        assert!(offline.len() < 500, "the interactive requests never ended");
+        assert!(
+            Instant::now() < until,
+            "the interactive requests never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     for t in interactive {
         t.join().unwrap();
     }
+    let mut answers: Vec<Answer> = rx.iter().collect();
+    assert_eq!(answers.len(), 3, "{answers:#?}");
     answers.extend(offline);
 
     let summary: Vec<(&str, u16, u128)> = answers
@@ -167,7 +186,10 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
         "an alive pool answered 503: {summary:?}"
     );
     for a in answers.iter().filter(|a| a.band == "interactive") {
-        assert_eq!(a.status, 200, "interactive work waits and is served: {a:#?}");
+        assert_eq!(
+            a.status, 200,
+            "interactive work waits and is served: {a:#?}"
+        );
     }
     let shed: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
     assert!(

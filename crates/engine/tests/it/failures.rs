@@ -435,3 +435,44 @@ edges:
         "running when called, over once timed out"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_node_knows_how_long_the_engine_will_still_wait_for_it() {
+    // 300 ms go to `slow` first; `left_deadline` then has 700 ms of the
+    // request's deadline, less than its own timeout; `left_timeout`'s own
+    // 200 ms end first.
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: left
+version: "1"
+defaults: { deadline_ms: 1000 }
+nodes:
+  - { id: slow, type: test, config: { sleep_ms: 300 } }
+  - { id: left_deadline, type: test, timeout_ms: 5000, config: { keep_cx: true } }
+  - { id: left_timeout, type: test, timeout_ms: 200, config: { keep_cx: true } }
+edges:
+  - { from: slow, to: left_deadline }
+  - { from: slow, to: left_timeout }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let mut left: Vec<(String, Option<Duration>)> = crate::support::LEFT
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| id.starts_with("left_"))
+        .cloned()
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            (
+                "left_deadline".to_string(),
+                Some(Duration::from_millis(700))
+            ),
+            ("left_timeout".to_string(), Some(Duration::from_millis(200))),
+        ]
+    );
+}

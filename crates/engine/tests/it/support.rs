@@ -14,7 +14,8 @@
 //! - `count`: output `{"n": <calls so far>}` (a counter per node)
 //! - `worker`: name this worker for the attempt's span (`NodeCx::set_worker`)
 //! - `keep_cx`: keep each attempt's context in [`KEPT`], with whether the
-//!   attempt was already over when the node was called
+//!   attempt was already over when the node was called, and its time left
+//!   then in [`LEFT`]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,9 @@ pub struct TestKind;
 
 /// Contexts kept by `keep_cx` nodes: (node id, context, over when called).
 pub static KEPT: Mutex<Vec<(String, NodeCx, bool)>> = Mutex::new(Vec::new());
+
+/// `NodeCx::time_left` of `keep_cx` nodes when called: (node id, left).
+pub static LEFT: Mutex<Vec<(String, Option<Duration>)>> = Mutex::new(Vec::new());
 
 impl KindSchema for TestKind {
     fn name(&self) -> &'static str {
@@ -130,6 +134,7 @@ impl Node for TestNode {
         }
         if c["keep_cx"].as_bool() == Some(true) {
             let over = cx.attempt_over();
+            LEFT.lock().unwrap().push((self.id.clone(), cx.time_left()));
             KEPT.lock()
                 .unwrap()
                 .push((self.id.clone(), cx.clone(), over));

@@ -199,9 +199,7 @@ impl Remote {
             }
             // What is left of the node's timeout and the request's
             // deadline: a call that waited for the pool has less.
-            let within = cx
-                .and_then(NodeCx::time_left)
-                .unwrap_or(self.start_within);
+            let within = cx.and_then(NodeCx::time_left).unwrap_or(self.start_within);
             chosen.endpoint = chosen
                 .endpoint
                 .with_header(super::START_WITHIN_HEADER, within.as_millis().to_string());

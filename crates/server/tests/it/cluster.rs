@@ -465,7 +465,9 @@ fn a_failover_the_retry_budget_refuses_is_named_in_the_trace_and_the_explanation
     let t = t.json();
     let why = t["explanation"].as_str().unwrap();
     assert!(why.contains(said), "the stored explanation: {why}");
-    let span = t["spans"][0]["error"]["message"].as_str().unwrap_or_default();
+    let span = t["spans"][0]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(span.contains(said), "the stored span: {}", t["spans"][0]);
     assert!(!message.contains("w2"), "never sent to w2: {message}");
     // The budget only stopped the failover: w2 itself is fine, and the
