@@ -37,7 +37,7 @@ cd "$(dirname "$0")/.."
 # SHORT=1: a smoke run that checks the script works, figures meaningless
 # (scripts/check-script-order.sh runs it so).
 if [[ ${SHORT:-0} == 1 ]]; then
-  : "${CLIENTS:=2}" "${DURATION:=10}" "${KILL_AT:=4}" "${CAP_SECONDS:=3}" "${MAX_TOKENS:=8}"
+  : "${CLIENTS:=2}" "${DURATION:=16}" "${KILL_AT:=6}" "${CAP_SECONDS:=8}" "${MAX_TOKENS:=8}"
 fi
 clients="${CLIENTS:-4}"
 load="${LOAD:-70}"
