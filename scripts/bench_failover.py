@@ -26,7 +26,8 @@ Three commands, standard library only:
         latency of those answers; draws both over time, one line per run,
         as an SVG; prints a Markdown table per run (requests, failures by
         status, goodput and P99 before the kill, in the 20 s after it, and
-        after that).
+        after that; the worst 1 s P99 and the longest time without any
+        answer after the kill).
 
 The questions are the RAG example's product questions (the lines of
 examples/rag-chat/questions.txt before `---`), in turn.
@@ -226,14 +227,15 @@ def status_counts(rows: list[dict]) -> str:
     return ", ".join(f"{n} × {k}" for k, n in sorted(counts.items())) or "none"
 
 
-def svg(runs: list[tuple[str, list]], lo: int, hi: int) -> str:
+def svg(runs: list[tuple[str, list, list]], lo: int, hi: int) -> str:
+    """Two panels over time; `runs` are (label, buckets, failed end times)."""
     w, h, left, right, top, panel, gap = 760, 430, 60, 150, 30, 160, 50
     colours = ["#c0392b", "#1f6fb2", "#2e8b57", "#8e44ad"]
     width = w - left - right
-    goodmax = max([g for _, b in runs for _, g, _ in b] + [1])
-    latmax = max([p for _, b in runs for _, _, p in b if p is not None] + [1.0])
-    goodmax = math.ceil(goodmax)
-    latmax = math.ceil(latmax)
+    goodmax = max([g for _, b, _ in runs for _, g, _ in b] + [1])
+    latmax = max([p for _, b, _ in runs for _, _, p in b if p is not None] + [1.0])
+    goodmax = 2 * math.ceil(goodmax / 2)
+    latmax = 10 * math.ceil(latmax / 10)
 
     def x(s: float) -> float:
         return left + (s - lo) / (hi - lo) * width
@@ -264,7 +266,7 @@ def svg(runs: list[tuple[str, list]], lo: int, hi: int) -> str:
                 f'<line x1="{left}" x2="{left + width}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
                 f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}{unit}</text>'
             )
-        for s in range(lo, hi + 1, 10):
+        for s in range(10 * math.ceil(lo / 10), hi + 1, 10):
             parts.append(
                 f'<text x="{x(s):.1f}" y="{y0 + panel + 14}" text-anchor="middle">{s:+d} s</text>'
             )
@@ -274,8 +276,15 @@ def svg(runs: list[tuple[str, list]], lo: int, hi: int) -> str:
         )
         if i == 0:
             parts.append(f'<text x="{x(0) + 4:.1f}" y="{y0 + 12}">kill -9 of a worker</text>')
-        for j, (label, b) in enumerate(runs):
+        for j, (label, b, failed) in enumerate(runs):
             colour = colours[j % len(colours)]
+            if i == 0:
+                # Each failed answer: a cross on the axis, at its second.
+                for t in failed:
+                    cx, cy = x(t), y0 + panel - 4 - 6 * j
+                    parts.append(
+                        f'<path d="M{cx - 3:.1f},{cy - 3:.1f}l6,6m0,-6l-6,6" stroke="{colour}"/>'
+                    )
             segs, cur = [], []
             for bucket in b:
                 v = pick(bucket)
@@ -303,6 +312,10 @@ def svg(runs: list[tuple[str, list]], lo: int, hi: int) -> str:
                     f'<text x="{w - right + 36}" y="{ly + 4}">{label}</text>'
                 )
     parts.append(
+        f'<text x="{w - right + 12}" y="{top + 20 + len(runs) * 18 + 4}">'
+        "× a failed answer</text>"
+    )
+    parts.append(
         f'<text x="{left + width / 2}" y="{h - 6}" text-anchor="middle">'
         "seconds from the kill (1 s buckets, by the second an answer ended)</text>"
     )
@@ -318,14 +331,16 @@ def cmd_chart(a) -> None:
     lo = math.floor(min(r["start"] for _, rows in runs for r in rows))
     hi = math.ceil(max(r["end"] for _, rows in runs for r in rows))
     bucketed = [(label, buckets(rows, lo, hi)) for label, rows in runs]
+    failed = [[r["end"] for r in rows if r["status"] != 200] for _, rows in runs]
+    drawn = [(label, b, f) for (label, b), f in zip(bucketed, failed)]
     with open(a.svg, "w", encoding="utf-8") as f:
-        f.write(svg(bucketed, lo, hi))
+        f.write(svg(drawn, lo, hi))
     after = a.settle
     print(
         f"| run | requests | failed (status × code) | goodput before the kill | "
         f"goodput 0-{after} s after | goodput after {after} s | P99 before | "
         f"P99 0-{after} s after | P99 after {after} s | worst 1 s P99 after the kill | "
-        f"seconds with no answer after the kill |"
+        f"longest wait for an answer after the kill |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (label, rows), (_, b) in zip(runs, bucketed):
@@ -333,7 +348,9 @@ def cmd_chart(a) -> None:
         early = window(rows, 0, after)
         late = window(rows, after, hi)
         worst = max((p for s, _, p in b if s >= 0 and p is not None), default=None)
-        empty = sum(1 for s, g, _ in b if 0 <= s < hi - 1 and g == 0)
+        # From the kill, the longest time with no HTTP 200 answer at all.
+        ends = sorted([0.0] + [r["end"] for r in rows if r["status"] == 200 and r["end"] >= 0])
+        gap = max(b2 - a2 for a2, b2 in zip(ends, ends[1:])) if len(ends) > 1 else None
         failed = sum(1 for r in rows if r["status"] != 200)
 
         def f(v, unit=""):
@@ -343,7 +360,7 @@ def cmd_chart(a) -> None:
             f"| {label} | {len(rows)} | {failed} ({status_counts(rows)}) | "
             f"{f(before['goodput'])}/s | {f(early['goodput'])}/s | {f(late['goodput'])}/s | "
             f"{f(before['p99'], ' s')} | {f(early['p99'], ' s')} | {f(late['p99'], ' s')} | "
-            f"{f(worst, ' s')} | {empty} |"
+            f"{f(worst, ' s')} | {f(gap, ' s')} |"
         )
 
 
