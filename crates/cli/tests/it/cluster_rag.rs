@@ -184,6 +184,7 @@ fn the_rag_pool_bends_under_kills_freezes_and_rolling_restarts() {
     // (a) SIGKILL of the worker decoding a request.
     until_decoding(&w1_address, "w1 before the kill");
     let mut w1 = w1;
+    let kill = Instant::now();
     w1.0.kill().unwrap();
     w1.0.wait().unwrap();
     let killed = load.count();
@@ -192,6 +193,13 @@ fn the_rag_pool_bends_under_kills_freezes_and_rolling_restarts() {
         "the killed w1 leaves",
         Duration::from_secs(30),
         |w| !ids(w).contains(&"w1"),
+    );
+    // Within one lease (2 s) of its last keep-alive, which came before the
+    // kill; etcd revokes expired leases on a tick of its own, hence twice.
+    let left = kill.elapsed();
+    assert!(
+        left <= Duration::from_secs(4),
+        "the pool shrank {left:?} after the kill, more than twice w1's 2 s lease"
     );
     // The lone survivor, every client queued on it, keeps serving.
     load.wait_more(load.count(), 6, "w2 alone after w1 was killed");
