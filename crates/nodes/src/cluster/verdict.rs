@@ -36,9 +36,9 @@ pub fn judge(error: &str, working: bool) -> Verdict {
     let e = error.to_ascii_lowercase();
     if e.contains("connection refused") || e.contains("os error 111") {
         Verdict::Dead
-    } else if e.contains("answered http 429") {
-        Verdict::Busy
-    } else if working && (e.contains("timeout") || e.contains("timed out")) {
+    } else if e.contains("answered http 429")
+        || (working && (e.contains("timeout") || e.contains("timed out")))
+    {
         Verdict::Busy
     } else {
         Verdict::Failed
