@@ -201,7 +201,7 @@ fn capacity_loss_sheds_offline_work_first_and_never_answers_503() {
         assert_eq!(a.retry_after.as_deref(), Some("1"), "{a:#?}");
         let message = a.body["error"]["message"].as_str().unwrap_or_default();
         assert!(
-            message.contains("offline requests are shed first") && message.contains("w2"),
+            message.contains("offline requests are shed first"),
             "{a:#?}"
         );
     }

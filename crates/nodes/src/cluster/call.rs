@@ -25,7 +25,10 @@
 //!   once (429 to its client: offline work goes first), while interactive
 //!   and online calls move to another worker, and when every worker
 //!   answered 429 wait a second and try the pool again, until their
-//!   node's timeout or the request's deadline. A pool that is alive but
+//!   node's timeout or the request's deadline. While such a call waits,
+//!   offline calls for its model are shed before they are sent
+//!   ([`waiting`](super::waiting)), so they cannot take the room it waits
+//!   for. A pool that is alive but
 //!   overloaded thus answers 429 or late, never 503.
 //!
 //! [`DispatchOptions::max_attempts`]: super::DispatchOptions::max_attempts
@@ -173,6 +176,19 @@ impl Remote {
         let over = || cx.is_some_and(NodeCx::attempt_over);
         let offline =
             cx.is_some_and(|cx| cx.priority() == glassbox_engine::trace::Priority::Offline);
+        let model = self.model.as_deref().unwrap_or("");
+        let urgent = d.waiters().count(self.kind, model);
+        if offline && urgent > 0 {
+            // More urgent calls already wait for room: this one would take
+            // the next free slot from them.
+            return Err(NodeError::Overloaded(format!(
+                "`{}` is offline work and {urgent} more urgent call(s) wait for a worker of `{}`: offline requests are shed first",
+                self.node,
+                self.model.as_deref().unwrap_or("any model")
+            )));
+        }
+        // Held while this call waits for room on a full pool.
+        let mut waiting: Option<super::waiting::Waiting> = None;
         let mut tried: Vec<String> = Vec::new();
         let mut failed: Vec<FailedAttempt> = Vec::new();
         // Workers that answered 429 since the pool was last tried afresh.
@@ -249,6 +265,8 @@ impl Remote {
                 }
                 // Busy, not broken: try the others, then the pool again,
                 // without spending the retry budget (the pause paces it).
+                // Offline calls are shed while this one waits.
+                waiting.get_or_insert_with(|| d.waiters().wait(self.kind, model));
                 busy += 1;
                 tried.push(chosen.worker);
                 continue;

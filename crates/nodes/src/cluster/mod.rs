@@ -15,13 +15,15 @@
 //! result, the (model, hardware) throughput [`Profiles`], the round-robin
 //! totals per (kind, model), the calls in flight per worker, and the
 //! affinity bindings of running requests, when each worker was last heard
-//! working, the workers known dead, and the retry budget. [`call`] holds
-//! the failover loop, [`probe`] the liveness probes, [`verdict`] how a
-//! failure is judged (slow is not dead).
+//! working, the workers known dead, the retry budget, and the calls
+//! waiting for room. [`call`] holds the failover loop, [`probe`] the
+//! liveness probes, [`verdict`] how a failure is judged (slow is not
+//! dead), [`waiting`] who waits for a full pool.
 
 pub mod call;
 pub mod probe;
 pub mod verdict;
+pub mod waiting;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -105,6 +107,7 @@ struct Inner {
     pool: Pool,
     options: DispatchOptions,
     state: Mutex<State>,
+    waiters: waiting::Waiters,
 }
 
 struct State {
@@ -167,6 +170,7 @@ impl Dispatcher {
                 pool,
                 options,
                 state: Mutex::new(state),
+                waiters: waiting::Waiters::default(),
             }),
         }
     }
@@ -177,6 +181,11 @@ impl Dispatcher {
 
     pub fn options(&self) -> &DispatchOptions {
         &self.inner.options
+    }
+
+    /// The calls waiting for room on a full pool, per (kind, model).
+    pub fn waiters(&self) -> &waiting::Waiters {
+        &self.inner.waiters
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
