@@ -75,7 +75,9 @@ pub fn edges(tree: &Tree) -> Vec<Edge> {
                 continue;
             };
             let local = matches!(first.as_str(), "crate" | "self" | "super")
-                || module.children.contains_key(first)
+                // A lone name is never a module in code (modules are not
+                // values or types): `edges` alone is a variable.
+                || (module.children.contains_key(first) && code.segments.len() > 1)
                 || module.uses.iter().any(|b| &b.name == first);
             if local {
                 add(
@@ -84,6 +86,23 @@ pub fn edges(tree: &Tree) -> Vec<Edge> {
                     code.line,
                     &code.segments,
                 );
+                continue;
+            }
+            // A name a glob brought in (`use super::*`, `pub use a::*`).
+            for glob in module.uses.iter().filter(|b| b.name == "*") {
+                let Some(source) = resolve(tree, id, &glob.path, 0) else {
+                    continue;
+                };
+                let target = &tree.modules[source];
+                if target.defines.contains(first)
+                    || target.uses.iter().any(|b| &b.name == first)
+                    || (target.children.contains_key(first) && code.segments.len() > 1)
+                {
+                    let mut full = target.path.clone();
+                    full.extend(code.segments.iter().cloned());
+                    add(id, resolve(tree, id, &full, 0), code.line, &code.segments);
+                    break;
+                }
             }
         }
     }

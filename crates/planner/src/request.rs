@@ -15,7 +15,8 @@ use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
-use crate::model::{self, ModelCatalogue, ResolvedModel};
+use crate::model::ModelCatalogue;
+use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
 use crate::quant::Quant;
 use crate::workload::{self, Sizing, Workload};
@@ -98,7 +99,7 @@ impl PlanRequest {
     /// Loads the model and applies the defaults. Fails on an unknown model,
     /// weight format, engine or KV dtype.
     pub fn resolve(&self, models: &ModelCatalogue) -> Result<ResolvedRequest, PlannerError> {
-        let model = model::resolve(&self.model, models)?;
+        let model = model_source::resolve(&self.model, models)?;
         let quant = match (&self.quant, &model.file_quant) {
             (Some(q), _) => Quant::parse(q)?,
             (None, Some(q)) => q.clone(),

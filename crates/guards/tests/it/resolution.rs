@@ -152,3 +152,36 @@ fn a_circle_between_files_through_an_inline_module_is_found() {
     assert!(report[0].contains("src/a.rs → src/b.rs"), "{}", report[0]);
     assert!(report[0].contains("src/b.rs → src/a.rs"), "{}", report[0]);
 }
+
+#[test]
+fn a_lone_name_that_matches_a_child_module_is_no_import() {
+    // `edges` in the parent is a variable; the child imports the parent.
+    let found = circles(&[
+        ("src/lib.rs", "mod check;\n"),
+        (
+            "src/check/mod.rs",
+            "mod edges;\npub struct Checker;\nfn f(c: Checker) { let edges = 1; let _ = (c, edges); }\n",
+        ),
+        (
+            "src/check/edges.rs",
+            "use super::Checker;\npub fn g(_: Checker) {}\n",
+        ),
+    ]);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn names_a_public_glob_brings_in_are_imports() {
+    let found = circles(&[
+        ("src/lib.rs", "mod a;\nmod b;\n"),
+        (
+            "src/a.rs",
+            "pub use crate::b::*;\npub struct A;\nfn f() -> B { B }\n",
+        ),
+        (
+            "src/b.rs",
+            "pub struct B;\nfn g() -> crate::a::A { crate::a::A }\n",
+        ),
+    ]);
+    assert_eq!(found, ["crate::a → crate::b → crate::a"]);
+}

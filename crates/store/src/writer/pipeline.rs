@@ -11,7 +11,7 @@ use std::time::Instant;
 use glassbox_trace::{RequestId, SpanRecord};
 
 use super::queue::Queue;
-use super::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
+use super::msg::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
 use crate::query::TraceStore;
 use crate::redact::Redactor;
 use crate::row::{RequestRow, SpanRow, encode, encode_span};
