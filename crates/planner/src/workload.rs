@@ -17,7 +17,7 @@ use crate::error::PlannerError;
 use crate::estimate::{Estimator, Scenario};
 use crate::explain::{Line, num};
 use crate::hardware::Hardware;
-use crate::request::defaults;
+use crate::defaults;
 
 const SECONDS_PER_DAY: f64 = 86_400.0;
 /// Largest batch searched: beyond this the step time is compute-bound anyway.

@@ -12,6 +12,7 @@
 //! Input length is the whole input's (schema 5 on), not its summary's.
 
 mod lifecycle;
+mod measure;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,6 +22,8 @@ use crate::error::Result;
 use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
 pub use crate::time::{civil_from_days, days_from_civil};
 use lifecycle::SpanExtras;
+use measure::{BUCKETS, bucket_of};
+pub use measure::{Percentiles, percentiles};
 pub use lifecycle::{CriticalShare, NodeBucketReport};
 
 /// How to slice requests within a topology.
@@ -98,15 +101,6 @@ pub struct ReportOptions {
     pub input_buckets: bool,
 }
 
-/// P50/P95/P99 (and mean) of a sample.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Percentiles {
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-}
-
 /// How often one value occurs in a group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Share {
@@ -166,23 +160,6 @@ pub struct GroupReport {
 pub struct Report {
     pub group_by: &'static str,
     pub groups: Vec<GroupReport>,
-}
-
-/// Input-length buckets (characters of the whole input).
-const BUCKETS: &[(i64, &str)] = &[
-    (256, "<256"),
-    (1024, "256-1k"),
-    (4096, "1k-4k"),
-    (16384, "4k-16k"),
-    (i64::MAX, ">=16k"),
-];
-
-/// The bucket an input of `len` characters falls in.
-fn bucket_of(len: i64) -> usize {
-    BUCKETS
-        .iter()
-        .position(|(limit, _)| len < *limit)
-        .unwrap_or(BUCKETS.len() - 1)
 }
 
 #[derive(Default)]
@@ -288,25 +265,6 @@ impl<'a> GroupId<'a> {
             GroupId::Every(start) => utc_key(*start),
             GroupId::Text(t) => t.to_string(),
         }
-    }
-}
-
-/// Nearest-rank percentiles of `values` (sorted in place).
-pub fn percentiles(values: &mut [f64]) -> Percentiles {
-    if values.is_empty() {
-        return Percentiles::default();
-    }
-    values.sort_unstable_by(f64::total_cmp);
-    let n = values.len();
-    let at = |p: f64| {
-        let rank = (p * n as f64).ceil() as usize;
-        values[rank.clamp(1, n) - 1]
-    };
-    Percentiles {
-        mean: values.iter().sum::<f64>() / n as f64,
-        p50: at(0.50),
-        p95: at(0.95),
-        p99: at(0.99),
     }
 }
 

@@ -11,7 +11,7 @@ use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use serde_json::{Value, json};
 
 use super::common::{LangArg, OutputFormat, color, topology_error};
-use super::trace::{StoreArg, store_error};
+use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 use crate::table::Table;
 

@@ -33,7 +33,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::Limits;
+use super::limits::Limits;
 use super::cost::{Step, StepCost};
 use crate::error::PlannerError;
 

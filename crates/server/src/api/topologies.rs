@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 use glassbox_store::Redactor;
 use glassbox_topology::secret::{mask_config, mask_text};
 
-use crate::catalog::{FileProblem, Served, StreamMode};
+use crate::catalog::FileProblem;
+use crate::served::{Served, StreamMode};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 

@@ -18,46 +18,13 @@ use glassbox_engine::RunOptions;
 use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
 use super::Service;
-use super::queue::{Gate, Limits, Refused, Slot};
+use super::queue::{Limits, Refused, Slot};
 use crate::auth::Caller;
-use crate::catalog::Served;
+use crate::served::Served;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::{InFlight, Metrics};
 use crate::versions::RequestKey;
-
-/// One gate per topology id, kept across reloads so that a new version
-/// does not get a fresh allowance while the old one still runs.
-#[derive(Debug)]
-pub struct Gates {
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
-    map: Mutex<HashMap<String, Arc<Gate>>>,
-}
-
-impl Gates {
-    pub fn new(config: Arc<Config>, metrics: Arc<Metrics>) -> Gates {
-        Gates {
-            config,
-            metrics,
-            map: Mutex::default(),
-        }
-    }
-
-    fn gate(&self, id: &str) -> Arc<Gate> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(id.to_string())
-            .or_insert_with(|| {
-                let limits = Limits {
-                    slots: self.config.concurrency_for(id),
-                    queue: self.config.queue_for(id),
-                    max_passed_over: self.config.priorities.max_passed_over.max(1),
-                };
-                Gate::new(id, limits, self.metrics.clone())
-            })
-            .clone()
-    }
-}
 
 /// What a request asks of admission besides its topology.
 #[derive(Debug, Clone, Copy, Default)]

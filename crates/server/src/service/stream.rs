@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::durable::committed;
 use super::{Admission, Finished};
-use crate::catalog::StreamMode;
+use crate::served::StreamMode;
 use crate::error::ApiError;
 
 /// What a streamed request sends, in order: any number of `Text`, then one

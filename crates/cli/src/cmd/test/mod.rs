@@ -30,7 +30,7 @@ use glassbox_trace::diff::path_taken;
 use serde_json::json;
 
 use super::common::{OutputFormat, color, topology_error};
-use super::trace::{FilterArgs, StoreArg};
+use super::store::{FilterArgs, StoreArg};
 use crate::exit::{self, Coded};
 use crate::table::{Align, Table};
 use junit::{CaseResult, Suite};

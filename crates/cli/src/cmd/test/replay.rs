@@ -19,7 +19,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::junit::{CaseResult, Suite};
-use crate::cmd::trace::{FilterArgs, StoreArg, load_trace, store_error};
+use crate::cmd::store::{FilterArgs, StoreArg, load_trace, store_error};
 
 /// What to replay and how strict to be about cost.
 pub struct ReplayOptions<'a> {

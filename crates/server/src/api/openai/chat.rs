@@ -19,6 +19,7 @@ use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::priority;
 use crate::service::{Ask, TokenUsage};
+pub use super::usage::Usage;
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -84,24 +85,6 @@ impl ChatRequest {
             .sum();
         let completion = self.max_completion_tokens.or(self.max_tokens).unwrap_or(0);
         prompt.saturating_add(completion)
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-impl From<TokenUsage> for Usage {
-    /// A chat's usage is its LLMs' tokens.
-    fn from(u: TokenUsage) -> Usage {
-        Usage {
-            prompt_tokens: u.prompt,
-            completion_tokens: u.completion,
-            total_tokens: u.generated_total(),
-        }
     }
 }
 

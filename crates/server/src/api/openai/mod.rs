@@ -32,6 +32,7 @@ pub mod chat;
 pub mod embeddings;
 pub mod models;
 pub mod stream;
+pub mod usage;
 
 pub use chat::chat_completions;
 pub use embeddings::embeddings;
