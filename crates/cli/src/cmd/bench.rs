@@ -31,6 +31,7 @@ mod inputs;
 pub mod llm;
 mod load;
 mod report;
+mod sim_check;
 mod stats;
 
 use std::process::ExitCode;

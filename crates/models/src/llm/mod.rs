@@ -14,6 +14,7 @@ mod dims;
 mod host_cache;
 mod load;
 mod lookup;
+mod batch;
 mod pool;
 mod schedule;
 mod sequence;
