@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::batching;
-use crate::efficiency::Engine;
+use crate::quant::Quant;
 pub use crate::estimator::Estimator;
 use crate::error::PlannerError;
 use crate::explain::{Line, num};

@@ -87,7 +87,7 @@ impl Scenario<'_> {
         Ok(())
     }
 
-    fn tp(&self) -> f64 {
+    pub(crate) fn tp(&self) -> f64 {
         f64::from(self.tp)
     }
 
@@ -123,7 +123,7 @@ impl Scenario<'_> {
         self.attention_scores_bytes(tokens, ctx) / self.tp() / self.bandwidth()
     }
 
-    fn peak_flops(&self) -> f64 {
+    pub(crate) fn peak_flops(&self) -> f64 {
         self.hw.peak_tflops(self.quant.compute) * 1e12
     }
 
@@ -150,7 +150,7 @@ impl Scenario<'_> {
         }
     }
 
-    fn bandwidth(&self) -> f64 {
+    pub(crate) fn bandwidth(&self) -> f64 {
         self.hw.bandwidth_gbps * 1e9
     }
 

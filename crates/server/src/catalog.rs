@@ -22,7 +22,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use glassbox_engine::{Pipeline, PipelineOptions, Registry};
+use glassbox_engine::{PipelineOptions, Registry};
 use glassbox_nodes::outbound::ServerAllow;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_store::StoreWriter;
@@ -398,23 +398,12 @@ impl Catalog {
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
         // A calibration beside the file (`glassbox calibrate`) prices its nodes.
-        let calibration = match glassbox_engine::calibration::Calibration::find(path) {
-            Some(Ok(c)) => Some(c),
-            Some(Err(e)) => {
-                eprintln!("glassbox serve: {e}; billing `{name}` with the topology's prices");
-                None
-            }
-            None => None,
-        };
+        let calibration = glassbox_app::calibration::beside(path, &mut |w| {
+            eprintln!("glassbox serve: `{name}`: {w}");
+        });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
-            let prices = calibration.as_ref().map_or_else(Default::default, |c| {
-                let today = glassbox_engine::calibration::today_days();
-                let machine = glassbox_engine::calibration::this_machine();
-                let none = std::collections::BTreeMap::new();
-                for w in c.warnings(today, &machine, &topology.version, &none) {
-                    eprintln!("glassbox serve: warning: {w}");
-                }
-                c.prices()
+            let prices = glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
+                eprintln!("glassbox serve: warning: {w}");
             });
             let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
                 topology: Arc::from(topology.id.as_str()),

@@ -24,10 +24,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use glassbox_cluster::gpu::{GpuSource, GpuStats};
-use glassbox_store::time::parse_duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::GpuAlertSettings;

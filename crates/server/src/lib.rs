@@ -253,17 +253,19 @@ impl Server {
             readers.clone(),
             metrics.clone(),
         ));
+        let limiter = Arc::new(RateLimiter::default());
         let state = AppState {
             keys: Arc::new(Keys::new(&config)),
-            service: Arc::new(Service::new(
-                catalog.clone(),
-                config.clone(),
-                metrics.clone(),
-                writer.clone(),
-            )?),
+            service: Arc::new(Service::new(service::Parts {
+                catalog: catalog.clone(),
+                config: config.clone(),
+                metrics: metrics.clone(),
+                writer: writer.clone(),
+                limiter: limiter.clone(),
+            })?),
             config,
             catalog,
-            limiter: Arc::new(RateLimiter::default()),
+            limiter,
             metrics,
             writer,
             readers,

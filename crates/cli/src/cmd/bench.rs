@@ -38,12 +38,11 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::json;
 
-pub use self::args::{Args, Arrivals, Sub};
+pub use self::args::{Args, Sub};
 use self::client::{Client, verify_traces};
-use self::inputs::{input, parse_duration, parse_inputs};
+use self::inputs::{input, parse_inputs};
 use self::load::{OpenLoop, Progress, Record, Run, Stop, closed_loop, open_loop};
 use self::report::{Report, table};
 use self::stats::{Buckets, Sample, summarize};

@@ -4,20 +4,14 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::str::FromStr;
 
 use glassbox_store::otlp::{OtlpExporter, Protocol};
-use glassbox_store::report::day_key;
-use glassbox_store::{
-    Filter, FilterError, FilterInput, ListQuery, RequestSummary, Sort, StoreError, StoreUrl,
-    StoredTrace, TraceStore,
-};
-use glassbox_trace::{RequestId, SpanRole};
+use glassbox_store::{ListQuery, RequestSummary, Sort, StoredTrace};
+use glassbox_trace::SpanRole;
 use serde_json::json;
 
 use super::common::OutputFormat;
-use super::store::{FilterArgs, StoreArg, format_time, load_trace, ms, request_id, store_error};
-use crate::exit::{self, Coded};
+use super::store::{FilterArgs, StoreArg, format_time, load_trace, ms, store_error};
 use crate::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]

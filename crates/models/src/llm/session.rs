@@ -11,18 +11,18 @@ use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
+use llama_cpp_2::context::session::SeqState;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
 mod slots;
 
-use super::host_cache::{HostCache, common_prefix};
+use super::host_cache::HostCache;
 use super::load::backend;
 use super::lookup::PromptLookup;
 use super::sequence::{Sequence, emit, sampler};
-use super::shape::{self, Placement};
+use super::shape;
 use super::stop::TextAssembler;
 use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
 

@@ -2,6 +2,8 @@
 //! decode step's kernels ([`StepLaunch`]), the fixed step overheads that
 //! follow, and its serving defaults ([`EngineProfile`]).
 
+use serde::Serialize;
+
 use super::Engine;
 use crate::hardware::{Hardware, HardwareClass};
 use crate::phase::Phase;

@@ -194,11 +194,8 @@ pub async fn create_run(
         .await?
         .run(input, RunOptions::default())
         .await?;
-    // A run's tokens are known only afterwards: they count against the
-    // key's `tokens_per_minute` from now on.
-    state
-        .limiter
-        .settle(&caller, finished.usage.generated_total());
+    // A run's tokens are known only afterwards: the service settled them
+    // against the key's `tokens_per_minute` when the run ended.
     let mut body = RunResponse::from_outcome(&finished.outcome);
     if let Some(e) = finished.over_run_time() {
         // Its maximum run time ended it: the error names the limit.

@@ -28,31 +28,32 @@
 //! done. A watchdog per connection sleeps until the phase's deadline.
 
 //!
-//! Parts: `clock` (a connection's phase and deadline), `io` (the socket,
+//! Parts: `clock` (a connection's phase and deadline), `activity` (the socket,
 //! request and response body and service wrappers that move the clock),
 //! `slots` (open connections per client address).
 
 mod clock;
-mod io;
+mod activity;
 mod slots;
 
-use std::io as stdio;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 pub use clock::{Clock, Expired};
-pub use io::BodyTimeout;
+pub use activity::BodyTimeout;
 pub use slots::{ClientSlots, Slot, client_key};
 
 use crate::config::Connections;
 use crate::metrics::Metrics;
-use io::{ActivityIo, ConnService};
+use activity::{ActivityIo, ConnService};
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for open connections to finish their requests.
@@ -196,6 +197,10 @@ async fn accept_error(e: io::Error) {
 
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
+    use tokio::time::Instant;
+
     use super::*;
 
     #[test]

@@ -9,8 +9,7 @@
 //! run time (the smaller of the topology's and the key's `max_run_time`),
 //! and tells both to the engine and to the request's trace.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -19,11 +18,11 @@ use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionCh
 
 use super::Service;
 use super::queue::{Limits, Refused, Slot};
+use super::quota::{Charge, Cost};
 use crate::auth::Caller;
-use crate::served::Served;
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::metrics::{InFlight, Metrics};
+use crate::served::Served;
+use crate::metrics::InFlight;
 use crate::versions::RequestKey;
 
 /// What a request asks of admission besides its topology.
@@ -63,6 +62,8 @@ pub struct Admission {
     pub run_limit: Option<RunLimit>,
     /// The caller's cap on tokens per model call (OpenAI `max_tokens`).
     pub max_tokens: Option<u64>,
+    /// What the caller's key is charged, settled when the request ends.
+    charge: Option<Charge>,
     _slot: Slot,
     _in_flight: InFlight,
 }
@@ -77,6 +78,25 @@ impl std::fmt::Debug for Admission {
 }
 
 impl Admission {
+    /// Takes the rest of the request's `cost` from its caller's buckets (the
+    /// guard took one unit), or answers 429 naming the limit; dropping the
+    /// admission then frees its slot. The tokens are settled against the
+    /// estimate when the request ends, however it ends ([`Admission::run`],
+    /// [`Admission::run_each`], [`Admission::stream`]).
+    pub fn charge(&mut self, cost: Cost) -> Result<(), ApiError> {
+        match self.charge.as_mut() {
+            Some(charge) => charge.take(cost, &self.service.metrics),
+            None => Ok(()),
+        }
+    }
+
+    /// The charge to settle when the request ends, taken out of the
+    /// admission (which is dropped as soon as the run ends, to free its
+    /// slot).
+    pub(super) fn take_charge(&mut self) -> Option<Charge> {
+        self.charge.take()
+    }
+
     /// Puts what admission settled into the request's options: why this
     /// version was chosen (told first), its band and wait, and its
     /// maximum run time as the engine's deadline.
@@ -136,6 +156,9 @@ impl Service {
             scheduling,
             run_limit,
             max_tokens: None,
+            charge: ask
+                .caller
+                .map(|c| Charge::nothing_yet(self.limiter.clone(), c)),
             _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })

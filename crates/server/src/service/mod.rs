@@ -29,6 +29,7 @@ pub mod durable;
 mod finished;
 pub mod priority;
 pub mod queue;
+pub mod quota;
 pub mod run;
 pub mod runtime;
 pub mod start;
@@ -37,22 +38,32 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use glassbox_engine::{Outcome, Registry};
 use glassbox_store::StoreWriter;
 
 pub use admission::{Admission, Ask, RunLimit};
 pub use finished::Finished;
+pub use quota::{Cost, Counted};
 pub use stream::{StreamEvent, Streaming};
 pub use usage::TokenUsage;
 
+use crate::auth::RateLimiter;
 use crate::catalog::Catalog;
-use crate::served::Served;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::served::Served;
 use queue::Gates;
 use runtime::EngineRuntime;
+
+/// What a [`Service`] is built over.
+#[derive(Debug)]
+pub struct Parts {
+    pub catalog: Arc<Catalog>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub writer: Arc<StoreWriter>,
+    pub limiter: Arc<RateLimiter>,
+}
 
 /// The request service; one per server, shared by every handler.
 #[derive(Debug)]
@@ -61,6 +72,8 @@ pub struct Service {
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     writer: Arc<StoreWriter>,
+    /// The keys' token buckets: requests are charged and settled here.
+    limiter: Arc<RateLimiter>,
     gates: Gates,
     /// Where pipelines run: a runtime of their own, so HTTP handlers wait
     /// for them without holding an HTTP worker.
@@ -69,12 +82,14 @@ pub struct Service {
 
 impl Service {
     /// A service over the served topologies, with a new engine runtime.
-    pub fn new(
-        catalog: Arc<Catalog>,
-        config: Arc<Config>,
-        metrics: Arc<Metrics>,
-        writer: Arc<StoreWriter>,
-    ) -> std::io::Result<Service> {
+    pub fn new(parts: Parts) -> std::io::Result<Service> {
+        let Parts {
+            catalog,
+            config,
+            metrics,
+            writer,
+            limiter,
+        } = parts;
         Ok(Service {
             gates: Gates::new(config.clone(), metrics.clone()),
             engine: EngineRuntime::new()?,
@@ -82,6 +97,7 @@ impl Service {
             config,
             metrics,
             writer,
+            limiter,
         })
     }
 

@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -55,7 +55,7 @@ use pipeline::{Batch, Committer, CommitterGone, Encoder, EncoderDone, Handoff, r
 use queue::{Queue, Refused};
 
 pub use msg::CommitHook;
-use msg::{CommitFailure, Committed, Counters, Msg, Ticket};
+use msg::{Committed, Counters, Msg, Ticket};
 
 
 /// How the writer queues, batches and redacts.

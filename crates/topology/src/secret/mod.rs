@@ -32,6 +32,8 @@ pub use source::mask_source;
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use serde_json::json;
 
     use super::*;

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::inputs::parse_duration;
 use super::{chat, llm};
+use crate::cmd::common::OutputFormat;
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -19,18 +19,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, LlmOptions};
 use glassbox_planner::calibrate::{self, BenchRun, BenchTarget};
-use glassbox_planner::sim::{
-    self, Arrivals, Lengths, Limits, Percentiles, ProfiledCost, StepProfile, Traffic,
-};
-use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::sim_check::{Check, N_BATCH, N_CTX, Validation, median, print_validation, validate};
+use super::sim_check::{Check, N_BATCH, N_CTX, median, print_validation, validate};
 use crate::cmd::common::OutputFormat;
 use crate::exit::{self, Coded};
 

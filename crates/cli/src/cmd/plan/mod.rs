@@ -7,17 +7,12 @@
 //! inputs) or as JSON. The catalogue listings and `calibrate` are in
 //! [`catalogue`].
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use glassbox_planner::parallel::{ParallelRequest, SplitMode};
-use glassbox_planner::request::{self, PlanRequest, defaults};
-use glassbox_planner::workload::{Pricing, Sla, Workload};
-use glassbox_planner::{Estimator, HardwareCatalogue, ModelCatalogue, PlannerError};
+use glassbox_planner::request;
+use glassbox_planner::{Estimator, ModelCatalogue};
 
 use crate::cmd::common::OutputFormat;
-use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
 
 /// Writes a line to stdout, ignoring a closed pipe (`glassbox plan ... | head`).
 macro_rules! out {
@@ -35,7 +30,7 @@ mod pipeline;
 mod print;
 mod simulate;
 
-pub use args::{Args, CalibrateArgs, ListArgs, PlanArgs, Sub};
+pub use args::{Args, PlanArgs, Sub};
 use catalogue::hardware;
 use errors::{invalid, usage};
 

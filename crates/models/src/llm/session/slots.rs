@@ -21,7 +21,7 @@ const HOST_MIN_GAIN: usize = 4;
 impl Session<'_> {
     /// Keeps `prefix` (the first tokens evaluated in slot `id`) and frees
     /// the slot's cells after it.
-    fn keep_prefix(&mut self, id: i32, prefix: &[LlamaToken]) {
+    pub(super) fn keep_prefix(&mut self, id: i32, prefix: &[LlamaToken]) {
         let prefix = if self.prefix_cache { prefix } else { &[] };
         let Some(slot) = usize::try_from(id).ok().filter(|&i| i < self.cached.len()) else {
             return;
@@ -52,7 +52,7 @@ impl Session<'_> {
 
     /// Where a request with `prompt` goes, of the free slots `free`, with
     /// the slots of the sequences `running` (see [`shape::place`]).
-    pub(super) fn place(&self, free: &[i32], running: &[i32], prompt: &[LlamaToken]) -> Placement {
+    pub(in crate::llm) fn place(&self, free: &[i32], running: &[i32], prompt: &[LlamaToken]) -> Placement {
         shape::place(free, running, |id| self.shared(id, prompt), self.pooled)
     }
 
@@ -63,7 +63,7 @@ impl Session<'_> {
     /// the donor slot holds a prompt that shares more, its KV is copied into
     /// the slot instead; a slot prompt about to be cut goes to host memory
     /// first. Returns the tokens reused.
-    pub(super) fn attach(&mut self, seq: &mut Sequence, id: i32, placed: &Placement) -> usize {
+    pub(in crate::llm) fn attach(&mut self, seq: &mut Sequence, id: i32, placed: &Placement) -> usize {
         let usable = |shared: usize| shared.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
         let mut common = placed.common;
         let mut from_host = false;
@@ -179,14 +179,14 @@ impl Session<'_> {
     }
 
     /// Prompt tokens restored from host memory so far, and the bytes held there.
-    pub(super) fn host_usage(&self) -> (u64, usize) {
+    pub(in crate::llm) fn host_usage(&self) -> (u64, usize) {
         (self.host_hits, self.host.bytes())
     }
 
     /// Preempts `seq` (recompute): frees every cell of its slot, which the
     /// caller returns to the free list, and resets it to evaluate its prompt
     /// and output again when it resumes.
-    pub(super) fn preempt(&mut self, seq: &mut Sequence) {
+    pub(in crate::llm) fn preempt(&mut self, seq: &mut Sequence) {
         let _ = self
             .ctx
             .clear_kv_cache_seq(u32::try_from(seq.id).ok(), None, None);
@@ -200,7 +200,7 @@ impl Session<'_> {
     }
 
     /// KV cells held by the cached prefixes of the free slots `ids`.
-    pub(super) fn cached_cells(&self, ids: &[i32]) -> usize {
+    pub(in crate::llm) fn cached_cells(&self, ids: &[i32]) -> usize {
         ids.iter()
             .filter_map(|&id| usize::try_from(id).ok())
             .filter_map(|i| self.cached.get(i))
@@ -210,7 +210,7 @@ impl Session<'_> {
 
     /// Frees the cached prefixes of the free slots `ids` (before preempting
     /// a running request, cached KV nobody uses goes first).
-    pub(super) fn evict_cached(&mut self, ids: &[i32]) {
+    pub(in crate::llm) fn evict_cached(&mut self, ids: &[i32]) {
         for &id in ids {
             if self.cached_len(id) == 0 {
                 continue;
@@ -230,7 +230,7 @@ impl Session<'_> {
     }
 
     /// Frees every KV cell and forgets the cached prefixes (after a failed step).
-    pub(super) fn release_all(&mut self) {
+    pub(in crate::llm) fn release_all(&mut self) {
         self.ctx.clear_kv_cache();
         self.cached.iter_mut().for_each(Vec::clear);
     }

@@ -23,3 +23,21 @@ impl From<TokenUsage> for Usage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chat_usage_is_its_llm_tokens() {
+        let u = Usage::from(TokenUsage {
+            prompt: 7,
+            completion: 5,
+            embedded: 100,
+        });
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (7, 5, 12)
+        );
+    }
+}
