@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-
 use glassbox_engine::calibration::{self, Calibration};
 use glassbox_topology::{Prices, Topology};
 

@@ -124,7 +124,12 @@ impl Local {
         registry: &Registry,
         options: LocalOptions<'_>,
     ) -> Result<Local, LocalError> {
-        Local::assemble(TopologyInput::Path(file.to_string()), file, registry, options)
+        Local::assemble(
+            TopologyInput::Path(file.to_string()),
+            file,
+            registry,
+            options,
+        )
     }
 
     /// Builds a topology [`Local::validate`] read from `file`.
@@ -134,7 +139,12 @@ impl Local {
         registry: &Registry,
         options: LocalOptions<'_>,
     ) -> Result<Local, LocalError> {
-        Local::assemble(TopologyInput::Validated(validated), file, registry, options)
+        Local::assemble(
+            TopologyInput::Validated(Box::new(validated)),
+            file,
+            registry,
+            options,
+        )
     }
 
     fn assemble(
@@ -160,10 +170,8 @@ impl Local {
                     Record::Nowhere => Arc::new(NoopSink),
                     Record::Store(url) => {
                         let url = StoreUrl::resolve(url.as_deref())?;
-                        let opened = Arc::new(glassbox_store::open_with(
-                            &url,
-                            WriterOptions::default(),
-                        )?);
+                        let opened =
+                            Arc::new(glassbox_store::open_with(&url, WriterOptions::default())?);
                         writer.get_or_init(|| (opened.clone(), url));
                         opened
                     }

@@ -23,7 +23,7 @@ pub enum TopologyInput {
     /// A topology already validated against the same registry (a caller
     /// that read it first, e.g. to check files written against it before
     /// anything is built): not read or validated again.
-    Validated(Validated),
+    Validated(Box<Validated>),
 }
 
 /// What a pipeline is assembled with, besides its topology.
@@ -87,7 +87,7 @@ pub fn assemble<E>(
     let validated = match input {
         TopologyInput::Path(path) => glassbox_topology::load_path(&path, &kinds)?,
         TopologyInput::Source(source) => glassbox_topology::load_source(source, &kinds)?,
-        TopologyInput::Validated(validated) => validated,
+        TopologyInput::Validated(validated) => *validated,
     };
     let topology = Arc::new(validated.topology);
     let mut cx = BuildContext::new(topology.clone());

@@ -7,10 +7,10 @@
 use serde::Serialize;
 
 use crate::batching;
-use crate::quant::Quant;
-pub use crate::estimator::Estimator;
 use crate::error::PlannerError;
+pub use crate::estimator::Estimator;
 use crate::explain::{Line, num};
+use crate::quant::Quant;
 pub use crate::roofline::*;
 
 /// The factors used, with their provenance.

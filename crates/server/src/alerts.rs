@@ -70,7 +70,9 @@ impl AlertBoard {
     /// Evaluates now with the configured settings, publishes the result
     /// (the board and the `glassbox_alerts_firing` gauge) and returns it.
     pub async fn evaluate_now(&self) -> Result<Arc<Evaluation>, ApiError> {
-        let options = self.settings.options(glassbox_trace::unix_micros_now(), None);
+        let options = self
+            .settings
+            .options(glassbox_trace::unix_micros_now(), None);
         let ev = self
             .readers
             .run(move |store| drift::evaluate(store, &options).map_err(ApiError::from))

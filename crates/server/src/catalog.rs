@@ -402,9 +402,10 @@ impl Catalog {
             eprintln!("glassbox serve: `{name}`: {w}");
         });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
-            let prices = glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
-                eprintln!("glassbox serve: warning: {w}");
-            });
+            let prices =
+                glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
+                    eprintln!("glassbox serve: warning: {w}");
+                });
             let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
                 topology: Arc::from(topology.id.as_str()),
                 metrics: self.builder.metrics.clone(),

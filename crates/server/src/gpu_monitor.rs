@@ -338,7 +338,14 @@ impl GpuMonitor {
             latest.gpus.insert(worker.to_string(), (now_us, samples));
         }
         if !changes.is_empty() {
-            self.metrics.set_gpu_alerts(latest.alerting.firing().iter().map(GpuAlert::labels).collect());
+            self.metrics.set_gpu_alerts(
+                latest
+                    .alerting
+                    .firing()
+                    .iter()
+                    .map(GpuAlert::labels)
+                    .collect(),
+            );
         }
         drop(latest);
         for c in &changes {

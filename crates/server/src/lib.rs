@@ -312,7 +312,10 @@ impl Server {
         let stop = glassbox_engine::CancellationToken::new();
         let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
         let drift = tokio::spawn(alerts::run_periodically(state.alerts.clone(), stop.clone()));
-        let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(state.gpus.clone(), stop.clone()));
+        let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(
+            state.gpus.clone(),
+            stop.clone(),
+        ));
         state.ready.store(true, Ordering::Release);
         let ready = state.ready.clone();
         let draining = stop.clone();

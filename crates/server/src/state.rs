@@ -11,11 +11,11 @@ pub use crate::read_pool::ReadPool;
 use crate::alerts::AlertBoard;
 use crate::auth::{Caller, Keys, RateLimiter, Work};
 use crate::catalog::Catalog;
-use crate::served::Served;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::gpu_monitor::GpuMonitor;
 use crate::metrics::Metrics;
+use crate::served::Served;
 use crate::service::Service;
 
 /// Shared by every handler; cheap to clone.

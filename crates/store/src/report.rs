@@ -22,9 +22,9 @@ use crate::error::Result;
 use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
 pub use crate::time::{civil_from_days, days_from_civil};
 use lifecycle::SpanExtras;
+pub use lifecycle::{CriticalShare, NodeBucketReport};
 use measure::{BUCKETS, bucket_of};
 pub use measure::{Percentiles, percentiles};
-pub use lifecycle::{CriticalShare, NodeBucketReport};
 
 /// How to slice requests within a topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

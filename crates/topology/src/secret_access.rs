@@ -46,7 +46,6 @@ pub const SERVER_OWN_ENV: &[&str] = &[
 /// Kubernetes mount secrets.
 pub const DEFAULT_DIRS: &[&str] = &["/run/secrets", "/var/run/secrets"];
 
-
 /// What references may read and where credentials may go: the server
 /// operator's `[secrets]` section. The default reads any variable except
 /// the server's own and files under [`DEFAULT_DIRS`], and binds no

@@ -21,11 +21,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use glassbox_app::{Local, LocalOptions, Record};
+use glassbox_engine::RunOptions;
 use glassbox_engine::calibration::{
     self, Calibration, NodeCalibration, date_of, this_machine, today_days,
 };
-use glassbox_app::{Local, LocalOptions, Record};
-use glassbox_engine::RunOptions;
 use glassbox_topology::ResourceKind;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;

@@ -275,4 +275,3 @@ pub fn render_table(outcome: &Outcome) -> String {
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
 }
-

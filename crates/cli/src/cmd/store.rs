@@ -7,7 +7,9 @@
 use std::str::FromStr;
 
 use glassbox_store::report::day_key;
-use glassbox_store::{Filter, FilterError, FilterInput, StoreError, StoreUrl, StoredTrace, TraceStore};
+use glassbox_store::{
+    Filter, FilterError, FilterInput, StoreError, StoreUrl, StoredTrace, TraceStore,
+};
 use glassbox_trace::RequestId;
 
 use crate::exit::{self, Coded};

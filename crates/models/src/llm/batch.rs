@@ -141,8 +141,12 @@ impl<'m> Batch<'m> {
         self.resume_preempted();
         self.admit();
         let (host_hits, host_bytes) = self.session.host_usage();
-        self.load.prefix_host_hits.store(host_hits, Ordering::Relaxed);
-        self.load.host_cache_bytes.store(host_bytes, Ordering::Relaxed);
+        self.load
+            .prefix_host_hits
+            .store(host_hits, Ordering::Relaxed);
+        self.load
+            .host_cache_bytes
+            .store(host_bytes, Ordering::Relaxed);
         if self.pool.pooled {
             self.make_room();
         }
@@ -215,7 +219,9 @@ impl<'m> Batch<'m> {
             }
             let mut r = preempted.remove(at).expect("index from `next`");
             r.passed = 0;
-            let placed = self.session.place(&self.free_ids, &slots(running), r.seq.prompt());
+            let placed = self
+                .session
+                .place(&self.free_ids, &slots(running), r.seq.prompt());
             let id = self.free_ids.remove(placed.at);
             self.session.attach(&mut r.seq, id, &placed);
             running.push(r);
@@ -237,7 +243,10 @@ impl<'m> Batch<'m> {
             if self.free_ids.is_empty() || resuming {
                 break;
             }
-            match self.session.start(&waiting[at].request, waiting[at].arrived) {
+            match self
+                .session
+                .start(&waiting[at].request, waiting[at].arrived)
+            {
                 Err(e) => {
                     let w = waiting.remove(at).expect("index from `next`");
                     let _ = w.reply.send(Err(e));
@@ -266,7 +275,9 @@ impl<'m> Batch<'m> {
                             .map(|r| (r.seq.priority, &mut r.passed)),
                     );
                     // Next to the running sequences, with the longest prefix.
-                    let placed = self.session.place(&self.free_ids, &slots(running), seq.prompt());
+                    let placed = self
+                        .session
+                        .place(&self.free_ids, &slots(running), seq.prompt());
                     let id = self.free_ids.remove(placed.at);
                     let reused = self.session.attach(&mut seq, id, &placed);
                     self.load

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch::{Batch, Job};
 use super::load::{dims, load_model};
 use super::pool::Pool;
-use super::batch::{Batch, Job};
 use super::session::Session;
 use super::stats::{EngineLoad, Load};
 use super::stream::CompletionStream;

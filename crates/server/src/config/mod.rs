@@ -90,8 +90,8 @@ use glassbox_nodes::outbound::IpRange;
 pub use alerts::{AlertSettings, GpuAlertSettings};
 pub use keys::{ApiKey, KeySpec, RateLimit, Scope, sha256_hex};
 pub use serving::{
-    Connections, DEFAULT_MAX_PASSED_OVER, Durability, OutboundSettings, Priorities,
-    StoreSettings, TopologySettings, parse_run_time,
+    Connections, DEFAULT_MAX_PASSED_OVER, Durability, OutboundSettings, Priorities, StoreSettings,
+    TopologySettings, parse_run_time,
 };
 
 use crate::error::ServerError;

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 /// Default grants to higher bands a waiting lower band sits out.
 pub const DEFAULT_MAX_PASSED_OVER: u32 = 4;
 
-
 /// A length of time in the config: `300ms`, `30s`, `5m`, `2h`.
 pub fn parse_run_time(text: &str) -> Result<Duration, String> {
     let t = text.trim();

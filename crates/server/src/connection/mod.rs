@@ -32,8 +32,8 @@
 //! request and response body and service wrappers that move the clock),
 //! `slots` (open connections per client address).
 
-mod clock;
 mod activity;
+mod clock;
 mod slots;
 
 use std::io;
@@ -47,8 +47,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-pub use clock::{Clock, Expired};
 pub use activity::BodyTimeout;
+pub use clock::{Clock, Expired};
 pub use slots::{ClientSlots, Slot, client_key};
 
 use crate::config::Connections;

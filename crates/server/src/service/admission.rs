@@ -21,8 +21,8 @@ use super::queue::{Limits, Refused, Slot};
 use super::quota::{Charge, Cost};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::served::Served;
 use crate::metrics::InFlight;
+use crate::served::Served;
 use crate::versions::RequestKey;
 
 /// What a request asks of admission besides its topology.

@@ -26,11 +26,13 @@ impl TokenUsage {
 
     /// The usage of several requests together.
     pub fn sum<'a>(usages: impl IntoIterator<Item = &'a TokenUsage>) -> TokenUsage {
-        usages.into_iter().fold(TokenUsage::default(), |a, u| TokenUsage {
-            prompt: a.prompt + u.prompt,
-            completion: a.completion + u.completion,
-            embedded: a.embedded + u.embedded,
-        })
+        usages
+            .into_iter()
+            .fold(TokenUsage::default(), |a, u| TokenUsage {
+                prompt: a.prompt + u.prompt,
+                completion: a.completion + u.completion,
+                embedded: a.embedded + u.embedded,
+            })
     }
 }
 

@@ -57,7 +57,6 @@ use queue::{Queue, Refused};
 pub use msg::CommitHook;
 use msg::{Committed, Counters, Msg, Ticket};
 
-
 /// How the writer queues, batches and redacts.
 #[derive(Clone)]
 pub struct WriterOptions {

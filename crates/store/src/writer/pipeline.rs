@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use glassbox_trace::{RequestId, SpanRecord};
 
-use super::queue::Queue;
 use super::msg::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
+use super::queue::Queue;
 use crate::query::TraceStore;
 use crate::redact::Redactor;
 use crate::row::{RequestRow, SpanRow, encode, encode_span};

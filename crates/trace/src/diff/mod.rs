@@ -31,8 +31,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::{
-    ErrorRecord, Fact, NodeStatus, PathRecord, RequestId, RequestRecord, RequestStatus,
-    SpanRecord, SpanStatus,
+    ErrorRecord, Fact, NodeStatus, PathRecord, RequestId, RequestRecord, RequestStatus, SpanRecord,
+    SpanStatus,
 };
 
 /// One request as the diff reads it: its record and its spans.

@@ -148,7 +148,6 @@ fn local_prompt(llm: &LlmHandle, tokens: u64) -> anyhow::Result<Vec<ChatMessage>
     }
 }
 
-
 fn median_run(name: &str, samples: &[BenchRun]) -> Option<BenchRun> {
     let pick =
         |f: &dyn Fn(&BenchRun) -> Option<f64>| median(samples.iter().filter_map(f).collect());

@@ -11,10 +11,10 @@ use glassbox_planner::{ModelCatalogue, calibrate, validate};
 use super::args::{CalibrateArgs, ListArgs};
 use super::errors::invalid;
 use super::output::{planner_table, print_table};
+use crate::cmd::common::OutputFormat;
 use glassbox_planner::HardwareCatalogue;
 use glassbox_planner::request;
 use std::path::Path;
-use crate::cmd::common::OutputFormat;
 
 pub fn list_gpus(a: ListArgs) -> anyhow::Result<ExitCode> {
     let hw = hardware(a.hardware_file.as_deref())?;

@@ -19,13 +19,13 @@ mod expect;
 mod junit;
 mod replay;
 
-use std::process::ExitCode;
 use glassbox_app::local::Warning;
 use glassbox_app::{Local, LocalOptions, Record};
 use glassbox_engine::RunOptions;
 use glassbox_topology::Source;
 use glassbox_trace::diff::path_taken;
 use serde_json::json;
+use std::process::ExitCode;
 
 use super::common::{OutputFormat, color};
 use super::run::local_error;

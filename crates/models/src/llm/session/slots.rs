@@ -52,7 +52,12 @@ impl Session<'_> {
 
     /// Where a request with `prompt` goes, of the free slots `free`, with
     /// the slots of the sequences `running` (see [`shape::place`]).
-    pub(in crate::llm) fn place(&self, free: &[i32], running: &[i32], prompt: &[LlamaToken]) -> Placement {
+    pub(in crate::llm) fn place(
+        &self,
+        free: &[i32],
+        running: &[i32],
+        prompt: &[LlamaToken],
+    ) -> Placement {
         shape::place(free, running, |id| self.shared(id, prompt), self.pooled)
     }
 
@@ -63,7 +68,12 @@ impl Session<'_> {
     /// the donor slot holds a prompt that shares more, its KV is copied into
     /// the slot instead; a slot prompt about to be cut goes to host memory
     /// first. Returns the tokens reused.
-    pub(in crate::llm) fn attach(&mut self, seq: &mut Sequence, id: i32, placed: &Placement) -> usize {
+    pub(in crate::llm) fn attach(
+        &mut self,
+        seq: &mut Sequence,
+        id: i32,
+        placed: &Placement,
+    ) -> usize {
         let usable = |shared: usize| shared.min(seq.prompt.len().saturating_sub(shape::MIN_ROWS));
         let mut common = placed.common;
         let mut from_host = false;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+pub use super::usage::Usage;
 use super::{answer_text, finished_failed, model_error, now_secs};
 use crate::api::body::JsonBody;
 use crate::api::request_id_header;
@@ -19,7 +20,6 @@ use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::priority;
 use crate::service::{Ask, Cost, Counted};
-pub use super::usage::Usage;
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
