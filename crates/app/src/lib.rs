@@ -12,7 +12,9 @@
 //! - [`local`]: a topology run where it is, in-process ([`Local`]): loaded
 //!   and validated once, priced from its calibration, recorded in the trace
 //!   store (or nowhere), on a runtime of its own. `glassbox run`, `test`,
-//!   `test --replay` and `calibrate` run through it.
+//!   `test --replay` and `calibrate` run through it;
+//! - [`regress`]: regression cases of a topology, read and checked
+//!   (`glassbox test`).
 //!
 //! Why a crate of its own: the setup of a run (calibration lookup, where
 //! traces go, the runtime, what a failure means) was written out in each
@@ -21,5 +23,6 @@
 
 pub mod calibration;
 pub mod local;
+pub mod regress;
 
 pub use local::{Local, LocalError, LocalOptions, Record};

@@ -1,9 +1,9 @@
 //! `glassbox test TOPOLOGY [CASES...] [--replay]`: regression tests for a
 //! topology, for CI.
 //!
-//! Cases (YAML, [`cases`]) each give an input and what the run must show:
+//! Cases (YAML, `glassbox_app::regress::cases`) each give an input and what the run must show:
 //! the path and labels, the guard outcome, checks on the answer (contains,
-//! regex, JSON schema), cost and latency bounds ([`expect`]). `--replay`
+//! regex, JSON schema), cost and latency bounds (`glassbox_app::regress::expect`). `--replay`
 //! runs stored requests again through this topology and reports every one
 //! whose path, guard outcome or cost changed ([`replay`]). The pipeline is
 //! read and validated once and built once, the way `glassbox run` builds it
@@ -14,12 +14,11 @@
 //! changed, 1 a case failed or a request changed, 2 usage, 69 a model or
 //! the store is unavailable, 78 an invalid topology, case file or option.
 
-mod cases;
-mod expect;
 mod junit;
 mod replay;
 
 use glassbox_app::local::Warning;
+use glassbox_app::regress::{cases, expect};
 use glassbox_app::{Local, LocalOptions, Record};
 use glassbox_engine::RunOptions;
 use glassbox_topology::Source;
