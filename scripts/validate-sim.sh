@@ -11,7 +11,7 @@
 #     arrival times and token counts replayed in the simulator with the
 #     profiled steps; measured vs simulated P50/P99 TTFT and P99 E2E;
 #  3. the simulator against a published vLLM serving figure
-#     (`examples/sim_published.rs`, source cited there).
+#     (`examples/sim_published/`, sources cited there).
 #
 #   scripts/validate-sim.sh
 #   LOADS=0.5 REQUESTS=12 PROMPT=64 GEN=16 scripts/validate-sim.sh   # quick check

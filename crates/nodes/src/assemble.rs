@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use glassbox_engine::{BuildContext, Pipeline, PipelineError, PipelineOptions, Registry};
-use glassbox_topology::{Report, Source, Topology, TopologyError};
+use glassbox_topology::{Report, Source, Topology, TopologyError, Validated};
 
 use crate::model_cache::ModelCache;
 use crate::outbound::ServerAllow;
@@ -20,6 +20,10 @@ pub enum TopologyInput {
     Path(String),
     /// Text already in memory.
     Source(Source),
+    /// A topology already validated against the same registry (a caller
+    /// that read it first, e.g. to check files written against it before
+    /// anything is built): not read or validated again.
+    Validated(Box<Validated>),
 }
 
 /// What a pipeline is assembled with, besides its topology.
@@ -83,6 +87,7 @@ pub fn assemble<E>(
     let validated = match input {
         TopologyInput::Path(path) => glassbox_topology::load_path(&path, &kinds)?,
         TopologyInput::Source(source) => glassbox_topology::load_source(source, &kinds)?,
+        TopologyInput::Validated(validated) => *validated,
     };
     let topology = Arc::new(validated.topology);
     let mut cx = BuildContext::new(topology.clone());

@@ -121,7 +121,7 @@ impl Endpoint {
     /// goes with every call as the bearer key (workers that listen beyond
     /// loopback require one).
     ///
-    /// [`WORKER_KEY_ENV`]: crate::cluster::WORKER_KEY_ENV
+    /// [`WORKER_KEY_ENV`]: glassbox_cluster::etcd::trust::WORKER_KEY_ENV
     pub fn for_worker(
         address: &str,
         model: &str,
@@ -133,8 +133,8 @@ impl Endpoint {
             shown_url: display_url(&base_url),
             base_url,
             model: model.to_string(),
-            api_key_env: std::env::var_os(crate::cluster::WORKER_KEY_ENV)
-                .map(|_| crate::cluster::WORKER_KEY_ENV.to_string()),
+            api_key_env: std::env::var_os(glassbox_cluster::etcd::trust::WORKER_KEY_ENV)
+                .map(|_| glassbox_cluster::etcd::trust::WORKER_KEY_ENV.to_string()),
             timeout: timeouts.total,
             client,
             headers: Vec::new(),

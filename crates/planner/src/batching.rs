@@ -44,9 +44,8 @@
 
 use serde::Serialize;
 
-use crate::estimate::{
-    Estimator, Scenario, Terms, decode_terms, decode_time, prefill_terms, prefill_time,
-};
+use crate::estimator::Estimator;
+use crate::roofline::{Scenario, Terms, decode_terms, decode_time, prefill_terms, prefill_time};
 
 /// What set the number of running sequences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -20,26 +20,9 @@ pub use crate::engine::{
 };
 use crate::error::PlannerError;
 use crate::hardware::HardwareClass;
+pub use crate::phase::Phase;
 
 const DEFAULTS: &str = include_str!("../data/efficiency.toml");
-
-/// Prefill (prompt processing, compute-bound) or decode (one token per
-/// sequence per step, bandwidth-bound at small batch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Prefill,
-    Decode,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Prefill => "prefill",
-            Self::Decode => "decode",
-        }
-    }
-}
 
 /// One fitted or prior pair: `time = roofline / efficiency + overhead`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Unit tests of the estimator (a sibling file to keep `estimate.rs` short).
 
 use super::*;
+use crate::efficiency::{EfficiencyTable, Engine};
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
 

@@ -6,13 +6,10 @@
 //! formulas serve all three, and MoE (active vs total) and MLA (compressed KV)
 //! fall out of the shapes rather than special cases in the estimator.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::PlannerError;
 use crate::names;
-use crate::quant::Quant;
 
 const BUILTIN: &str = include_str!("../data/models.toml");
 
@@ -345,45 +342,6 @@ impl names::Named for ModelSpec {
     fn display_name(&self) -> &str {
         &self.name
     }
-}
-
-/// A model ready to plan with, and the weight format its file implies (GGUF).
-#[derive(Debug, Clone)]
-pub struct ResolvedModel {
-    pub spec: ModelSpec,
-    pub file_quant: Option<Quant>,
-    /// Where it came from: `catalogue`, `config.json` or `gguf`.
-    pub origin: &'static str,
-}
-
-/// Resolves `--model`: an existing `.gguf` or `.json` path, else a catalogue name.
-pub fn resolve(arg: &str, catalogue: &ModelCatalogue) -> Result<ResolvedModel, PlannerError> {
-    let path = Path::new(arg);
-    let lower = arg.to_ascii_lowercase();
-    if lower.ends_with(".gguf") {
-        let info = crate::gguf::read_file(path)?;
-        let quant = info.quant();
-        let spec = info.to_spec()?;
-        return Ok(ResolvedModel {
-            spec,
-            file_quant: Some(quant),
-            origin: "gguf",
-        });
-    }
-    if lower.ends_with(".json") {
-        let spec = crate::hf_config::read_file(path)?;
-        return Ok(ResolvedModel {
-            spec,
-            file_quant: None,
-            origin: "config.json",
-        });
-    }
-    let spec = catalogue.get(arg)?.clone();
-    Ok(ResolvedModel {
-        spec,
-        file_quant: None,
-        origin: "catalogue",
-    })
 }
 
 pub(crate) fn validate_spec(spec: &ModelSpec, origin: &str) -> Result<(), PlannerError> {

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::engine::{Engine, MultiGpu};
 use crate::error::PlannerError;
-use crate::estimate::Scenario;
+pub use crate::roofline::prompt_overlap;
 
 /// llama.cpp's `--split-mode`: `layer` (its default) or `row`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -264,32 +264,6 @@ impl ParallelRequest {
             why,
         })
     }
-}
-
-/// Fraction of a one-stage-at-a-time prompt pass left when `s.pp` stages
-/// overlap the prompt's micro-batches ([`Engine::prompt_micro_batches`]):
-/// a logical batch of `u` micro-batches through `p` stages takes
-/// `u + p − 1` stage-times instead of `u · p`, so its time is
-/// `(u + p − 1) / (u · p)` of the sequential pass. Averaged over the
-/// prompt's logical batches by their tokens; 1 with one stage, one
-/// micro-batch, or an engine that does not cut prompts this way.
-pub fn prompt_overlap(s: &Scenario, tokens: f64) -> f64 {
-    let Some((n_batch, n_ubatch)) = s.engine.prompt_micro_batches() else {
-        return 1.0;
-    };
-    if s.pp <= 1 || tokens <= 0.0 {
-        return 1.0;
-    }
-    let (n_batch, n_ubatch, stages) = (f64::from(n_batch), f64::from(n_ubatch), f64::from(s.pp));
-    let mut left = tokens;
-    let mut weighted = 0.0;
-    while left > 0.0 {
-        let chunk = left.min(n_batch);
-        let u = (chunk / n_ubatch).ceil();
-        weighted += chunk * (u + stages - 1.0) / (u * stages);
-        left -= chunk;
-    }
-    weighted / tokens
 }
 
 #[cfg(test)]

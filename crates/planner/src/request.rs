@@ -11,46 +11,16 @@
 use std::path::Path;
 
 use crate::accuracy::{AccuracyTable, Range};
+pub use crate::defaults;
 use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
-use crate::model::{self, ModelCatalogue, ResolvedModel};
+use crate::model::ModelCatalogue;
+use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
 use crate::quant::Quant;
 use crate::workload::{self, Sizing, Workload};
-
-/// The values a plan request starts from when a setting is not given.
-pub mod defaults {
-    /// KV-cache dtype.
-    pub const KV_DTYPE: &str = "fp16";
-    /// Weight format when neither the request nor the model file names one.
-    pub const QUANT: &str = "fp16";
-    /// Concurrent sequences for the single-scenario estimate.
-    pub const BATCH: u32 = 1;
-    /// Prompt (input) tokens per request.
-    pub const PROMPT_TOKENS: u64 = 1500;
-    /// Generated (output) tokens per request.
-    pub const GEN_TOKENS: u64 = 300;
-    /// Device memory kept free (seed 001: at least 20%).
-    pub const MEMORY_HEADROOM: f64 = 0.2;
-    /// Requests per day (seed 001's example).
-    pub const REQUESTS_PER_DAY: f64 = 50_000.0;
-    /// Peak request rate ÷ average rate.
-    pub const PEAK_FACTOR: f64 = 3.0;
-    /// Capacity kept free at peak (seed 001: at least 30%).
-    pub const HEADROOM: f64 = 0.3;
-    /// Years a purchased device is paid off over.
-    pub const AMORTIZE_YEARS: f64 = 3.0;
-    /// Electricity price.
-    pub const USD_PER_KWH: f64 = 0.12;
-    /// Offline (batch) tokens per day sharing the pool.
-    pub const OFFLINE_TOKENS_PER_DAY: f64 = 0.0;
-    /// Simultaneous-use coefficient of a mixed online/offline pool (seed 003).
-    pub const SIMULTANEOUS_USE: f64 = 0.6;
-    /// Utilisation assumed by seed 000's concurrency formula.
-    pub const SEED000_UTILISATION: f64 = 0.4;
-}
 
 /// A plan as asked for: names and optional settings, nothing resolved yet.
 #[derive(Debug, Clone)]
@@ -98,7 +68,7 @@ impl PlanRequest {
     /// Loads the model and applies the defaults. Fails on an unknown model,
     /// weight format, engine or KV dtype.
     pub fn resolve(&self, models: &ModelCatalogue) -> Result<ResolvedRequest, PlannerError> {
-        let model = model::resolve(&self.model, models)?;
+        let model = model_source::resolve(&self.model, models)?;
         let quant = match (&self.quant, &model.file_quant) {
             (Some(q), _) => Quant::parse(q)?,
             (None, Some(q)) => q.clone(),

@@ -13,11 +13,11 @@
 
 use serde::Serialize;
 
+use crate::defaults;
 use crate::error::PlannerError;
 use crate::estimate::{Estimator, Scenario};
 use crate::explain::{Line, num};
 use crate::hardware::Hardware;
-use crate::request::defaults;
 
 const SECONDS_PER_DAY: f64 = 86_400.0;
 /// Largest batch searched: beyond this the step time is compute-bound anyway.

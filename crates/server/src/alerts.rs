@@ -1,4 +1,4 @@
-//! Drift alerts in the server: the `[alerts]` settings, the latest
+//! Drift alerts in the server: the latest
 //! evaluation (read by `GET /v1/alerts` and exported on `/metrics` as
 //! `glassbox_alerts_firing{kind,topology,node}`), and the task that
 //! re-evaluates every `interval`.
@@ -27,93 +27,35 @@
 //! ```
 
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
 
-use glassbox_store::drift::{self, DriftOptions, Evaluation, Thresholds};
-use glassbox_store::time::parse_duration;
-use serde::{Deserialize, Serialize};
+use glassbox_store::drift::{self, Evaluation};
 
+pub use crate::config::AlertSettings;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::metrics::Metrics;
+use crate::read_pool::ReadPool;
 
-/// The `[alerts]` section of the config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AlertSettings {
-    pub enabled: bool,
-    pub window: String,
-    pub baseline: String,
-    pub interval: String,
-    pub thresholds: Thresholds,
-    /// GPU readings and their alerts ([`crate::gpu_monitor`]).
-    pub gpu: crate::gpu_monitor::GpuAlertSettings,
-}
-
-impl Default for AlertSettings {
-    fn default() -> Self {
-        AlertSettings {
-            enabled: true,
-            window: "1h".into(),
-            baseline: "24h".into(),
-            interval: "1m".into(),
-            thresholds: Thresholds::default(),
-            gpu: Default::default(),
-        }
-    }
-}
-
-impl AlertSettings {
-    /// Every problem, each naming its field.
-    pub fn problems(&self) -> Vec<String> {
-        let mut out: Vec<String> = [
-            ("window", &self.window),
-            ("baseline", &self.baseline),
-            ("interval", &self.interval),
-        ]
-        .into_iter()
-        .filter_map(|(name, v)| {
-            parse_duration(v)
-                .err()
-                .map(|e| format!("alerts: `{name}`: {e}"))
-        })
-        .collect();
-        out.extend(
-            self.thresholds
-                .problems()
-                .into_iter()
-                .map(|p| format!("alerts.thresholds: {p}")),
-        );
-        out.extend(self.gpu.problems());
-        out
-    }
-
-    fn length(v: &str, default_us: u64) -> u64 {
-        parse_duration(v).unwrap_or(default_us)
-    }
-
-    /// What to evaluate at `now_us` (settings were checked on load).
-    pub fn options(&self, now_us: u64, topology: Option<String>) -> DriftOptions {
-        DriftOptions {
-            topology,
-            now_us,
-            window_us: Self::length(&self.window, 3_600_000_000),
-            baseline_us: Self::length(&self.baseline, 86_400_000_000),
-            thresholds: self.thresholds,
-        }
-    }
-
-    pub fn interval(&self) -> Duration {
-        Duration::from_micros(Self::length(&self.interval, 60_000_000))
-    }
-}
-
-/// The latest evaluation.
-#[derive(Debug, Default)]
+/// The latest evaluation, and what evaluating needs: the settings, a
+/// read connection, the metrics to publish to. Only these handles, not the
+/// server's whole state.
+#[derive(Debug)]
 pub struct AlertBoard {
+    settings: AlertSettings,
+    readers: Arc<ReadPool>,
+    metrics: Arc<Metrics>,
     latest: RwLock<Option<Arc<Evaluation>>>,
 }
 
 impl AlertBoard {
+    pub fn new(settings: AlertSettings, readers: Arc<ReadPool>, metrics: Arc<Metrics>) -> Self {
+        AlertBoard {
+            settings,
+            readers,
+            metrics,
+            latest: RwLock::new(None),
+        }
+    }
+
     pub fn latest(&self) -> Option<Arc<Evaluation>> {
         self.latest
             .read()
@@ -124,32 +66,32 @@ impl AlertBoard {
     fn set(&self, ev: Arc<Evaluation>) {
         *self.latest.write().unwrap_or_else(PoisonError::into_inner) = Some(ev);
     }
-}
 
-/// Evaluates now with the configured settings, publishes the result (the
-/// board and the `glassbox_alerts_firing` gauge) and returns it.
-pub async fn evaluate_now(state: &AppState) -> Result<Arc<Evaluation>, ApiError> {
-    let options = state
-        .config
-        .alerts
-        .options(glassbox_trace::unix_micros_now(), None);
-    let ev = state
-        .with_store(move |store| drift::evaluate(store, &options).map_err(ApiError::from))
-        .await?;
-    let ev = Arc::new(ev);
-    state.metrics.set_alerts(&ev.alerts);
-    state.alerts.set(ev.clone());
-    Ok(ev)
+    /// Evaluates now with the configured settings, publishes the result
+    /// (the board and the `glassbox_alerts_firing` gauge) and returns it.
+    pub async fn evaluate_now(&self) -> Result<Arc<Evaluation>, ApiError> {
+        let options = self
+            .settings
+            .options(glassbox_trace::unix_micros_now(), None);
+        let ev = self
+            .readers
+            .run(move |store| drift::evaluate(store, &options).map_err(ApiError::from))
+            .await?;
+        let ev = Arc::new(ev);
+        self.metrics.set_alerts(&ev.alerts);
+        self.set(ev.clone());
+        Ok(ev)
+    }
 }
 
 /// Re-evaluates every `interval` until `stop` (first at once).
-pub async fn run_periodically(state: AppState, stop: glassbox_engine::CancellationToken) {
-    if !state.config.alerts.enabled {
+pub async fn run_periodically(board: Arc<AlertBoard>, stop: glassbox_engine::CancellationToken) {
+    if !board.settings.enabled {
         return;
     }
-    let every = state.config.alerts.interval();
+    let every = board.settings.interval();
     loop {
-        if let Err(e) = evaluate_now(&state).await {
+        if let Err(e) = board.evaluate_now().await {
             eprintln!("glassbox serve: drift alert evaluation failed: {e}");
         }
         tokio::select! {

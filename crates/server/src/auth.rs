@@ -20,7 +20,7 @@
 //! `-tokens` ([`RateLimiter::remaining`]).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
@@ -31,7 +31,7 @@ use glassbox_trace::Priority;
 
 use crate::config::{ApiKey, Config, RateLimit, Scope, sha256_hex};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::metrics::Metrics;
 
 /// Who made a request (added to request extensions by the guard).
 #[derive(Debug, Clone)]
@@ -426,18 +426,24 @@ fn rate_limited(who: &str, limit: RateLimit, work: Work, refusal: Refusal) -> Ap
 /// The scopes a group of routes accepts (any one suffices).
 #[derive(Clone)]
 pub struct Guard {
-    pub state: AppState,
+    pub keys: Arc<Keys>,
+    pub limiter: Arc<RateLimiter>,
+    /// Where refusals are counted.
+    pub metrics: Arc<Metrics>,
     pub scopes: &'static [Scope],
 }
 
 /// The middleware: authenticate, authorise, rate-limit.
 pub async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
-    let caller = match g.state.keys.check(req.headers(), g.scopes) {
+    let caller = match g.keys.check(req.headers(), g.scopes) {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    let limiter = g.state.limiter.clone();
-    let mut response = match g.state.charge(&caller, Work::ONE, Work::ONE) {
+    let limiter = g.limiter.clone();
+    let charged = limiter
+        .charge(&caller, Work::ONE, Work::ONE)
+        .inspect_err(|e| g.metrics.rejected("-", e.code));
+    let mut response = match charged {
         Err(e) => e.into_response(),
         Ok(()) => {
             req.extensions_mut().insert(caller.clone());

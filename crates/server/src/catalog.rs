@@ -22,7 +22,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use glassbox_engine::{Pipeline, PipelineOptions, Registry};
+use glassbox_engine::{PipelineOptions, Registry};
 use glassbox_nodes::outbound::ServerAllow;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_store::StoreWriter;
@@ -32,32 +32,8 @@ use glassbox_topology::{Topology, TopologyError};
 use crate::calibrated::CalibratedSink;
 use crate::error::ServerError;
 use crate::metrics::{MeteredSink, Metrics};
+pub use crate::served::{Served, StreamMode, embeds, stream_mode};
 use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
-
-/// How chat completions stream a topology's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamMode {
-    /// Tokens of these LLM nodes (the last LLMs on any path) go out as
-    /// they are generated.
-    Live { nodes: Vec<String> },
-    /// The final output is sent once the request ends: the topology has no
-    /// LLM, or an output guard checks LLM text before it leaves.
-    Buffered { reason: &'static str },
-}
-
-/// A topology being served.
-#[derive(Debug)]
-pub struct Served {
-    pub topology: Arc<Topology>,
-    pub pipeline: Pipeline,
-    /// The file it came from.
-    pub file: PathBuf,
-    /// When this version was loaded (microseconds since the epoch).
-    pub loaded_at_us: u64,
-    pub stream: StreamMode,
-    /// Every entry node embeds (usable by `/v1/embeddings`).
-    pub embeds: bool,
-}
 
 /// A file that is not being served (or whose last edit was rejected).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,24 +398,14 @@ impl Catalog {
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
         // A calibration beside the file (`glassbox calibrate`) prices its nodes.
-        let calibration = match glassbox_engine::calibration::Calibration::find(path) {
-            Some(Ok(c)) => Some(c),
-            Some(Err(e)) => {
-                eprintln!("glassbox serve: {e}; billing `{name}` with the topology's prices");
-                None
-            }
-            None => None,
-        };
+        let calibration = glassbox_app::calibration::beside(path, &mut |w| {
+            eprintln!("glassbox serve: `{name}`: {w}");
+        });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
-            let prices = calibration.as_ref().map_or_else(Default::default, |c| {
-                let today = glassbox_engine::calibration::today_days();
-                let machine = glassbox_engine::calibration::this_machine();
-                let none = std::collections::BTreeMap::new();
-                for w in c.warnings(today, &machine, &topology.version, &none) {
+            let prices =
+                glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
                     eprintln!("glassbox serve: warning: {w}");
-                }
-                c.prices()
-            });
+                });
             let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
                 topology: Arc::from(topology.id.as_str()),
                 metrics: self.builder.metrics.clone(),
@@ -535,37 +501,6 @@ fn unquoted(name: &str, report: &glassbox_topology::Report) -> String {
         "`{name}` is not a valid topology; it resolves to a file outside the topologies directory, so its contents are not quoted (run `glassbox validate` on it to see them):\n{}",
         items.join("\n")
     )
-}
-
-/// Live streaming unless an output guard sits after a text-streaming node
-/// (its text must not leave unchecked) or no node streams text at all.
-/// What a kind does is the kind's answer, through `kinds`.
-pub fn stream_mode(t: &Topology, kinds: &Registry) -> StreamMode {
-    let writers: Vec<glassbox_topology::NodeId> = t
-        .node_ids()
-        .filter(|&i| kinds.streams_text(&t.node(i).kind))
-        .collect();
-    if writers.is_empty() {
-        return StreamMode::Buffered { reason: "no_llm" };
-    }
-    let mut last = Vec::new();
-    for &i in &writers {
-        let after = t.downstream(i);
-        if after.iter().any(|&j| kinds.guards_output(&t.node(j).kind)) {
-            return StreamMode::Buffered {
-                reason: "output_guard",
-            };
-        }
-        if !after.iter().any(|&j| kinds.streams_text(&t.node(j).kind)) {
-            last.push(t.node(i).id.clone());
-        }
-    }
-    StreamMode::Live { nodes: last }
-}
-
-/// Every entry node embeds: the topology turns text into a vector.
-fn embeds(t: &Topology, kinds: &Registry) -> bool {
-    !t.entries().is_empty() && t.entries().iter().all(|e| kinds.embeds(&t.node(*e).kind))
 }
 
 #[cfg(test)]

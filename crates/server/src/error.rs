@@ -3,12 +3,16 @@
 //! could not start or stop cleanly. [`json_errors`] makes sure every error
 //! response is JSON, including those no handler wrote (unknown methods, a
 //! layer's bare status).
+//!
+//! It is also the one place where domain failures become statuses: a
+//! failed run ([`failure_status`]), the store's errors (`From<StoreError>`).
 
 use axum::Json;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use glassbox_engine::{ExecError, NodeError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -231,5 +235,71 @@ impl ServerError {
             ServerError::Store(e) => e.code(),
             ServerError::Io(_) => "io",
         }
+    }
+}
+
+/// The HTTP status of a failed run, and a hint: the one place an engine
+/// failure becomes a status, for every door (runs, chat, embeddings).
+pub fn failure_status(err: &ExecError) -> (StatusCode, Option<&'static str>) {
+    fn root(err: &ExecError) -> &ExecError {
+        match err {
+            ExecError::FallbackFailed { cause, .. } => root(cause),
+            other => other,
+        }
+    }
+    match root(err) {
+        ExecError::NodeFailed {
+            source: NodeError::BadInput(_),
+            ..
+        } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("check the input fields this topology reads"),
+        ),
+        ExecError::NodeFailed {
+            source: NodeError::Overloaded(_),
+            ..
+        } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(
+                "a model this topology uses is at capacity: retry after the seconds in `Retry-After`, or raise its `max_num_seqs` / queue",
+            ),
+        ),
+        ExecError::NodeFailed {
+            source:
+                NodeError::Unavailable(_)
+                | NodeError::Upstream {
+                    retryable: true, ..
+                },
+            ..
+        } => (StatusCode::SERVICE_UNAVAILABLE, None),
+        ExecError::NodeTimeout { .. } | ExecError::DeadlineExceeded { .. } => {
+            (StatusCode::GATEWAY_TIMEOUT, None)
+        }
+        ExecError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, None),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(source: NodeError) -> ExecError {
+        ExecError::NodeFailed {
+            node: "llm".into(),
+            attempt: 1,
+            source,
+        }
+    }
+
+    #[test]
+    fn overload_is_429_and_unavailable_503() {
+        let (status, hint) = failure_status(&failed(NodeError::Overloaded("full".into())));
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(hint.is_some_and(|h| h.contains("Retry-After")));
+        let (status, _) = failure_status(&failed(NodeError::Unavailable("down".into())));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let (status, _) = failure_status(&failed(NodeError::BadInput("no".into())));
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     }
 }

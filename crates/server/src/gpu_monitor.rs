@@ -1,4 +1,4 @@
-//! GPU monitoring in the server: the `[alerts.gpu]` settings, the latest
+//! GPU monitoring in the server: the latest
 //! readings of every worker's GPUs (this machine's through NVML, see
 //! `glassbox_cluster::gpu`), the alerts they raise, and the task that
 //! samples every `interval`.
@@ -24,81 +24,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use glassbox_cluster::gpu::{GpuSource, GpuStats};
-use glassbox_store::time::parse_duration;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Metrics;
-use crate::state::AppState;
-
-/// The `[alerts.gpu]` section of the config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct GpuAlertSettings {
-    pub enabled: bool,
-    pub interval: String,
-    pub temperature_celsius: f64,
-    pub memory_ratio: f64,
-    pub utilization_ratio: f64,
-    pub utilization_for: String,
-}
-
-impl Default for GpuAlertSettings {
-    fn default() -> Self {
-        GpuAlertSettings {
-            enabled: true,
-            interval: "5s".into(),
-            temperature_celsius: 85.0,
-            memory_ratio: 0.95,
-            utilization_ratio: 0.95,
-            utilization_for: "10m".into(),
-        }
-    }
-}
-
-impl GpuAlertSettings {
-    /// Every problem, each naming its field.
-    pub fn problems(&self) -> Vec<String> {
-        let mut out: Vec<String> = [
-            ("interval", &self.interval),
-            ("utilization_for", &self.utilization_for),
-        ]
-        .into_iter()
-        .filter_map(|(name, v)| {
-            parse_duration(v)
-                .err()
-                .map(|e| format!("alerts.gpu: `{name}`: {e}"))
-        })
-        .collect();
-        if !(self.temperature_celsius > 0.0 && self.temperature_celsius.is_finite()) {
-            out.push(format!(
-                "alerts.gpu: `temperature_celsius` must be a positive number of °C (got {})",
-                self.temperature_celsius
-            ));
-        }
-        for (name, v) in [
-            ("memory_ratio", self.memory_ratio),
-            ("utilization_ratio", self.utilization_ratio),
-        ] {
-            if !(v > 0.0 && v <= 1.0) {
-                out.push(format!(
-                    "alerts.gpu: `{name}` must be a ratio in (0, 1], e.g. 0.95 for 95% (got {v})"
-                ));
-            }
-        }
-        out
-    }
-
-    pub fn interval(&self) -> Duration {
-        Duration::from_micros(parse_duration(&self.interval).unwrap_or(5_000_000))
-    }
-
-    fn utilization_for_us(&self) -> u64 {
-        parse_duration(&self.utilization_for).unwrap_or(600_000_000)
-    }
-}
+pub use crate::config::GpuAlertSettings;
+use crate::metrics::{AlertLabels, Metrics};
 
 /// What a GPU alert is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -178,6 +109,18 @@ pub struct GpuAlert {
 pub enum Change {
     Started(GpuAlert),
     Cleared(GpuAlert),
+}
+
+impl GpuAlert {
+    /// Its labels on `glassbox_alerts_firing`.
+    pub fn labels(&self) -> AlertLabels {
+        vec![
+            ("kind", self.kind.as_str().to_string()),
+            ("worker", self.worker.clone()),
+            ("gpu", self.gpu.to_string()),
+            ("name", self.name.clone()),
+        ]
+    }
 }
 
 impl Change {
@@ -395,7 +338,14 @@ impl GpuMonitor {
             latest.gpus.insert(worker.to_string(), (now_us, samples));
         }
         if !changes.is_empty() {
-            self.metrics.set_gpu_alerts(&latest.alerting.firing());
+            self.metrics.set_gpu_alerts(
+                latest
+                    .alerting
+                    .firing()
+                    .iter()
+                    .map(GpuAlert::labels)
+                    .collect(),
+            );
         }
         drop(latest);
         for c in &changes {
@@ -451,8 +401,7 @@ pub fn local_worker_name() -> String {
 /// Samples every `interval` until `stop` (the first sample is taken when
 /// the server binds). Stops at once when disabled or when NVML is absent:
 /// there is nothing to read.
-pub async fn run_periodically(state: AppState, stop: glassbox_engine::CancellationToken) {
-    let monitor = state.gpus.clone();
+pub async fn run_periodically(monitor: Arc<GpuMonitor>, stop: glassbox_engine::CancellationToken) {
     if !monitor.settings.enabled || monitor.source.unavailable().is_some() {
         return;
     }

@@ -26,16 +26,24 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::sync::Arc;
+
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
+
+/// What the middleware needs: whether keys are required, and the config.
+#[derive(Debug, Clone)]
+pub struct Keyless {
+    pub keys_required: bool,
+    pub config: Arc<Config>,
+}
 
 /// The middleware; a no-op when API keys are configured.
-pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if state.keys.required() {
+pub async fn guard(State(keyless): State<Keyless>, req: Request, next: Next) -> Response {
+    if keyless.keys_required {
         return next.run(req).await;
     }
-    match check(&state.config, req.method(), req.headers()) {
+    match check(&keyless.config, req.method(), req.headers()) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }

@@ -52,6 +52,8 @@ pub mod keyless;
 mod llm_metrics;
 pub mod metrics;
 pub mod openapi;
+pub mod read_pool;
+pub mod served;
 pub mod service;
 pub mod state;
 pub mod versions;
@@ -79,6 +81,7 @@ pub use state::AppState;
 use crate::auth::{Guard, Keys, RateLimiter, guard};
 use crate::catalog::Builder;
 use crate::metrics::Metrics;
+use crate::read_pool::ReadPool;
 use crate::service::Service;
 
 /// How to start a server.
@@ -167,7 +170,7 @@ impl Server {
         let url = store.clone();
         let (writer, readers) = tokio::task::spawn_blocking(move || {
             let writer = glassbox_store::open_with(&url, WriterOptions::default())?;
-            let readers = (0..state::ReadPool::SIZE)
+            let readers = (0..ReadPool::SIZE)
                 .map(|_| glassbox_store::open_store(&url))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok::<_, glassbox_store::StoreError>((writer, readers))
@@ -244,22 +247,30 @@ impl Server {
             .await
             .map_err(blocking_error)?;
         }
+        let readers = Arc::new(ReadPool::new(readers));
+        let alerts = Arc::new(alerts::AlertBoard::new(
+            config.alerts.clone(),
+            readers.clone(),
+            metrics.clone(),
+        ));
+        let limiter = Arc::new(RateLimiter::default());
         let state = AppState {
             keys: Arc::new(Keys::new(&config)),
-            service: Arc::new(Service::new(
-                catalog.clone(),
-                config.clone(),
-                metrics.clone(),
-                writer.clone(),
-            )?),
+            service: Arc::new(Service::new(service::Parts {
+                catalog: catalog.clone(),
+                config: config.clone(),
+                metrics: metrics.clone(),
+                writer: writer.clone(),
+                limiter: limiter.clone(),
+            })?),
             config,
             catalog,
-            limiter: Arc::new(RateLimiter::default()),
+            limiter,
             metrics,
             writer,
-            readers: Arc::new(state::ReadPool::new(readers)),
+            readers,
             ready: Arc::new(AtomicBool::new(false)),
-            alerts: Arc::new(alerts::AlertBoard::default()),
+            alerts,
             gpus,
             pool,
         };
@@ -300,8 +311,11 @@ impl Server {
         let state = self.state.clone();
         let stop = glassbox_engine::CancellationToken::new();
         let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
-        let drift = tokio::spawn(alerts::run_periodically(state.clone(), stop.clone()));
-        let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(state.clone(), stop.clone()));
+        let drift = tokio::spawn(alerts::run_periodically(state.alerts.clone(), stop.clone()));
+        let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(
+            state.gpus.clone(),
+            stop.clone(),
+        ));
         state.ready.store(true, Ordering::Release);
         let ready = state.ready.clone();
         let draining = stop.clone();
@@ -378,7 +392,9 @@ fn guarded(
 ) -> Router<AppState> {
     routes.route_layer(from_fn_with_state(
         Guard {
-            state: state.clone(),
+            keys: state.keys.clone(),
+            limiter: state.limiter.clone(),
+            metrics: state.metrics.clone(),
             scopes,
         },
         guard,
@@ -460,7 +476,11 @@ pub fn router(state: AppState) -> Router {
     }
     // Outermost: keyless checks before anything else runs, and every error
     // on the way out is JSON (the keyless refusals included).
-    app.layer(from_fn_with_state(state.clone(), keyless::guard))
+    let keyless = keyless::Keyless {
+        keys_required: state.keys.required(),
+        config: state.config.clone(),
+    };
+    app.layer(from_fn_with_state(keyless, keyless::guard))
         .layer(from_fn(error::json_errors))
         .with_state(state)
 }

@@ -48,7 +48,7 @@ struct CostLabels {
 
 /// `glassbox_alerts_firing` labels: `{kind, topology, node}` for a drift
 /// alert, `{kind, worker, gpu, name}` for a GPU alert.
-type AlertLabels = Vec<(&'static str, String)>;
+pub type AlertLabels = Vec<(&'static str, String)>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GpuLabels {
@@ -433,19 +433,9 @@ impl Metrics {
         self.publish_firing(&firing);
     }
 
-    /// Publishes the GPU alerts firing now, in place of the previous ones.
-    pub fn set_gpu_alerts(&self, alerts: &[crate::gpu_monitor::GpuAlert]) {
-        let labels = alerts
-            .iter()
-            .map(|a| {
-                vec![
-                    ("kind", a.kind.as_str().to_string()),
-                    ("worker", a.worker.clone()),
-                    ("gpu", a.gpu.to_string()),
-                    ("name", a.name.clone()),
-                ]
-            })
-            .collect();
+    /// Publishes the GPU alerts firing now (each as its labels), in place
+    /// of the previous ones.
+    pub fn set_gpu_alerts(&self, labels: Vec<AlertLabels>) {
         let mut firing = self.firing.lock().unwrap_or_else(PoisonError::into_inner);
         firing.1 = labels;
         self.publish_firing(&firing);

@@ -1,16 +1,21 @@
 //! What every handler shares: the request service, the store (trace writer
 //! and read connections), keys and rate limits, metrics, readiness.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use glassbox_store::{StoreWriter, TraceStore};
 
+pub use crate::read_pool::ReadPool;
+
+use crate::alerts::AlertBoard;
 use crate::auth::{Caller, Keys, RateLimiter, Work};
-use crate::catalog::{Catalog, Served};
+use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::gpu_monitor::GpuMonitor;
 use crate::metrics::Metrics;
+use crate::served::Served;
 use crate::service::Service;
 
 /// Shared by every handler; cheap to clone.
@@ -30,78 +35,12 @@ pub struct AppState {
     /// streaming, usage, the trace hand-off.
     pub service: Arc<Service>,
     /// The latest drift-alert evaluation (`/v1/alerts`, `/metrics`).
-    pub alerts: Arc<crate::alerts::AlertBoard>,
+    pub alerts: Arc<AlertBoard>,
     /// GPU readings and alerts (`/v1/gpus`, `/v1/alerts`, `/metrics`).
-    pub gpus: Arc<crate::gpu_monitor::GpuMonitor>,
+    pub gpus: Arc<GpuMonitor>,
     /// The worker pool (`glassbox serve --cluster`), kept in step with etcd
     /// by the caller; `None` on a single server.
     pub pool: Option<glassbox_cluster::Pool>,
-}
-
-/// A few read connections, so a slow read (a report over a million
-/// requests) does not hold up trace lookups. SQLite in WAL mode and
-/// PostgreSQL both serve concurrent readers.
-pub struct ReadPool {
-    conns: Vec<Mutex<Box<dyn TraceStore>>>,
-    next: AtomicUsize,
-}
-
-impl ReadPool {
-    /// How many connections the server opens.
-    pub const SIZE: usize = 4;
-
-    /// A pool of the given connections; at least one.
-    pub fn new(conns: Vec<Box<dyn TraceStore>>) -> ReadPool {
-        assert!(!conns.is_empty(), "a read pool needs a connection");
-        ReadPool {
-            conns: conns.into_iter().map(Mutex::new).collect(),
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// Runs `f` on a free connection, or waits for one if all are busy.
-    /// Blocking: call from a blocking thread.
-    pub fn with<T>(&self, f: impl FnOnce(&mut dyn TraceStore) -> T) -> T {
-        let n = self.conns.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            if let Ok(mut conn) = self.conns[(start + i) % n].try_lock() {
-                return f(&mut **conn);
-            }
-        }
-        let mut conn = self.conns[start % n]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        f(&mut **conn)
-    }
-}
-
-impl Drop for ReadPool {
-    /// A PostgreSQL connection closes by blocking on a runtime of its own,
-    /// which panics inside another runtime, and the pool is dropped with the
-    /// server's state on a runtime thread: SIGTERM on a PostgreSQL store
-    /// ended in an abort (exit 134) after the traces were flushed. So the
-    /// connections are closed on a plain thread.
-    fn drop(&mut self) {
-        let conns = std::mem::take(&mut self.conns);
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let closing = std::thread::Builder::new()
-            .name("gb-store-close".into())
-            .spawn(move || drop(conns));
-        if let Ok(thread) = closing {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl std::fmt::Debug for ReadPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadPool")
-            .field("connections", &self.conns.len())
-            .finish()
-    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -136,12 +75,7 @@ impl AppState {
         T: Send + 'static,
         F: FnOnce(&mut dyn TraceStore) -> Result<T, ApiError> + Send + 'static,
     {
-        let readers = self.readers.clone();
-        tokio::task::spawn_blocking(move || readers.with(f))
-            .await
-            .map_err(|e| {
-                ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
-            })?
+        self.readers.run(f).await
     }
 
     /// Waits until every trace sent so far is committed.
@@ -153,52 +87,5 @@ impl AppState {
                 ApiError::internal("store_task_failed", format!("the store task failed: {e}"))
             })?
             .map_err(ApiError::from)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn a_busy_read_connection_does_not_hold_up_the_next_read() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("traces.db");
-        let conns = (0..2)
-            .map(|_| {
-                glassbox_store::SqliteStore::open(&path)
-                    .map(|s| Box::new(s) as Box<dyn TraceStore>)
-                    .expect("open")
-            })
-            .collect();
-        let pool = Arc::new(ReadPool::new(conns));
-        let (held_tx, held_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let slow = {
-            let pool = pool.clone();
-            std::thread::spawn(move || {
-                pool.with(|store| {
-                    held_tx.send(()).expect("send");
-                    // Held until the other read is done (or the test gave up).
-                    let _ = release_rx.recv_timeout(Duration::from_secs(60));
-                    store.counts().expect("counts")
-                })
-            })
-        };
-        held_rx.recv().expect("the slow read started");
-        let (done_tx, done_rx) = mpsc::channel();
-        {
-            let pool = pool.clone();
-            std::thread::spawn(move || {
-                let _ = done_tx.send(pool.with(|store| store.counts().expect("counts")));
-            });
-        }
-        let other = done_rx.recv_timeout(Duration::from_secs(30));
-        release_tx.send(()).expect("release");
-        assert_eq!(other.expect("the second read waited for the first"), (0, 0));
-        assert_eq!(slow.join().expect("join"), (0, 0));
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use glassbox_trace::{VersionChoice, VersionShare};
 use sha2::{Digest, Sha256};
 
-use crate::catalog::Served;
+use crate::served::Served;
 
 /// Buckets a key is hashed into: split shares are whole percentages.
 pub const BUCKETS: u32 = 100;

@@ -12,6 +12,7 @@
 //! Input length is the whole input's (schema 5 on), not its summary's.
 
 mod lifecycle;
+mod measure;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,8 +20,11 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::query::{Filter, RequestFacts, SpanFacts, TraceStore};
+pub use crate::time::{civil_from_days, days_from_civil};
 use lifecycle::SpanExtras;
 pub use lifecycle::{CriticalShare, NodeBucketReport};
+use measure::{BUCKETS, bucket_of};
+pub use measure::{Percentiles, percentiles};
 
 /// How to slice requests within a topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,15 +101,6 @@ pub struct ReportOptions {
     pub input_buckets: bool,
 }
 
-/// P50/P95/P99 (and mean) of a sample.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Percentiles {
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-}
-
 /// How often one value occurs in a group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Share {
@@ -167,23 +162,6 @@ pub struct Report {
     pub groups: Vec<GroupReport>,
 }
 
-/// Input-length buckets (characters of the whole input).
-const BUCKETS: &[(i64, &str)] = &[
-    (256, "<256"),
-    (1024, "256-1k"),
-    (4096, "1k-4k"),
-    (16384, "4k-16k"),
-    (i64::MAX, ">=16k"),
-];
-
-/// The bucket an input of `len` characters falls in.
-fn bucket_of(len: i64) -> usize {
-    BUCKETS
-        .iter()
-        .position(|(limit, _)| len < *limit)
-        .unwrap_or(BUCKETS.len() - 1)
-}
-
 #[derive(Default)]
 struct Acc {
     durations: Vec<f64>,
@@ -204,32 +182,6 @@ struct NodeAcc {
     durations: Vec<f64>,
     cost: f64,
     errors: u64,
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01, proleptic Gregorian.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 fn days(us: i64) -> i64 {
@@ -313,25 +265,6 @@ impl<'a> GroupId<'a> {
             GroupId::Every(start) => utc_key(*start),
             GroupId::Text(t) => t.to_string(),
         }
-    }
-}
-
-/// Nearest-rank percentiles of `values` (sorted in place).
-pub fn percentiles(values: &mut [f64]) -> Percentiles {
-    if values.is_empty() {
-        return Percentiles::default();
-    }
-    values.sort_unstable_by(f64::total_cmp);
-    let n = values.len();
-    let at = |p: f64| {
-        let rank = (p * n as f64).ceil() as usize;
-        values[rank.clamp(1, n) - 1]
-    };
-    Percentiles {
-        mean: values.iter().sum::<f64>() / n as f64,
-        p50: at(0.50),
-        p95: at(0.95),
-        p99: at(0.99),
     }
 }
 

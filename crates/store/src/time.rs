@@ -2,8 +2,6 @@
 //! seconds, or an age like `90m`, `24h`, `7d` (the forms `glassbox trace
 //! list --since` and the server's `/v1/traces?since=` accept).
 
-use crate::report::days_from_civil;
-
 /// A length of time like `90m`, `24h`, `7d`, `30s`, `2w` in microseconds,
 /// or why `s` is not one (the age forms of [`parse_time`]).
 pub fn parse_duration(s: &str) -> Result<u64, String> {
@@ -76,6 +74,32 @@ pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
         }
     }
     Ok(us)
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01, proleptic Gregorian.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

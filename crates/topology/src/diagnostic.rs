@@ -304,22 +304,6 @@ impl Report {
         out
     }
 
-    /// The same report over a copy of the source whose secret-bearing
-    /// values (header values, keys, tokens, URL userinfo) are overwritten
-    /// with `*`: render this one wherever people other than the file's
-    /// author read diagnostics (the server's `problems`).
-    pub fn masked(&self) -> Report {
-        let text = crate::secret::mask_source(self.source.text(), self.source.format());
-        let mut diagnostics = self.diagnostics.clone();
-        for d in &mut diagnostics {
-            d.message = crate::secret::mask_text(&d.message).into_owned();
-        }
-        Report {
-            source: Source::with_format(self.source.name(), text, self.source.format()),
-            diagnostics,
-        }
-    }
-
     /// Every diagnostic as code, location, message and hint, quoting no
     /// line of the source (for files whose contents must not be shown).
     pub fn render_without_source(&self) -> String {

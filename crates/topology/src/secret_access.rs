@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+pub use crate::secret::AccessError;
 use crate::secret::{LookupError, Reference, SecretError, is_secret_key, references, resolve_with};
 
 /// Environment variables that hold the server's own credentials: never
@@ -44,73 +45,6 @@ pub const SERVER_OWN_ENV: &[&str] = &[
 /// Directories `${file:…}` may read by default: where Docker and
 /// Kubernetes mount secrets.
 pub const DEFAULT_DIRS: &[&str] = &["/run/secrets", "/var/run/secrets"];
-
-/// Why a reference may not be read or sent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AccessError {
-    #[error(
-        "`{field}` holds a secret reference, but this field is not meant for secrets: it would be resolved into text (templates, prompts, bodies, descriptions)"
-    )]
-    Misplaced { field: String },
-    #[error(
-        "`{field}` reads environment variable `{name}`, one of the server's own credentials, which topologies may never read"
-    )]
-    ServerOwn { field: String, name: String },
-    #[error(
-        "`{field}` reads environment variable `{name}`, which the server's `[secrets] env` allow-list does not include"
-    )]
-    EnvNotAllowed { field: String, name: String },
-    #[error(
-        "`{field}` reads `{path}`, which is outside the directories secrets may be read from ({dirs})"
-    )]
-    FileNotAllowed {
-        field: String,
-        path: String,
-        dirs: String,
-    },
-    #[error(
-        "`{field}` sends credential `{credential}` to `{host}`, but it may only be sent to {allowed}"
-    )]
-    HostNotAllowed {
-        field: String,
-        credential: String,
-        host: String,
-        allowed: String,
-    },
-}
-
-impl AccessError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            AccessError::Misplaced { .. } => "secret_misplaced",
-            AccessError::ServerOwn { .. } => "secret_server_own",
-            AccessError::EnvNotAllowed { .. } => "secret_env_not_allowed",
-            AccessError::FileNotAllowed { .. } => "secret_file_not_allowed",
-            AccessError::HostNotAllowed { .. } => "secret_host_not_allowed",
-        }
-    }
-
-    /// What to do about it.
-    pub fn hint(&self) -> &'static str {
-        match self {
-            AccessError::Misplaced { .. } => {
-                "reference secrets only in `headers`, `api_key_env`, URL userinfo or a field named for a secret (`api_key`, `token`, `password`); pass data to templates through the request input"
-            }
-            AccessError::ServerOwn { .. } => {
-                "give the node its own credential in another variable and list it in `[secrets] env`"
-            }
-            AccessError::EnvNotAllowed { .. } => {
-                "add the variable to `[secrets] env` in the server config"
-            }
-            AccessError::FileNotAllowed { .. } => {
-                "mount the secret under /run/secrets, or add its directory to `[secrets] dirs` in the server config"
-            }
-            AccessError::HostNotAllowed { .. } => {
-                "point the node at a host listed for this credential in `[secrets.hosts]`, or use another credential"
-            }
-        }
-    }
-}
 
 /// What references may read and where credentials may go: the server
 /// operator's `[secrets]` section. The default reads any variable except

@@ -14,7 +14,7 @@ use glassbox_store::drift::{self, DriftOptions, Evaluation, Thresholds};
 use glassbox_store::time::parse_duration;
 
 use super::common::OutputFormat;
-use super::trace::{StoreArg, format_time, store_error};
+use super::store::{StoreArg, format_time, store_error};
 use crate::exit::{self, Coded};
 use crate::table::{Align, Table};
 

@@ -20,19 +20,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
+use glassbox_app::{Local, LocalOptions, Record};
+use glassbox_engine::RunOptions;
 use glassbox_engine::calibration::{
     self, Calibration, NodeCalibration, date_of, this_machine, today_days,
 };
-use glassbox_engine::trace::NoopSink;
-use glassbox_engine::{PipelineOptions, RunOptions};
-use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_topology::ResourceKind;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::common::{OutputFormat, topology_error};
+use super::common::OutputFormat;
 use crate::exit::{self, Coded};
 use crate::table::{Align, Table};
 
@@ -135,34 +133,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let input = super::common::request_input(a.question.as_deref(), a.input.as_deref())?;
     let (gpu_hourly, gpu_basis) = device_hourly(&a)?;
     let registry = glassbox_nodes::registry();
-    let options = |_: &glassbox_topology::Topology, _: &glassbox_topology::Report| {
-        Ok::<_, std::convert::Infallible>(PipelineOptions {
-            sink: Arc::new(NoopSink),
-            ..PipelineOptions::default()
-        })
-    };
-    let assembly = Assembly {
-        registry: &registry,
-        options: &options,
-        outbound: None,
-        models: None,
-        cluster: None,
-    };
-    let assembled = glassbox_nodes::assemble(TopologyInput::Path(a.file.clone()), &assembly)
-        .map_err(|e| match e {
-            AssembleError::Topology(err) => topology_error(err),
-            AssembleError::Options(never) => match never {},
-            AssembleError::Build(err) => invalid(err.to_string()),
-        })?;
-    let topology = assembled.topology.clone();
-    let pipeline = assembled.pipeline;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()?;
+    let local = Local::open(
+        &a.file,
+        &registry,
+        LocalOptions {
+            record: Record::Nowhere,
+            calibrated: false,
+            warn: &super::run::warn,
+        },
+    )
+    .map_err(super::run::local_error)?;
+    let topology = local.topology.clone();
     let mut sums: BTreeMap<String, Sums> = BTreeMap::new();
     let mut models = BTreeMap::new();
     for i in 0..=a.requests {
-        let outcome = runtime.block_on(pipeline.run(input.clone(), RunOptions::default()));
+        let outcome = local.run(input.clone(), RunOptions::default());
         if let Err(err) = &outcome.result {
             return Err(anyhow::Error::new(Coded {
                 code: exit::FAILED,
@@ -193,7 +178,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             s.charged += line.amount;
         }
     }
-    drop(pipeline);
+    drop(local);
     let runs = f64::from(a.requests);
     let mut nodes = Vec::new();
     for node in &topology.nodes {

@@ -16,7 +16,7 @@ use glassbox_models::{
 use serde::Serialize;
 
 use super::common::OutputFormat;
-use super::trace::StoreArg;
+use super::store::StoreArg;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

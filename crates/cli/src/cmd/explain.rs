@@ -12,7 +12,7 @@ use glassbox_trace::Lang;
 use serde_json::json;
 
 use super::common::{LangArg, OutputFormat};
-use super::trace::{StoreArg, load_trace};
+use super::store::{StoreArg, load_trace};
 
 #[derive(Debug, clap::Args)]
 #[command(

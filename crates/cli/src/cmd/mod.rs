@@ -15,6 +15,7 @@ pub mod report;
 pub mod run;
 pub mod schema;
 pub mod serve;
+pub mod store;
 pub mod test;
 pub mod trace;
 pub mod trace_diff;

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use glassbox_store::report::{self, GroupBy, GroupReport, Percentiles, Report, ReportOptions};
 
-use super::trace::{FilterArgs, StoreArg, store_error};
+use super::store::{FilterArgs, StoreArg, store_error};
 use crate::table::{Align, Table};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -2,16 +2,16 @@
 //! receipt and explanation.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use glassbox_engine::trace::{Lang, NoopSink, RequestRecord, SpanRecord, TraceSink};
-use glassbox_engine::{BuildError, Outcome, PipelineError, PipelineOptions, RunOptions};
-use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
+use glassbox_app::local::Warning;
+use glassbox_app::{Local, LocalError, LocalOptions, Record};
+use glassbox_engine::trace::{Lang, RequestRecord, SpanRecord};
+use glassbox_engine::{BuildError, Outcome, PipelineError, RunOptions};
 use serde_json::{Value, json};
 
 use super::common::{LangArg, OutputFormat, color, topology_error};
-use super::trace::{StoreArg, store_error};
+use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 use crate::table::Table;
 
@@ -53,63 +53,21 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = super::common::request_input(args.question.as_deref(), args.input.as_deref())?;
     let registry = glassbox_nodes::registry();
-    let calibration = calibration_for(&args.file);
-    // The request is recorded off the request path by the store's writer;
-    // `close` below waits until it is durable. The store is opened once the
-    // topology is known to be valid.
-    let writer = std::cell::OnceCell::new();
-    let options = |topology: &glassbox_topology::Topology,
-                   warnings: &glassbox_topology::Report|
-     -> anyhow::Result<PipelineOptions> {
-        if !warnings.diagnostics.is_empty() {
-            eprint!("{}", warnings.render(color(false)));
-        }
-        let sink: Arc<dyn TraceSink> = if args.no_store {
-            Arc::new(NoopSink)
-        } else {
-            let url = glassbox_store::StoreUrl::resolve(args.store.store.as_deref())
-                .map_err(store_error)?;
-            let opened = glassbox_store::open_with(&url, glassbox_store::WriterOptions::default())
-                .map_err(store_error)?;
-            let opened = Arc::new(opened);
-            writer.get_or_init(|| (opened.clone(), url));
-            opened
-        };
-        let prices = match &calibration {
-            Some(c) => {
-                let today = glassbox_engine::calibration::today_days();
-                let machine = glassbox_engine::calibration::this_machine();
-                let none = std::collections::BTreeMap::new();
-                for w in c.warnings(today, &machine, &topology.version, &none) {
-                    eprintln!("warning: {w}");
-                }
-                c.prices()
-            }
-            None => Default::default(),
-        };
-        Ok(PipelineOptions {
-            sink,
-            prices,
-            ..PipelineOptions::default()
-        })
+    let record = if args.no_store {
+        Record::Nowhere
+    } else {
+        Record::Store(args.store.store.clone())
     };
-    let assembly = Assembly {
-        registry: &registry,
-        options: &options,
-        outbound: None,
-        models: None,
-        cluster: None,
-    };
-    let assembled = glassbox_nodes::assemble(TopologyInput::Path(args.file.clone()), &assembly)
-        .map_err(|e| match e {
-            AssembleError::Topology(err) => topology_error(err),
-            AssembleError::Options(err) => err,
-            AssembleError::Build(err) => build_error(err),
-        })?;
-    let pipeline = assembled.pipeline;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()?;
+    let local = Local::open(
+        &args.file,
+        &registry,
+        LocalOptions {
+            record,
+            calibrated: true,
+            warn: &warn,
+        },
+    )
+    .map_err(local_error)?;
     let lang = match args.lang {
         LangArg::En => Lang::En,
         LangArg::Zh => Lang::Zh,
@@ -119,22 +77,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         lang,
         ..RunOptions::default()
     };
-    let outcome = runtime.block_on(pipeline.run(input, run_options));
-    drop(pipeline);
-    if let Some(c) = &calibration {
-        // Age, hardware and version were told before the run.
-        for w in c.record_warnings(&outcome.trace.record) {
-            eprintln!("warning: {w}");
-        }
+    let outcome = local.run(input, run_options);
+    // Age, hardware and version were told before the run.
+    for w in local.record_warnings(&outcome) {
+        eprintln!("warning: {w}");
     }
-    if let Some((writer, url)) = writer.into_inner() {
-        match writer.close() {
-            Ok(_) if args.format == OutputFormat::Table => {
-                eprintln!("recorded as {} in {url}", outcome.trace.record.request_id);
-            }
-            Ok(_) => {}
-            Err(e) => eprintln!("warning: the trace was not recorded in {url}: {e}"),
+    match local.close() {
+        Some((url, Ok(_))) if args.format == OutputFormat::Table => {
+            eprintln!("recorded as {} in {url}", outcome.trace.record.request_id);
         }
+        Some((url, Err(e))) => eprintln!("warning: the trace was not recorded in {url}: {e}"),
+        _ => {}
     }
     match args.format {
         OutputFormat::Json => crate::exit::emit(&format!(
@@ -149,6 +102,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("error: {err} [{}]", err.code());
             Ok(ExitCode::from(exit::FAILED))
         }
+    }
+}
+
+/// Prints a local run's warning on standard error.
+pub(crate) fn warn(w: Warning<'_>) {
+    match w {
+        Warning::Topology(report) => eprint!("{}", report.render(color(false))),
+        Warning::Calibration(text) => eprintln!("warning: {text}"),
+    }
+}
+
+/// Maps why a local run could not be set up onto documented exit codes.
+pub(crate) fn local_error(err: LocalError) -> anyhow::Error {
+    match err {
+        LocalError::Topology(e) => topology_error(e),
+        LocalError::Build(e) => build_error(e),
+        LocalError::Store(e) => store_error(e),
+        LocalError::Runtime(e) => anyhow::Error::new(e),
     }
 }
 
@@ -303,19 +274,4 @@ pub fn render_table(outcome: &Outcome) -> String {
     ));
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
-}
-
-/// The calibration beside the topology file (`glassbox calibrate`), if
-/// any; one that cannot be read is reported and not used.
-fn calibration_for(file: &str) -> Option<glassbox_engine::calibration::Calibration> {
-    if file == "-" {
-        return None;
-    }
-    match glassbox_engine::calibration::Calibration::find(std::path::Path::new(file))? {
-        Ok(c) => Some(c),
-        Err(e) => {
-            eprintln!("warning: {e}; billing with the topology's prices");
-            None
-        }
-    }
 }

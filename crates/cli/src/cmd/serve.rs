@@ -8,7 +8,7 @@ use glassbox_server::api::system::describe;
 use glassbox_server::{Config, ServerError, ServerOptions};
 use glassbox_store::StoreUrl;
 
-use super::trace::{StoreArg, store_error};
+use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 
 /// The environment variable holding a clear-text API key (every scope).

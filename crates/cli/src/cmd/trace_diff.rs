@@ -10,7 +10,7 @@ use glassbox_trace::diff::{NodeSide, Side, TraceDiff};
 use serde_json::json;
 
 use super::common::{LangArg, OutputFormat};
-use super::trace::{StoreArg, load_trace, ms};
+use super::store::{StoreArg, load_trace, ms};
 use crate::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]

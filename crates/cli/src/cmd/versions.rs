@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::common::OutputFormat;
-use super::trace::format_time;
+use super::store::format_time;
 use crate::exit::{self, Coded};
 use crate::table::{Align, Table};
 

@@ -10,6 +10,7 @@
 //! that one thread. The prompt is rendered with the chat template stored in the GGUF
 //! metadata, and usage counts are the exact token counts the model saw.
 
+mod batch;
 mod dims;
 mod host_cache;
 mod load;

@@ -33,8 +33,8 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::Limits;
 use super::cost::{Step, StepCost};
+use super::limits::Limits;
 use crate::error::PlannerError;
 
 /// One LLM call and what happened to it.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use glassbox_planner::{ModelCatalogue, gguf, model};
+use glassbox_planner::{ModelCatalogue, gguf, model_source};
 
 fn smollm2() -> PathBuf {
     let dir = std::env::var_os("GLASSBOX_MODELS")
@@ -69,7 +69,7 @@ fn smollm2_header_gives_the_catalogue_shape() {
 fn smollm2_resolves_as_a_model_argument() {
     let path = smollm2();
     let cat = ModelCatalogue::builtin().unwrap();
-    let r = model::resolve(&path.display().to_string(), &cat).unwrap();
+    let r = model_source::resolve(&path.display().to_string(), &cat).unwrap();
     assert_eq!(r.origin, "gguf");
     assert!(r.file_quant.is_some());
 }

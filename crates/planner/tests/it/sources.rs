@@ -1,6 +1,6 @@
 //! Model specs from config.json files and user hardware files.
 
-use glassbox_planner::{HardwareCatalogue, ModelCatalogue, model};
+use glassbox_planner::{HardwareCatalogue, ModelCatalogue, model_source};
 
 fn temp(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("glassbox-planner-it-{}", std::process::id()));
@@ -18,7 +18,7 @@ fn mixtral_config_json_is_a_moe() {
         "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,"vocab_size":32000,
         "num_local_experts":8,"num_experts_per_tok":2}"#,
     );
-    let r = model::resolve(
+    let r = model_source::resolve(
         &p.display().to_string(),
         &ModelCatalogue::builtin().unwrap(),
     )
@@ -60,7 +60,7 @@ fn config_file_is_named_after_the_model_not_its_folder() {
         "num_hidden_layers":32,"num_key_value_heads":8,"vocab_size":128256}"#,
     )
     .expect("temp file");
-    let r = model::resolve(
+    let r = model_source::resolve(
         &p.display().to_string(),
         &ModelCatalogue::builtin().unwrap(),
     )

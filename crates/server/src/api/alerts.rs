@@ -46,7 +46,7 @@ pub async fn list_alerts(
 ) -> Result<Json<Value>, ApiError> {
     let ev = match state.alerts.latest() {
         Some(ev) if !params.fresh.unwrap_or(false) => ev,
-        _ => crate::alerts::evaluate_now(&state).await?,
+        _ => state.alerts.evaluate_now().await?,
     };
     let mut v = serde_json::to_value(&*ev)
         .map_err(|e| ApiError::internal("encode_failed", e.to_string()))?;

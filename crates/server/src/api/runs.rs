@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use glassbox_engine::{ExecError, NodeError, Outcome, RunOptions};
+use glassbox_engine::{Outcome, RunOptions};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use crate::api::body::JsonBody;
 use crate::api::extract::{Path, Query};
 use crate::auth::Caller;
-use crate::error::{ApiError, ErrorBody, ErrorDetail};
+use crate::error::{ApiError, ErrorBody, ErrorDetail, failure_status};
 use crate::service::{Ask, priority};
 use crate::state::AppState;
 use crate::versions::RequestKey;
@@ -58,47 +58,6 @@ pub struct RunResponse {
     /// Present when the request failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
-}
-
-/// The HTTP status of a failed run, and a hint.
-pub fn failure_status(err: &ExecError) -> (StatusCode, Option<&'static str>) {
-    fn root(err: &ExecError) -> &ExecError {
-        match err {
-            ExecError::FallbackFailed { cause, .. } => root(cause),
-            other => other,
-        }
-    }
-    match root(err) {
-        ExecError::NodeFailed {
-            source: NodeError::BadInput(_),
-            ..
-        } => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("check the input fields this topology reads"),
-        ),
-        ExecError::NodeFailed {
-            source: NodeError::Overloaded(_),
-            ..
-        } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(
-                "a model this topology uses is at capacity: retry after the seconds in `Retry-After`, or raise its `max_num_seqs` / queue",
-            ),
-        ),
-        ExecError::NodeFailed {
-            source:
-                NodeError::Unavailable(_)
-                | NodeError::Upstream {
-                    retryable: true, ..
-                },
-            ..
-        } => (StatusCode::SERVICE_UNAVAILABLE, None),
-        ExecError::NodeTimeout { .. } | ExecError::DeadlineExceeded { .. } => {
-            (StatusCode::GATEWAY_TIMEOUT, None)
-        }
-        ExecError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, None),
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
-    }
 }
 
 impl RunResponse {
@@ -194,11 +153,8 @@ pub async fn create_run(
         .await?
         .run(input, RunOptions::default())
         .await?;
-    // A run's tokens are known only afterwards: they count against the
-    // key's `tokens_per_minute` from now on.
-    state
-        .limiter
-        .settle(&caller, finished.usage.generated_total());
+    // A run's tokens are known only afterwards: the service settled them
+    // against the key's `tokens_per_minute` when the run ended.
     let mut body = RunResponse::from_outcome(&finished.outcome);
     if let Some(e) = finished.over_run_time() {
         // Its maximum run time ended it: the error names the limit.
@@ -217,28 +173,4 @@ pub async fn create_run(
     }
     crate::api::request_id_header(&mut response, &outcome.trace.record.request_id.to_string());
     Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn failed(source: NodeError) -> ExecError {
-        ExecError::NodeFailed {
-            node: "llm".into(),
-            attempt: 1,
-            source,
-        }
-    }
-
-    #[test]
-    fn overload_is_429_and_unavailable_503() {
-        let (status, hint) = failure_status(&failed(NodeError::Overloaded("full".into())));
-        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-        assert!(hint.is_some_and(|h| h.contains("Retry-After")));
-        let (status, _) = failure_status(&failed(NodeError::Unavailable("down".into())));
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        let (status, _) = failure_status(&failed(NodeError::BadInput("no".into())));
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    }
 }

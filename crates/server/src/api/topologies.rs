@@ -10,8 +10,9 @@ use utoipa::ToSchema;
 use glassbox_store::Redactor;
 use glassbox_topology::secret::{mask_config, mask_text};
 
-use crate::catalog::{FileProblem, Served, StreamMode};
+use crate::catalog::FileProblem;
 use crate::error::{ApiError, ErrorBody};
+use crate::served::{Served, StreamMode};
 use crate::state::AppState;
 
 /// One served topology, in a list.

@@ -28,7 +28,7 @@ use glassbox_cluster::Policy;
 use glassbox_nodes::cluster::DispatchOptions;
 use serde::{Deserialize, Serialize};
 
-use super::parse_run_time;
+use super::serving::parse_run_time;
 
 /// `[cluster]` as written in the file: every field optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The alert rules and the metric encoding, from injected readings.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use glassbox_cluster::member::Gpu;
 

@@ -9,8 +9,7 @@
 //! run time (the smaller of the topology's and the key's `max_run_time`),
 //! and tells both to the engine and to the request's trace.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -18,46 +17,13 @@ use glassbox_engine::RunOptions;
 use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
 use super::Service;
-use super::queue::{Gate, Limits, Refused, Slot};
+use super::queue::{Limits, Refused, Slot};
+use super::quota::{Charge, Cost};
 use crate::auth::Caller;
-use crate::catalog::Served;
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::metrics::{InFlight, Metrics};
+use crate::metrics::InFlight;
+use crate::served::Served;
 use crate::versions::RequestKey;
-
-/// One gate per topology id, kept across reloads so that a new version
-/// does not get a fresh allowance while the old one still runs.
-#[derive(Debug)]
-pub struct Gates {
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
-    map: Mutex<HashMap<String, Arc<Gate>>>,
-}
-
-impl Gates {
-    pub fn new(config: Arc<Config>, metrics: Arc<Metrics>) -> Gates {
-        Gates {
-            config,
-            metrics,
-            map: Mutex::default(),
-        }
-    }
-
-    fn gate(&self, id: &str) -> Arc<Gate> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(id.to_string())
-            .or_insert_with(|| {
-                let limits = Limits {
-                    slots: self.config.concurrency_for(id),
-                    queue: self.config.queue_for(id),
-                    max_passed_over: self.config.priorities.max_passed_over.max(1),
-                };
-                Gate::new(id, limits, self.metrics.clone())
-            })
-            .clone()
-    }
-}
 
 /// What a request asks of admission besides its topology.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,6 +62,8 @@ pub struct Admission {
     pub run_limit: Option<RunLimit>,
     /// The caller's cap on tokens per model call (OpenAI `max_tokens`).
     pub max_tokens: Option<u64>,
+    /// What the caller's key is charged, settled when the request ends.
+    charge: Option<Charge>,
     _slot: Slot,
     _in_flight: InFlight,
 }
@@ -110,6 +78,25 @@ impl std::fmt::Debug for Admission {
 }
 
 impl Admission {
+    /// Takes the rest of the request's `cost` from its caller's buckets (the
+    /// guard took one unit), or answers 429 naming the limit; dropping the
+    /// admission then frees its slot. The tokens are settled against the
+    /// estimate when the request ends, however it ends ([`Admission::run`],
+    /// [`Admission::run_each`], [`Admission::stream`]).
+    pub fn charge(&mut self, cost: Cost) -> Result<(), ApiError> {
+        match self.charge.as_mut() {
+            Some(charge) => charge.take(cost, &self.service.metrics),
+            None => Ok(()),
+        }
+    }
+
+    /// The charge to settle when the request ends, taken out of the
+    /// admission (which is dropped as soon as the run ends, to free its
+    /// slot).
+    pub(super) fn take_charge(&mut self) -> Option<Charge> {
+        self.charge.take()
+    }
+
     /// Puts what admission settled into the request's options: why this
     /// version was chosen (told first), its band and wait, and its
     /// maximum run time as the engine's deadline.
@@ -169,6 +156,9 @@ impl Service {
             scheduling,
             run_limit,
             max_tokens: None,
+            charge: ask
+                .caller
+                .map(|c| Charge::nothing_yet(self.limiter.clone(), c)),
             _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })

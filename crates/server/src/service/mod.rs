@@ -26,8 +26,10 @@
 
 pub mod admission;
 pub mod durable;
+mod finished;
 pub mod priority;
 pub mod queue;
+pub mod quota;
 pub mod run;
 pub mod runtime;
 pub mod start;
@@ -36,20 +38,32 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use glassbox_engine::{Outcome, Registry};
 use glassbox_store::StoreWriter;
 
 pub use admission::{Admission, Ask, RunLimit};
+pub use finished::Finished;
+pub use quota::{Cost, Counted};
 pub use stream::{StreamEvent, Streaming};
 pub use usage::TokenUsage;
 
-use crate::catalog::{Catalog, Served};
+use crate::auth::RateLimiter;
+use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use admission::Gates;
+use crate::served::Served;
+use queue::Gates;
 use runtime::EngineRuntime;
+
+/// What a [`Service`] is built over.
+#[derive(Debug)]
+pub struct Parts {
+    pub catalog: Arc<Catalog>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub writer: Arc<StoreWriter>,
+    pub limiter: Arc<RateLimiter>,
+}
 
 /// The request service; one per server, shared by every handler.
 #[derive(Debug)]
@@ -58,68 +72,24 @@ pub struct Service {
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     writer: Arc<StoreWriter>,
+    /// The keys' token buckets: requests are charged and settled here.
+    limiter: Arc<RateLimiter>,
     gates: Gates,
     /// Where pipelines run: a runtime of their own, so HTTP handlers wait
     /// for them without holding an HTTP worker.
     engine: EngineRuntime,
 }
 
-/// A request that ran to its end and whose trace was handed off.
-#[derive(Debug)]
-pub struct Finished {
-    /// The result and the trace.
-    pub outcome: Outcome,
-    /// Its tokens, counted once from its spans.
-    pub usage: TokenUsage,
-    /// The maximum run time it ran under, if one applied.
-    pub run_limit: Option<RunLimit>,
-}
-
-impl Finished {
-    fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
-        let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s), kinds);
-        Finished {
-            outcome,
-            usage,
-            run_limit,
-        }
-    }
-
-    /// When its maximum run time ended the request: 504
-    /// `max_run_time_exceeded`, naming the limit and where it is set.
-    pub fn over_run_time(&self) -> Option<ApiError> {
-        let limit = self.run_limit.as_ref()?;
-        let err = self.outcome.result.as_ref().err()?;
-        if err.code() != "deadline_exceeded" {
-            return None;
-        }
-        let id = self.outcome.trace.record.request_id;
-        Some(
-            ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "max_run_time_exceeded",
-                format!(
-                    "request {id} ran past its maximum run time of {} ms, set for {}, and was cancelled ({err}; GET /v1/traces/{id} shows its path)",
-                    limit.limit.as_millis(),
-                    limit.from
-                ),
-            )
-            .hint(format!(
-                "raise {} in the server config, or make the request lighter",
-                limit.setting
-            )),
-        )
-    }
-}
-
 impl Service {
     /// A service over the served topologies, with a new engine runtime.
-    pub fn new(
-        catalog: Arc<Catalog>,
-        config: Arc<Config>,
-        metrics: Arc<Metrics>,
-        writer: Arc<StoreWriter>,
-    ) -> std::io::Result<Service> {
+    pub fn new(parts: Parts) -> std::io::Result<Service> {
+        let Parts {
+            catalog,
+            config,
+            metrics,
+            writer,
+            limiter,
+        } = parts;
         Ok(Service {
             gates: Gates::new(config.clone(), metrics.clone()),
             engine: EngineRuntime::new()?,
@@ -127,6 +97,7 @@ impl Service {
             config,
             metrics,
             writer,
+            limiter,
         })
     }
 

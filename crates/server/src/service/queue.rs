@@ -25,13 +25,14 @@
 //! Slots are RAII ([`Slot`]): dropping one (the run ended, or the request
 //! was granted just as its client went away) hands it to the next waiter.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use glassbox_trace::Priority;
 use tokio::sync::oneshot;
 
+use crate::config::Config;
 use crate::metrics::Metrics;
 
 const BANDS: usize = Priority::ALL.len();
@@ -265,6 +266,39 @@ impl Gate {
             };
             let _ = w.reply.send(Ok((slot, waited)));
         }
+    }
+}
+
+/// One gate per topology id, kept across reloads so that a new version
+/// does not get a fresh allowance while the old one still runs.
+#[derive(Debug)]
+pub struct Gates {
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    map: Mutex<HashMap<String, Arc<Gate>>>,
+}
+
+impl Gates {
+    pub fn new(config: Arc<Config>, metrics: Arc<Metrics>) -> Gates {
+        Gates {
+            config,
+            metrics,
+            map: Mutex::default(),
+        }
+    }
+
+    pub(super) fn gate(&self, id: &str) -> Arc<Gate> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry(id.to_string())
+            .or_insert_with(|| {
+                let limits = Limits {
+                    slots: self.config.concurrency_for(id),
+                    queue: self.config.queue_for(id),
+                    max_passed_over: self.config.priorities.max_passed_over.max(1),
+                };
+                Gate::new(id, limits, self.metrics.clone())
+            })
+            .clone()
     }
 }
 

@@ -7,7 +7,7 @@ use glassbox_trace::RequestId;
 use serde_json::Value;
 
 use super::durable::{all_committed, committed};
-use super::{Admission, Finished};
+use super::{Admission, Finished, TokenUsage};
 use crate::error::ApiError;
 
 impl Admission {
@@ -25,8 +25,13 @@ impl Admission {
     /// [`Service::ticket`](super::Service::ticket)), so the answer built
     /// from it never names a trace a crash could still lose; a trace that
     /// cannot be stored is an error (503) instead of an answer.
-    pub async fn run(self, input: Value, mut options: RunOptions) -> Result<Finished, ApiError> {
+    pub async fn run(
+        mut self,
+        input: Value,
+        mut options: RunOptions,
+    ) -> Result<Finished, ApiError> {
         let service = self.service.clone();
+        let charge = self.take_charge();
         let id = *options.request_id.get_or_insert_with(RequestId::new);
         let ticket = service.ticket(id);
         let cancel = options
@@ -45,12 +50,12 @@ impl Admission {
                 outcome
             })
             .await;
+        let finished = Finished::new(outcome, service.catalog.registry(), run_limit);
+        if let Some(charge) = charge {
+            charge.settle(&finished.usage);
+        }
         committed(ticket).await?;
-        Ok(Finished::new(
-            outcome,
-            service.catalog.registry(),
-            run_limit,
-        ))
+        Ok(finished)
     }
 
     /// Runs `inputs` one after another on the engine runtime under this one
@@ -62,11 +67,12 @@ impl Admission {
     /// committed (the inputs' traces are queued one after another, so they
     /// mostly share one commit).
     pub async fn run_each(
-        self,
+        mut self,
         inputs: Vec<Value>,
         last: fn(&Outcome) -> bool,
     ) -> Result<Vec<Finished>, ApiError> {
         let service = self.service.clone();
+        let charge = self.take_charge();
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
         let pipeline = self.served.pipeline.clone();
@@ -99,11 +105,15 @@ impl Admission {
                 (outcomes, tickets)
             })
             .await;
-        all_committed(tickets).await?;
         let kinds = service.catalog.registry();
-        Ok(outcomes
+        let finished: Vec<Finished> = outcomes
             .into_iter()
             .map(|o| Finished::new(o, kinds, run_limit.clone()))
-            .collect())
+            .collect();
+        if let Some(charge) = charge {
+            charge.settle(&TokenUsage::sum(finished.iter().map(|f| &f.usage)));
+        }
+        all_committed(tickets).await?;
+        Ok(finished)
     }
 }

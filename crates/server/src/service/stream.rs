@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 
 use super::durable::committed;
 use super::{Admission, Finished};
-use crate::catalog::StreamMode;
 use crate::error::ApiError;
+use crate::served::StreamMode;
 
 /// What a streamed request sends, in order: any number of `Text`, then one
 /// `End` (none if the caller went away first).
@@ -45,8 +45,9 @@ impl Admission {
     /// text goes out as it comes; the `End` (with durability `commit`)
     /// waits for the trace's commit. The admission is held until the run
     /// ends.
-    pub fn stream(self, input: Value) -> Streaming {
+    pub fn stream(mut self, input: Value) -> Streaming {
         let request_id = RequestId::new();
+        let charge = self.take_charge();
         let ticket = self.service.ticket(request_id);
         let (events, rx) = mpsc::channel::<StreamEvent>(BUFFERED_EVENTS);
         let live: Option<Vec<String>> = match &self.served.stream {
@@ -87,6 +88,12 @@ impl Admission {
                 }
             };
             drop(self);
+            // Settled however the stream ended, its client gone included:
+            // the tokens were generated either way.
+            let finished = Finished::new(outcome, kinds.catalog.registry(), run_limit);
+            if let Some(charge) = charge {
+                charge.settle(&finished.usage);
+            }
             if gone {
                 return;
             }
@@ -95,9 +102,7 @@ impl Admission {
                     let _ = events.send(StreamEvent::Text(chunk.text)).await;
                 }
             }
-            let end = committed(ticket)
-                .await
-                .map(|()| Finished::new(outcome, kinds.catalog.registry(), run_limit));
+            let end = committed(ticket).await.map(|()| finished);
             let _ = events.send(StreamEvent::End(end)).await;
         };
         drop(service.engine.spawn(job));

@@ -23,6 +23,17 @@ impl TokenUsage {
     pub fn generated_total(&self) -> u64 {
         self.prompt.saturating_add(self.completion)
     }
+
+    /// The usage of several requests together.
+    pub fn sum<'a>(usages: impl IntoIterator<Item = &'a TokenUsage>) -> TokenUsage {
+        usages
+            .into_iter()
+            .fold(TokenUsage::default(), |a, u| TokenUsage {
+                prompt: a.prompt + u.prompt,
+                completion: a.completion + u.completion,
+                embedded: a.embedded + u.embedded,
+            })
+    }
 }
 
 /// Counts the tokens of a request's spans, asking `kinds` what each span's

@@ -7,7 +7,7 @@ use glassbox_engine::PipelineOptions;
 use glassbox_nodes::{Assembly, TopologyInput};
 
 use super::*;
-use crate::catalog::StreamMode;
+use crate::served::StreamMode;
 
 fn served(version: &str) -> Arc<Served> {
     let text = format!(

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use glassbox_server::Config;
+use glassbox_server::config::sha256_hex;
 use serde_json::{Value, json};
 
 use crate::support::{MODERATION, TestServer};
@@ -225,6 +226,59 @@ fn an_llm_followed_by_a_guard_streams_buffered_and_one_without_streams_live() {
         let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(value >= 0.0, "{line}");
     }
+}
+
+/// Regression: a streamed chat was charged its estimate (the question's
+/// tokens) and never settled, so its real tokens (the chat template, the
+/// system prompt, the answer) never counted against the key's
+/// `tokens_per_minute`. Now the service settles every request when it
+/// ends, streamed or not.
+#[test]
+fn a_streamed_chat_settles_its_real_tokens_against_the_key() {
+    const PER_MINUTE: u64 = 60;
+    let config = Config::parse(&format!(
+        r#"
+        [[keys]]
+        name = "app"
+        sha256 = "{}"
+        scopes = ["run", "read"]
+        rate_limit = {{ requests_per_minute = 100, tokens_per_minute = {PER_MINUTE} }}
+        "#,
+        sha256_hex("app-key")
+    ))
+    .unwrap();
+    let s = TestServer::start(&[("chat.yaml", CHAT)], config);
+    let auth = [("Authorization", "Bearer app-key")];
+    let r = s.send(
+        "POST",
+        "/v1/chat/completions",
+        &auth,
+        &json!({
+            "model": "chat",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": "Hi"}]
+        })
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ev = events(&r.text);
+    let usage: Value = serde_json::from_str(&ev[ev.len() - 2]).unwrap();
+    let total = usage["usage"]["total_tokens"].as_u64().unwrap();
+    // The estimate is the question's few tokens; the real count adds the
+    // template, the system prompt and the answer.
+    assert!(total > 20, "{usage}");
+    let left: u64 = s
+        .get_with("/v1/models", &auth)
+        .header("x-ratelimit-remaining-tokens")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // A minute's bucket refills one token a second: ten seconds of slack.
+    assert!(
+        left + total <= PER_MINUTE + 10,
+        "{left} tokens left after a chat of {total}: its tokens were not settled"
+    );
 }
 
 #[test]

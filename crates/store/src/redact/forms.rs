@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use super::detectors::find_cards;
+use super::cards::find_cards;
 
 /// A run of 13+ digits in any of the scripts below (ASCII included, so a
 /// card mixing forms is seen whole), separated by single spaces, dashes,

@@ -19,6 +19,7 @@
 //!   unmasked, so a spaced card is masked whole as `card`, never in pieces as
 //!   `phone`, and a placeholder can never be matched again.
 
+mod cards;
 mod checksum;
 mod detectors;
 mod forms;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{BUCKETS, Percentiles, bucket_of, percentiles};
+use super::measure::{BUCKETS, Percentiles, bucket_of, percentiles};
 use crate::query::SpanFacts;
 
 /// How often one node was on the critical path, and what it set.

@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -47,14 +47,15 @@ use crate::error::{Result, StoreError};
 use crate::query::TraceStore;
 use crate::redact::{RedactOptions, Redactor};
 
+mod msg;
 mod pipeline;
 mod queue;
 
 use pipeline::{Batch, Committer, CommitterGone, Encoder, EncoderDone, Handoff, run_in_background};
 use queue::{Queue, Refused};
 
-/// Called with the ids of requests just committed, on the writer thread.
-pub type CommitHook = Arc<dyn Fn(&[RequestId]) + Send + Sync>;
+pub use msg::CommitHook;
+use msg::{Committed, Counters, Msg, Ticket};
 
 /// How the writer queues, batches and redacts.
 #[derive(Clone)]
@@ -110,41 +111,6 @@ pub struct WriterStats {
     pub write_us_last: u64,
     /// Records that could not be written after a retry.
     pub failed_records: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    max_depth: AtomicU64,
-    waits: AtomicU64,
-    requests: AtomicU64,
-    spans: AtomicU64,
-    orphans: AtomicU64,
-    batches: AtomicU64,
-    write_total: AtomicU64,
-    write_max: AtomicU64,
-    write_last: AtomicU64,
-    failed: AtomicU64,
-    last_error: Mutex<Option<String>>,
-}
-
-enum Msg {
-    Span(Arc<SpanRecord>),
-    /// A request, with the ticket of whoever awaits its commit.
-    Request(Arc<RequestRecord>, Option<Ticket>),
-    Flush(SyncSender<()>),
-}
-
-/// Where the committer reports the fate of one awaited request.
-type Ticket = oneshot::Sender<Committed>;
-
-/// What a ticket receives: `Ok`, or why its batch was not written.
-type Committed = std::result::Result<(), CommitFailure>;
-
-#[derive(Debug, Clone)]
-struct CommitFailure {
-    /// Records in the failed batch.
-    records: u64,
-    message: Arc<str>,
 }
 
 /// Requests whose commit someone awaits, by id ([`StoreWriter::durable`]).

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use glassbox_trace::{RequestId, SpanRecord};
 
+use super::msg::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
 use super::queue::Queue;
-use super::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
 use crate::query::TraceStore;
 use crate::redact::Redactor;
 use crate::row::{RequestRow, SpanRow, encode, encode_span};

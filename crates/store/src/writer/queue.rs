@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::Msg;
+use super::msg::Msg;
 
 /// The bounded queue between the engine and the encoder thread.
 ///

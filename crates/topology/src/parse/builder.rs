@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
-use super::{Limits, empty, too_deep};
+use super::limits::{Limits, empty, too_deep};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{Format, Source, Span};
 use crate::value::{Key, Kind, Map, Number, Value};

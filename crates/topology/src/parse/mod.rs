@@ -15,27 +15,11 @@ use crate::source::{Format, Source, Span};
 use crate::value::Value;
 
 mod builder;
+mod limits;
 
 use builder::Builder;
-
-/// Limits on what one topology file may contain.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_bytes: usize,
-    pub max_depth: usize,
-    /// Values in the tree, counting each alias expansion in full.
-    pub max_values: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_bytes: 16 << 20,
-            max_depth: 64,
-            max_values: 1_000_000,
-        }
-    }
-}
+pub use limits::Limits;
+use limits::{empty, too_deep};
 
 /// Turns raw bytes into a [`Source`], or explains why they are not text.
 pub fn decode(
@@ -103,11 +87,6 @@ pub fn parse_with(source: &Source, limits: Limits) -> Result<Value, Vec<Diagnost
     Builder::new(source, limits).run()
 }
 
-fn empty() -> Diagnostic {
-    Diagnostic::error(Code::Empty, None, "file is empty")
-        .hint("a topology needs at least `topology_id`, `version` and `nodes`")
-}
-
 /// JSON syntax check with serde_json's messages (which name JSON tokens).
 fn check_json(source: &Source, limits: Limits) -> Result<(), Vec<Diagnostic>> {
     let mut de = serde_json::Deserializer::from_str(source.text());
@@ -159,15 +138,6 @@ fn trailing_comma(text: &str, offset: usize) -> bool {
     let closes = matches!(text.as_bytes().get(offset), Some(b']' | b'}'));
     let before = text.get(..offset).map(|t| t.trim_end().ends_with(','));
     closes && before == Some(true)
-}
-
-fn too_deep(span: Span, limits: Limits) -> Diagnostic {
-    Diagnostic::error(
-        Code::TooDeep,
-        span,
-        format!("nesting is deeper than the limit of {}", limits.max_depth),
-    )
-    .hint("topologies are shallow; this looks like generated or corrupted input")
 }
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::{
-    ErrorRecord, Fact, Lang, NodeStatus, PathRecord, RequestId, RequestRecord, RequestStatus,
-    SpanRecord, SpanStatus,
+    ErrorRecord, Fact, NodeStatus, PathRecord, RequestId, RequestRecord, RequestStatus, SpanRecord,
+    SpanStatus,
 };
 
 /// One request as the diff reads it: its record and its spans.
@@ -334,11 +334,6 @@ impl TraceDiff {
             edges,
             first_divergence,
         }
-    }
-
-    /// The diff in plain words: what differs first and why, in `lang`.
-    pub fn explain(&self, lang: Lang) -> String {
-        words::explain(self, lang)
     }
 
     /// Nodes that ran in A only, and in B only (path order).

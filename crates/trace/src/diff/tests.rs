@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 
 use super::*;
-use crate::{Explanation, NodeFacts, PathEdge, PathNode, Receipt, SpanRole, Unit, Usage};
+use crate::{Explanation, Lang, NodeFacts, PathEdge, PathNode, Receipt, SpanRole, Unit, Usage};
 
 struct Req {
     id: u128,

@@ -6,7 +6,14 @@ use super::{Divergence, GuardOutcome, NodeSide, TraceDiff};
 use crate::explain::clause;
 use crate::{Fact, Lang, NodeStatus};
 
-pub(super) fn explain(d: &TraceDiff, lang: Lang) -> String {
+impl TraceDiff {
+    /// The diff in plain words: what differs first and why, in `lang`.
+    pub fn explain(&self, lang: Lang) -> String {
+        explain(self, lang)
+    }
+}
+
+fn explain(d: &TraceDiff, lang: Lang) -> String {
     let mut parts = Vec::new();
     if let Some(v) = versions(d, lang) {
         parts.push(v);

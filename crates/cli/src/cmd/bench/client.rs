@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Args;
+use super::args::Args;
 use super::stats::Outcome;
 
 /// The HTTP side: one agent (keep-alive pool) shared by every thread.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Arrivals;
+use super::args::Arrivals;
 use super::client::{Answer, Client};
 use super::inputs::Input;
 use super::stats::{Outcome, Sample};

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::Arrivals;
+use super::args::Arrivals;
 use super::client::TraceCheck;
 use super::stats::{Buckets, Summary};
 use crate::table::{Align, Table};

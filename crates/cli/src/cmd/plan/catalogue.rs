@@ -8,8 +8,13 @@ use glassbox_planner::explain::num;
 use glassbox_planner::measurements::{self, Catalogues};
 use glassbox_planner::{ModelCatalogue, calibrate, validate};
 
-use super::{CalibrateArgs, ListArgs, hardware, invalid, planner_table, print_table};
+use super::args::{CalibrateArgs, ListArgs};
+use super::errors::invalid;
+use super::output::{planner_table, print_table};
 use crate::cmd::common::OutputFormat;
+use glassbox_planner::HardwareCatalogue;
+use glassbox_planner::request;
+use std::path::Path;
 
 pub fn list_gpus(a: ListArgs) -> anyhow::Result<ExitCode> {
     let hw = hardware(a.hardware_file.as_deref())?;
@@ -142,4 +147,8 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             .render()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn hardware(file: Option<&Path>) -> anyhow::Result<HardwareCatalogue> {
+    request::hardware_catalogue(file).map_err(invalid)
 }

@@ -22,9 +22,10 @@ use glassbox_store::{Filter, ListQuery, Sort};
 use glassbox_topology::ResourceKind;
 use glassbox_trace::RequestId;
 
-use super::{invalid, print_table, usage};
+use super::errors::{invalid, usage};
+use super::output::print_table;
 use crate::cmd::common::{OutputFormat, topology_error};
-use crate::cmd::trace::{StoreArg, store_error};
+use crate::cmd::store::{StoreArg, store_error};
 
 #[derive(Debug, clap::Args)]
 pub struct PipelineArgs {

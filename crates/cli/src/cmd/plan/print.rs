@@ -7,7 +7,7 @@ use glassbox_planner::explain::{Line, num};
 use glassbox_planner::request::{Plan, rank};
 use serde_json::json;
 
-use super::print_table;
+use super::output::print_table;
 use crate::cmd::common::OutputFormat;
 
 /// The `--format json` object of one plan.

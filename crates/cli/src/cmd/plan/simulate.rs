@@ -19,9 +19,10 @@ use glassbox_planner::{Estimator, Hardware};
 use glassbox_store::Filter;
 use serde_json::json;
 
-use super::{invalid, print_table, usage};
+use super::errors::{invalid, usage};
+use super::output::print_table;
 use crate::cmd::common::OutputFormat;
-use crate::cmd::trace::StoreArg;
+use crate::cmd::store::StoreArg;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ArrivalKind {
@@ -191,7 +192,7 @@ impl SimArgs {
                 let mut times = Vec::new();
                 store
                     .scan_requests(&filter, &mut |f| times.push(f.started_at_us as f64 / 1e6))
-                    .map_err(crate::cmd::trace::store_error)?;
+                    .map_err(crate::cmd::store::store_error)?;
                 Arrivals::replay_at(times, rate)
                     .map_err(|e| invalid(e).context(format!("replaying topology `{topology}`")))?
             }

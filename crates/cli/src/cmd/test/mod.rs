@@ -1,36 +1,34 @@
 //! `glassbox test TOPOLOGY [CASES...] [--replay]`: regression tests for a
 //! topology, for CI.
 //!
-//! Cases (YAML, [`cases`]) each give an input and what the run must show:
+//! Cases (YAML, `glassbox_app::regress::cases`) each give an input and what the run must show:
 //! the path and labels, the guard outcome, checks on the answer (contains,
-//! regex, JSON schema), cost and latency bounds ([`expect`]). `--replay`
+//! regex, JSON schema), cost and latency bounds (`glassbox_app::regress::expect`). `--replay`
 //! runs stored requests again through this topology and reports every one
 //! whose path, guard outcome or cost changed ([`replay`]). The pipeline is
-//! built once, the way `glassbox run` builds it (`glassbox_nodes::assemble`),
-//! and runs in-process; test runs are not recorded in the trace store.
+//! read and validated once and built once, the way `glassbox run` builds it
+//! (`glassbox_app::Local`), and runs in-process; test runs are not recorded in the trace store.
 //!
 //! Results print as a table (or JSON) and, with `--junit FILE`, as JUnit XML
 //! ([`junit`]). Exit codes: 0 every case passed and no replayed request
 //! changed, 1 a case failed or a request changed, 2 usage, 69 a model or
 //! the store is unavailable, 78 an invalid topology, case file or option.
 
-mod cases;
-mod expect;
 mod junit;
 mod replay;
 
-use std::process::ExitCode;
-use std::sync::Arc;
-
-use glassbox_engine::trace::NoopSink;
-use glassbox_engine::{PipelineOptions, RunOptions};
-use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
+use glassbox_app::local::Warning;
+use glassbox_app::regress::{cases, expect};
+use glassbox_app::{Local, LocalOptions, Record};
+use glassbox_engine::RunOptions;
 use glassbox_topology::Source;
 use glassbox_trace::diff::path_taken;
 use serde_json::json;
+use std::process::ExitCode;
 
-use super::common::{OutputFormat, color, topology_error};
-use super::trace::{FilterArgs, StoreArg};
+use super::common::{OutputFormat, color};
+use super::run::local_error;
+use super::store::{FilterArgs, StoreArg};
 use crate::exit::{self, Coded};
 use crate::table::{Align, Table};
 use junit::{CaseResult, Suite};
@@ -85,25 +83,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )));
     }
     let registry = glassbox_nodes::registry();
-    // Warnings were printed when the topology was loaded below.
-    let options = |_: &glassbox_topology::Topology,
-                   _: &glassbox_topology::Report|
-     -> anyhow::Result<PipelineOptions> {
-        Ok(PipelineOptions {
-            sink: Arc::new(NoopSink),
-            ..PipelineOptions::default()
-        })
-    };
-    let assembly = Assembly {
-        registry: &registry,
-        options: &options,
-        outbound: None,
-        models: None,
-        cluster: None,
-    };
-    // Case files are read against the validated topology before anything
-    // is built, so a typo in a case never waits for a model to load.
-    let topology = super::common::load(&args.file)?;
+    // Read and validated once. Case files are read against the validated
+    // topology before anything is built, so a typo in a case never waits
+    // for a model to load.
+    let validated = Local::validate(&args.file, &registry).map_err(local_error)?;
+    if !validated.report.diagnostics.is_empty() {
+        eprint!("{}", validated.report.render(color(false)));
+    }
+    let topology = &validated.topology;
     let mut files = Vec::new();
     let mut bad = Vec::new();
     for path in &args.cases {
@@ -112,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "cannot read case file `{path}`: {e} (check the path)"
             ))
         })?;
-        match cases::read(Source::new(path.as_str(), text), &topology) {
+        match cases::read(Source::new(path.as_str(), text), topology) {
             Ok(c) => files.push((path.clone(), c)),
             Err(report) => {
                 eprint!("{}", report.render(color(false)));
@@ -126,22 +113,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !bad.is_empty() {
         return Err(Coded::invalid(bad.join("; ")));
     }
-    let assembled = glassbox_nodes::assemble(TopologyInput::Path(args.file.clone()), &assembly)
-        .map_err(|e| match e {
-            AssembleError::Topology(err) => topology_error(err),
-            AssembleError::Options(err) => err,
-            AssembleError::Build(err) => super::run::build_error(err),
-        })?;
-    let pipeline = assembled.pipeline;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()?;
+    // Warnings were printed above; test runs are not recorded.
+    let local = Local::build(
+        validated,
+        &args.file,
+        &registry,
+        LocalOptions {
+            record: Record::Nowhere,
+            calibrated: false,
+            warn: &|w| {
+                if let Warning::Calibration(text) = w {
+                    eprintln!("warning: {text}");
+                }
+            },
+        },
+    )
+    .map_err(local_error)?;
+    let topology = local.topology.clone();
     let label = format!("{}@{}", topology.id, topology.version);
     let mut suites = Vec::new();
     for (path, cases) in &files {
         let mut results = Vec::with_capacity(cases.len());
         for case in cases {
-            let outcome = runtime.block_on(pipeline.run(case.input.clone(), RunOptions::default()));
+            let outcome = local.run(case.input.clone(), RunOptions::default());
             let r = &outcome.trace.record;
             results.push(CaseResult {
                 name: case.name.clone(),
@@ -170,9 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             limit: args.limit,
             cost_tolerance: args.cost_tolerance,
         };
-        suites.push(replay::replay(&pipeline, &topology.id, &options, &runtime)?);
+        suites.push(replay::replay(&local, &options)?);
     }
-    drop(pipeline);
+    drop(local);
     if let Some(file) = &args.junit {
         std::fs::write(file, junit::render(&suites)).map_err(|e| {
             Coded::invalid(format!("cannot write the JUnit report to `{file}`: {e}"))

@@ -11,7 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use glassbox_engine::{Outcome, Pipeline, RunOptions};
+use glassbox_app::Local;
+use glassbox_engine::{Outcome, RunOptions};
 use glassbox_store::{ListQuery, Sort, StoredTrace};
 use glassbox_trace::diff::{Side, TraceDiff, guard_outcomes, path_taken};
 use glassbox_trace::{Lang, RequestRecord, SpanRecord, Unit};
@@ -19,7 +20,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::junit::{CaseResult, Suite};
-use crate::cmd::trace::{FilterArgs, StoreArg, load_trace, store_error};
+use crate::cmd::store::{FilterArgs, StoreArg, load_trace, store_error};
 
 /// What to replay and how strict to be about cost.
 pub struct ReplayOptions<'a> {
@@ -126,12 +127,8 @@ fn either(old: String, new: String) -> String {
 }
 
 /// Replays the stored requests; one result per request.
-pub fn replay(
-    pipeline: &Pipeline,
-    topology_id: &str,
-    options: &ReplayOptions<'_>,
-    runtime: &tokio::runtime::Runtime,
-) -> anyhow::Result<Suite> {
+pub fn replay(local: &Local, options: &ReplayOptions<'_>) -> anyhow::Result<Suite> {
+    let topology_id = local.topology.id.as_str();
     let mut store = options.store.open()?;
     let mut filter = options.filter.filter(None)?;
     if filter.topology.is_none() {
@@ -177,7 +174,7 @@ pub fn replay(
                 continue;
             }
         };
-        let outcome: Outcome = runtime.block_on(pipeline.run(input, RunOptions::default()));
+        let outcome: Outcome = local.run(input, RunOptions::default());
         let new = &outcome.trace.record;
         let new_spans: Vec<SpanRecord> =
             outcome.trace.spans.iter().map(|s| (**s).clone()).collect();
@@ -220,7 +217,7 @@ pub fn replay(
         });
     }
     Ok(Suite {
-        name: format!("replay of {topology_id} on {}", pipeline.topology().version),
+        name: format!("replay of {topology_id} on {}", local.topology.version),
         results,
     })
 }

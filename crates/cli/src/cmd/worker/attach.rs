@@ -12,7 +12,8 @@ use glassbox_cluster::attach::{Engine, LoadReader};
 use glassbox_cluster::{Load, WorkerRecord};
 use glassbox_nodes::outbound::{Client, ClientOptions, Request};
 
-use super::{Args, Common, usage};
+use super::args::Args;
+use super::member::{Common, usage};
 use crate::exit::{self, Coded};
 
 /// Bodies read from the attached server (model lists, metrics) are capped.

@@ -15,9 +15,10 @@ use glassbox_server::{Change, Config, Server, ServerOptions};
 use glassbox_store::StoreUrl;
 use serde_json::{Value, json};
 
-use super::{Args, Common, usage};
+use super::args::Args;
+use super::member::{Common, usage};
 use crate::cmd::serve::{API_KEY_ENV, server_error};
-use crate::cmd::trace::store_error;
+use crate::cmd::store::store_error;
 use crate::exit::{self, Coded};
 
 /// The port a worker listens on unless told otherwise.

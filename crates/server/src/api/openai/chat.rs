@@ -12,13 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+pub use super::usage::Usage;
 use super::{answer_text, finished_failed, model_error, now_secs};
 use crate::api::body::JsonBody;
 use crate::api::request_id_header;
 use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::priority;
-use crate::service::{Ask, TokenUsage};
+use crate::service::{Ask, Cost, Counted};
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -84,24 +85,6 @@ impl ChatRequest {
             .sum();
         let completion = self.max_completion_tokens.or(self.max_tokens).unwrap_or(0);
         prompt.saturating_add(completion)
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-impl From<TokenUsage> for Usage {
-    /// A chat's usage is its LLMs' tokens.
-    fn from(u: TokenUsage) -> Usage {
-        Usage {
-            prompt_tokens: u.prompt,
-            completion_tokens: u.completion,
-            total_tokens: u.generated_total(),
-        }
     }
 }
 
@@ -204,13 +187,15 @@ pub async fn chat_completions(
         .await
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
     admission.max_tokens = req.max_completion_tokens.or(req.max_tokens);
-    // The guard took the request's unit; this adds its tokens.
-    let estimate = req.estimated_tokens();
-    let more = Work {
-        units: 0,
-        tokens: estimate,
-    };
-    state.charge(&caller, more, Work { units: 1, ..more })?;
+    // The guard took the request's unit; this adds its estimated tokens,
+    // settled against its real ones when it ends (streamed or not).
+    admission.charge(Cost {
+        work: Work {
+            units: 1,
+            tokens: req.estimated_tokens(),
+        },
+        counted: Counted::Generated,
+    })?;
     let input = json!({ "question": text });
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
@@ -222,9 +207,6 @@ pub async fn chat_completions(
     }
     let finished = admission.run(input, RunOptions::default()).await?;
     let usage = Usage::from(finished.usage);
-    state
-        .limiter
-        .settle(&caller, usage.total_tokens.saturating_sub(estimate));
     let outcome = &finished.outcome;
     let rid = outcome.trace.record.request_id.to_string();
     let output = match &outcome.result {
@@ -290,18 +272,5 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(req.estimated_tokens(), 103);
-    }
-
-    #[test]
-    fn a_chat_usage_is_its_llm_tokens() {
-        let u = Usage::from(TokenUsage {
-            prompt: 7,
-            completion: 5,
-            embedded: 100,
-        });
-        assert_eq!(
-            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
-            (7, 5, 12)
-        );
     }
 }

@@ -15,7 +15,7 @@ use crate::api::body::JsonBody;
 use crate::api::request_id_header;
 use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
-use crate::service::{Ask, priority};
+use crate::service::{Ask, Cost, Counted, priority};
 use crate::state::AppState;
 use crate::versions::RequestKey;
 
@@ -162,7 +162,7 @@ pub async fn embeddings(
         priority: priority::asked(&headers, req.priority.as_ref(), None)?,
         caller: Some(&caller),
     };
-    let admission = state
+    let mut admission = state
         .service
         .admit(&req.model, ask)
         .await
@@ -174,20 +174,16 @@ pub async fn embeddings(
         )
         .hint("GET /v1/topologies shows `embeddings: true` for topologies that can serve /v1/embeddings"));
     }
-    // Each input is one run: the guard took one unit, this takes the rest.
+    // Each input is one run: the guard took one unit, this takes the rest
+    // and the estimated tokens, settled against the embedded ones.
     let estimate: u64 = texts.iter().map(|t| estimate_tokens(t)).sum();
-    let total = Work {
-        units: texts.len() as u64,
-        tokens: estimate,
-    };
-    state.charge(
-        &caller,
-        Work {
-            units: total.units.saturating_sub(1),
-            ..total
+    admission.charge(Cost {
+        work: Work {
+            units: texts.len() as u64,
+            tokens: estimate,
         },
-        total,
-    )?;
+        counted: Counted::Embedded,
+    })?;
     let runs = texts
         .into_iter()
         .map(|text| json!({ "question": text }))
@@ -227,9 +223,6 @@ pub async fn embeddings(
             embedding,
         });
     }
-    state
-        .limiter
-        .settle(&caller, tokens.saturating_sub(estimate));
     let mut r = Json(EmbeddingList {
         object: "list".into(),
         data,

@@ -32,6 +32,7 @@ pub mod chat;
 pub mod embeddings;
 pub mod models;
 pub mod stream;
+pub mod usage;
 
 pub use chat::chat_completions;
 pub use embeddings::embeddings;
@@ -40,8 +41,7 @@ pub use models::models;
 use glassbox_engine::{ExecError, Outcome, text_of};
 use serde_json::Value;
 
-use crate::api::runs::failure_status;
-use crate::error::ApiError;
+use crate::error::{ApiError, failure_status};
 
 /// 404 `topology_not_found` as OpenAI names it: `model_not_found`, with
 /// what kind of topology `model` must name.

@@ -24,7 +24,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::chat::Usage;
+use super::usage::Usage;
 use super::{answer_text, now_secs};
 use crate::api::request_id_header;
 use crate::service::{Finished, StreamEvent, Streaming};

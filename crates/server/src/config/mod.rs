@@ -68,18 +68,31 @@
 //! rate_limit = { requests_per_minute = 60, tokens_per_minute = 100000 }
 //! ```
 
+//!
+//! The settings sit at the bottom of the server: they import no feature
+//! module; the features (admission, keys, alerts, GPU monitoring, the
+//! cluster) read them.
+
+mod alerts;
 pub mod cluster;
+mod keys;
 pub mod secrets;
+mod serving;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use glassbox_nodes::outbound::IpRange;
-use glassbox_trace::Priority;
+
+pub use alerts::{AlertSettings, GpuAlertSettings};
+pub use keys::{ApiKey, KeySpec, RateLimit, Scope, sha256_hex};
+pub use serving::{
+    Connections, DEFAULT_MAX_PASSED_OVER, Durability, OutboundSettings, Priorities, StoreSettings,
+    TopologySettings, parse_run_time,
+};
 
 use crate::error::ServerError;
 
@@ -93,231 +106,6 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_MAX_EMBEDDING_INPUTS: usize = 256;
 /// Default waiting requests per topology: none, a full topology refuses.
 pub const DEFAULT_MAX_QUEUE: usize = 0;
-/// Default grants to higher bands a waiting lower band sits out.
-pub const DEFAULT_MAX_PASSED_OVER: u32 = 4;
-
-/// What a key may do. `admin` implies the others.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Run topologies: `/v1/topologies/{id}/runs`, `/v1/chat/completions`, `/v1/embeddings`.
-    Run,
-    /// Read topologies, traces and reports.
-    Read,
-    /// Everything, including `/v1/admin/*`.
-    Admin,
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Run => "run",
-            Scope::Read => "read",
-            Scope::Admin => "admin",
-        }
-    }
-}
-
-/// Token buckets: `burst` units of work at once, refilled at
-/// `requests_per_second`; a request costs one unit per run it makes (an
-/// embeddings call: one per input). With `tokens_per_minute`, a second
-/// bucket of that size counts estimated tokens (see [`crate::auth::Work`]).
-///
-/// Written either as `requests_per_second` with `burst`, or as
-/// `requests_per_minute` (OpenAI's RPM: the bucket holds a minute's
-/// requests unless `burst` says otherwise).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RateLimitSpec")]
-pub struct RateLimit {
-    pub requests_per_second: f64,
-    pub burst: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens_per_minute: Option<u64>,
-}
-
-/// [`RateLimit`] as written in the file.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RateLimitSpec {
-    requests_per_second: Option<f64>,
-    requests_per_minute: Option<u32>,
-    burst: Option<u32>,
-    tokens_per_minute: Option<u64>,
-}
-
-impl TryFrom<RateLimitSpec> for RateLimit {
-    type Error = String;
-
-    fn try_from(r: RateLimitSpec) -> Result<RateLimit, String> {
-        let (requests_per_second, burst) = match (r.requests_per_second, r.requests_per_minute) {
-            (Some(rps), None) => (
-                rps,
-                r.burst
-                    .ok_or("`requests_per_second` needs `burst` (the most runs at once)")?,
-            ),
-            (None, Some(rpm)) => (f64::from(rpm) / 60.0, r.burst.unwrap_or(rpm)),
-            (Some(_), Some(_)) => {
-                return Err(
-                    "set `requests_per_second` or `requests_per_minute`, not both".to_string(),
-                );
-            }
-            (None, None) => {
-                return Err("a rate limit needs `requests_per_second` (with `burst`) or `requests_per_minute`".to_string());
-            }
-        };
-        Ok(RateLimit {
-            requests_per_second,
-            burst,
-            tokens_per_minute: r.tokens_per_minute,
-        })
-    }
-}
-
-/// A length of time in the config: `300ms`, `30s`, `5m`, `2h`.
-pub fn parse_run_time(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Some(ms) = t.strip_suffix("ms") {
-        return match ms.parse::<u64>() {
-            Ok(n) if n > 0 => Ok(Duration::from_millis(n)),
-            _ => Err(format!(
-                "`{text}` is not a length of time (expected e.g. 300ms, 30s, 5m, 2h)"
-            )),
-        };
-    }
-    glassbox_store::time::parse_duration(t)
-        .map(Duration::from_micros)
-        .map_err(|_| format!("`{text}` is not a length of time (expected e.g. 300ms, 30s, 5m, 2h)"))
-}
-
-/// How admission orders waiting requests by band (see
-/// [`crate::service::queue`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Priorities {
-    /// Slots granted to higher bands in a row, while a lower band waits,
-    /// before the lower band gets the next one: each band below the top is
-    /// guaranteed at least one slot in `max_passed_over + 1` freed while it
-    /// waits, so it is never starved.
-    pub max_passed_over: u32,
-}
-
-impl Default for Priorities {
-    fn default() -> Self {
-        Priorities {
-            max_passed_over: DEFAULT_MAX_PASSED_OVER,
-        }
-    }
-}
-
-/// Time limits and a per-address cap for every inbound connection, so a
-/// client that sends slowly (or not at all) cannot hold connections open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Connections {
-    /// From the first byte of a request to the end of its headers.
-    pub header_timeout_ms: u64,
-    /// From the end of the headers to the last byte of the body.
-    pub body_timeout_ms: u64,
-    /// How long a connection may wait for its next request (keep-alive).
-    pub idle_timeout_ms: u64,
-    /// Open connections per client IP address; more are answered 429 and closed.
-    pub max_per_client: usize,
-}
-
-impl Default for Connections {
-    fn default() -> Self {
-        Connections {
-            header_timeout_ms: 10_000,
-            body_timeout_ms: 30_000,
-            idle_timeout_ms: 60_000,
-            max_per_client: 512,
-        }
-    }
-}
-
-impl Connections {
-    pub fn header_timeout(&self) -> Duration {
-        Duration::from_millis(self.header_timeout_ms)
-    }
-
-    pub fn body_timeout(&self) -> Duration {
-        Duration::from_millis(self.body_timeout_ms)
-    }
-
-    pub fn idle_timeout(&self) -> Duration {
-        Duration::from_millis(self.idle_timeout_ms)
-    }
-}
-
-/// One API key as written in the config file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeySpec {
-    /// Shown in logs and metrics instead of the key.
-    pub name: String,
-    /// Lowercase hex SHA-256 of the key (`printf %s KEY | sha256sum`).
-    pub sha256: String,
-    pub scopes: Vec<Scope>,
-    /// Overrides the file's `[rate_limit]` for this key.
-    #[serde(default)]
-    pub rate_limit: Option<RateLimit>,
-    /// The most urgent band this key's requests may run in (a request
-    /// asking for more runs in this band).
-    #[serde(default)]
-    pub max_priority: Option<Priority>,
-    /// The longest a request of this key may run (`30s`, `5m`).
-    #[serde(default)]
-    pub max_run_time: Option<String>,
-}
-
-/// Per-topology settings.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopologySettings {
-    pub max_concurrency: Option<usize>,
-    /// Requests that may wait for a slot (default: the file's `max_queue`).
-    pub max_queue: Option<usize>,
-    /// The longest a request of this topology may run (`30s`, `5m`); over
-    /// it the run is cancelled and answered 504.
-    pub max_run_time: Option<String>,
-    /// The version promoted at start when several versions of the id are
-    /// loaded (`glassbox versions promote` changes it while running).
-    pub promoted: Option<String>,
-}
-
-/// When a response may leave, relative to its trace's commit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// A response (and a stream's last chunk) is sent only after the
-    /// transaction holding its request's trace has committed. Commits are
-    /// shared by every request waiting at the time (group commit).
-    #[default]
-    Commit,
-    /// Responses do not wait for the commit: more throughput and lower
-    /// latency, but a crash (kill -9, OOM kill, power loss) loses the traces
-    /// of requests already answered, up to the writer's queue (65,536
-    /// records).
-    Async,
-}
-
-/// The trace store (its URL comes from `--store` / `GLASSBOX_STORE`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct StoreSettings {
-    pub durability: Durability,
-}
-
-/// Outbound requests (nodes, model backends): see `glassbox_nodes::outbound`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutboundSettings {
-    /// Address ranges (`10.0.0.0/8`, `127.0.0.1`, `fd00::/8`) nodes may
-    /// reach although the deny list covers them.
-    #[serde(default)]
-    pub allow_ranges: Vec<String>,
-}
-
 /// The config file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -344,31 +132,11 @@ pub struct ConfigFile {
     #[serde(default)]
     pub store: StoreSettings,
     #[serde(default)]
-    pub alerts: crate::alerts::AlertSettings,
+    pub alerts: AlertSettings,
     #[serde(default)]
     pub cluster: cluster::ClusterSection,
     #[serde(default)]
     pub secrets: secrets::SecretsSection,
-}
-
-/// A key the server accepts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiKey {
-    pub name: String,
-    /// Lowercase hex SHA-256.
-    pub sha256: String,
-    pub scopes: Vec<Scope>,
-    pub rate_limit: Option<RateLimit>,
-    pub max_priority: Option<Priority>,
-    pub max_run_time: Option<Duration>,
-}
-
-impl ApiKey {
-    pub fn allows(&self, scope: Scope) -> bool {
-        self.scopes
-            .iter()
-            .any(|s| *s == scope || *s == Scope::Admin)
-    }
 }
 
 /// Resolved settings (file, then command-line overrides applied by the caller).
@@ -392,7 +160,7 @@ pub struct Config {
     pub secrets: glassbox_topology::secret_access::SecretAccess,
     pub store: StoreSettings,
     /// Drift alerts: windows, interval, thresholds.
-    pub alerts: crate::alerts::AlertSettings,
+    pub alerts: AlertSettings,
     /// How `--cluster` places, times out, fails over and probes (`[cluster]`).
     pub dispatch: glassbox_nodes::cluster::DispatchOptions,
 }
@@ -401,14 +169,6 @@ impl Default for Config {
     fn default() -> Self {
         Config::from_file(ConfigFile::default())
     }
-}
-
-/// Lowercase hex SHA-256 of `text`.
-pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl Config {
@@ -616,5 +376,4 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

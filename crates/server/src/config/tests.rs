@@ -1,5 +1,7 @@
 //! Tests of the config file: parsing, defaults, every problem reported.
 
+use glassbox_trace::Priority;
+
 use super::*;
 
 #[test]

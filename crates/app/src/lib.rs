@@ -1,0 +1,28 @@
+//! # glassbox-app
+//!
+//! The application layer between the crates that do the work (topology,
+//! engine, nodes, store) and the doors people use (the `glassbox` CLI, the
+//! HTTP server, a cluster worker). It speaks no protocol: it takes and
+//! returns domain values and domain errors ([`LocalError`]), and each door
+//! translates them (exit codes in the CLI, statuses in the server).
+//!
+//! - [`calibration`]: the calibration beside a topology file (`glassbox
+//!   calibrate` wrote it), the prices it sets and what makes it doubtful,
+//!   for every door that runs a topology from a file;
+//! - [`local`]: a topology run where it is, in-process ([`Local`]): loaded
+//!   and validated once, priced from its calibration, recorded in the trace
+//!   store (or nowhere), on a runtime of its own. `glassbox run`, `test`,
+//!   `test --replay` and `calibrate` run through it;
+//! - [`regress`]: regression cases of a topology, read and checked
+//!   (`glassbox test`).
+//!
+//! Why a crate of its own: the setup of a run (calibration lookup, where
+//! traces go, the runtime, what a failure means) was written out in each
+//! command and again in the server; here it is written once, below the
+//! doors, with nothing of HTTP or the command line in it.
+
+pub mod calibration;
+pub mod local;
+pub mod regress;
+
+pub use local::{Local, LocalError, LocalOptions, Record};

@@ -1,0 +1,346 @@
+//! Inference engines as the planner models them: what each one is built
+//! on, how it batches by default, how it spreads one model over several
+//! GPUs, and which of its versions behave differently.
+//!
+//! An engine here is a *profile of mechanisms*, not a fitted constant set:
+//! whether decode steps replay as CUDA graphs, whether prompts are chunked
+//! into decode steps, what caps the running sequences, what a sequence costs
+//! the host per step, how GPUs are split. Engines built on another one share
+//! its fitted efficiency factors ([`Engine::family`]): Ollama runs llama.cpp,
+//! LMDeploy's TurboMind and TensorRT-LLM both grew out of FasterTransformer's
+//! kernels. A version range gets a profile of its own only where the
+//! engine's own release notes, code or docs show a mechanism change
+//! (docs/planner.md, "Engines, versions and parallelism"); the default is
+//! the current version.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PlannerError, did_you_mean};
+
+mod profile;
+mod version;
+
+pub use profile::{
+    EngineProfile, GRAPH_REPLAY_STEP_OVERHEAD_MS, OLLAMA_NUM_PARALLEL, SCORE_BYTES_PER_ELEMENT,
+    StepLaunch, VLLM_FRONTEND_MS_PER_REQUEST, VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS,
+    VLLM_V0_PER_SEQ_MS,
+};
+pub use version::Version;
+
+/// An inference engine (and, for vLLM, a version range with other mechanisms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Engine {
+    /// vLLM 0.6 and later (the default for `vllm`).
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// vLLM before 0.6: scheduling, detokenising and the API server ran in
+    /// the engine's one Python loop, not overlapped with the GPU, and
+    /// chunked prefill was off by default.
+    #[serde(rename = "vllm@0.5")]
+    VllmV0,
+    #[serde(rename = "sglang")]
+    Sglang,
+    #[serde(rename = "trt-llm")]
+    TrtLlm,
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    #[serde(rename = "mlc")]
+    Mlc,
+    #[serde(rename = "transformers")]
+    Transformers,
+    /// Hugging Face text-generation-inference.
+    #[serde(rename = "tgi")]
+    Tgi,
+    /// Ollama: a server around llama.cpp.
+    #[serde(rename = "ollama")]
+    Ollama,
+    /// PyTorch's gpt-fast: `torch.compile` with CUDA graphs, static batch.
+    #[serde(rename = "gpt-fast")]
+    GptFast,
+    /// ExLlamaV2 (its dynamic generator).
+    #[serde(rename = "exllamav2")]
+    ExLlamaV2,
+    /// LMDeploy with its TurboMind engine.
+    #[serde(rename = "lmdeploy")]
+    Lmdeploy,
+    /// NVIDIA FasterTransformer (static batching; TensorRT-LLM's predecessor).
+    #[serde(rename = "fastertransformer")]
+    FasterTransformer,
+}
+
+/// How an engine spreads one replica over several GPUs when it is given
+/// only a GPU count ([`Engine::multi_gpu_default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiGpu {
+    /// Every layer's matmuls split over the GPUs (all-reduce per layer).
+    Tensor,
+    /// Consecutive layers on each GPU; one token passes through them in turn.
+    Layer,
+    /// One GPU when the model fits on one, else layers split (Ollama).
+    OneThenLayer,
+}
+
+impl Engine {
+    pub const ALL: [Self; 13] = [
+        Self::Vllm,
+        Self::VllmV0,
+        Self::Sglang,
+        Self::TrtLlm,
+        Self::LlamaCpp,
+        Self::Mlc,
+        Self::Transformers,
+        Self::Tgi,
+        Self::Ollama,
+        Self::GptFast,
+        Self::ExLlamaV2,
+        Self::Lmdeploy,
+        Self::FasterTransformer,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vllm => "vllm",
+            Self::VllmV0 => "vllm@0.5",
+            Self::Sglang => "sglang",
+            Self::TrtLlm => "trt-llm",
+            Self::LlamaCpp => "llama.cpp",
+            Self::Mlc => "mlc",
+            Self::Transformers => "transformers",
+            Self::Tgi => "tgi",
+            Self::Ollama => "ollama",
+            Self::GptFast => "gpt-fast",
+            Self::ExLlamaV2 => "exllamav2",
+            Self::Lmdeploy => "lmdeploy",
+            Self::FasterTransformer => "fastertransformer",
+        }
+    }
+
+    /// The engine whose fitted efficiency factors this one shares: the same
+    /// kernels underneath. Ollama runs llama.cpp; vLLM before 0.6 ran the
+    /// same kernels as today's vLLM (its change was on the host); LMDeploy's
+    /// TurboMind is "developed based on NVIDIA's FasterTransformer" (its
+    /// docs, `turbomind.md`), whose kernels TensorRT-LLM also took over.
+    pub fn family(self) -> Self {
+        match self {
+            Self::Ollama => Self::LlamaCpp,
+            Self::VllmV0 => Self::Vllm,
+            Self::Lmdeploy | Self::FasterTransformer => Self::TrtLlm,
+            other => other,
+        }
+    }
+
+    /// Parses an engine name, optionally with a version: `vllm`, `vllm@0.5`,
+    /// `vllm@0.5.3`, `ollama@0.3`. A version picks the profile of the range
+    /// it falls in; engines without version ranges accept any well-formed
+    /// version and use their current profile.
+    pub fn parse(s: &str) -> Result<Self, PlannerError> {
+        let text = s.trim().to_ascii_lowercase();
+        let (name, version) = match text.split_once('@') {
+            Some((n, v)) => (n.trim(), Some(Version::parse(v.trim(), s)?)),
+            None => (text.as_str(), None),
+        };
+        let key = match name {
+            "tensorrt-llm" | "trtllm" | "tensorrt" => "trt-llm",
+            "llamacpp" | "llama-cpp" | "llama-server" | "gguf" => "llama.cpp",
+            "mlc-llm" => "mlc",
+            "hf" | "huggingface" => "transformers",
+            "text-generation-inference" | "tgi-server" => "tgi",
+            "gptfast" | "gpt_fast" => "gpt-fast",
+            "exllama" | "exllama2" | "exllama-v2" | "exl2" | "tabbyapi" => "exllamav2",
+            "turbomind" => "lmdeploy",
+            "faster-transformer" | "faster_transformer" | "ft" => "fastertransformer",
+            other => other,
+        };
+        let engine = Self::ALL
+            .into_iter()
+            .filter(|e| *e != Self::VllmV0)
+            .find(|e| e.as_str() == key)
+            .ok_or_else(|| PlannerError::UnknownValue {
+                what: "engine",
+                value: s.to_string(),
+                suggestion: did_you_mean(
+                    key,
+                    Self::ALL
+                        .iter()
+                        .filter(|e| **e != Self::VllmV0)
+                        .map(|e| e.as_str()),
+                ),
+            })?;
+        Ok(match (engine, version) {
+            (Self::Vllm, Some(v)) if v < Version::new(0, 6) => Self::VllmV0,
+            (e, _) => e,
+        })
+    }
+
+    /// One line on what this profile is, for the plan's assumptions.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Vllm => {
+                "vLLM ≥ 0.6 (current): host work overlapped with the GPU, chunked prefill"
+            }
+            Self::VllmV0 => {
+                "vLLM < 0.6: scheduling and detokenising in the engine loop, not overlapped \
+                 (0.1 ms per running sequence per step), no chunked prefill by default"
+            }
+            Self::Sglang => "SGLang (current)",
+            Self::TrtLlm => "TensorRT-LLM (current)",
+            Self::LlamaCpp => "llama.cpp, builds without flash attention by default",
+            Self::Mlc => "MLC LLM",
+            Self::Transformers => "eager PyTorch (transformers)",
+            Self::Tgi => "text-generation-inference (current)",
+            Self::Ollama => {
+                "Ollama: llama.cpp underneath, OLLAMA_NUM_PARALLEL slots, layers spread over \
+                 GPUs only when the model does not fit one"
+            }
+            Self::GptFast => "gpt-fast: torch.compile with CUDA graphs, one static batch",
+            Self::ExLlamaV2 => "ExLlamaV2 dynamic generator: layers split over GPUs (gpu_split)",
+            Self::Lmdeploy => "LMDeploy TurboMind: FasterTransformer kernels, persistent batching",
+            Self::FasterTransformer => "FasterTransformer: static batches, no continuous batching",
+        }
+    }
+
+    /// Whether the engine writes attention scores to memory. llama.cpp
+    /// without flash attention (the default of `llama-bench` and the server
+    /// in the 2023–24 builds the shipped measurements come from; `-fa` turns
+    /// flash attention on) computes `Q·Kᵀ` into an F32 matrix of `tokens ×
+    /// context` per head, runs softmax over it in a kernel of its own and
+    /// reads it back for `·V`. The other engines run fused (flash) attention
+    /// kernels that keep the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
+    pub fn materialises_attention_scores(self) -> bool {
+        matches!(self.family(), Self::LlamaCpp)
+    }
+
+    /// Prior adjustment for an engine with no data at the level used: eager
+    /// PyTorch (`transformers`) launches many more kernels per token and does
+    /// not fuse attention, so it is assumed to reach 60% of the class's
+    /// efficiency at 3× its overhead. Only a prior: calibrate to replace it.
+    pub(crate) fn prior_adjust(self) -> (f64, f64) {
+        match self {
+            Self::Transformers => (0.6, 3.0),
+            _ => (1.0, 1.0),
+        }
+    }
+
+    /// What the engine does with several GPUs for one replica when the user
+    /// gives only their number, from its docs:
+    /// - llama.cpp splits layers (`--split-mode layer`, the default since
+    ///   ggml-org/llama.cpp#4766, January 2024; `row` splits matrices). One
+    ///   token passes the GPUs in turn, so one stream is no faster than on
+    ///   one GPU; memory adds up.
+    /// - ExLlamaV2 splits layers (`gpu_split`, or `autosplit` filling GPUs
+    ///   in order).
+    /// - Ollama loads a model on one GPU when it fits there and spreads its
+    ///   layers over the GPUs otherwise (its FAQ, "How does Ollama load
+    ///   models on multiple GPUs?").
+    /// - transformers places whole layers on the GPUs in order
+    ///   (`from_pretrained(device_map="auto")`, Accelerate's big-model
+    ///   inference, huggingface/transformers#17341): one GPU works at a time.
+    /// - vLLM, SGLang, TensorRT-LLM, TGI, LMDeploy, gpt-fast,
+    ///   FasterTransformer and MLC shard each layer (tensor parallelism: the
+    ///   `tensor_parallel_size` / `--tp` / `--num-shard` their multi-GPU
+    ///   docs start from).
+    pub fn multi_gpu_default(self) -> MultiGpu {
+        match self {
+            Self::LlamaCpp | Self::ExLlamaV2 | Self::Transformers => MultiGpu::Layer,
+            Self::Ollama => MultiGpu::OneThenLayer,
+            _ => MultiGpu::Tensor,
+        }
+    }
+
+    /// Whether the engine keeps several micro-batches in flight across
+    /// pipeline stages (`--pp`), so that at batch > 1 every stage works at
+    /// once: vLLM (virtual engines, one per stage), SGLang, TensorRT-LLM and
+    /// LMDeploy. llama.cpp's layer split overlaps micro-batches only within
+    /// one large prompt batch (ggml-org/llama.cpp#6017, 2024-03); its decode
+    /// steps run the stages one after another, as does every engine here at
+    /// one stream.
+    pub fn pipelines_micro_batches(self) -> bool {
+        matches!(
+            self,
+            Self::Vllm | Self::VllmV0 | Self::Sglang | Self::TrtLlm | Self::Lmdeploy
+        )
+    }
+
+    /// How the engine cuts one long prompt into micro-batches that flow
+    /// through pipeline stages one after another, `(n_batch, n_ubatch)`:
+    /// llama.cpp (ggml-org/llama.cpp#6017, March 2024) takes a prompt in
+    /// logical batches of `n_batch` tokens (default 2048) and computes each
+    /// as physical batches of `n_ubatch` (default 512); with layers split
+    /// over GPUs, stage *k* works on one micro-batch while stage *k + 1*
+    /// works on the one before. A prompt of one micro-batch (`pp 512`) gets
+    /// no overlap. `None`: one prompt is one pass through the stages.
+    pub fn prompt_micro_batches(self) -> Option<(u32, u32)> {
+        (self.family() == Self::LlamaCpp).then_some((2048, 512))
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_before_0_6_picks_the_old_vllm_profile_and_later_ones_the_current() {
+        assert_eq!(Engine::parse("vllm@0.5").ok(), Some(Engine::VllmV0));
+        assert_eq!(Engine::parse("vLLM@v0.5.3").ok(), Some(Engine::VllmV0));
+        assert_eq!(Engine::parse("vllm@0.2.0").ok(), Some(Engine::VllmV0));
+        assert_eq!(Engine::parse("vllm@0.6.0").ok(), Some(Engine::Vllm));
+        assert_eq!(Engine::parse("vllm@0.11").ok(), Some(Engine::Vllm));
+        assert_eq!(Engine::parse("vllm").ok(), Some(Engine::Vllm));
+        // An engine without version ranges takes any version.
+        assert_eq!(Engine::parse("sglang@0.3.2").ok(), Some(Engine::Sglang));
+    }
+
+    #[test]
+    fn a_malformed_version_is_refused_with_a_hint() {
+        for bad in ["vllm@", "vllm@abc", "vllm@0.5.x", "vllm@1.2.3.4"] {
+            let e = Engine::parse(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(bad) && e.contains("vllm@0.5"), "{bad}: {e}");
+        }
+        let e = Engine::parse("olama")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("ollama"), "{e}");
+    }
+
+    #[test]
+    fn every_engine_name_parses_back_to_itself() {
+        for e in Engine::ALL {
+            assert_eq!(Engine::parse(e.as_str()).ok(), Some(e), "{e}");
+        }
+        for (alias, e) in [
+            ("ExLlama2", Engine::ExLlamaV2),
+            ("turbomind", Engine::Lmdeploy),
+            ("faster-transformer", Engine::FasterTransformer),
+            ("llama-server", Engine::LlamaCpp),
+        ] {
+            assert_eq!(Engine::parse(alias).ok(), Some(e), "{alias}");
+        }
+    }
+
+    #[test]
+    fn engines_built_on_another_share_its_family_and_its_multi_gpu_habit() {
+        assert_eq!(Engine::Ollama.family(), Engine::LlamaCpp);
+        assert_eq!(Engine::VllmV0.family(), Engine::Vllm);
+        assert_eq!(Engine::Lmdeploy.family(), Engine::TrtLlm);
+        assert_eq!(Engine::GptFast.family(), Engine::GptFast);
+        assert!(Engine::Ollama.materialises_attention_scores());
+        assert_eq!(Engine::LlamaCpp.multi_gpu_default(), MultiGpu::Layer);
+        assert_eq!(Engine::Vllm.multi_gpu_default(), MultiGpu::Tensor);
+        assert_eq!(Engine::Ollama.multi_gpu_default(), MultiGpu::OneThenLayer);
+        assert!(!Engine::LlamaCpp.pipelines_micro_batches());
+        assert!(Engine::Vllm.pipelines_micro_batches());
+    }
+}

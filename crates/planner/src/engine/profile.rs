@@ -1,0 +1,274 @@
+//! What an engine does per step and at serving time: how it launches a
+//! decode step's kernels ([`StepLaunch`]), the fixed step overheads that
+//! follow, and its serving defaults ([`EngineProfile`]).
+
+use serde::Serialize;
+
+use super::Engine;
+use crate::hardware::{Hardware, HardwareClass};
+use crate::phase::Phase;
+
+/// How an engine issues one decode step's kernels ([`Engine::step_launch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepLaunch {
+    /// Every kernel launched from the host each step: the host cost (graph
+    /// build, one launch per kernel, sampling) grows with the kernel count
+    /// and sits between the GPU's kernels.
+    PerKernel,
+    /// The step captured once as a CUDA graph and replayed with one launch.
+    GraphReplay,
+    /// Kernels launched one by one from a C++ loop that queues them ahead
+    /// of the GPU (no Python between them): the launch cost hides behind
+    /// the running kernels, as with a graph.
+    HostLoop,
+}
+
+/// Prior fixed overhead of one decode step, milliseconds, for an engine that
+/// replays the step as a CUDA graph (set from how such a step runs, before
+/// any evaluation; not fitted). What is left once the per-kernel launches
+/// are gone: one graph launch (tens of µs); gaps of about a microsecond
+/// between the graph's few hundred kernels on the GPU (~0.3–0.5 ms for a
+/// 7–8B model); and the host work outside the graph that the engine does
+/// not overlap with the GPU (preparing the step's inputs, sampling, reading
+/// back the tokens; vLLM V1, SGLang and TensorRT-LLM schedule the next step
+/// while the current one runs), about half a millisecond. The pooled
+/// datacenter fit (~4 ms) is mostly llama.cpp builds of 2023 that launch
+/// every kernel from the host, which is why it is not inherited.
+pub const GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.0;
+
+/// vLLM's decode-step overhead prior, milliseconds: vllm-project/vllm#17866
+/// (V1, Llama-3.2-1B) reports a TPOT of 2.73 ms at light load, about 1 ms of
+/// it the GPU's, so at most 1.5 ms of fixed host time per step.
+pub const VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.5;
+
+/// How an engine batches at serving time, from its documented defaults:
+/// what caps the sequences it runs together, what each running sequence
+/// costs the host per step, how much memory it leaves unused, and whether
+/// prompts are chunked into decode steps. These are documented constants
+/// (docs/planner.md, "Batched serving"), not fitted values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineProfile {
+    /// Default cap on sequences running together (vLLM `max_num_seqs`,
+    /// TensorRT-LLM `max_batch_size`, TGI `max_concurrent_requests`); `None`
+    /// when only KV-cache memory limits it (SGLang, llama.cpp slots as given).
+    pub max_running: Option<u32>,
+    /// Host time per running sequence per step (scheduling, sampling,
+    /// detokenising, output processing), milliseconds.
+    pub per_seq_overhead_ms: f64,
+    /// Fraction of device memory the engine leaves unused by default
+    /// (`1 − gpu_memory_utilization`; SGLang `1 − mem_fraction_static`).
+    pub memory_reserve: f64,
+    /// Prompts are split into chunks that ride in the same forward pass as
+    /// the running sequences' decode tokens (one weight read for both);
+    /// otherwise a prefill is a pass of its own that stalls decoding.
+    pub chunked_prefill: bool,
+    /// Default cap on the tokens one step computes (vLLM
+    /// `max_num_batched_tokens`, SGLang `chunked_prefill_size`, TensorRT-LLM
+    /// `max_num_tokens`, TGI `max_batch_prefill_tokens`, llama.cpp
+    /// `n_ubatch`): a prompt longer than what is left of it after the
+    /// decode tokens is split over several steps.
+    pub max_batched_tokens: u32,
+    /// Latency each request spends in the server outside the engine's steps
+    /// (HTTP, prompt rendering and tokenising, hand-off to the engine loop,
+    /// detokenising and streaming the first token back), milliseconds: in
+    /// every TTFT, occupying no GPU time. Used by the serving simulator
+    /// ([`crate::sim`]); 0 where no published figure separates it.
+    pub request_overhead_ms: f64,
+    /// Host time each request holds the engine's HTTP server where that
+    /// server is one process (parsing, chat template, tokenising, streaming
+    /// the tokens back), milliseconds: a replica takes in at most
+    /// `1000 / frontend_ms_per_request` requests per second whatever the GPU
+    /// does. Used by [`crate::batching::frontend_req_s`] and the serving
+    /// simulator; 0 where no limit is known.
+    pub frontend_ms_per_request: f64,
+    /// The scheduler forms the next batch while the current one runs
+    /// (overlap scheduling: SGLang, TensorRT-LLM's PyTorch backend), so a
+    /// request reaching the queue during step *k* joins step *k + 2* at the
+    /// earliest; an idle engine starts it at once. Used by the serving
+    /// simulator ([`crate::sim`]); see docs/planner.md, "Validation of the
+    /// simulator".
+    pub overlap_schedule: bool,
+}
+
+impl Engine {
+    /// The engine's serving defaults on `hw`. vLLM V1's OpenAI server raises
+    /// `max_num_seqs` from 256 to 1024 and `max_num_batched_tokens` from 2048
+    /// to 8192 on devices with at least 70 GiB, except the A100, which keeps
+    /// the small defaults (vLLM's `test_defaults_with_usage_context` pins
+    /// both); SGLang sizes `chunked_prefill_size` by memory (2048 under 35
+    /// GiB, 4096 under 60, 16384 from 160, else 8192); TensorRT-LLM's LLM
+    /// API defaults `max_batch_size` to 2048 and `max_num_tokens` to 8192;
+    /// TGI's router admits 128 concurrent requests and 4096 prefill tokens a
+    /// batch. The engines added for issue 37 (docs/planner.md, "Engines,
+    /// versions and parallelism"):
+    /// - vLLM before 0.6: `max_num_seqs` 256 on every device (the large-device
+    ///   rule is V1's), chunked prefill off (V0's `enable_chunked_prefill`
+    ///   default), so `max_num_batched_tokens` is the whole prompt; 0.1 ms of
+    ///   host time per running sequence per step (vllm-project/vllm#6801,
+    ///   August 2024, v0.5: ~20 ms between steps at 200 running sequences;
+    ///   the 0.6 release blog measured the GPU busy 38% of the time for
+    ///   Llama 3 8B on one H100, the rest API server and scheduling).
+    /// - Ollama: llama.cpp's profile with `OLLAMA_NUM_PARALLEL` slots,
+    ///   auto-selected 4 or 1 by free memory since ollama/ollama#4218; the
+    ///   profile takes the low end, one running sequence.
+    /// - gpt-fast: one static batch of what it is given (`--batch_size`,
+    ///   default 1), prompts as passes of their own.
+    /// - ExLlamaV2's dynamic generator: continuous batching limited by its
+    ///   cache, prompts chunked at `max_chunk_size` 2048.
+    /// - LMDeploy TurboMind: persistent (continuous) batching,
+    ///   `max_batch_size` 256 on datacenter GPUs (128 elsewhere),
+    ///   `cache_max_entry_count` 0.8 of the memory left after the weights,
+    ///   prompts split at `max_prefill_token_num` 8192.
+    /// - FasterTransformer: a static batch, prompts as a pass of their own.
+    pub fn profile(self, hw: &Hardware) -> EngineProfile {
+        let memory_gb = hw.memory_gb;
+        let vllm_large = memory_gb >= 70.0 && !hw.is_a100();
+        let datacenter = hw.class == HardwareClass::Datacenter;
+        let (max_running, per_seq_overhead_ms, memory_reserve, chunked_prefill) = match self {
+            Self::Vllm => (Some(if vllm_large { 1024 } else { 256 }), 0.02, 0.10, true),
+            Self::VllmV0 => (Some(256), VLLM_V0_PER_SEQ_MS, 0.10, false),
+            Self::Sglang => (None, 0.01, 0.12, true),
+            Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
+            Self::Tgi => (Some(128), 0.02, 0.10, true),
+            Self::LlamaCpp => (None, 0.03, 0.0, true),
+            Self::Ollama => (Some(OLLAMA_NUM_PARALLEL), 0.03, 0.0, true),
+            Self::Mlc => (None, 0.02, 0.10, true),
+            Self::Transformers => (None, 0.10, 0.0, false),
+            Self::GptFast => (None, 0.02, 0.0, false),
+            Self::ExLlamaV2 => (None, 0.03, 0.0, true),
+            // 0.2 of what the weights leave, counted here over the whole
+            // device: a little more reserve than LMDeploy keeps.
+            Self::Lmdeploy => (Some(if datacenter { 256 } else { 128 }), 0.004, 0.20, true),
+            Self::FasterTransformer => (None, 0.004, 0.0, false),
+        };
+        let max_batched_tokens = match self {
+            Self::Vllm if vllm_large => 8192,
+            Self::Vllm => 2048,
+            Self::Sglang if memory_gb < 35.0 => 2048,
+            Self::Sglang if memory_gb < 60.0 => 4096,
+            Self::Sglang if memory_gb >= 160.0 => 16384,
+            Self::Sglang | Self::TrtLlm | Self::Lmdeploy => 8192,
+            Self::Tgi => 4096,
+            Self::LlamaCpp | Self::Ollama => 512,
+            Self::Mlc | Self::ExLlamaV2 => 2048,
+            // Whole prompts in one pass of their own.
+            Self::Transformers | Self::VllmV0 | Self::GptFast | Self::FasterTransformer => u32::MAX,
+        };
+        EngineProfile {
+            max_running,
+            per_seq_overhead_ms,
+            memory_reserve,
+            chunked_prefill,
+            max_batched_tokens,
+            request_overhead_ms: self.request_overhead_ms(),
+            frontend_ms_per_request: match self {
+                Self::Vllm | Self::VllmV0 => VLLM_FRONTEND_MS_PER_REQUEST,
+                _ => 0.0,
+            },
+            // sgl-project/sglang#2067 (default since November 2024),
+            // NVIDIA/TensorRT-LLM#4174 (default since May 2025).
+            overlap_schedule: matches!(self, Self::Sglang | Self::TrtLlm),
+        }
+    }
+
+    /// See [`EngineProfile::request_overhead_ms`]. vLLM's OpenAI server
+    /// and its engine core are separate processes (tokenising and
+    /// detokenising in the API server, requests and outputs passed between
+    /// them). kvcached PR 331's H100 run of Qwen3-0.6B at 16 req/s (vLLM
+    /// 0.19, 512-token prompts) has a mean TTFT of 38.9 ms, of which the
+    /// engine's own steps (the prefill pass and the wait for the step in
+    /// flight, as the simulator models them) explain 8.5 ms: the rest,
+    /// rounded, is this constant. Checked, not fitted, on GPUStack's Qwen3-8B
+    /// H100 run (vLLM 0.11): 51.6 ms simulated against 64.0 published
+    /// (docs/planner.md, "Validation of the simulator"). Other engines: no
+    /// published figure separates it yet.
+    fn request_overhead_ms(self) -> f64 {
+        match self {
+            Self::Vllm | Self::VllmV0 => VLLM_REQUEST_OVERHEAD_MS,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Memory traffic per attention score of an engine that materialises them
+/// ([`Engine::materialises_attention_scores`]), bytes: four passes over an
+/// F32 element, written by the `Q·Kᵀ` matmul, read and written by softmax,
+/// read by the `·V` matmul. (llama.cpp's CUDA build also converts the
+/// probabilities to F16 for cuBLAS, a further 4 + 2 + 2 bytes not counted.)
+pub const SCORE_BYTES_PER_ELEMENT: f64 = 16.0;
+
+/// vLLM's per-request server latency, ms (`Engine::request_overhead_ms`).
+const VLLM_REQUEST_OVERHEAD_MS: f64 = 30.0;
+
+/// Host time one request holds vLLM's API server, ms
+/// ([`EngineProfile::frontend_ms_per_request`]): pull request
+/// vllm-project/vllm#17546 (May 2025) ran one API-server process in front of
+/// two data-parallel engines (2×A100, Llama-3.2-1B, ShareGPT, offered 120
+/// req/s) and completed 10,000 requests in 130.7 s, 76.5 req/s: 13 ms each.
+pub const VLLM_FRONTEND_MS_PER_REQUEST: f64 = 13.0;
+
+/// Host time per running sequence per step of vLLM before 0.6, ms
+/// ([`Engine::profile`]).
+pub const VLLM_V0_PER_SEQ_MS: f64 = 0.1;
+
+/// Ollama's default `OLLAMA_NUM_PARALLEL` ([`Engine::profile`]).
+pub const OLLAMA_NUM_PARALLEL: u32 = 1;
+
+impl Engine {
+    /// How the engine runs the kernels of one decode step on a GPU, from
+    /// its documentation (docs/planner.md, "Host cost per step and the server front end").
+    ///
+    /// - vLLM captures the decoder's forward pass as CUDA graphs at a set of
+    ///   batch sizes and replays them for decode steps unless started with
+    ///   `enforce_eager` (its CUDA-graphs design notes; `cudagraph_mode` in
+    ///   the compilation config).
+    /// - SGLang enables decode CUDA graphs by default up to
+    ///   `--cuda-graph-max-bs` (`--disable-cuda-graph` turns them off).
+    /// - TensorRT-LLM replays generation steps as CUDA graphs
+    ///   (`cuda_graph_config` in the LLM API, a CUDA-graph option of the
+    ///   older C++ runtime) and runs a compiled engine of fused kernels.
+    /// - TGI's launcher captures graphs for small decode batches by default
+    ///   (`--cuda-graphs`).
+    /// - llama.cpp's CUDA backend, as in the 2023–24 builds the shipped
+    ///   measurements come from, launches every kernel of its graph from the
+    ///   host each token (later builds capture single-sequence decode as
+    ///   CUDA graphs: calibrate on your build). MLC LLM is not assumed
+    ///   either way (its own consumer fit decides), eager PyTorch launches
+    ///   per operator; Ollama is llama.cpp.
+    /// - vLLM before 0.6 already replayed decode as CUDA graphs (since
+    ///   0.2.x, `enforce_eager` off); its host cost was per sequence.
+    /// - gpt-fast compiles decoding with `torch.compile(mode=
+    ///   "reduce-overhead")`, which captures CUDA graphs (its README).
+    /// - LMDeploy's TurboMind and FasterTransformer launch kernels from a
+    ///   C++ loop that runs ahead of the GPU ([`StepLaunch::HostLoop`]).
+    /// - ExLlamaV2 launches its kernels from Python each step.
+    pub fn step_launch(self) -> StepLaunch {
+        match self {
+            Self::Vllm | Self::VllmV0 | Self::Sglang | Self::TrtLlm | Self::Tgi | Self::GptFast => {
+                StepLaunch::GraphReplay
+            }
+            Self::Lmdeploy | Self::FasterTransformer => StepLaunch::HostLoop,
+            Self::LlamaCpp | Self::Ollama | Self::Mlc | Self::Transformers | Self::ExLlamaV2 => {
+                StepLaunch::PerKernel
+            }
+        }
+    }
+
+    /// The most fixed decode-step overhead (ms) the engine is assumed to pay
+    /// on `class` when it has no fitted overhead of its own: for engines
+    /// that replay decode steps as CUDA graphs on a GPU (or queue them from
+    /// a C++ loop), [`GRAPH_REPLAY_STEP_OVERHEAD_MS`]; otherwise no bound (the pooled fit
+    /// or the class prior stands). `None` for `class` means any class (a
+    /// level pooled over classes).
+    pub fn step_overhead_cap_ms(self, class: Option<HardwareClass>, phase: Phase) -> Option<f64> {
+        let gpu =
+            class.is_none_or(|c| matches!(c, HardwareClass::Datacenter | HardwareClass::Consumer));
+        let cap = match self {
+            Self::Vllm | Self::VllmV0 => VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS,
+            _ => GRAPH_REPLAY_STEP_OVERHEAD_MS,
+        };
+        (phase == Phase::Decode && gpu && self.step_launch() != StepLaunch::PerKernel)
+            .then_some(cap)
+    }
+}

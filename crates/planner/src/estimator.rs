@@ -1,0 +1,69 @@
+//! The estimator's per-step model: the efficiency factors a scenario gets,
+//! the time of one prefill and one decode step with them, and the KV-cache
+//! capacity. What batching builds on and the full estimate sums up.
+
+use crate::efficiency::{EfficiencyTable, Phase, Resolved};
+use crate::roofline::{Scenario, decode_terms, decode_time, prefill_terms, prefill_time};
+
+/// Computes estimates with one efficiency table.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    pub factors: EfficiencyTable,
+}
+
+impl Estimator {
+    pub fn new(factors: EfficiencyTable) -> Self {
+        Self { factors }
+    }
+
+    /// (prefill, decode) factors for a scenario.
+    pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
+        (
+            self.factors.lookup(s.hw.class, s.engine, Phase::Prefill),
+            self.factors.lookup(s.hw.class, s.engine, Phase::Decode),
+        )
+    }
+
+    /// TTFT of one request of `prompt` tokens, seconds.
+    pub fn ttft_s(&self, s: &Scenario, prompt: f64) -> f64 {
+        let (p, d) = self.factors_for(s);
+        prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
+    }
+
+    /// One decode step at `batch` and context `ctx`, seconds: the roofline
+    /// step plus the engine's host cost per running sequence
+    /// ([`crate::efficiency::EngineProfile::per_seq_overhead_ms`]). Prefill of
+    /// other sequences is not in it; [`crate::batching::steady_state`] adds it.
+    pub fn tpot_s(&self, s: &Scenario, batch: f64, ctx: f64) -> f64 {
+        let (p, d) = self.factors_for(s);
+        decode_time(&decode_terms(s, batch, ctx), p.factor, d.factor)
+            + batch * self.per_seq_overhead_s(s)
+    }
+
+    /// Host time per running sequence per decode step, seconds (zero for
+    /// the constant-efficiency baseline).
+    pub fn per_seq_overhead_s(&self, s: &Scenario) -> f64 {
+        if self.factors.is_baseline() {
+            0.0
+        } else {
+            s.engine.profile(s.hw).per_seq_overhead_ms / 1e3
+        }
+    }
+
+    /// KV-cache memory per replica after weights and headroom, bytes.
+    pub fn kv_capacity_bytes(&self, s: &Scenario) -> f64 {
+        let usable = s.hw.memory_bytes() * (1.0 - s.memory_headroom) * s.devices();
+        usable - s.weight_bytes()
+    }
+
+    /// Sequences of `context` tokens that fit in the KV capacity.
+    pub fn max_concurrent(&self, s: &Scenario) -> u64 {
+        let cap = self.kv_capacity_bytes(s);
+        let per_seq = s.kv_bytes_per_token() * s.context as f64;
+        if cap <= 0.0 || per_seq <= 0.0 {
+            0
+        } else {
+            (cap / per_seq).floor() as u64
+        }
+    }
+}
