@@ -62,6 +62,22 @@ pub trait KindSchema: Send + Sync {
         &[]
     }
 
+    /// Checks that need I/O, run by [`load_path`](crate::load_path) and
+    /// [`load_source`](crate::load_source) once the pure checks found no
+    /// error: that a file the config names is there and is what the config
+    /// says (a custom step's component, its own schema for its settings).
+    /// `config` is the node's spanned `config` and `cx` is at its path, so
+    /// problems carry `file:line:column`. The default checks nothing.
+    fn inspect(
+        &self,
+        node: &crate::Node,
+        config: Option<&Value>,
+        topology: &crate::Topology,
+        cx: &mut Cx<'_>,
+    ) {
+        let _ = (node, config, topology, cx);
+    }
+
     /// Checks `config` once and yields what later stages need from it: the
     /// labels a node can emit and the typed config its build step takes.
     /// Pure, like [`check_config`](KindSchema::check_config). The default
