@@ -96,10 +96,8 @@ impl Guest for Cleaner {
         let masked = matcher.find_iter(text).count();
         let masks = vec![settings.mask.as_str(); settings.words.len()];
         let cleaned = matcher.replace_all(text, &masks);
-        if masked > 0 {
-            // Streaming callers see the cleaned text at once.
-            host::emit(&cleaned);
-        }
+        // A caller that streams gets the cleaned text as soon as it exists.
+        host::emit(&cleaned);
         let (label, fact) = if masked == 0 {
             (
                 "clean",

@@ -20,11 +20,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter};
+use wasmtime::{Config, Engine, ResourceLimiter, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
@@ -173,8 +173,19 @@ pub fn load(path: &Path, expected: &str) -> Result<Arc<Loaded>, LoadError> {
     Ok(loaded)
 }
 
+/// How long `describe` may run: it only returns constants.
+const DESCRIBE_TIME: Duration = Duration::from_secs(10);
+
 fn describe(pre: &StepPre<State>) -> wasmtime::Result<About> {
     let mut store = new_store(&Sandbox::default(), None)?;
+    let start = Instant::now();
+    store.epoch_deadline_callback(move |_| {
+        Ok(if start.elapsed() > DESCRIBE_TIME {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Continue(1)
+        })
+    });
     let step = pre.instantiate(&mut store)?;
     step.call_describe(&mut store)
 }
@@ -304,7 +315,9 @@ impl HostMonotonicClock for Frozen {
 }
 
 /// A store for one call: nothing granted but what `sandbox` says, its fuel
-/// set, its epoch deadline one tick away (the caller installs the check).
+/// set, its epoch deadline one tick away. The caller installs the epoch
+/// callback that decides, each tick, whether the call goes on (without
+/// one, the first tick interrupts it).
 pub fn new_store(sandbox: &Sandbox, emit: Option<Emit>) -> wasmtime::Result<wasmtime::Store<State>> {
     let host = host().map_err(wasmtime::Error::msg)?;
     let stderr = MemoryOutputPipe::new(64 * 1024);

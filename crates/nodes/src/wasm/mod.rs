@@ -62,6 +62,13 @@ impl TypedKind for Wasm {
         inspect::inspect(config, node, raw, topology, cx);
     }
 
+    /// A step may stream text (`host.emit`), so serving treats it as a
+    /// kind that streams: an output guard after it buffers what it emits,
+    /// and when it is the last such node its text is what a chat streams.
+    fn streams_text(&self) -> bool {
+        true
+    }
+
     fn secret_fields(&self) -> &'static [&'static str] {
         // Values of `grant.env` may be secret references (`${env:NAME}`).
         &["grant"]
