@@ -35,7 +35,7 @@ wasmtime::component::bindgen!({
     world: "step",
 });
 
-pub use glassbox::step::types::{About, Fact, Reply};
+pub use glassbox::step::types::Fact;
 
 /// How often the engine's epoch advances: the longest a call runs on after
 /// its attempt is over.
