@@ -168,12 +168,13 @@ fn topology(node: &str) -> String {
 /// Builds a pipeline; returns it and how long building took.
 fn pipeline(yaml: &str, registry: &Registry) -> (Pipeline, Duration) {
     let t = Instant::now();
-    let v = match glassbox_topology::load_source(Source::new("bench.yaml", yaml), &registry.kind_set())
-    {
-        Ok(v) => v,
-        Err(glassbox_topology::TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
-        Err(e) => panic!("{e}"),
-    };
+    let v =
+        match glassbox_topology::load_source(Source::new("bench.yaml", yaml), &registry.kind_set())
+        {
+            Ok(v) => v,
+            Err(glassbox_topology::TopologyError::Invalid(r)) => panic!("{}", r.render(false)),
+            Err(e) => panic!("{e}"),
+        };
     let topology = Arc::new(v.topology);
     let options = PipelineOptions {
         sink: Arc::new(MemorySink::bounded(10_000)),
@@ -220,7 +221,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5.0);
     let duration = Duration::from_secs_f64(secs);
-    let components = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/wasm-examples"));
+    let components = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/wasm-examples"
+    ));
     let step = |file: &str| {
         let path = components.join(file);
         format!("component: {}, sha256: {}", path.display(), sha256(&path))
@@ -249,11 +253,16 @@ fn main() {
         ),
         (
             "wasm, Python component (regex redactor)",
-            format!("{{ id: clean, type: wasm, config: {{ {} }} }}", step("redactor.wasm")),
+            format!(
+                "{{ id: clean, type: wasm, config: {{ {} }} }}",
+                step("redactor.wasm")
+            ),
         ),
     ];
     let input = json!({ "question": QUESTION });
-    println!("| step | build (compile) ms | request P50 µs | P95 | P99 | node span P50 µs | P95 | P99 | calls |");
+    println!(
+        "| step | build (compile) ms | request P50 µs | P95 | P99 | node span P50 µs | P95 | P99 | calls |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, node) in rows {
         let (p, built) = pipeline(&topology(&node), &registry);

@@ -157,7 +157,9 @@ fn misbehave(how: &str) -> Result<Reply, String> {
                 "data": std::fs::read_to_string("/data/hello.txt").ok(),
                 "root": std::fs::read_dir("/").is_ok(),
             });
-            Ok(reply(&json!({ "text": seen.to_string(), "masked": 0 }).to_string()))
+            let mut out = reply(&json!({ "text": seen.to_string(), "masked": 0 }).to_string());
+            out.label = Some("clean".into());
+            Ok(out)
         }
         _ => Err("asked to fail".into()),
     }

@@ -150,7 +150,11 @@ fn check_grant(grant: &Obj<'_>, cx: &mut Cx<'_>) -> Grant {
                 continue;
             };
             d.deny_unknown(&mut dcx, DIR_FIELDS);
-            let path = d.req_str(&mut dcx, "path", "give the host directory to lend, read-only");
+            let path = d.req_str(
+                &mut dcx,
+                "path",
+                "give the host directory to lend, read-only",
+            );
             let guest = d.req_str(
                 &mut dcx,
                 "guest",
@@ -208,11 +212,24 @@ mod tests {
 
     #[test]
     fn bad_hashes_network_and_missing_fields_are_each_reported() {
-        let (_, problems) = checked("{sha256: abc, grant: {network: true}, limits: {memory_mb: 0}}");
+        let (_, problems) =
+            checked("{sha256: abc, grant: {network: true}, limits: {memory_mb: 0}}");
         assert_eq!(problems.len(), 4, "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("`component`")), "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("64 hexadecimal")), "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("network")), "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("memory_mb")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("`component`")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("64 hexadecimal")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("network")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("memory_mb")),
+            "{problems:?}"
+        );
     }
 }

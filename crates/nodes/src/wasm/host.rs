@@ -318,7 +318,10 @@ impl HostMonotonicClock for Frozen {
 /// set, its epoch deadline one tick away. The caller installs the epoch
 /// callback that decides, each tick, whether the call goes on (without
 /// one, the first tick interrupts it).
-pub fn new_store(sandbox: &Sandbox, emit: Option<Emit>) -> wasmtime::Result<wasmtime::Store<State>> {
+pub fn new_store(
+    sandbox: &Sandbox,
+    emit: Option<Emit>,
+) -> wasmtime::Result<wasmtime::Store<State>> {
     let host = host().map_err(wasmtime::Error::msg)?;
     let stderr = MemoryOutputPipe::new(64 * 1024);
     let mut wasi = WasiCtx::builder();

@@ -69,7 +69,9 @@ pub(super) fn inspect(
                         format!("`{}`: {}", v.at("settings"), v.message),
                     )
                     .at(v.at(&cx.path_of("settings")))
-                    .hint(format!("the step `{step}` defines what its settings may hold")),
+                    .hint(format!(
+                        "the step `{step}` defines what its settings may hold"
+                    )),
                 );
             }
         }

@@ -253,16 +253,23 @@ impl Inner {
                     codes::BAD_LABEL,
                     format!(
                         "step `{name}` returned label `{label}`, which it does not declare (it declares: {})",
-                        if about.labels.is_empty() { "none".to_string() } else { about.labels.join(", ") }
+                        if about.labels.is_empty() {
+                            "none".to_string()
+                        } else {
+                            about.labels.join(", ")
+                        }
                     ),
                     None,
                 ));
             }
-            out = out.label(label.clone()).tag("label", label.clone()).fact(Fact::Routed {
-                label,
-                rule: Some(about.name.clone()),
-                reason: format!("custom step `{name}` chose it"),
-            });
+            out = out
+                .label(label.clone())
+                .tag("label", label.clone())
+                .fact(Fact::Routed {
+                    label,
+                    rule: Some(about.name.clone()),
+                    reason: format!("custom step `{name}` chose it"),
+                });
         }
         for fact in reply.facts {
             let zh = fact
