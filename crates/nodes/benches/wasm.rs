@@ -236,7 +236,7 @@ fn main() {
     let rows = [
         (
             "built-in kind (same Rust code)",
-            format!("{{ id: clean, type: native_cleaner }}"),
+            "{ id: clean, type: native_cleaner }".to_string(),
         ),
         (
             "wasm, Rust component",
