@@ -9,7 +9,8 @@
 //! step fail on purpose, so the host's limits and error codes can be
 //! exercised with a real component: `trap`, `spin` (never returns),
 //! `grow` (allocates without bound), `bad_json`, `bad_output` (output that
-//! breaks the declared schema), `fail` (returns an error), and `probe`
+//! breaks the declared schema), `bad_label` (a label it does not declare),
+//! `fail` (returns an error), and `probe`
 //! (reports the environment, clock and files it can see).
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -31,7 +32,7 @@ const CONFIG_SCHEMA: &str = r#"{
     "words": { "type": "array", "items": { "type": "string", "minLength": 1 }, "minItems": 1 },
     "field": { "type": "string", "minLength": 1 },
     "mask": { "type": "string" },
-    "misbehave": { "enum": ["trap", "spin", "grow", "bad_json", "bad_output", "fail", "probe"] }
+    "misbehave": { "enum": ["trap", "spin", "grow", "bad_json", "bad_output", "fail", "probe", "bad_label"] }
   },
   "additionalProperties": false
 }"#;
@@ -147,6 +148,11 @@ fn misbehave(how: &str) -> Result<Reply, String> {
         }
         "bad_json" => Ok(reply("{\"text\": ")),
         "bad_output" => Ok(reply("{\"text\": 42}")),
+        "bad_label" => {
+            let mut out = reply("{\"text\": \"\", \"masked\": 0}");
+            out.label = Some("maybe".into());
+            Ok(out)
+        }
         "probe" => {
             // What the sandbox lets the step see, for the host's tests.
             let seen = json!({
