@@ -253,7 +253,12 @@ async fn bad_steps_fail_with_stable_codes_and_their_traces_kept() {
             "wasm_output_schema",
             "breaks its own output schema: output",
         ),
-        ("bad_label", "", "wasm_bad_label", "label `maybe`, which it does not declare"),
+        (
+            "bad_label",
+            "",
+            "wasm_bad_label",
+            "label `maybe`, which it does not declare",
+        ),
         ("fail", "", "wasm_failed", "failed: asked to fail"),
     ];
     for (how, limits, code, says) in cases {

@@ -32,7 +32,10 @@ fn step(id: &str, settings: &str) -> String {
 fn a_trapping_step_fails_its_request_and_the_server_goes_on() {
     let s = TestServer::start(
         &[
-            ("trap.yaml", &step("trap", "{ words: [x], misbehave: trap }")),
+            (
+                "trap.yaml",
+                &step("trap", "{ words: [x], misbehave: trap }"),
+            ),
             ("clean.yaml", &step("clean", "{ words: [secret] }")),
             ("echo.yaml", &echo("echo", "1.0.0")),
         ],
