@@ -36,6 +36,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "openai Python client (server tests)"
 ./scripts/install-test-python.sh
 
+step "example custom steps (WebAssembly components, Rust and Python; cached)"
+./scripts/build-wasm-examples.sh
+
 step "documented scripts in order on a fresh clone (demo, each bench in short mode, package, demo)"
 ./scripts/check-script-order.sh
 

@@ -101,6 +101,17 @@ pub enum NodeError {
     },
     #[error("node panicked: {0}")]
     Panicked(String),
+    /// A failure the node kind names with its own stable code (e.g. a
+    /// custom step that trapped: `wasm_trap`), for spans, APIs and metrics.
+    /// `detail` is kept in the span's error record only, like
+    /// [`NodeError::Upstream`]'s.
+    #[error("{message}")]
+    Coded {
+        code: &'static str,
+        message: String,
+        detail: Option<String>,
+        retryable: bool,
+    },
     /// A remote server answered with an error. `message` is a short, safe
     /// reason for callers (e.g. `api.example.com answered HTTP 503`);
     /// `detail` (status, an excerpt of the body) is kept in the span's error
@@ -123,6 +134,7 @@ impl NodeError {
             NodeError::RerunUpstream { .. } => "rerun_upstream",
             NodeError::Failed { .. } => "node_error",
             NodeError::Panicked(_) => "panicked",
+            NodeError::Coded { code, .. } => code,
             NodeError::Upstream {
                 retryable: true, ..
             } => "unavailable",
@@ -134,9 +146,9 @@ impl NodeError {
     pub fn retryable(&self) -> bool {
         match self {
             NodeError::Unavailable(_) | NodeError::Panicked(_) => true,
-            NodeError::Failed { retryable, .. } | NodeError::Upstream { retryable, .. } => {
-                *retryable
-            }
+            NodeError::Failed { retryable, .. }
+            | NodeError::Upstream { retryable, .. }
+            | NodeError::Coded { retryable, .. } => *retryable,
             // Retrying at once would find the same full queue.
             NodeError::BadInput(_)
             | NodeError::Rejected(_)
@@ -149,6 +161,7 @@ impl NodeError {
     pub fn detail(&self) -> Option<&str> {
         match self {
             NodeError::Upstream { detail, .. } => Some(detail),
+            NodeError::Coded { detail, .. } => detail.as_deref(),
             _ => None,
         }
     }

@@ -85,6 +85,19 @@ pub trait TypedKind: Send + Sync + 'static {
         cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError>;
 
+    /// See [`KindSchema::inspect`]: checks of the typed config that need
+    /// I/O, reported at the spanned `raw` config's locations.
+    fn inspect(
+        &self,
+        config: &Self::Config,
+        node: &glassbox_topology::Node,
+        raw: Option<&Value>,
+        topology: &Topology,
+        cx: &mut Cx<'_>,
+    ) {
+        let _ = (config, node, raw, topology, cx);
+    }
+
     /// See [`NodeKind::streams_text`].
     fn streams_text(&self) -> bool {
         false
@@ -160,6 +173,25 @@ impl<K: TypedKind> KindSchema for Typed<K> {
 
     fn secret_fields(&self) -> &'static [&'static str] {
         self.0.secret_fields()
+    }
+
+    fn inspect(
+        &self,
+        node: &glassbox_topology::Node,
+        config: Option<&Value>,
+        topology: &Topology,
+        cx: &mut Cx<'_>,
+    ) {
+        match node.typed_config.as_ref().and_then(TypedConfig::get) {
+            Some(typed) => self.0.inspect(typed, node, config, topology, cx),
+            // Not kept typed (it holds secret references): type it again,
+            // its problems were reported by validation already.
+            None => {
+                let mut ignored = Vec::new();
+                let typed = self.0.check(config, &mut Cx::new(&mut ignored));
+                self.0.inspect(&typed, node, config, topology, cx);
+            }
+        }
     }
 
     fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked {

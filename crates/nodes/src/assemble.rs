@@ -186,7 +186,7 @@ mod tests {
             .filter(|k| r.guards_output(k))
             .collect();
         let embeds: Vec<&str> = kinds.iter().copied().filter(|k| r.embeds(k)).collect();
-        assert_eq!(streams, ["llm_inference"]);
+        assert_eq!(streams, ["llm_inference", "wasm"]);
         assert_eq!(guards, ["output_guard"]);
         assert_eq!(embeds, ["embedding"]);
         assert!(!r.streams_text("no_such_kind"));

@@ -31,6 +31,7 @@ pub mod router;
 pub mod schema_subset;
 pub mod template;
 pub mod vector_search;
+pub mod wasm;
 
 use glassbox_topology::KindSet;
 
@@ -45,7 +46,8 @@ pub fn registry() -> glassbox_engine::Registry {
         .add(vector_search::VectorSearch)
         .add(llm::LlmInference)
         .add(guard::OutputGuard)
-        .add(http::Http);
+        .add(http::Http)
+        .add(wasm::Wasm);
     r
 }
 

@@ -1,4 +1,5 @@
-//! A small, documented subset of JSON Schema for `output_guard`.
+//! A small, documented subset of JSON Schema for `output_guard` and for
+//! the schemas custom steps (`wasm`) declare for their settings and output.
 //!
 //! The `jsonschema` crate is complete but heavy (an HTTP resolver, dozens
 //! of dependencies) for checking the shape of one model answer, so the
@@ -90,14 +91,66 @@ fn type_ok(want: &str, v: &Value) -> bool {
     got == want || (want == "number" && got == "integer")
 }
 
+/// One step into a value: an object's property or an array's item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// Where a value breaks its schema, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// From the validated value down to the offending one.
+    pub path: Vec<Seg>,
+    pub message: String,
+}
+
+impl Violation {
+    /// The path written below `root`: `root.words[0]`.
+    pub fn at(&self, root: &str) -> String {
+        let mut out = root.to_string();
+        for seg in &self.path {
+            match seg {
+                Seg::Key(k) => {
+                    out.push('.');
+                    out.push_str(k);
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+}
+
 /// Validates `value`; returns the first violation as `path: message`.
 pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+    match violations(schema, value).first() {
+        None => Ok(()),
+        Some(v) => Err(format!("{}: {}", v.at(path), v.message)),
+    }
+}
+
+/// Every place `value` breaks `schema`, in document order (a value of the
+/// wrong type is one violation; what is inside it is not looked at).
+pub fn violations(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    walk(schema, value, &mut Vec::new(), &mut out);
+    out
+}
+
+fn walk(schema: &Value, value: &Value, path: &mut Vec<Seg>, out: &mut Vec<Violation>) {
+    let mut bad = |message: String| {
+        out.push(Violation {
+            path: path.clone(),
+            message,
+        })
+    };
     let Some(s) = schema.as_object() else {
-        return if schema == &Value::Bool(false) {
-            Err(format!("{path}: no value is allowed"))
-        } else {
-            Ok(())
-        };
+        if schema == &Value::Bool(false) {
+            bad("no value is allowed".into());
+        }
+        return;
     };
     if let Some(t) = s.get("type") {
         let ok = match t {
@@ -109,39 +162,42 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String>
             _ => true,
         };
         if !ok {
-            return Err(format!("{path}: expected {t}, found {}", type_name(value)));
+            bad(format!("expected {t}, found {}", type_name(value)));
+            return;
         }
     }
     if let Some(Value::Array(options)) = s.get("enum")
         && !options.contains(value)
     {
-        return Err(format!(
-            "{path}: {value} is not one of {}",
+        bad(format!(
+            "{value} is not one of {}",
             Value::Array(options.clone())
         ));
     }
     if let Some(c) = s.get("const")
         && c != value
     {
-        return Err(format!("{path}: expected {c}"));
+        bad(format!("expected {c}"));
     }
     match value {
-        Value::Object(map) => validate_object(s, map, path)?,
+        Value::Object(map) => walk_object(s, map, path, out),
         Value::Array(items) => {
             let n = items.len() as u64;
             if let Some(min) = s.get("minItems").and_then(Value::as_u64)
                 && n < min
             {
-                return Err(format!("{path}: {n} items, fewer than {min}"));
+                bad(format!("{n} items, fewer than {min}"));
             }
             if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
                 && n > max
             {
-                return Err(format!("{path}: {n} items, more than {max}"));
+                bad(format!("{n} items, more than {max}"));
             }
             if let Some(item_schema) = s.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    validate(item_schema, item, &format!("{path}[{i}]"))?;
+                    path.push(Seg::Index(i));
+                    walk(item_schema, item, path, out);
+                    path.pop();
                 }
             }
         }
@@ -150,18 +206,18 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String>
             if let Some(min) = s.get("minLength").and_then(Value::as_u64)
                 && n < min
             {
-                return Err(format!("{path}: {n} characters, fewer than {min}"));
+                bad(format!("{n} characters, fewer than {min}"));
             }
             if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
                 && n > max
             {
-                return Err(format!("{path}: {n} characters, more than {max}"));
+                bad(format!("{n} characters, more than {max}"));
             }
             if let Some(p) = s.get("pattern").and_then(Value::as_str)
                 && let Ok(re) = crate::check::regex(p)
                 && !re.is_match(text)
             {
-                return Err(format!("{path}: does not match `{p}`"));
+                bad(format!("does not match `{p}`"));
             }
         }
         Value::Number(n) => {
@@ -169,24 +225,24 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String>
             if let Some(min) = s.get("minimum").and_then(Value::as_f64)
                 && x < min
             {
-                return Err(format!("{path}: {n} is below {min}"));
+                bad(format!("{n} is below {min}"));
             }
             if let Some(max) = s.get("maximum").and_then(Value::as_f64)
                 && x > max
             {
-                return Err(format!("{path}: {n} is above {max}"));
+                bad(format!("{n} is above {max}"));
             }
         }
         _ => {}
     }
-    Ok(())
 }
 
-fn validate_object(
+fn walk_object(
     s: &Map<String, Value>,
     map: &Map<String, Value>,
-    path: &str,
-) -> Result<(), String> {
+    path: &mut Vec<Seg>,
+    out: &mut Vec<Violation>,
+) {
     for name in s
         .get("required")
         .and_then(Value::as_array)
@@ -196,23 +252,32 @@ fn validate_object(
         if let Some(name) = name.as_str()
             && !map.contains_key(name)
         {
-            return Err(format!("{path}: missing required property `{name}`"));
+            out.push(Violation {
+                path: path.clone(),
+                message: format!("missing required property `{name}`"),
+            });
         }
     }
     let props = s.get("properties").and_then(Value::as_object);
     for (k, v) in map {
-        match props.and_then(|p| p.get(k)) {
-            Some(sub) => validate(sub, v, &format!("{path}.{k}"))?,
+        let sub = match props.and_then(|p| p.get(k)) {
+            Some(sub) => sub,
             None => match s.get("additionalProperties") {
                 Some(Value::Bool(false)) => {
-                    return Err(format!("{path}: property `{k}` is not allowed"));
+                    out.push(Violation {
+                        path: path.clone(),
+                        message: format!("property `{k}` is not allowed"),
+                    });
+                    continue;
                 }
-                Some(extra) => validate(extra, v, &format!("{path}.{k}"))?,
-                None => {}
+                Some(extra) => extra,
+                None => continue,
             },
-        }
+        };
+        path.push(Seg::Key(k.clone()));
+        walk(sub, v, path, out);
+        path.pop();
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -256,5 +321,29 @@ mod tests {
             .is_err()
         );
         assert!(check_schema(&json!({"oneOf": []}), "json_schema").is_err());
+    }
+
+    #[test]
+    fn every_violation_is_listed_with_its_path() {
+        let schema = json!({
+            "type": "object",
+            "required": ["words"],
+            "properties": {"words": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+            "additionalProperties": false
+        });
+        let found = violations(&schema, &json!({"words": ["ok", "", 3], "extra": 1}));
+        let listed: Vec<String> = found
+            .iter()
+            .map(|v| format!("{}: {}", v.at("settings"), v.message))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "settings: property `extra` is not allowed",
+                "settings.words[1]: 0 characters, fewer than 1",
+                "settings.words[2]: expected \"string\", found integer",
+            ]
+        );
+        assert_eq!(found[1].path, [Seg::Key("words".into()), Seg::Index(1)]);
     }
 }

@@ -11,12 +11,12 @@
 //! kind's build step: the config is parsed in one place, with one copy of
 //! each list of allowed values, and build never re-reads raw JSON.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::decode::Cx;
+pub use crate::typed_config::TypedConfig;
 use crate::value::Value;
 
 /// Which labels a node of some kind can emit, given its config.
@@ -62,6 +62,22 @@ pub trait KindSchema: Send + Sync {
         &[]
     }
 
+    /// Checks that need I/O, run by [`load_path`](crate::load_path) and
+    /// [`load_source`](crate::load_source) once the pure checks found no
+    /// error: that a file the config names is there and is what the config
+    /// says (a custom step's component, its own schema for its settings).
+    /// `config` is the node's spanned `config` and `cx` is at its path, so
+    /// problems carry `file:line:column`. The default checks nothing.
+    fn inspect(
+        &self,
+        node: &crate::Node,
+        config: Option<&Value>,
+        topology: &crate::Topology,
+        cx: &mut Cx<'_>,
+    ) {
+        let _ = (node, config, topology, cx);
+    }
+
     /// Checks `config` once and yields what later stages need from it: the
     /// labels a node can emit and the typed config its build step takes.
     /// Pure, like [`check_config`](KindSchema::check_config). The default
@@ -86,28 +102,6 @@ pub struct Checked {
     pub labels: Labels,
     /// The config as the kind typed it, for its build step.
     pub config: Option<TypedConfig>,
-}
-
-/// A node config as its kind's check typed it. Opaque at this layer: the
-/// kind that made it gets its own type back with [`get`](TypedConfig::get).
-#[derive(Clone)]
-pub struct TypedConfig(Arc<dyn Any + Send + Sync>);
-
-impl TypedConfig {
-    pub fn new<T: Any + Send + Sync>(config: T) -> TypedConfig {
-        TypedConfig(Arc::new(config))
-    }
-
-    /// The typed value, if it is a `T`.
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.0.downcast_ref::<T>()
-    }
-}
-
-impl fmt::Debug for TypedConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("TypedConfig(..)")
-    }
 }
 
 /// The set of kinds a topology is validated against.

@@ -30,6 +30,7 @@ pub mod secret;
 pub mod secret_access;
 pub mod source;
 pub mod spec;
+mod typed_config;
 pub mod validate;
 pub mod value;
 

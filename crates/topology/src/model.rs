@@ -13,8 +13,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::condition::{Condition, Expr};
-use crate::kind::TypedConfig;
 use crate::spec::TopologySpec;
+use crate::typed_config::TypedConfig;
 
 /// Index of a node in [`Topology::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -1,6 +1,7 @@
 //! Integration tests for glassbox-nodes: the built-in runtimes inside real
 //! pipelines (router, template, output_guard, http) and the model-backed
-//! kinds with the real local models.
+//! kinds with the real local models, and custom steps (`wasm`) built from
+//! the examples.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,3 +12,4 @@ mod moderation;
 mod outbound;
 mod secrets;
 mod support;
+mod wasm;

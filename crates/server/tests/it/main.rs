@@ -26,3 +26,4 @@ mod secrets;
 mod support;
 mod trace_diff;
 mod versions;
+mod wasm;

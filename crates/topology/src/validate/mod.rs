@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::condition::Condition;
 use crate::decode::Cx;
 use crate::diagnostic::{Code, Diagnostic, Report};
-use crate::kind::{KindSet, TypedConfig};
+use crate::kind::KindSet;
 use crate::model::{
     CachePolicy, DEFAULT_BACKOFF, DEFAULT_CURRENCY, DEFAULT_TIMEOUT, Edge, Node, NodeId, Parts,
     Resource, Topology,
@@ -24,6 +24,7 @@ use crate::model::{
 use crate::parse;
 use crate::source::{Source, Span};
 use crate::spec::{NodeSpec, TopologySpec};
+use crate::typed_config::TypedConfig;
 
 mod cache;
 mod edges;
@@ -92,13 +93,28 @@ pub fn load_path(path: &str, kinds: &KindSet) -> Result<Validated, TopologyError
     load_source(source, kinds)
 }
 
-/// Validates a topology held in memory.
+/// Validates a topology held in memory, then runs the kinds' checks that
+/// read files ([`KindSchema::inspect`](crate::KindSchema::inspect)).
 pub fn load_source(source: Source, kinds: &KindSet) -> Result<Validated, TopologyError> {
-    let (topology, diagnostics) = validate(&source, kinds);
+    let (topology, mut diagnostics) = validate(&source, kinds);
+    if let Some(t) = &topology {
+        inspect(t, kinds, &mut diagnostics);
+    }
     let report = Report::new(source, diagnostics);
     match topology {
         Some(topology) if !report.has_errors() => Ok(Validated { topology, report }),
         _ => Err(TopologyError::Invalid(Box::new(report))),
+    }
+}
+
+/// Each node's I/O checks (see [`load_source`]), with its spanned config.
+fn inspect(topology: &Topology, kinds: &KindSet, diags: &mut Vec<Diagnostic>) {
+    let mut cx = Cx::new(diags);
+    for (node, spec) in topology.nodes.iter().zip(&topology.spec.nodes) {
+        if let Some(kind) = kinds.get(&node.kind) {
+            let mut cx = cx.field(&format!("nodes[{}].config", spec.index));
+            kind.inspect(node, spec.config_value.as_ref(), topology, &mut cx);
+        }
     }
 }
 
