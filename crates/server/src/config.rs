@@ -349,6 +349,9 @@ pub struct ConfigFile {
     pub cluster: cluster::ClusterSection,
     #[serde(default)]
     pub secrets: secrets::SecretsSection,
+    /// `[ingest]`: the OTLP receiver's hold and the model price table.
+    #[serde(default)]
+    pub ingest: glassbox_ingest::IngestSettings,
 }
 
 /// A key the server accepts.
@@ -395,6 +398,8 @@ pub struct Config {
     pub alerts: crate::alerts::AlertSettings,
     /// How `--cluster` places, times out, fails over and probes (`[cluster]`).
     pub dispatch: glassbox_nodes::cluster::DispatchOptions,
+    /// The OTLP receiver (`[ingest]`): hold, price table.
+    pub ingest: glassbox_ingest::IngestSettings,
 }
 
 impl Default for Config {
@@ -536,6 +541,7 @@ impl Config {
             connections: file.connections,
             store: file.store,
             alerts: file.alerts,
+            ingest: file.ingest,
             dispatch: file.cluster.resolve().unwrap_or_default(),
             secrets: file.secrets.resolve().unwrap_or_default(),
             rate_limit: file.rate_limit,
