@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use glassbox_topology::render::{Drawing, DrawnEdge, DrawnNode};
 use glassbox_trace::RequestRecord;
 use serde::Serialize;
 
@@ -114,4 +115,60 @@ pub fn discover<'a>(topology_id: &str, records: impl IntoIterator<Item = &'a Req
     }
     d.versions = versions.into_iter().collect();
     d
+}
+
+/// A discovered graph as a drawing: each node's kind and how many of the
+/// requests ran it (and its models); parent → child arrows solid, "ran
+/// after" arrows dashed.
+pub fn drawing(d: &Discovered) -> Drawing {
+    let nodes = d
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut seen = format!("{} of {} requests", n.requests, d.requests);
+            if !n.models.is_empty() {
+                seen.push_str(" · ");
+                seen.push_str(&n.models.join(", "));
+            }
+            DrawnNode {
+                id: n.id.clone(),
+                caption: [n.kind.clone(), seen],
+                resource: None,
+            }
+        })
+        .collect();
+    let edges = d
+        .edges
+        .iter()
+        .map(|e| match e.why.as_str() {
+            "parent span" => DrawnEdge {
+                from: e.from.clone(),
+                to: e.to.clone(),
+                label: None,
+                dashed: false,
+            },
+            "ran after" => DrawnEdge {
+                from: e.from.clone(),
+                to: e.to.clone(),
+                label: Some("then".into()),
+                dashed: true,
+            },
+            other => DrawnEdge {
+                from: e.from.clone(),
+                to: e.to.clone(),
+                label: Some(other.to_string()),
+                dashed: false,
+            },
+        })
+        .collect();
+    Drawing {
+        id: d.topology_id.clone(),
+        version: if d.versions.is_empty() {
+            "?".into()
+        } else {
+            d.versions.join(", ")
+        },
+        nodes,
+        edges,
+    }
 }

@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use glassbox_ingest::discover::{Discovered, discover};
+use glassbox_ingest::discover::{Discovered, discover, drawing};
 use glassbox_store::{FilterInput, ListQuery, Sort};
-use glassbox_topology::render::{Drawing, DrawnEdge, DrawnNode, GraphFormat, render};
+use glassbox_topology::render::{GraphFormat, render};
 
 use super::common::load;
 use super::trace::{StoreArg, store_error};
@@ -98,60 +98,4 @@ fn discovered(args: &Args, id: &str) -> anyhow::Result<Discovered> {
         }
     }
     Ok(discover(id, &records))
-}
-
-/// A discovered graph as a drawing: each node's kind and how many of the
-/// requests ran it (and its models); parent → child arrows solid, "ran
-/// after" arrows dashed.
-pub fn drawing(d: &Discovered) -> Drawing {
-    let nodes = d
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut seen = format!("{} of {} requests", n.requests, d.requests);
-            if !n.models.is_empty() {
-                seen.push_str(" · ");
-                seen.push_str(&n.models.join(", "));
-            }
-            DrawnNode {
-                id: n.id.clone(),
-                caption: [n.kind.clone(), seen],
-                resource: None,
-            }
-        })
-        .collect();
-    let edges = d
-        .edges
-        .iter()
-        .map(|e| match e.why.as_str() {
-            "parent span" => DrawnEdge {
-                from: e.from.clone(),
-                to: e.to.clone(),
-                label: None,
-                dashed: false,
-            },
-            "ran after" => DrawnEdge {
-                from: e.from.clone(),
-                to: e.to.clone(),
-                label: Some("then".into()),
-                dashed: true,
-            },
-            other => DrawnEdge {
-                from: e.from.clone(),
-                to: e.to.clone(),
-                label: Some(other.to_string()),
-                dashed: false,
-            },
-        })
-        .collect();
-    Drawing {
-        id: d.topology_id.clone(),
-        version: if d.versions.is_empty() {
-            "?".into()
-        } else {
-            d.versions.join(", ")
-        },
-        nodes,
-        edges,
-    }
 }
