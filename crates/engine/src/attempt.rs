@@ -362,6 +362,7 @@ fn conclude(
                 cpu_us,
                 input_tokens: output.tokens.input,
                 output_tokens: output.tokens.output,
+                tokens: output.tokens.classes,
             };
             let output = Arc::new(output);
             let mut tags = output.tags.clone();

@@ -82,37 +82,75 @@ fn decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error>
 
 const THOUSAND: Decimal = Decimal::from_parts(1000, 0, 0, false, 0);
 
-impl ModelPrice {
-    /// `(unit, tokens, per-million rate)` for each class used; classes
-    /// without any rate are left out (see [`PriceTable::bill`]).
+/// Prices per **thousand** tokens of each class, as receipt lines count
+/// them; `None`: no price of its own. The one place the classes fall back
+/// to their parent rates (cached input, cache writes and audio input to
+/// `input`; reasoning and audio output to `output`), shared by the ingest
+/// price table ([`ModelPrice`]) and the engine's per-node prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClassPrices {
+    pub input: Option<Decimal>,
+    pub cached_input: Option<Decimal>,
+    pub cache_creation: Option<Decimal>,
+    pub output: Option<Decimal>,
+    pub reasoning: Option<Decimal>,
+    pub audio_input: Option<Decimal>,
+    pub audio_output: Option<Decimal>,
+}
+
+impl ClassPrices {
+    /// `(unit, tokens, price per thousand)` of every class, after fallbacks.
     fn classes(&self, t: &TokenUsage) -> [(Unit, u64, Option<Decimal>); 7] {
-        let input = self.input;
-        let output = self.output;
+        let (input, output) = (self.input, self.output);
         [
             (Unit::InputTokens1k, t.input, input),
-            (
-                Unit::CachedInputTokens1k,
-                t.cached_input,
-                self.cached_input.or(input),
-            ),
-            (
-                Unit::CacheCreationTokens1k,
-                t.cache_creation,
-                self.cache_creation.or(input),
-            ),
+            (Unit::CachedInputTokens1k, t.cached_input, self.cached_input.or(input)),
+            (Unit::CacheCreationTokens1k, t.cache_creation, self.cache_creation.or(input)),
             (Unit::OutputTokens1k, t.output, output),
             (Unit::ReasoningTokens1k, t.reasoning, self.reasoning.or(output)),
-            (
-                Unit::AudioInputTokens1k,
-                t.audio_input,
-                self.audio_input.or(input),
-            ),
-            (
-                Unit::AudioOutputTokens1k,
-                t.audio_output,
-                self.audio_output.or(output),
-            ),
+            (Unit::AudioInputTokens1k, t.audio_input, self.audio_input.or(input)),
+            (Unit::AudioOutputTokens1k, t.audio_output, self.audio_output.or(output)),
         ]
+    }
+
+    /// Receipt lines `(unit, thousands of tokens, price per thousand)` for
+    /// the classes used that have a price, in class order.
+    pub fn lines(&self, t: &TokenUsage) -> Vec<(Unit, Decimal, Decimal)> {
+        self.classes(t)
+            .into_iter()
+            .filter_map(|(unit, n, price)| {
+                let price = price.filter(|_| n > 0)?;
+                let k = Decimal::new(i64::try_from(n).unwrap_or(i64::MAX), 3);
+                Some((unit, k, price))
+            })
+            .collect()
+    }
+
+    /// Token classes used that have no price at all (neither their own
+    /// nor the one they fall back to).
+    pub fn unpriced(&self, t: &TokenUsage) -> Vec<Unit> {
+        self.classes(t)
+            .into_iter()
+            .filter(|(_, n, price)| *n > 0 && price.is_none())
+            .map(|(u, _, _)| u)
+            .collect()
+    }
+}
+
+impl ModelPrice {
+    /// The per-thousand prices of this per-million table entry (exact:
+    /// a decimal divided by 1,000).
+    pub fn per_thousand(&self) -> ClassPrices {
+        let k = |r: Option<Decimal>| r.map(|r| r / THOUSAND);
+        ClassPrices {
+            input: k(self.input),
+            cached_input: k(self.cached_input),
+            cache_creation: k(self.cache_creation),
+            output: k(self.output),
+            reasoning: k(self.reasoning),
+            audio_input: k(self.audio_input),
+            audio_output: k(self.audio_output),
+        }
     }
 
     /// Receipt lines `(unit, quantity, unit price)` for one call's usage:
@@ -122,23 +160,8 @@ impl ModelPrice {
         if let Some(p) = self.per_call {
             out.push((Unit::Call, Decimal::ONE, p));
         }
-        for (unit, n, rate) in self.classes(t) {
-            if let (Some(rate), true) = (rate, n > 0) {
-                let k = Decimal::new(i64::try_from(n).unwrap_or(i64::MAX), 3);
-                out.push((unit, k, rate / THOUSAND));
-            }
-        }
+        out.extend(self.per_thousand().lines(t));
         out
-    }
-
-    /// Token classes used for which the table has no rate at all (neither
-    /// their own nor the one they fall back to).
-    pub fn unpriced(&self, t: &TokenUsage) -> Vec<Unit> {
-        self.classes(t)
-            .into_iter()
-            .filter(|(_, n, rate)| *n > 0 && rate.is_none())
-            .map(|(u, _, _)| u)
-            .collect()
     }
 }
 

@@ -56,7 +56,7 @@ pub struct Remote {
 }
 
 /// A chat's answer: text, prompt tokens, completion tokens, model.
-pub type ChatAnswer = (String, u64, u64, String);
+pub type ChatAnswer = crate::openai::ChatAnswer;
 
 /// Embeddings: the vectors and the input tokens.
 pub type Embedded = (Vec<Vec<f32>>, u64);

@@ -11,3 +11,4 @@ mod moderation;
 mod outbound;
 mod secrets;
 mod support;
+mod usage;
