@@ -218,7 +218,13 @@ mod tests {
         };
         let mut r = Receipt::new("USD".into());
         let node: Arc<str> = "llm".into();
-        let total = bill(&mut r, &node, &prices, ResourceKind::Gpu, &Quantities::of(&usage));
+        let total = bill(
+            &mut r,
+            &node,
+            &prices,
+            ResourceKind::Gpu,
+            &Quantities::of(&usage),
+        );
         // 0.086 × 0.0025 + 1.92 × 0.00125 + 0.2 × 0.01 + 0.1 × 0.01
         assert_eq!(total, d("0.005615"));
         assert_eq!(attempt_cost(&prices, ResourceKind::Gpu, &usage), total);

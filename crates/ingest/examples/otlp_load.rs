@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use glassbox_ingest::proto::{
-    AnyValue, ExportTraceServiceRequest, KeyValue, Resource, ResourceSpans, ScopeSpans, Span,
-    Value,
+    AnyValue, ExportTraceServiceRequest, KeyValue, Resource, ResourceSpans, ScopeSpans, Span, Value,
 };
 use prost::Message;
 
@@ -62,47 +61,113 @@ fn trace(n: u64, t0: u64) -> Vec<Span> {
     };
     let q = format!("What does plan {} cost per seat per month?", n % 97);
     vec![
-        mk(1, None, "rag", (0, 950), vec![
-            s("openinference.span.kind", "CHAIN"),
-            s("input.value", &q),
-            s("output.value", "The plan costs 20 dollars per seat per month, billed yearly."),
-        ]),
-        mk(2, Some(1), "embed", (1, 9), vec![
-            s("openinference.span.kind", "EMBEDDING"),
-            s("embedding.model_name", "all-minilm-l6-v2"),
-            s("embedding.embeddings.0.embedding.text", &q),
-        ]),
-        mk(3, Some(1), "retrieve", (10, 40), vec![
-            s("openinference.span.kind", "RETRIEVER"),
-            s("input.value", &q),
-            s("retrieval.documents.0.document.id", "kb-17"),
-            s("retrieval.documents.0.document.metadata", r#"{"title":"Pricing"}"#),
-            kv("retrieval.documents.0.document.score", Value::Double(0.82)),
-            s("retrieval.documents.1.document.id", "kb-3"),
-            s("retrieval.documents.1.document.metadata", r#"{"title":"Plans FAQ"}"#),
-            kv("retrieval.documents.1.document.score", Value::Double(0.77)),
-            s("retrieval.documents.2.document.id", "kb-9"),
-            s("retrieval.documents.2.document.metadata", r#"{"title":"Billing"}"#),
-            kv("retrieval.documents.2.document.score", Value::Double(0.61)),
-        ]),
-        mk(4, Some(1), "prompt", (41, 42), vec![
-            s("openinference.span.kind", "PROMPT"),
-            s("llm.prompt_template.template", "Answer from the context: {context}\n{question}"),
-        ]),
-        mk(5, Some(1), "ChatCompletion", (43, 900), vec![
-            s("openinference.span.kind", "LLM"),
-            s("llm.model_name", "gpt-4o-mini-2024-07-18"),
-            s("llm.provider", "openai"),
-            s("llm.invocation_parameters", r#"{"temperature": 0.2, "max_tokens": 256}"#),
-            kv("llm.token_count.prompt", Value::Int(1200 + (n % 300) as i64)),
-            kv("llm.token_count.completion", Value::Int(80 + (n % 50) as i64)),
-            kv("llm.token_count.prompt_details.cache_read", Value::Int(1024)),
-            s("output.value", "The plan costs 20 dollars per seat per month, billed yearly."),
-        ]),
-        mk(6, Some(1), "moderation", (901, 940), vec![
-            s("openinference.span.kind", "GUARDRAIL"),
-            s("output.value", "passed"),
-        ]),
+        mk(
+            1,
+            None,
+            "rag",
+            (0, 950),
+            vec![
+                s("openinference.span.kind", "CHAIN"),
+                s("input.value", &q),
+                s(
+                    "output.value",
+                    "The plan costs 20 dollars per seat per month, billed yearly.",
+                ),
+            ],
+        ),
+        mk(
+            2,
+            Some(1),
+            "embed",
+            (1, 9),
+            vec![
+                s("openinference.span.kind", "EMBEDDING"),
+                s("embedding.model_name", "all-minilm-l6-v2"),
+                s("embedding.embeddings.0.embedding.text", &q),
+            ],
+        ),
+        mk(
+            3,
+            Some(1),
+            "retrieve",
+            (10, 40),
+            vec![
+                s("openinference.span.kind", "RETRIEVER"),
+                s("input.value", &q),
+                s("retrieval.documents.0.document.id", "kb-17"),
+                s(
+                    "retrieval.documents.0.document.metadata",
+                    r#"{"title":"Pricing"}"#,
+                ),
+                kv("retrieval.documents.0.document.score", Value::Double(0.82)),
+                s("retrieval.documents.1.document.id", "kb-3"),
+                s(
+                    "retrieval.documents.1.document.metadata",
+                    r#"{"title":"Plans FAQ"}"#,
+                ),
+                kv("retrieval.documents.1.document.score", Value::Double(0.77)),
+                s("retrieval.documents.2.document.id", "kb-9"),
+                s(
+                    "retrieval.documents.2.document.metadata",
+                    r#"{"title":"Billing"}"#,
+                ),
+                kv("retrieval.documents.2.document.score", Value::Double(0.61)),
+            ],
+        ),
+        mk(
+            4,
+            Some(1),
+            "prompt",
+            (41, 42),
+            vec![
+                s("openinference.span.kind", "PROMPT"),
+                s(
+                    "llm.prompt_template.template",
+                    "Answer from the context: {context}\n{question}",
+                ),
+            ],
+        ),
+        mk(
+            5,
+            Some(1),
+            "ChatCompletion",
+            (43, 900),
+            vec![
+                s("openinference.span.kind", "LLM"),
+                s("llm.model_name", "gpt-4o-mini-2024-07-18"),
+                s("llm.provider", "openai"),
+                s(
+                    "llm.invocation_parameters",
+                    r#"{"temperature": 0.2, "max_tokens": 256}"#,
+                ),
+                kv(
+                    "llm.token_count.prompt",
+                    Value::Int(1200 + (n % 300) as i64),
+                ),
+                kv(
+                    "llm.token_count.completion",
+                    Value::Int(80 + (n % 50) as i64),
+                ),
+                kv(
+                    "llm.token_count.prompt_details.cache_read",
+                    Value::Int(1024),
+                ),
+                s(
+                    "output.value",
+                    "The plan costs 20 dollars per seat per month, billed yearly.",
+                ),
+            ],
+        ),
+        mk(
+            6,
+            Some(1),
+            "moderation",
+            (901, 940),
+            vec![
+                s("openinference.span.kind", "GUARDRAIL"),
+                s("output.value", "passed"),
+            ],
+        ),
     ]
 }
 
@@ -117,10 +182,7 @@ fn body(first: u64, traces: u64, t0: u64) -> Vec<u8> {
                     s("telemetry.sdk.language", "python"),
                 ],
             }),
-            scope_spans: vec![ScopeSpans {
-                scope: None,
-                spans,
-            }],
+            scope_spans: vec![ScopeSpans { scope: None, spans }],
         }],
     }
     .encode_to_vec()
@@ -136,7 +198,10 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let url = format!("{}/v1/traces", args.get(1).expect("URL").trim_end_matches('/'));
+    let url = format!(
+        "{}/v1/traces",
+        args.get(1).expect("URL").trim_end_matches('/')
+    );
     let spans: u64 = args.get(2).map_or(300_000, |a| a.parse().unwrap());
     let per_export: u64 = args.get(3).map_or(1020, |a| a.parse().unwrap());
     let clients: usize = args.get(4).map_or(4, |a| a.parse().unwrap());

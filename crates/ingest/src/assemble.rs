@@ -120,7 +120,10 @@ fn trace_key(span: &Span) -> Result<u128, String> {
 }
 
 /// Splits an export into traces: `(trace id, spans, has root)`, in first-seen order.
-pub fn split(req: ExportTraceServiceRequest, out: &mut Accepted) -> Vec<(u128, Vec<Received>, bool)> {
+pub fn split(
+    req: ExportTraceServiceRequest,
+    out: &mut Accepted,
+) -> Vec<(u128, Vec<Received>, bool)> {
     let mut groups: Vec<(u128, Vec<Received>, bool)> = Vec::new();
     let mut index: HashMap<u128, usize> = HashMap::new();
     for rs in req.resource_spans {
@@ -179,7 +182,12 @@ impl Assembler {
     }
 
     /// Takes the traces of one export (from [`split`]) at time `now_us`.
-    pub fn accept(&mut self, groups: Vec<(u128, Vec<Received>, bool)>, now_us: u64, out: &mut Accepted) {
+    pub fn accept(
+        &mut self,
+        groups: Vec<(u128, Vec<Received>, bool)>,
+        now_us: u64,
+        out: &mut Accepted,
+    ) {
         for (id, mut spans, has_root) in groups {
             if self.stored.contains(&id) {
                 for s in &spans {
@@ -254,6 +262,6 @@ impl Assembler {
     pub fn drain(&mut self) -> Vec<Group> {
         self.order.clear();
         self.pending_spans = 0;
-        self.pending.drain().collect()
+        self.pending.drain().map(|(id, p)| (id, p.spans)).collect()
     }
 }

@@ -103,7 +103,13 @@ pub fn display(v: &Value) -> String {
             let items: Vec<String> = kv
                 .values
                 .iter()
-                .filter_map(|x| Some(format!("{}: {}", x.key, display(x.value.as_ref()?.value.as_ref()?))))
+                .filter_map(|x| {
+                    Some(format!(
+                        "{}: {}",
+                        x.key,
+                        display(x.value.as_ref()?.value.as_ref()?)
+                    ))
+                })
                 .collect();
             format!("{{{}}}", items.join(", "))
         }
@@ -125,8 +131,14 @@ mod tests {
     #[test]
     fn lookups_and_flattened_lists() {
         let list = vec![
-            kv("retrieval.documents.1.document.id", Value::String("b".into())),
-            kv("retrieval.documents.0.document.id", Value::String("a".into())),
+            kv(
+                "retrieval.documents.1.document.id",
+                Value::String("b".into()),
+            ),
+            kv(
+                "retrieval.documents.0.document.id",
+                Value::String("a".into()),
+            ),
             kv("retrieval.documents.0.document.score", Value::Double(0.5)),
             kv("llm.token_count.prompt", Value::Int(12)),
             kv("gen_ai.usage.input_tokens", Value::String("7".into())),

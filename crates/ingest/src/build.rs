@@ -65,7 +65,9 @@ pub fn node_id(name: &str) -> String {
 }
 
 fn span_key(id: &[u8]) -> u64 {
-    id.iter().take(8).fold(0u64, |acc, b| acc << 8 | u64::from(*b))
+    id.iter()
+        .take(8)
+        .fold(0u64, |acc, b| acc << 8 | u64::from(*b))
 }
 
 fn micros(ns: u64) -> u64 {
@@ -189,9 +191,7 @@ pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> B
         .clone()
         .or_else(|| steps.iter().rev().find_map(|s| s.output.clone()))
         .unwrap_or_default();
-    let input_tokens = steps
-        .iter()
-        .find_map(|s| s.usage.map(|u| u.prompt_total()));
+    let input_tokens = steps.iter().find_map(|s| s.usage.map(|u| u.prompt_total()));
     let record = RequestRecord {
         request_id,
         topology_id,
@@ -287,6 +287,7 @@ fn span_record(p: SpanParts<'_>) -> SpanRecord {
             cpu_us: None,
             input_tokens: p.step.usage.map(|u| u.prompt_total()),
             output_tokens: p.step.usage.map(|u| u.completion_total()),
+            tokens: p.step.usage.filter(|u| !u.is_plain()),
         },
         cost: p.cost,
         worker: p.received.origin.service.clone(),
@@ -323,7 +324,7 @@ fn path(
             .max()
             .unwrap_or(start)
             .max(start);
-        let last_failed = mine().last().is_some_and(|i| steps[i].failed);
+        let last_failed = mine().next_back().is_some_and(|i| steps[i].failed);
         let first = mine().next().unwrap_or(0);
         nodes.push(PathNode {
             id: id.clone(),
@@ -386,8 +387,7 @@ fn facts(
         let mut missing_en: Vec<&str> = Vec::new();
         let mut missing_zh: Vec<&str> = Vec::new();
         let mut kind = "span";
-        for (i, step) in steps.iter().enumerate().filter(|(i, _)| of_span[*i] == n) {
-            let _ = i;
+        for (_, step) in steps.iter().enumerate().filter(|(i, _)| of_span[*i] == n) {
             kind = step.kind;
             for f in &step.facts {
                 if !facts.contains(f) {
@@ -401,7 +401,9 @@ fn facts(
                 }
             }
             if let Some(e) = &step.usage_error
-                && !facts.iter().any(|f| matches!(f, Fact::Note { en, .. } if en.contains(e.as_str())))
+                && !facts
+                    .iter()
+                    .any(|f| matches!(f, Fact::Note { en, .. } if en.contains(e.as_str())))
             {
                 facts.push(Fact::Note {
                     en: format!("its token counts do not add up, so it was not billed: {e}"),

@@ -101,10 +101,19 @@ pub fn classify(span: &Span) -> Step {
 
 fn llm(a: Attrs<'_>, step: &mut Step) {
     step.model = a
-        .first_str(&["llm.model_name", "gen_ai.response.model", "gen_ai.request.model"])
+        .first_str(&[
+            "llm.model_name",
+            "gen_ai.response.model",
+            "gen_ai.request.model",
+        ])
         .map(str::to_string);
     step.provider = a
-        .first_str(&["llm.provider", "gen_ai.provider.name", "llm.system", "gen_ai.system"])
+        .first_str(&[
+            "llm.provider",
+            "gen_ai.provider.name",
+            "llm.system",
+            "gen_ai.system",
+        ])
         .map(str::to_string);
     let temperature = a.float("gen_ai.request.temperature").or_else(|| {
         let params: Json = serde_json::from_str(a.str("llm.invocation_parameters")?).ok()?;
@@ -176,12 +185,18 @@ fn usage(a: Attrs<'_>) -> Result<Option<TokenUsage>, String> {
         let input = prompt
             .checked_sub(cache_read + cache_write + audio_in)
             .ok_or_else(|| {
-                format!("`llm.token_count.prompt` ({prompt}) is less than its details ({})", cache_read + cache_write + audio_in)
+                format!(
+                    "`llm.token_count.prompt` ({prompt}) is less than its details ({})",
+                    cache_read + cache_write + audio_in
+                )
             })?;
         let output = completion
             .checked_sub(reasoning + audio_out)
             .ok_or_else(|| {
-                format!("`llm.token_count.completion` ({completion}) is less than its details ({})", reasoning + audio_out)
+                format!(
+                    "`llm.token_count.completion` ({completion}) is less than its details ({})",
+                    reasoning + audio_out
+                )
             })?;
         return Ok(Some(TokenUsage {
             input,
@@ -236,7 +251,10 @@ fn embedding(a: Attrs<'_>, step: &mut Step) {
         }),
         None => step.missing.push(("the embedding model", "向量模型")),
     }
-    if let Some(t) = a.count("gen_ai.usage.input_tokens").or_else(|| a.count("llm.token_count.prompt")) {
+    if let Some(t) = a
+        .count("gen_ai.usage.input_tokens")
+        .or_else(|| a.count("llm.token_count.prompt"))
+    {
         step.usage = Some(TokenUsage {
             input: t,
             ..TokenUsage::default()
@@ -264,21 +282,22 @@ fn retrieval(a: Attrs<'_>, step: &mut Step) {
     let mut titles: Vec<String> = Vec::new();
     let mut untitled = 0usize;
     let mut index = None;
-    let mut flush = |meta: Option<&str>, id: Option<&str>, titles: &mut Vec<String>| match title_of(meta) {
-        Some(t) => {
-            if !titles.contains(&t) {
-                titles.push(t);
+    let mut flush =
+        |meta: Option<&str>, id: Option<&str>, titles: &mut Vec<String>| match title_of(meta) {
+            Some(t) => {
+                if !titles.contains(&t) {
+                    titles.push(t);
+                }
             }
-        }
-        None => {
-            untitled += 1;
-            if let Some(id) = id
-                && !titles.iter().any(|t| t == id)
-            {
-                titles.push(id.to_string());
+            None => {
+                untitled += 1;
+                if let Some(id) = id
+                    && !titles.iter().any(|t| t == id)
+                {
+                    titles.push(id.to_string());
+                }
             }
-        }
-    };
+        };
     let (mut meta, mut id): (Option<&str>, Option<&str>) = (None, None);
     for (i, field, v) in &entries {
         if index != Some(*i) {
@@ -301,11 +320,15 @@ fn retrieval(a: Attrs<'_>, step: &mut Step) {
         flush(meta, id, &mut titles);
     }
     if count == 0 {
-        step.missing.push(("the documents retrieved", "检索到的文档"));
+        step.missing
+            .push(("the documents retrieved", "检索到的文档"));
         return;
     }
     if untitled > 0 {
-        step.missing.push(("document titles (ids are shown)", "文档标题（显示为文档 id）"));
+        step.missing.push((
+            "document titles (ids are shown)",
+            "文档标题（显示为文档 id）",
+        ));
     }
     step.facts.push(Fact::Retrieved { count, titles });
 }
@@ -315,7 +338,11 @@ fn tool(a: Attrs<'_>, span: &Span, step: &mut Step) {
         .first_str(&["tool.name", "gen_ai.tool.name"])
         .unwrap_or(span.name.as_str());
     let args = a
-        .first_str(&["gen_ai.tool.call.arguments", "tool.parameters", "input.value"])
+        .first_str(&[
+            "gen_ai.tool.call.arguments",
+            "tool.parameters",
+            "input.value",
+        ])
         .map(|s| glassbox_trace::truncate(s, 120));
     let result = a
         .first_str(&["gen_ai.tool.call.result", "output.value"])
@@ -372,6 +399,7 @@ fn guard(a: Attrs<'_>, span: &Span, step: &mut Step) {
             format!("护栏 `{name}` 检查通过"),
         )
     };
-    step.missing.push(("which rules the guardrail checked", "护栏检查了哪些规则"));
+    step.missing
+        .push(("which rules the guardrail checked", "护栏检查了哪些规则"));
     step.facts.push(Fact::Note { en, zh });
 }

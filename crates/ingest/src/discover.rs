@@ -59,7 +59,10 @@ fn why_of(e: &glassbox_trace::PathEdge) -> String {
 }
 
 /// The union of `records`' paths (records of other topologies are skipped).
-pub fn discover<'a>(topology_id: &str, records: impl IntoIterator<Item = &'a RequestRecord>) -> Discovered {
+pub fn discover<'a>(
+    topology_id: &str,
+    records: impl IntoIterator<Item = &'a RequestRecord>,
+) -> Discovered {
     let mut d = Discovered {
         topology_id: topology_id.to_string(),
         versions: Vec::new(),

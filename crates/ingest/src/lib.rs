@@ -117,7 +117,12 @@ pub enum Encoding {
 impl Encoding {
     /// From a `Content-Type` header value (parameters ignored).
     pub fn from_content_type(ct: &str) -> Result<Encoding, IngestError> {
-        let base = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let base = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         match base.as_str() {
             "application/x-protobuf" | "application/protobuf" => Ok(Encoding::Protobuf),
             "application/json" => Ok(Encoding::Json),
@@ -210,7 +215,9 @@ impl Receiver {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Assembler> {
-        self.assembler.lock().unwrap_or_else(PoisonError::into_inner)
+        self.assembler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes one decoded export at `now_us`: the traces it completes are

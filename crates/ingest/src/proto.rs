@@ -236,7 +236,7 @@ impl From<AnyValueJson> for AnyValue {
         } else {
             // Bytes (base64 in JSON) are kept as their text: Glassbox never
             // reads binary attributes, only shows them.
-            j.bytes_value.map(|b| Value::String(b))
+            j.bytes_value.map(Value::String)
         };
         AnyValue { value }
     }
@@ -256,9 +256,9 @@ enum NumOrText {
 fn uint64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match NumOrText::deserialize(d)? {
         NumOrText::U(u) => Ok(u),
-        NumOrText::T(t) => t
-            .parse()
-            .map_err(|_| serde::de::Error::custom(format!("`{t}` is not an unsigned 64-bit integer"))),
+        NumOrText::T(t) => t.parse().map_err(|_| {
+            serde::de::Error::custom(format!("`{t}` is not an unsigned 64-bit integer"))
+        }),
         NumOrText::I(i) => Err(serde::de::Error::custom(format!("`{i}` is negative"))),
         NumOrText::F(f) => Err(serde::de::Error::custom(format!("`{f}` is not an integer"))),
     }
@@ -292,7 +292,9 @@ fn enum_int<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
             "SPAN_KIND_CONSUMER" => 5,
             _ => 0,
         }),
-        NumOrText::F(f) => Err(serde::de::Error::custom(format!("`{f}` is not an enum value"))),
+        NumOrText::F(f) => Err(serde::de::Error::custom(format!(
+            "`{f}` is not an enum value"
+        ))),
     }
 }
 

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use glassbox_engine::trace::TokenUsage;
+use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
 
 use crate::check::Backend;

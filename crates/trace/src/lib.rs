@@ -44,8 +44,8 @@ pub use critical::{CriticalPath, CriticalStep, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
-pub use price::{ClassPrices, ModelPrice, PriceTable};
 pub use placed::{FailedAttempt, FilterMiss, Placed, PlacedCandidate};
+pub use price::{ClassPrices, ModelPrice, PriceTable};
 pub use priority::{Priority, Scheduling};
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{

@@ -104,12 +104,32 @@ impl ClassPrices {
         let (input, output) = (self.input, self.output);
         [
             (Unit::InputTokens1k, t.input, input),
-            (Unit::CachedInputTokens1k, t.cached_input, self.cached_input.or(input)),
-            (Unit::CacheCreationTokens1k, t.cache_creation, self.cache_creation.or(input)),
+            (
+                Unit::CachedInputTokens1k,
+                t.cached_input,
+                self.cached_input.or(input),
+            ),
+            (
+                Unit::CacheCreationTokens1k,
+                t.cache_creation,
+                self.cache_creation.or(input),
+            ),
             (Unit::OutputTokens1k, t.output, output),
-            (Unit::ReasoningTokens1k, t.reasoning, self.reasoning.or(output)),
-            (Unit::AudioInputTokens1k, t.audio_input, self.audio_input.or(input)),
-            (Unit::AudioOutputTokens1k, t.audio_output, self.audio_output.or(output)),
+            (
+                Unit::ReasoningTokens1k,
+                t.reasoning,
+                self.reasoning.or(output),
+            ),
+            (
+                Unit::AudioInputTokens1k,
+                t.audio_input,
+                self.audio_input.or(input),
+            ),
+            (
+                Unit::AudioOutputTokens1k,
+                t.audio_output,
+                self.audio_output.or(output),
+            ),
         ]
     }
 

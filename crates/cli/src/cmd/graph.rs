@@ -22,9 +22,11 @@ pub enum Format {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit codes: 0 ok, 1 a store error, 2 usage, 69 the store cannot be \
+#[command(
+    after_help = "Exit codes: 0 ok, 1 a store error, 2 usage, 69 the store cannot be \
                         reached, 78 an invalid topology, a bad store URL or no stored requests \
-                        of the discovered topology.")]
+                        of the discovered topology."
+)]
 pub struct Args {
     /// Topology file (JSON or YAML; `-` for standard input).
     #[arg(required_unless_present = "discovered", conflicts_with = "discovered")]
@@ -35,7 +37,11 @@ pub struct Args {
     #[arg(long, value_name = "TOPOLOGY_ID")]
     pub discovered: Option<String>,
     /// With `--discovered`: only requests of this version (`service.version`).
-    #[arg(long = "topology-version", value_name = "VERSION", requires = "discovered")]
+    #[arg(
+        long = "topology-version",
+        value_name = "VERSION",
+        requires = "discovered"
+    )]
     pub version: Option<String>,
     /// With `--discovered`: the most recent requests read.
     #[arg(long, default_value_t = 1000, requires = "discovered")]
@@ -79,11 +85,11 @@ fn discovered(args: &Args, id: &str) -> anyhow::Result<Discovered> {
     let list = store.list(&query).map_err(store_error)?;
     if list.is_empty() {
         return Err(Coded::invalid(format!(
-                "no stored requests of topology `{id}`{} (hint: `glassbox trace list` shows the topology ids stored; ingested ones are `{{service.name}}/{{root span}}`)",
-                args.version
-                    .as_ref()
-                    .map(|v| format!(" version `{v}`"))
-                    .unwrap_or_default()
+            "no stored requests of topology `{id}`{} (hint: `glassbox trace list` shows the topology ids stored; ingested ones are `{{service.name}}/{{root span}}`)",
+            args.version
+                .as_ref()
+                .map(|v| format!(" version `{v}`"))
+                .unwrap_or_default()
         )));
     }
     let mut records = Vec::with_capacity(list.len());

@@ -49,7 +49,11 @@ fn an_openinference_rag_trace_becomes_a_request_with_an_exact_receipt() {
         .collect();
     assert!(edges.contains(&("rag".into(), "retrieve".into(), "parent span".into())));
     assert!(edges.contains(&("rag".into(), "ChatCompletion".into(), "parent span".into())));
-    assert!(edges.contains(&("retrieve".into(), "ChatCompletion".into(), "ran after".into())));
+    assert!(edges.contains(&(
+        "retrieve".into(),
+        "ChatCompletion".into(),
+        "ran after".into()
+    )));
     // 86 input × 0.15 + 1920 cached × 0.075 + 200 output × 0.60 + 100
     // reasoning × 0.60 (no reasoning rate: the output rate), per million.
     let lines: Vec<(Unit, Decimal)> = r.receipt.lines.iter().map(|l| (l.unit, l.amount)).collect();
@@ -63,13 +67,20 @@ fn an_openinference_rag_trace_becomes_a_request_with_an_exact_receipt() {
         ]
     );
     assert_eq!(r.receipt.total, d("0.0003369"));
-    let llm = b.spans.iter().find(|s| &*s.node == "ChatCompletion").unwrap();
+    let llm = b
+        .spans
+        .iter()
+        .find(|s| &*s.node == "ChatCompletion")
+        .unwrap();
     assert_eq!(llm.cost, d("0.0003369"));
     assert_eq!(llm.usage.input_tokens, Some(2006));
     assert_eq!(llm.usage.output_tokens, Some(300));
     // The explanation names the documents, the model and its temperature.
     let text = &r.explanation.text;
-    assert!(text.contains("“Pricing”") && text.contains("“Plans FAQ”"), "{text}");
+    assert!(
+        text.contains("“Pricing”") && text.contains("“Plans FAQ”"),
+        "{text}"
+    );
     assert!(text.contains("gpt-4o-mini-2024-07-18"), "{text}");
     assert!(text.contains("0.2"), "{text}");
     let zh = explain::compose(&r.explanation.facts, &r.path, r.error.as_ref(), Lang::Zh);
@@ -84,10 +95,10 @@ fn a_genai_trace_in_json_says_what_was_not_recorded() {
         r#"{{"resourceSpans":[{{"resource":{{"attributes":[
           {{"key":"service.name","value":{{"stringValue":"weather"}}}}]}},
           "scopeSpans":[{{"scope":{{"name":"opentelemetry.instrumentation.anthropic"}},"spans":[
-          {{"traceId":"abababababababababababababababab02","spanId":"0000000000000201","name":"invoke_agent weather","kind":1,
+          {{"traceId":"ababababababababababababababab02","spanId":"0000000000000201","name":"invoke_agent weather","kind":1,
             "startTimeUnixNano":"{t0}","endTimeUnixNano":"{t400}",
             "attributes":[{{"key":"gen_ai.operation.name","value":{{"stringValue":"invoke_agent"}}}}],"status":{{"code":1}}}},
-          {{"traceId":"abababababababababababababababab02","spanId":"0000000000000202","parentSpanId":"0000000000000201",
+          {{"traceId":"ababababababababababababababab02","spanId":"0000000000000202","parentSpanId":"0000000000000201",
             "name":"chat claude-sonnet-4","kind":3,"startTimeUnixNano":"{t0}","endTimeUnixNano":"{t290}",
             "attributes":[
               {{"key":"gen_ai.operation.name","value":{{"stringValue":"chat"}}}},
@@ -96,7 +107,7 @@ fn a_genai_trace_in_json_says_what_was_not_recorded() {
               {{"key":"gen_ai.usage.cache_read.input_tokens","value":{{"intValue":1700}}}},
               {{"key":"gen_ai.usage.cache_creation.input_tokens","value":{{"intValue":"188"}}}},
               {{"key":"gen_ai.usage.output_tokens","value":{{"intValue":"393"}}}}]}},
-          {{"traceId":"abababababababababababababababab02","spanId":"0000000000000203","parentSpanId":"0000000000000201",
+          {{"traceId":"ababababababababababababababab02","spanId":"0000000000000203","parentSpanId":"0000000000000201",
             "name":"execute_tool get_weather","kind":1,"startTimeUnixNano":"{t300}","endTimeUnixNano":"{t320}",
             "attributes":[
               {{"key":"gen_ai.operation.name","value":{{"stringValue":"execute_tool"}}}},
@@ -128,7 +139,10 @@ fn a_genai_trace_in_json_says_what_was_not_recorded() {
     // Anthropic through GenAI: input_tokens include the cache reads and writes.
     assert_eq!(ra.receipt.total, d("0.007173"));
     let text = &ra.explanation.text;
-    assert!(text.contains("tool `get_weather` was called with {\"city\":\"Paris\"} and returned 18°C"), "{text}");
+    assert!(
+        text.contains("tool `get_weather` was called with {\"city\":\"Paris\"} and returned 18°C"),
+        "{text}"
+    );
     assert!(text.contains("did not record the temperature"), "{text}");
     let zh = explain::compose(&ra.explanation.facts, &ra.path, None, Lang::Zh);
     assert!(zh.contains("插桩未记录温度"), "{zh}");
@@ -149,7 +163,11 @@ fn a_trace_in_pieces_waits_for_its_root_and_late_spans_are_refused() {
     let late = span(3, 9, Some(1), "late", (950, 960), vec![]);
     let third = rx.accept(export("shop-bot", None, vec![late]), NOW + 2000);
     assert_eq!((third.built.len(), third.rejected), (0, 1));
-    assert!(third.reasons[0].contains("arrived after its trace"), "{:?}", third.reasons);
+    assert!(
+        third.reasons[0].contains("arrived after its trace"),
+        "{:?}",
+        third.reasons
+    );
     // The answer says so (OTLP partial success).
     let body = third.response(Encoding::Json);
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -175,7 +193,11 @@ fn bad_bodies_are_named() {
     let err = Encoding::from_content_type("text/plain").unwrap_err();
     assert_eq!(err.code(), "unsupported_media_type");
     assert!(err.to_string().contains("application/x-protobuf"));
-    let err = decode(Encoding::Json, br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}"#).unwrap_err();
+    let err = decode(
+        Encoding::Json,
+        br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}"#,
+    )
+    .unwrap_err();
     assert_eq!(err.code(), "bad_otlp");
     assert!(err.to_string().contains("hex"), "{err}");
     let err = decode(Encoding::Protobuf, &[0x0a, 0xff, 0xff]).unwrap_err();
@@ -207,15 +229,26 @@ fn failed_root_fails_the_request_and_discovery_merges_paths() {
     assert_eq!(out.built.len(), 2);
     let ok = &out.built[0].record;
     assert_eq!(ok.status, RequestStatus::Ok);
-    assert_eq!(ok.path.node("ChatCompletion").unwrap().status, NodeStatus::Failed);
+    assert_eq!(
+        ok.path.node("ChatCompletion").unwrap().status,
+        NodeStatus::Failed
+    );
     let failed = &out.built[1].record;
     assert_eq!(failed.status, RequestStatus::Failed);
     assert_eq!(failed.error.as_ref().unwrap().message, "upstream failed");
     let g = discover("shop-bot/rag", out.built.iter().map(|b| &b.record));
     assert_eq!(g.requests, 2);
     assert_eq!(g.versions, ["2"]);
-    let seen: Vec<(&str, u64)> = g.nodes.iter().map(|n| (n.id.as_str(), n.requests)).collect();
+    let seen: Vec<(&str, u64)> = g
+        .nodes
+        .iter()
+        .map(|n| (n.id.as_str(), n.requests))
+        .collect();
     assert_eq!(seen, [("rag", 2), ("retrieve", 1), ("ChatCompletion", 2)]);
     assert_eq!(g.nodes[2].models, ["gpt-4o-mini-2024-07-18"]);
-    assert!(g.edges.iter().any(|e| e.from == "rag" && e.to == "ChatCompletion" && e.requests == 2));
+    assert!(
+        g.edges
+            .iter()
+            .any(|e| e.from == "rag" && e.to == "ChatCompletion" && e.requests == 2)
+    );
 }

@@ -290,7 +290,13 @@ impl Node for LlmNode {
                     let answer = endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
                     let split = answer.tokens;
                     Ok(this
-                        .output(answer.text, "stop", answer.model, split.prompt_total(), split.completion_total())
+                        .output(
+                            answer.text,
+                            "stop",
+                            answer.model,
+                            split.prompt_total(),
+                            split.completion_total(),
+                        )
                         .token_classes(split))
                 })
             }
@@ -310,7 +316,13 @@ impl Node for LlmNode {
                     let answer = done.value;
                     let split = answer.tokens;
                     Ok(this
-                        .output(answer.text, "stop", answer.model, split.prompt_total(), split.completion_total())
+                        .output(
+                            answer.text,
+                            "stop",
+                            answer.model,
+                            split.prompt_total(),
+                            split.completion_total(),
+                        )
                         .token_classes(split)
                         .tag("worker", done.worker)
                         .fact(Fact::Placed(done.placed)))

@@ -46,7 +46,9 @@ nodes:
         upstream.port
     );
     let p = build("remote.yaml", &text);
-    let out = p.run(json!({"question": "price?"}), RunOptions::default()).await;
+    let out = p
+        .run(json!({"question": "price?"}), RunOptions::default())
+        .await;
     out.result.unwrap();
     let receipt = &out.trace.record.receipt;
     let lines: Vec<(Unit, Decimal, Decimal)> = receipt

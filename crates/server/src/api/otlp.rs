@@ -71,7 +71,9 @@ pub async fn export(
                 String::from_utf8_lossy(enc.as_bytes())
             ),
         )
-        .hint("send uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=none, the SDKs' default)"));
+        .hint(
+            "send uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=none, the SDKs' default)",
+        ));
     }
     let content_type = headers
         .get(header::CONTENT_TYPE)

@@ -70,20 +70,44 @@ fn span(id: u8, parent: Option<u8>, name: &str, ms: (u64, u64), attributes: Vec<
 
 fn rag_export() -> ExportTraceServiceRequest {
     let spans = vec![
-        span(1, None, "rag", (0, 900), vec![text("openinference.span.kind", "CHAIN")]),
-        span(2, Some(1), "retrieve", (10, 110), vec![
-            text("openinference.span.kind", "RETRIEVER"),
-            text("retrieval.documents.0.document.id", "doc-7"),
-            text("retrieval.documents.0.document.metadata", r#"{"title":"Pricing"}"#),
-        ]),
-        span(3, Some(1), "ChatCompletion", (120, 880), vec![
-            text("openinference.span.kind", "LLM"),
-            text("llm.model_name", "gpt-4o-mini"),
-            text("llm.invocation_parameters", r#"{"temperature":0.2}"#),
-            attr("llm.token_count.prompt", Value::Int(2006)),
-            attr("llm.token_count.completion", Value::Int(300)),
-            attr("llm.token_count.prompt_details.cache_read", Value::Int(1920)),
-        ]),
+        span(
+            1,
+            None,
+            "rag",
+            (0, 900),
+            vec![text("openinference.span.kind", "CHAIN")],
+        ),
+        span(
+            2,
+            Some(1),
+            "retrieve",
+            (10, 110),
+            vec![
+                text("openinference.span.kind", "RETRIEVER"),
+                text("retrieval.documents.0.document.id", "doc-7"),
+                text(
+                    "retrieval.documents.0.document.metadata",
+                    r#"{"title":"Pricing"}"#,
+                ),
+            ],
+        ),
+        span(
+            3,
+            Some(1),
+            "ChatCompletion",
+            (120, 880),
+            vec![
+                text("openinference.span.kind", "LLM"),
+                text("llm.model_name", "gpt-4o-mini"),
+                text("llm.invocation_parameters", r#"{"temperature":0.2}"#),
+                attr("llm.token_count.prompt", Value::Int(2006)),
+                attr("llm.token_count.completion", Value::Int(300)),
+                attr(
+                    "llm.token_count.prompt_details.cache_read",
+                    Value::Int(1920),
+                ),
+            ],
+        ),
     ];
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
@@ -95,9 +119,15 @@ fn rag_export() -> ExportTraceServiceRequest {
     }
 }
 
-const PRICES: &str = r#"{"models": {"gpt-4o-mini": {"input": "0.15", "cached_input": "0.075", "output": "0.60"}}}"#;
+const PRICES: &str =
+    r#"{"models": {"gpt-4o-mini": {"input": "0.15", "cached_input": "0.075", "output": "0.60"}}}"#;
 
-fn post_otlp(s: &TestServer, content_type: &str, key: Option<&str>, body: &[u8]) -> (u16, String, Vec<u8>) {
+fn post_otlp(
+    s: &TestServer,
+    content_type: &str,
+    key: Option<&str>,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(120)))
@@ -139,8 +169,13 @@ fn an_otlp_export_is_stored_before_it_is_answered() {
     // 86 × 0.15 + 1920 × 0.075 + 300 × 0.60, per million tokens.
     assert_eq!(v["receipt"]["total"], "0.0003369");
     let explanation = v["explanation"].as_str().unwrap();
-    assert!(explanation.contains("“Pricing”") && explanation.contains("gpt-4o-mini"), "{explanation}");
-    let list = s.get("/v1/traces?topology=shop-bot/rag", Some("reader-key")).json();
+    assert!(
+        explanation.contains("“Pricing”") && explanation.contains("gpt-4o-mini"),
+        "{explanation}"
+    );
+    let list = s
+        .get("/v1/traces?topology=shop-bot/rag", Some("reader-key"))
+        .json();
     assert_eq!(list["traces"].as_array().unwrap().len(), 1);
 }
 
@@ -150,11 +185,23 @@ fn exports_need_the_run_scope_and_a_known_encoding() {
     let body = rag_export().encode_to_vec();
     let code = |r: (u16, String, Vec<u8>)| {
         let v: serde_json::Value = serde_json::from_slice(&r.2).unwrap();
-        (r.0, v["error"]["code"].as_str().unwrap_or_default().to_string())
+        (
+            r.0,
+            v["error"]["code"].as_str().unwrap_or_default().to_string(),
+        )
     };
-    assert_eq!(code(post_otlp(&s, "application/x-protobuf", None, &body)).0, 401);
     assert_eq!(
-        code(post_otlp(&s, "application/x-protobuf", Some("reader-key"), &body)).0,
+        code(post_otlp(&s, "application/x-protobuf", None, &body)).0,
+        401
+    );
+    assert_eq!(
+        code(post_otlp(
+            &s,
+            "application/x-protobuf",
+            Some("reader-key"),
+            &body
+        ))
+        .0,
         403
     );
     assert_eq!(
@@ -162,20 +209,34 @@ fn exports_need_the_run_scope_and_a_known_encoding() {
         (415, "unsupported_media_type".to_string())
     );
     assert_eq!(
-        code(post_otlp(&s, "application/x-protobuf", Some("writer-key"), &[0x0a, 0xff, 0xff])),
+        code(post_otlp(
+            &s,
+            "application/x-protobuf",
+            Some("writer-key"),
+            &[0x0a, 0xff, 0xff]
+        )),
         (400, "bad_otlp".to_string())
     );
     // OTLP/JSON is answered in JSON; an empty export is a success.
-    let (status, ct, answer) =
-        post_otlp(&s, "application/json", Some("writer-key"), br#"{"resourceSpans":[]}"#);
-    assert_eq!((status, ct.as_str(), &answer[..]), (200, "application/json", &b"{}"[..]));
+    let (status, ct, answer) = post_otlp(
+        &s,
+        "application/json",
+        Some("writer-key"),
+        br#"{"resourceSpans":[]}"#,
+    );
+    assert_eq!(
+        (status, ct.as_str(), &answer[..]),
+        (200, "application/json", &b"{}"[..])
+    );
     // Reading traces still works on the same path.
     let r: Reply = s.get("/v1/traces", Some("reader-key"));
     assert_eq!(r.status, 200);
 }
 
 fn record(s: &TestServer, id: &str) -> (RequestRecord, serde_json::Value) {
-    let r = s.wait_for(&format!("/v1/traces/{id}"), Some("py-key"), |r| r.status == 200);
+    let r = s.wait_for(&format!("/v1/traces/{id}"), Some("py-key"), |r| {
+        r.status == 200
+    });
     let v = r.json();
     (serde_json::from_value(v["request"].clone()).unwrap(), v)
 }
@@ -233,7 +294,10 @@ fn a_real_instrumented_app_gets_receipts_explanations_and_a_graph() {
     for t in native["traces"].as_array().unwrap() {
         let (_, detail) = record(&s, t["request_id"].as_str().unwrap());
         let usage = &detail["spans"][0]["usage"];
-        native_tokens.push((usage["input_tokens"].as_u64(), usage["output_tokens"].as_u64()));
+        native_tokens.push((
+            usage["input_tokens"].as_u64(),
+            usage["output_tokens"].as_u64(),
+        ));
     }
     assert_eq!(native_tokens.len(), 2);
 
@@ -257,14 +321,20 @@ fn a_real_instrumented_app_gets_receipts_explanations_and_a_graph() {
         let tout = call["usage"]["output_tokens"].as_u64().unwrap();
         assert!(tin > 0 && tout > 0, "{call}");
         // The counts the app's instrumentation recorded are Glassbox's own.
-        assert!(native_tokens.contains(&(Some(tin), Some(tout))), "{native_tokens:?} vs {tin}/{tout}");
+        assert!(
+            native_tokens.contains(&(Some(tin), Some(tout))),
+            "{native_tokens:?} vs {tin}/{tout}"
+        );
         let want = Decimal::from(tin) * Decimal::from_str("0.0000001").unwrap()
             + Decimal::from(tout) * Decimal::from_str("0.0000004").unwrap();
         assert_eq!(r.receipt.total, want, "{:?}", r.receipt);
         assert_eq!(r.receipt.sum_of_lines(), r.receipt.total);
         // Explanations from what the instrumentation recorded, and what not.
         let en = &r.explanation.text;
-        assert!(en.contains("“Pricing”") && en.contains("“Plans FAQ”"), "{en}");
+        assert!(
+            en.contains("“Pricing”") && en.contains("“Plans FAQ”"),
+            "{en}"
+        );
         assert!(en.contains("tool `plan_price`"), "{en}");
         assert!(en.contains("generated by chat"), "{en}");
         assert!(en.contains("did not record"), "{en}");

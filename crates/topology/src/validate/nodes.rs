@@ -295,7 +295,9 @@ pub(super) fn merge_prices(
             p.cost_per_1k_cached_input_tokens.as_ref().map(|d| d.value)
         }),
         cost_per_1k_cache_creation_tokens: pick(|p| {
-            p.cost_per_1k_cache_creation_tokens.as_ref().map(|d| d.value)
+            p.cost_per_1k_cache_creation_tokens
+                .as_ref()
+                .map(|d| d.value)
         }),
         cost_per_1k_reasoning_tokens: pick(|p| {
             p.cost_per_1k_reasoning_tokens.as_ref().map(|d| d.value)

@@ -63,6 +63,10 @@ fn a_model_missing_from_the_table_is_not_billed() {
         input: 10,
         ..TokenUsage::default()
     };
-    assert!(prices.bill(&mut receipt, &"llm".into(), "gpt-4o", &usage).is_none());
+    assert!(
+        prices
+            .bill(&mut receipt, &"llm".into(), "gpt-4o", &usage)
+            .is_none()
+    );
     assert!(receipt.lines.is_empty());
 }
