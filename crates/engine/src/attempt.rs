@@ -416,6 +416,7 @@ fn conclude(
                     cpu_us,
                     input_tokens: None,
                     output_tokens: None,
+                    tokens: None,
                 },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),
