@@ -130,7 +130,7 @@ impl Remote {
                         true
                     })?;
             // Decode speed: tokens after the first over the time after it.
-            let out = answer.2;
+            let out = answer.output();
             let tps = match first {
                 Some(f) if out > 1 => rate(out - 1, f.elapsed().as_secs_f64()),
                 _ => rate(out, start.elapsed().as_secs_f64()),
