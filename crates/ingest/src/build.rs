@@ -76,7 +76,13 @@ fn micros(ns: u64) -> u64 {
 
 /// Builds the request for trace `trace_id` from its spans.
 pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> Built {
-    spans.sort_by_key(|r| (r.span.start_time_unix_nano, r.span.end_time_unix_nano));
+    // By start; of spans starting together, the longer (the parent) first.
+    spans.sort_by_key(|r| {
+        (
+            r.span.start_time_unix_nano,
+            std::cmp::Reverse(r.span.end_time_unix_nano),
+        )
+    });
     let ids: HashMap<u64, usize> = spans
         .iter()
         .enumerate()

@@ -42,7 +42,7 @@ pub struct Args {
         value_name = "VERSION",
         requires = "discovered"
     )]
-    pub version: Option<String>,
+    pub topology_version: Option<String>,
     /// With `--discovered`: the most recent requests read.
     #[arg(long, default_value_t = 1000, requires = "discovered")]
     pub limit: u32,
@@ -72,7 +72,7 @@ fn discovered(args: &Args, id: &str) -> anyhow::Result<Discovered> {
     let mut store = args.store.open()?;
     let filter = FilterInput {
         topology: Some(id.to_string()),
-        version: args.version.clone(),
+        version: args.topology_version.clone(),
         ..FilterInput::default()
     }
     .parse(glassbox_trace::unix_micros_now())
@@ -86,7 +86,7 @@ fn discovered(args: &Args, id: &str) -> anyhow::Result<Discovered> {
     if list.is_empty() {
         return Err(Coded::invalid(format!(
             "no stored requests of topology `{id}`{} (hint: `glassbox trace list` shows the topology ids stored; ingested ones are `{{service.name}}/{{root span}}`)",
-            args.version
+            args.topology_version
                 .as_ref()
                 .map(|v| format!(" version `{v}`"))
                 .unwrap_or_default()

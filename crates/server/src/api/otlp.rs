@@ -22,7 +22,7 @@ use glassbox_ingest::{Built, Encoding, IngestError, Receiver};
 use glassbox_store::Durable;
 use glassbox_trace::TraceSink;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::service::durable::all_committed;
 use crate::state::AppState;
 
@@ -53,7 +53,26 @@ fn store(state: &AppState, built: Vec<Built>, tickets: bool) -> Vec<Option<Durab
     out
 }
 
-/// `POST /v1/traces`.
+/// `POST /v1/traces`: an OTLP trace export.
+#[utoipa::path(
+    post,
+    path = "/v1/traces",
+    tag = "traces",
+    request_body(
+        content = Object,
+        content_type = "application/json",
+        description = "An OTLP `ExportTraceServiceRequest` in OTLP/JSON; `application/x-protobuf` bodies (the SDKs' default) are accepted too. Spans in OpenInference or GenAI form become requests of discovered topologies (docs/ingest.md)."
+    ),
+    responses(
+        (status = 200, description = "The traces the export completed are committed (the rest held for their root span): an `ExportTraceServiceResponse` in the request's encoding, with `partialSuccess` naming refused spans"),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 415, body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    ),
+    security(("api_key" = ["run"]))
+)]
 pub async fn export(
     State(state): State<AppState>,
     Extension(receiver): Extension<Shared>,
