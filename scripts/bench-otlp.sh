@@ -24,7 +24,10 @@ clients="${CLIENTS:-4}"
 runs="${RUNS:-3}"
 profile="${PROFILE:-release}"
 
-bench_bin
+build_profile="$profile"
+bench_bin   # with BIN, sets `profile` to the binary's path
+shown_profile="$profile"
+profile="$build_profile"
 # shellcheck disable=SC2046 # profile_args is a list of words.
 cargo build -q --locked $(profile_args) -p glassbox-ingest --example otlp_load
 # shellcheck disable=SC2046
@@ -44,7 +47,7 @@ trap 'stop_server; rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/topologies"
 
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "== binary: $profile; $spans spans per run in exports of $per_export, $clients clients, $runs runs"
+echo "== binary: $shown_profile, examples: $profile; $spans spans per run in exports of $per_export, $clients clients, $runs runs"
 
 otlp=()
 for run in $(seq 1 "$runs"); do
@@ -95,9 +98,9 @@ otlp = [json.loads(a) for a in args[:cut]]
 native = [float(a) for a in args[cut + 1:]]
 def med(xs): return statistics.median(xs)
 print()
-print(f"{'path':<58} {'median spans/s':>14}  runs")
-print(f"{'OTLP/HTTP protobuf -> glassbox serve -> SQLite, ack after commit':<58} {med([o['spans_per_s'] for o in otlp]):>14,.0f}  " + ", ".join(f"{o['spans_per_s']:,.0f}" for o in otlp))
-print(f"{'native: StoreWriter in-process -> SQLite (store_bench ingest)':<58} {med(native):>14,.0f}  " + ", ".join(f"{n:,.0f}" for n in native))
+print(f"{'path':<66} {'median spans/s':>14}  runs")
+print(f"{'OTLP/HTTP protobuf -> glassbox serve -> SQLite, ack after commit':<66} {med([o['spans_per_s'] for o in otlp]):>14,.0f}  " + ", ".join(f"{o['spans_per_s']:,.0f}" for o in otlp))
+print(f"{'native: StoreWriter in-process -> SQLite (store_bench ingest)':<66} {med(native):>14,.0f}  " + ", ".join(f"{n:,.0f}" for n in native))
 print()
 print(f"{'export latency (send to committed ack)':<40} {'P50 ms':>8} {'P95 ms':>8} {'P99 ms':>8} {'max ms':>8}")
 for i, o in enumerate(otlp, 1):
