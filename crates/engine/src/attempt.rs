@@ -371,6 +371,7 @@ fn conclude(
                 cpu_us,
                 input_tokens: output.tokens.input,
                 output_tokens: output.tokens.output,
+                tokens: output.tokens.classes,
             };
             let output = Arc::new(output);
             let mut tags = output.tags.clone();
@@ -424,6 +425,7 @@ fn conclude(
                     cpu_us,
                     input_tokens: None,
                     output_tokens: None,
+                    tokens: None,
                 },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),

@@ -12,6 +12,8 @@ use serde_json::Value;
 pub struct Tokens {
     pub input: Option<u64>,
     pub output: Option<u64>,
+    /// The same tokens by price class, when the model reported them.
+    pub classes: Option<glassbox_trace::TokenUsage>,
 }
 
 /// What a node produced.
@@ -55,6 +57,18 @@ impl NodeOutput {
         self.tokens = Tokens {
             input: Some(input),
             output: Some(output),
+            classes: None,
+        };
+        self
+    }
+
+    /// The tokens by price class (cached, reasoning, audio...): billed at
+    /// the node's price for each class. Sets the input and output totals.
+    pub fn token_classes(mut self, classes: glassbox_trace::TokenUsage) -> Self {
+        self.tokens = Tokens {
+            input: Some(classes.prompt_total()),
+            output: Some(classes.completion_total()),
+            classes: (!classes.is_plain()).then_some(classes),
         };
         self
     }

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use glassbox_engine::trace::TokenUsage;
 use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
 
@@ -16,6 +17,30 @@ use crate::check::Backend;
 use crate::outbound::{
     Client, ClientOptions, Request, WorkerTimeouts, display_url, upstream_error,
 };
+
+/// What a chat completion answered: the text, the tokens by price class
+/// (OpenAI's `prompt_tokens_details.cached_tokens`, `.audio_tokens`,
+/// `completion_tokens_details.reasoning_tokens`, `.audio_tokens` split out
+/// of the totals, as ingested calls are: `glassbox_engine::trace::tokens`), and the
+/// model that answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAnswer {
+    pub text: String,
+    pub tokens: TokenUsage,
+    pub model: String,
+}
+
+impl ChatAnswer {
+    /// Every prompt token.
+    pub fn input(&self) -> u64 {
+        self.tokens.prompt_total()
+    }
+
+    /// Every generated token.
+    pub fn output(&self) -> u64 {
+        self.tokens.completion_total()
+    }
+}
 
 /// What a streamed chat hands its caller as it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,7 +250,7 @@ impl Endpoint {
         messages: Value,
         params: &Value,
         stream: Option<&TokenStream>,
-    ) -> Result<(String, u64, u64, String), NodeError> {
+    ) -> Result<ChatAnswer, NodeError> {
         let mut body =
             json!({ "model": self.model, "messages": messages, "stream": stream.is_some() });
         if stream.is_some() {
@@ -262,12 +287,11 @@ impl Endpoint {
             .and_then(Value::as_str)
             .unwrap_or(&self.model)
             .to_string();
-        Ok((
+        Ok(ChatAnswer {
             text,
-            usage(&v, "prompt_tokens"),
-            usage(&v, "completion_tokens"),
+            tokens: token_usage(&v),
             model,
-        ))
+        })
     }
 
     /// A chat completion read as server-sent events: each content piece
@@ -280,7 +304,7 @@ impl Endpoint {
         messages: Value,
         params: &Value,
         on_piece: &mut dyn FnMut(Streamed<'_>) -> bool,
-    ) -> Result<(String, u64, u64, String), NodeError> {
+    ) -> Result<ChatAnswer, NodeError> {
         let mut body = json!({ "model": self.model, "messages": messages, "stream": true,
             "stream_options": { "include_usage": true } });
         if let (Some(b), Some(p)) = (body.as_object_mut(), params.as_object()) {
@@ -295,12 +319,13 @@ impl Endpoint {
         &self,
         body: &Value,
         on_piece: &mut dyn FnMut(Streamed<'_>) -> bool,
-    ) -> Result<(String, u64, u64, String), NodeError> {
+    ) -> Result<ChatAnswer, NodeError> {
         use std::io::BufRead;
         let url = format!("{}/chat/completions", self.shown_url);
         let mut resp = self.send("/chat/completions", body)?;
         let reader = std::io::BufReader::new(resp.body_mut().as_reader());
-        let (mut text, mut tin, mut tout, mut model) = (String::new(), 0, 0, self.model.clone());
+        let (mut text, mut tokens, mut model) =
+            (String::new(), TokenUsage::default(), self.model.clone());
         let mut done = false;
         for line in reader.lines() {
             let line = line
@@ -337,8 +362,7 @@ impl Endpoint {
                 }
             }
             if v.get("usage").is_some_and(Value::is_object) {
-                tin = usage(&v, "prompt_tokens");
-                tout = usage(&v, "completion_tokens");
+                tokens = token_usage(&v);
             }
         }
         if !done {
@@ -346,7 +370,11 @@ impl Endpoint {
                 "{url}: the stream ended without `data: [DONE]`"
             )));
         }
-        Ok((text, tin, tout, model))
+        Ok(ChatAnswer {
+            text,
+            tokens,
+            model,
+        })
     }
 
     pub fn embed(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, u64), NodeError> {
@@ -394,6 +422,19 @@ fn usage(v: &Value, key: &str) -> u64 {
     v.pointer(&format!("/usage/{key}"))
         .and_then(Value::as_u64)
         .unwrap_or(0)
+}
+
+/// The `usage` of an answer by price class; a usage whose details exceed
+/// its totals is taken as plain prompt and completion tokens.
+fn token_usage(v: &Value) -> TokenUsage {
+    let plain = || TokenUsage {
+        input: usage(v, "prompt_tokens"),
+        output: usage(v, "completion_tokens"),
+        ..TokenUsage::default()
+    };
+    v.get("usage")
+        .and_then(|u| TokenUsage::from_openai(u).ok())
+        .unwrap_or_else(plain)
 }
 
 fn snippet(text: &str) -> String {

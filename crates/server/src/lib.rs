@@ -66,7 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Extension};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post, put};
@@ -437,6 +437,16 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/gpus", get(api::gpus::list_gpus))
             .route("/v1/cluster/workers", get(cluster::list_workers)),
     );
+    // The OTLP trace receiver: an app sending its traces is writing, like
+    // a run, so it takes the `run` scope.
+    let ingest = guarded(
+        &state,
+        &[Scope::Run],
+        Router::new()
+            .route("/v1/traces", post(api::otlp::export))
+            .layer(Extension(api::otlp::receiver(&state)))
+            .layer(DefaultBodyLimit::max(state.config.ingest.max_body_bytes)),
+    );
     let models = guarded(
         &state,
         &[Scope::Run, Scope::Read],
@@ -466,6 +476,7 @@ pub fn router(state: AppState) -> Router {
     let mut app: Router<AppState> = Router::new()
         .merge(run)
         .merge(read)
+        .merge(ingest)
         .merge(models)
         .merge(admin)
         .merge(public)

@@ -6,7 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::api::{
-    alerts, cluster, compare, gpus, openai, reports, runs, system, topologies, traces, versions,
+    alerts, cluster, compare, gpus, openai, otlp, reports, runs, system, topologies, traces,
+    versions,
 };
 use crate::error::{ErrorBody, ErrorDetail};
 
@@ -50,6 +51,7 @@ impl Modify for Security {
         traces::list_traces,
         traces::get_trace,
         traces::diff_traces,
+        otlp::export,
         reports::get_summary,
         reports::get_report,
         compare::compare_versions,
@@ -69,7 +71,7 @@ impl Modify for Security {
     tags(
         (name = "runs", description = "Run requests through topologies"),
         (name = "topologies", description = "Served topologies, their graphs and versions (split, promote, rollback)"),
-        (name = "traces", description = "Stored requests"),
+        (name = "traces", description = "Stored requests, and the OTLP receiver for traces of pipelines Glassbox does not run"),
         (name = "reports", description = "Cost and latency reports"),
         (name = "openai", description = "OpenAI-compatible endpoints (topologies as models)"),
         (name = "system", description = "Health, readiness, metrics, admin"),

@@ -430,6 +430,9 @@ pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
             cpu_us: row.cpu_us.map(u),
             input_tokens: row.input_tokens.map(u),
             output_tokens: row.output_tokens.map(u),
+            // The split by price class is not a column: the receipt's
+            // lines keep it.
+            tokens: None,
         },
         cost: decimal("spans.cost", &row.cost)?,
         worker: row.worker.as_str().into(),

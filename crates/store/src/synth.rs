@@ -201,6 +201,7 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
                 cpu_us: (!is_llm).then_some(step.us / 2),
                 input_tokens,
                 output_tokens,
+                tokens: None,
             },
             cost,
             worker: worker.clone(),

@@ -48,6 +48,19 @@ pub struct Prices {
     pub cost_per_1k_input_tokens: Option<Decimal>,
     pub cost_per_1k_output_tokens: Option<Decimal>,
     pub cost_per_cpu_ms: Option<Decimal>,
+    /// Token classes priced apart from plain input and output (cached and
+    /// cache-write prompt tokens, reasoning and audio tokens); `None`: the
+    /// input or output price applies (`glassbox_trace::price`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_cached_input_tokens: Option<Decimal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_cache_creation_tokens: Option<Decimal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_reasoning_tokens: Option<Decimal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_audio_input_tokens: Option<Decimal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_audio_output_tokens: Option<Decimal>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

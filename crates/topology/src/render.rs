@@ -1,6 +1,11 @@
 //! Drawing a topology: Mermaid (for Markdown, GitHub, the dashboard) and
 //! Graphviz DOT. Conditions become edge labels; each node shows its kind,
 //! resource type and model; fallbacks are dashed edges.
+//!
+//! Both formats draw a [`Drawing`]: boxes with a caption and edges with an
+//! optional label. A topology file is one source of drawings
+//! ([`Drawing::of`]); the graph discovered from ingested traces (which has
+//! no file) is another, so both are drawn by the same code.
 
 use std::fmt::Write;
 
@@ -13,21 +18,175 @@ pub enum GraphFormat {
     Dot,
 }
 
-pub fn render(topology: &Topology, format: GraphFormat) -> String {
-    match format {
-        GraphFormat::Mermaid => mermaid(topology),
-        GraphFormat::Dot => dot(topology),
+/// A graph to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drawing {
+    pub id: String,
+    pub version: String,
+    pub nodes: Vec<DrawnNode>,
+    pub edges: Vec<DrawnEdge>,
+}
+
+/// A box: its id in bold, then two caption lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrawnNode {
+    pub id: String,
+    pub caption: [String; 2],
+    /// Colours it as a CPU or GPU node; `None`: neutral.
+    pub resource: Option<ResourceKind>,
+}
+
+/// An arrow, dashed or not, with an optional label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrawnEdge {
+    pub from: String,
+    pub to: String,
+    pub label: Option<String>,
+    pub dashed: bool,
+}
+
+impl Drawing {
+    /// A topology as drawn: conditions as labels, fallbacks dashed.
+    pub fn of(t: &Topology) -> Drawing {
+        let nodes = t
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut res = n.resource.kind.as_str().to_string();
+                if let Some(m) = &n.resource.model {
+                    res.push_str(" · ");
+                    res.push_str(m);
+                }
+                DrawnNode {
+                    id: n.id.clone(),
+                    caption: [n.kind.clone(), res],
+                    resource: Some(n.resource.kind),
+                }
+            })
+            .collect();
+        let mut edges: Vec<DrawnEdge> = t
+            .edges
+            .iter()
+            .map(|e| DrawnEdge {
+                from: t.node(e.from).id.clone(),
+                to: t.node(e.to).id.clone(),
+                label: e.condition.as_ref().map(|c| c.as_str().to_string()),
+                dashed: false,
+            })
+            .collect();
+        for n in &t.nodes {
+            if let Some(f) = n.fallback {
+                edges.push(DrawnEdge {
+                    from: n.id.clone(),
+                    to: t.node(f).id.clone(),
+                    label: Some("fallback".into()),
+                    dashed: true,
+                });
+            }
+        }
+        Drawing {
+            id: t.id.clone(),
+            version: t.version.clone(),
+            nodes,
+            edges,
+        }
+    }
+
+    pub fn render(&self, format: GraphFormat) -> String {
+        match format {
+            GraphFormat::Mermaid => self.mermaid(),
+            GraphFormat::Dot => self.dot(),
+        }
+    }
+
+    pub fn mermaid(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "---\ntitle: {} v{}\n---", self.id, self.version);
+        out.push_str("flowchart TD\n");
+        for n in &self.nodes {
+            let _ = writeln!(
+                out,
+                "    {}[\"<b>{}</b><br/>{}<br/>{}\"]",
+                mid(&n.id),
+                mermaid_escape(&n.id),
+                mermaid_escape(&n.caption[0]),
+                mermaid_escape(&n.caption[1])
+            );
+        }
+        for e in &self.edges {
+            let (from, to) = (mid(&e.from), mid(&e.to));
+            let _ = match (&e.label, e.dashed) {
+                (Some(l), false) => {
+                    writeln!(out, "    {from} -->|\"{}\"| {to}", mermaid_escape(l))
+                }
+                (None, false) => writeln!(out, "    {from} --> {to}"),
+                (Some(l), true) => writeln!(out, "    {from} -.->|{}| {to}", mermaid_escape(l)),
+                (None, true) => writeln!(out, "    {from} -.-> {to}"),
+            };
+        }
+        out.push_str("    classDef gpu fill:#fde68a,stroke:#b45309\n    classDef cpu fill:#e0f2fe,stroke:#0369a1\n");
+        for kind in [ResourceKind::Gpu, ResourceKind::Cpu] {
+            let ids: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| n.resource == Some(kind))
+                .map(|n| mid(&n.id))
+                .collect();
+            if !ids.is_empty() {
+                let _ = writeln!(out, "    class {} {}", ids.join(","), kind.as_str());
+            }
+        }
+        out
+    }
+
+    pub fn dot(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "digraph \"{}\" {{", dot_escape(&self.id));
+        let _ = writeln!(
+            out,
+            "    label=\"{} v{}\";",
+            dot_escape(&self.id),
+            dot_escape(&self.version)
+        );
+        out.push_str("    rankdir=TB;\n    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n    edge [fontname=\"Helvetica\", fontsize=10];\n");
+        for n in &self.nodes {
+            let fill = match n.resource {
+                Some(ResourceKind::Gpu) => "#fde68a",
+                Some(ResourceKind::Cpu) => "#e0f2fe",
+                None => "#f3f4f6",
+            };
+            let id = dot_escape(&n.id);
+            let _ = writeln!(
+                out,
+                "    \"{id}\" [label=\"{id}\\n{}\\n{}\", fillcolor=\"{fill}\"];",
+                dot_escape(&n.caption[0]),
+                dot_escape(&n.caption[1])
+            );
+        }
+        for e in &self.edges {
+            let (from, to) = (dot_escape(&e.from), dot_escape(&e.to));
+            let _ = match (&e.label, e.dashed) {
+                (Some(l), false) => writeln!(
+                    out,
+                    "    \"{from}\" -> \"{to}\" [label=\"{}\"];",
+                    dot_escape(l)
+                ),
+                (None, false) => writeln!(out, "    \"{from}\" -> \"{to}\";"),
+                (Some(l), true) => writeln!(
+                    out,
+                    "    \"{from}\" -> \"{to}\" [label=\"{}\", style=dashed];",
+                    dot_escape(l)
+                ),
+                (None, true) => writeln!(out, "    \"{from}\" -> \"{to}\" [style=dashed];"),
+            };
+        }
+        out.push_str("}\n");
+        out
     }
 }
 
-fn node_caption(topology: &Topology, i: usize) -> Vec<String> {
-    let n = &topology.nodes[i];
-    let mut res = n.resource.kind.as_str().to_string();
-    if let Some(m) = &n.resource.model {
-        res.push_str(" · ");
-        res.push_str(m);
-    }
-    vec![n.id.clone(), n.kind.clone(), res]
+pub fn render(topology: &Topology, format: GraphFormat) -> String {
+    Drawing::of(topology).render(format)
 }
 
 fn mermaid_escape(s: &str) -> String {
@@ -39,67 +198,25 @@ fn mermaid_escape(s: &str) -> String {
 
 /// Mermaid ids must be simple; node ids may contain `-`, which is fine, but
 /// prefixing avoids clashes with Mermaid keywords such as `end`.
+/// Other characters (ids of discovered nodes are span names, which may
+/// hold spaces or dots) are written as `_uXXXX`, so distinct ids stay distinct.
 fn mid(id: &str) -> String {
-    format!("n_{}", id.replace('-', "_"))
-}
-
-pub fn mermaid(t: &Topology) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "---\ntitle: {} v{}\n---", t.id, t.version);
-    out.push_str("flowchart TD\n");
-    for (i, n) in t.nodes.iter().enumerate() {
-        let caption: Vec<String> = node_caption(t, i)
-            .iter()
-            .map(|s| mermaid_escape(s))
-            .collect();
-        let _ = writeln!(
-            out,
-            "    {}[\"<b>{}</b><br/>{}<br/>{}\"]",
-            mid(&n.id),
-            caption[0],
-            caption[1],
-            caption[2]
-        );
-    }
-    for e in &t.edges {
-        let from = mid(&t.node(e.from).id);
-        let to = mid(&t.node(e.to).id);
-        match &e.condition {
-            Some(c) => {
-                let _ = writeln!(
-                    out,
-                    "    {from} -->|\"{}\"| {to}",
-                    mermaid_escape(c.as_str())
-                );
+    let mut out = String::with_capacity(id.len() + 2);
+    out.push_str("n_");
+    for c in id.chars() {
+        match c {
+            '-' => out.push('_'),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            c => {
+                let _ = write!(out, "_u{:04x}", u32::from(c));
             }
-            None => {
-                let _ = writeln!(out, "    {from} --> {to}");
-            }
-        }
-    }
-    for n in &t.nodes {
-        if let Some(f) = n.fallback {
-            let _ = writeln!(
-                out,
-                "    {} -.->|fallback| {}",
-                mid(&n.id),
-                mid(&t.node(f).id)
-            );
-        }
-    }
-    out.push_str("    classDef gpu fill:#fde68a,stroke:#b45309\n    classDef cpu fill:#e0f2fe,stroke:#0369a1\n");
-    for kind in [ResourceKind::Gpu, ResourceKind::Cpu] {
-        let ids: Vec<String> = t
-            .nodes
-            .iter()
-            .filter(|n| n.resource.kind == kind)
-            .map(|n| mid(&n.id))
-            .collect();
-        if !ids.is_empty() {
-            let _ = writeln!(out, "    class {} {}", ids.join(","), kind.as_str());
         }
     }
     out
+}
+
+pub fn mermaid(t: &Topology) -> String {
+    Drawing::of(t).mermaid()
 }
 
 fn dot_escape(s: &str) -> String {
@@ -109,56 +226,5 @@ fn dot_escape(s: &str) -> String {
 }
 
 pub fn dot(t: &Topology) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "digraph \"{}\" {{", dot_escape(&t.id));
-    let _ = writeln!(
-        out,
-        "    label=\"{} v{}\";",
-        dot_escape(&t.id),
-        dot_escape(&t.version)
-    );
-    out.push_str("    rankdir=TB;\n    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n    edge [fontname=\"Helvetica\", fontsize=10];\n");
-    for (i, n) in t.nodes.iter().enumerate() {
-        let caption: Vec<String> = node_caption(t, i).iter().map(|s| dot_escape(s)).collect();
-        let fill = match n.resource.kind {
-            ResourceKind::Gpu => "#fde68a",
-            ResourceKind::Cpu => "#e0f2fe",
-        };
-        let _ = writeln!(
-            out,
-            "    \"{}\" [label=\"{}\\n{}\\n{}\", fillcolor=\"{fill}\"];",
-            dot_escape(&n.id),
-            caption[0],
-            caption[1],
-            caption[2]
-        );
-    }
-    for e in &t.edges {
-        let from = dot_escape(&t.node(e.from).id);
-        let to = dot_escape(&t.node(e.to).id);
-        match &e.condition {
-            Some(c) => {
-                let _ = writeln!(
-                    out,
-                    "    \"{from}\" -> \"{to}\" [label=\"{}\"];",
-                    dot_escape(c.as_str())
-                );
-            }
-            None => {
-                let _ = writeln!(out, "    \"{from}\" -> \"{to}\";");
-            }
-        }
-    }
-    for n in &t.nodes {
-        if let Some(f) = n.fallback {
-            let _ = writeln!(
-                out,
-                "    \"{}\" -> \"{}\" [label=\"fallback\", style=dashed];",
-                dot_escape(&n.id),
-                dot_escape(&t.node(f).id)
-            );
-        }
-    }
-    out.push_str("}\n");
-    out
+    Drawing::of(t).dot()
 }

@@ -114,6 +114,29 @@ pub struct PriceSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>", range(min = 0))]
     pub cost_per_cpu_ms: Option<Spanned<Decimal>>,
+    /// Price per 1,000 prompt tokens served from the provider's prompt
+    /// cache (OpenAI `cached_tokens`); default: the input price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
+    pub cost_per_1k_cached_input_tokens: Option<Spanned<Decimal>>,
+    /// Price per 1,000 prompt tokens written into the prompt cache
+    /// (Anthropic `cache_creation_input_tokens`); default: the input price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
+    pub cost_per_1k_cache_creation_tokens: Option<Spanned<Decimal>>,
+    /// Price per 1,000 reasoning tokens (`reasoning_tokens`); default: the
+    /// output price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
+    pub cost_per_1k_reasoning_tokens: Option<Spanned<Decimal>>,
+    /// Price per 1,000 audio prompt tokens; default: the input price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
+    pub cost_per_1k_audio_input_tokens: Option<Spanned<Decimal>>,
+    /// Price per 1,000 audio generated tokens; default: the output price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>", range(min = 0))]
+    pub cost_per_1k_audio_output_tokens: Option<Spanned<Decimal>>,
 }
 
 /// What a node runs on, and what it costs.
@@ -279,6 +302,11 @@ pub(crate) const PRICE_FIELDS: &[&str] = &[
     "cost_per_1k_input_tokens",
     "cost_per_1k_output_tokens",
     "cost_per_cpu_ms",
+    "cost_per_1k_cached_input_tokens",
+    "cost_per_1k_cache_creation_tokens",
+    "cost_per_1k_reasoning_tokens",
+    "cost_per_1k_audio_input_tokens",
+    "cost_per_1k_audio_output_tokens",
 ];
 pub(crate) const RESOURCE_FIELDS: &[&str] = &[
     "type",
@@ -288,6 +316,11 @@ pub(crate) const RESOURCE_FIELDS: &[&str] = &[
     "cost_per_1k_input_tokens",
     "cost_per_1k_output_tokens",
     "cost_per_cpu_ms",
+    "cost_per_1k_cached_input_tokens",
+    "cost_per_1k_cache_creation_tokens",
+    "cost_per_1k_reasoning_tokens",
+    "cost_per_1k_audio_input_tokens",
+    "cost_per_1k_audio_output_tokens",
 ];
 pub(crate) const NODE_FIELDS: &[&str] = &[
     "id",
@@ -434,6 +467,11 @@ impl PriceSpec {
             cost_per_1k_input_tokens: obj.price(cx, "cost_per_1k_input_tokens"),
             cost_per_1k_output_tokens: obj.price(cx, "cost_per_1k_output_tokens"),
             cost_per_cpu_ms: obj.price(cx, "cost_per_cpu_ms"),
+            cost_per_1k_cached_input_tokens: obj.price(cx, "cost_per_1k_cached_input_tokens"),
+            cost_per_1k_cache_creation_tokens: obj.price(cx, "cost_per_1k_cache_creation_tokens"),
+            cost_per_1k_reasoning_tokens: obj.price(cx, "cost_per_1k_reasoning_tokens"),
+            cost_per_1k_audio_input_tokens: obj.price(cx, "cost_per_1k_audio_input_tokens"),
+            cost_per_1k_audio_output_tokens: obj.price(cx, "cost_per_1k_audio_output_tokens"),
         }
     }
 }

@@ -32,17 +32,20 @@ mod explain_place;
 pub mod fact;
 pub mod id;
 pub mod placed;
+pub mod price;
 pub mod priority;
 pub mod receipt;
 pub mod record;
 pub mod sink;
 pub mod span;
+pub mod tokens;
 
 pub use critical::{CriticalPath, CriticalStep, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
 pub use placed::{FailedAttempt, FilterMiss, Placed, PlacedCandidate};
+pub use price::{ClassPrices, ModelPrice, PriceTable};
 pub use priority::{Priority, Scheduling};
 pub use receipt::{Receipt, ReceiptLine, Unit};
 pub use record::{
@@ -50,6 +53,7 @@ pub use record::{
 };
 pub use sink::{MemorySink, NoopSink, TraceSink};
 pub use span::{SpanRecord, SpanRole, SpanStatus, Tags, Usage};
+pub use tokens::{TokenUsage, UsageError, UsageFormat};
 
 /// Microseconds since the Unix epoch, now (0 if the clock is before 1970).
 pub fn unix_micros_now() -> u64 {

@@ -29,6 +29,21 @@ pub enum Unit {
     /// priced at zero.
     #[serde(rename = "cache_hit")]
     CacheHit,
+    /// Thousands of prompt tokens served from a provider's prompt cache.
+    #[serde(rename = "1k_cached_input_tokens")]
+    CachedInputTokens1k,
+    /// Thousands of prompt tokens written into a provider's prompt cache.
+    #[serde(rename = "1k_cache_creation_tokens")]
+    CacheCreationTokens1k,
+    /// Thousands of reasoning ("thinking") tokens.
+    #[serde(rename = "1k_reasoning_tokens")]
+    ReasoningTokens1k,
+    /// Thousands of audio prompt tokens.
+    #[serde(rename = "1k_audio_input_tokens")]
+    AudioInputTokens1k,
+    /// Thousands of audio generated tokens.
+    #[serde(rename = "1k_audio_output_tokens")]
+    AudioOutputTokens1k,
 }
 
 impl Unit {
@@ -39,6 +54,11 @@ impl Unit {
             Unit::InputTokens1k => "1k_input_tokens",
             Unit::OutputTokens1k => "1k_output_tokens",
             Unit::CacheHit => "cache_hit",
+            Unit::CachedInputTokens1k => "1k_cached_input_tokens",
+            Unit::CacheCreationTokens1k => "1k_cache_creation_tokens",
+            Unit::ReasoningTokens1k => "1k_reasoning_tokens",
+            Unit::AudioInputTokens1k => "1k_audio_input_tokens",
+            Unit::AudioOutputTokens1k => "1k_audio_output_tokens",
         }
     }
 }

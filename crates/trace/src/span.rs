@@ -42,6 +42,11 @@ pub struct Usage {
     pub cpu_us: Option<u64>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// The tokens split by price class (cached, cache writes, reasoning,
+    /// audio), when the model's usage reported them; `input_tokens` and
+    /// `output_tokens` are then its prompt and completion totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::tokens::TokenUsage>,
 }
 
 /// Short key/value tags a node attaches to its span (template id, model

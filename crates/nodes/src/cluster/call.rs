@@ -60,7 +60,7 @@ pub struct Remote {
 }
 
 /// A chat's answer: text, prompt tokens, completion tokens, model.
-pub type ChatAnswer = (String, u64, u64, String);
+pub type ChatAnswer = crate::openai::ChatAnswer;
 
 /// Embeddings: the vectors and the input tokens.
 pub type Embedded = (Vec<Vec<f32>>, u64);
@@ -134,7 +134,7 @@ impl Remote {
                         true
                     })?;
             // Decode speed: tokens after the first over the time after it.
-            let out = answer.2;
+            let out = answer.output();
             let tps = match first {
                 Some(f) if out > 1 => rate(out - 1, f.elapsed().as_secs_f64()),
                 _ => rate(out, start.elapsed().as_secs_f64()),

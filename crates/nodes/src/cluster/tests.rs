@@ -378,7 +378,10 @@ fn progress_comments_keep_a_queued_call_alive_past_the_silence_limit() {
             true
         })
         .unwrap();
-    assert_eq!((answer.0.as_str(), answer.1, answer.2), ("hi", 5, 1));
+    assert_eq!(
+        (answer.text.as_str(), answer.input(), answer.output()),
+        ("hi", 5, 1)
+    );
     assert_eq!(text, "hi");
     assert!(progress.len() >= 4, "{progress:?}");
     assert_eq!(progress[0], "queued: 1 running, 3 waiting");

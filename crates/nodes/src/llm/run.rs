@@ -287,9 +287,17 @@ impl Node for LlmNode {
                 let this = self.meta.clone();
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
-                    let (text, tin, tout, model) =
-                        endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
-                    Ok(this.output(text, "stop", model, tin, tout))
+                    let answer = endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
+                    let split = answer.tokens;
+                    Ok(this
+                        .output(
+                            answer.text,
+                            "stop",
+                            answer.model,
+                            split.prompt_total(),
+                            split.completion_total(),
+                        )
+                        .token_classes(split))
                 })
             }
             Backend::Cluster(remote) => {
@@ -305,9 +313,17 @@ impl Node for LlmNode {
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
                     let done = remote.chat(&cx, &msgs, &params, tokens.as_ref())?;
-                    let (text, tin, tout, model) = done.value;
+                    let answer = done.value;
+                    let split = answer.tokens;
                     Ok(this
-                        .output(text, "stop", model, tin, tout)
+                        .output(
+                            answer.text,
+                            "stop",
+                            answer.model,
+                            split.prompt_total(),
+                            split.completion_total(),
+                        )
+                        .token_classes(split)
                         .tag("worker", done.worker)
                         .fact(Fact::Placed(done.placed)))
                 })

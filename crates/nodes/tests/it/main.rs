@@ -13,3 +13,4 @@ mod outbound;
 mod secrets;
 mod support;
 mod wasm;
+mod usage;

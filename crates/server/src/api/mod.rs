@@ -7,6 +7,7 @@ pub mod compare;
 pub mod extract;
 pub mod gpus;
 pub mod openai;
+pub mod otlp;
 pub mod reports;
 pub mod runs;
 pub mod system;

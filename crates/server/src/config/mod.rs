@@ -137,6 +137,9 @@ pub struct ConfigFile {
     pub cluster: cluster::ClusterSection,
     #[serde(default)]
     pub secrets: secrets::SecretsSection,
+    /// `[ingest]`: the OTLP receiver's hold and the model price table.
+    #[serde(default)]
+    pub ingest: glassbox_ingest::IngestSettings,
 }
 
 /// Resolved settings (file, then command-line overrides applied by the caller).
@@ -163,6 +166,8 @@ pub struct Config {
     pub alerts: AlertSettings,
     /// How `--cluster` places, times out, fails over and probes (`[cluster]`).
     pub dispatch: glassbox_nodes::cluster::DispatchOptions,
+    /// The OTLP receiver (`[ingest]`): hold, price table.
+    pub ingest: glassbox_ingest::IngestSettings,
 }
 
 impl Default for Config {
@@ -296,6 +301,7 @@ impl Config {
             connections: file.connections,
             store: file.store,
             alerts: file.alerts,
+            ingest: file.ingest,
             dispatch: file.cluster.resolve().unwrap_or_default(),
             secrets: file.secrets.resolve().unwrap_or_default(),
             rate_limit: file.rate_limit,

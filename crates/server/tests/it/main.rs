@@ -14,6 +14,7 @@ mod dashboard;
 mod durable;
 mod fuzz;
 mod gpus;
+mod ingest;
 mod keyless;
 mod lifecycle;
 mod limits;

@@ -291,6 +291,23 @@ pub(super) fn merge_prices(
         cost_per_1k_output_tokens: pick(|p| p.cost_per_1k_output_tokens.as_ref().map(|d| d.value))
             .or(both),
         cost_per_cpu_ms: pick(|p| p.cost_per_cpu_ms.as_ref().map(|d| d.value)).or(cpu_default),
+        cost_per_1k_cached_input_tokens: pick(|p| {
+            p.cost_per_1k_cached_input_tokens.as_ref().map(|d| d.value)
+        }),
+        cost_per_1k_cache_creation_tokens: pick(|p| {
+            p.cost_per_1k_cache_creation_tokens
+                .as_ref()
+                .map(|d| d.value)
+        }),
+        cost_per_1k_reasoning_tokens: pick(|p| {
+            p.cost_per_1k_reasoning_tokens.as_ref().map(|d| d.value)
+        }),
+        cost_per_1k_audio_input_tokens: pick(|p| {
+            p.cost_per_1k_audio_input_tokens.as_ref().map(|d| d.value)
+        }),
+        cost_per_1k_audio_output_tokens: pick(|p| {
+            p.cost_per_1k_audio_output_tokens.as_ref().map(|d| d.value)
+        }),
     }
 }
 

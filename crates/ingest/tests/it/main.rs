@@ -1,0 +1,6 @@
+//! Integration tests for glassbox-ingest.
+
+#![allow(clippy::unwrap_used)]
+
+mod fixtures;
+mod receive;
