@@ -10,7 +10,7 @@ use glassbox_store::{FilterInput, ListQuery, Sort};
 use glassbox_topology::render::{GraphFormat, render};
 
 use super::common::load;
-use super::trace::{StoreArg, store_error};
+use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -12,5 +12,5 @@ mod moderation;
 mod outbound;
 mod secrets;
 mod support;
-mod wasm;
 mod usage;
+mod wasm;
