@@ -72,6 +72,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         tokens: options.tokens.clone(),
         priority: options.priority,
         max_tokens: options.max_tokens,
+        model_ask: options.model_ask.clone(),
     }));
     let mut run = RequestRun {
         built,

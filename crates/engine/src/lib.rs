@@ -62,6 +62,7 @@ pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
 pub use outcome::{Outcome, Trace};
 pub use output::{NodeOutput, Tokens, text_of};
+pub use options::ModelAsk;
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};

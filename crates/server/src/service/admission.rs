@@ -96,6 +96,8 @@ pub struct Admission {
     pub run_limit: Option<RunLimit>,
     /// The caller's cap on tokens per model call (OpenAI `max_tokens`).
     pub max_tokens: Option<u64>,
+    /// The caller's tools and answer format for the LLM nodes.
+    pub model_ask: Option<Arc<glassbox_engine::ModelAsk>>,
     _slot: Slot,
     _in_flight: InFlight,
 }
@@ -129,6 +131,7 @@ impl Admission {
         });
         options.priority = self.scheduling.priority;
         options.max_tokens = self.max_tokens;
+        options.model_ask = self.model_ask.clone();
         if let Some(limit) = &self.run_limit {
             options.deadline = Some(limit.limit);
         }
@@ -169,6 +172,7 @@ impl Service {
             scheduling,
             run_limit,
             max_tokens: None,
+            model_ask: None,
             _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })

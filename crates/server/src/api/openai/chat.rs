@@ -30,6 +30,13 @@ pub struct ChatMessage {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub content: Value,
+    /// An assistant turn's tool calls (sent back with their results).
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tool_calls: Option<Value>,
+    /// A `tool` turn: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -71,9 +78,44 @@ pub struct ChatRequest {
     /// `flex` runs offline, `priority` interactive, others online.
     #[serde(default)]
     pub service_tier: Option<String>,
+    /// Functions the model may call: `[{"type": "function", "function":
+    /// {"name", "description", "parameters"}}]` (parameters: a JSON Schema
+    /// in the subset constrained decoding supports). Handed to the
+    /// topology's LLM nodes that set no tools of their own.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Value>,
+    /// `auto` (the default with tools), `none`, `required`, or
+    /// `{"type": "function", "function": {"name"}}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
+    /// `{"type": "text"}`, `{"type": "json_object"}` or `{"type":
+    /// "json_schema", "json_schema": {"name", "schema"}}`: a local model
+    /// is constrained by a grammar to answer in that shape.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub response_format: Option<Value>,
 }
 
 impl ChatRequest {
+    /// The conversation as JSON, for the topology's input.
+    fn messages_json(&self) -> Vec<Value> {
+        self.messages
+            .iter()
+            .map(|m| {
+                let mut v = json!({"role": m.role, "content": m.content});
+                if let Some(calls) = &m.tool_calls {
+                    v["tool_calls"] = calls.clone();
+                }
+                if let Some(id) = &m.tool_call_id {
+                    v["tool_call_id"] = json!(id);
+                }
+                v
+            })
+            .collect()
+    }
+
     /// Estimated tokens: every message's text and the completion asked for.
     fn estimated_tokens(&self) -> u64 {
         let prompt: u64 = self
@@ -108,7 +150,13 @@ impl From<TokenUsage> for Usage {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ChatChoiceMessage {
     pub role: String,
-    pub content: String,
+    /// The answer; `null` when the model called tools.
+    pub content: Option<String>,
+    /// The model's tool calls: `[{"id", "type": "function", "function":
+    /// {"name", "arguments"}}]` (`arguments`: JSON text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tool_calls: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -185,6 +233,11 @@ pub async fn chat_completions(
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
+    let model_ask = super::tools::model_ask(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.response_format.as_ref(),
+    )?;
     // A worker refuses at once what it cannot start in time.
     let loads: Vec<_> = glassbox_nodes::model_cache::global()
         .llm_loads()
@@ -204,6 +257,7 @@ pub async fn chat_completions(
         .await
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
     admission.max_tokens = req.max_completion_tokens.or(req.max_tokens);
+    admission.model_ask = model_ask;
     // The guard took the request's unit; this adds its tokens.
     let estimate = req.estimated_tokens();
     let more = Work {
@@ -211,7 +265,10 @@ pub async fn chat_completions(
         tokens: estimate,
     };
     state.charge(&caller, more, Work { units: 1, ..more })?;
-    let input = json!({ "question": text });
+    let mut input = json!({ "question": text });
+    if super::tools::offers_tools(admission.model_ask.as_deref()) {
+        input["messages"] = json!(req.messages_json());
+    }
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         return Ok(super::stream::sse(
@@ -235,6 +292,7 @@ pub async fn chat_completions(
             return Ok(r);
         }
     };
+    let calls = super::tools::tool_calls(output).cloned();
     let body = ChatCompletion {
         id: format!("chatcmpl-{rid}"),
         object: "chat.completion".into(),
@@ -243,11 +301,12 @@ pub async fn chat_completions(
         system_fingerprint: outcome.trace.record.version.to_string(),
         choices: vec![ChatChoice {
             index: 0,
+            finish_reason: if calls.is_some() { "tool_calls" } else { "stop" }.into(),
             message: ChatChoiceMessage {
                 role: "assistant".into(),
-                content: answer_text(output),
+                content: calls.is_none().then(|| answer_text(output)),
+                tool_calls: calls,
             },
-            finish_reason: "stop".into(),
         }],
         usage,
     };
