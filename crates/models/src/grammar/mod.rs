@@ -181,7 +181,7 @@ impl Builder {
         if let Some((n, _)) = PRIMITIVES.iter().find(|(n, _)| *n == name)
             && !self.used.contains(n)
         {
-            self.used.push(n);
+            self.used.push(*n);
         }
     }
 
@@ -409,10 +409,11 @@ impl Builder {
                 break;
             }
         }
-        let mut body = group(&alts);
-        if all_optional {
-            body = format!("{body}?");
-        }
+        let body = if all_optional {
+            format!("({})?", alts.join(" | "))
+        } else {
+            group(&alts)
+        };
         let rule = self.rule(hint, format!("\"{{\" {ws} {body} {ws} \"}}\""));
         Ok(rule)
     }

@@ -8,4 +8,5 @@ mod common;
 mod embed;
 mod fetch;
 mod index;
+mod constrained;
 mod llm;
