@@ -60,9 +60,9 @@ pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError}
 pub use kind::{BuildContext, NodeKind, Registry, Typed, TypedKind};
 pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
+pub use options::ModelAsk;
 pub use outcome::{Outcome, Trace};
 pub use output::{NodeOutput, Tokens, text_of};
-pub use options::ModelAsk;
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};

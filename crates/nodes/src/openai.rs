@@ -293,14 +293,16 @@ impl Endpoint {
             }
         }
         let v = self.post("/chat/completions", &body)?;
-        let message = v.pointer("/choices/0/message").ok_or_else(|| NodeError::Upstream {
-            message: format!(
-                "{}/chat/completions answered without `choices[0].message`",
-                self.shown_url
-            ),
-            detail: snippet(&v.to_string()),
-            retryable: true,
-        })?;
+        let message = v
+            .pointer("/choices/0/message")
+            .ok_or_else(|| NodeError::Upstream {
+                message: format!(
+                    "{}/chat/completions answered without `choices[0].message`",
+                    self.shown_url
+                ),
+                detail: snippet(&v.to_string()),
+                retryable: true,
+            })?;
         let tool_calls = message
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -315,7 +317,11 @@ impl Endpoint {
             finish_reason: v
                 .pointer("/choices/0/finish_reason")
                 .and_then(Value::as_str)
-                .unwrap_or(if tool_calls.is_some() { "tool_calls" } else { "stop" })
+                .unwrap_or(if tool_calls.is_some() {
+                    "tool_calls"
+                } else {
+                    "stop"
+                })
                 .to_string(),
             tool_calls,
             prompt_tokens: usage(&v, "prompt_tokens"),

@@ -118,18 +118,12 @@ const PRIMITIVES: &[(&str, &str)] = &[
     ),
     ("boolean", "\"true\" | \"false\""),
     ("null", "\"null\""),
-    (
-        "value",
-        "object | array | string | number | boolean | null",
-    ),
+    ("value", "object | array | string | number | boolean | null"),
     (
         "object",
         "\"{\" ws (string ws \":\" ws value (ws \",\" ws string ws \":\" ws value)*)? ws \"}\"",
     ),
-    (
-        "array",
-        "\"[\" ws (value (ws \",\" ws value)*)? ws \"]\"",
-    ),
+    ("array", "\"[\" ws (value (ws \",\" ws value)*)? ws \"]\""),
 ];
 
 /// Which primitive each primitive refers to (to add what a rule needs).
@@ -444,10 +438,7 @@ impl Builder {
             (_, Some(0)) => String::new(),
             (0, None) => format!("({item} {more}*)?"),
             (0, Some(max)) => format!("({item} {more}{})?", repeat(0, Some(max - 1))),
-            (min, max) => format!(
-                "{item} {more}{}",
-                repeat(min - 1, max.map(|m| m - 1))
-            ),
+            (min, max) => format!("{item} {more}{}", repeat(min - 1, max.map(|m| m - 1))),
         };
         Ok(self.rule(
             hint,

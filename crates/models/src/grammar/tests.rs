@@ -129,7 +129,10 @@ fn unsupported_keywords_are_named_with_their_location() {
     assert!(e.message.contains("`pattern` is not supported"), "{e}");
     assert!(e.message.contains("hint:"), "{e}");
     let e = json_schema_to_gbnf(&json!({"allOf": [{}]})).unwrap_err();
-    assert!(e.to_string().starts_with("$: JSON Schema keyword `allOf`"), "{e}");
+    assert!(
+        e.to_string().starts_with("$: JSON Schema keyword `allOf`"),
+        "{e}"
+    );
     let e = json_schema_to_gbnf(&json!({"$ref": "#/defs/x"})).unwrap_err();
     assert!(e.message.contains("`$ref`"), "{e}");
 }

@@ -16,10 +16,10 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use super::constrain::Grammar;
 use super::host_cache::{HostCache, common_prefix};
 use super::load::backend;
 use super::lookup::PromptLookup;
-use super::constrain::Grammar;
 use super::sequence::{Sequence, emit, sampler};
 use super::shape::{self, Placement};
 use super::stop::TextAssembler;

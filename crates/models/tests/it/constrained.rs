@@ -36,12 +36,23 @@ fn a_grammar_makes_the_answer_json_of_the_schema() {
     });
     for seed in 0..6 {
         let c = ask(&schema, "What is the weather like in Rome this week?", seed);
-        assert_eq!(c.finish_reason, FinishReason::Stop, "seed {seed}: {}", c.text);
+        assert_eq!(
+            c.finish_reason,
+            FinishReason::Stop,
+            "seed {seed}: {}",
+            c.text
+        );
         let v: Value = serde_json::from_str(&c.text)
             .unwrap_or_else(|e| panic!("seed {seed}: not JSON ({e}): {}", c.text));
-        assert!(v["city"].as_str().is_some_and(|s| s.chars().count() <= 30), "{v}");
+        assert!(
+            v["city"].as_str().is_some_and(|s| s.chars().count() <= 30),
+            "{v}"
+        );
         assert!(v["days"].is_i64(), "{v}");
-        assert!(["celsius", "fahrenheit"].contains(&v["unit"].as_str().unwrap_or("")), "{v}");
+        assert!(
+            ["celsius", "fahrenheit"].contains(&v["unit"].as_str().unwrap_or("")),
+            "{v}"
+        );
         let tags = v["tags"].as_array().unwrap();
         assert!(tags.len() <= 3 && tags.iter().all(Value::is_boolean), "{v}");
         assert_eq!(v.as_object().unwrap().len(), 4, "no other properties: {v}");
@@ -73,6 +84,15 @@ fn a_grammar_llama_cpp_cannot_parse_is_an_invalid_request() {
             ..GenerateRequest::chat(vec![ChatMessage::user("hi")])
         })
         .unwrap_err();
-    assert!(matches!(e, LlmError::InvalidRequest { field: "grammar", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            LlmError::InvalidRequest {
+                field: "grammar",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.is_invalid_request());
 }

@@ -5,8 +5,8 @@
 mod bench_report;
 mod build_units;
 mod common;
+mod constrained;
 mod embed;
 mod fetch;
 mod index;
-mod constrained;
 mod llm;

@@ -99,10 +99,7 @@ impl Budget {
             Bound::Iterations => self.max_iterations.to_string(),
             Bound::Tokens => self.max_tokens.unwrap_or_default().to_string(),
             Bound::Cost => format!("{}", self.max_cost.unwrap_or_default()),
-            Bound::Time => format!(
-                "{} ms",
-                self.max_time.map_or(0, |t| t.as_millis())
-            ),
+            Bound::Time => format!("{} ms", self.max_time.map_or(0, |t| t.as_millis())),
         }
     }
 }
@@ -143,7 +140,11 @@ pub fn explain(stop: &Stop, budget: &Budget, spent: &Spent, tools: &[String]) ->
     };
     let n = spent.iterations;
     let model_calls = if n == 1 { "model call" } else { "model calls" };
-    let tool_calls = if calls == 1 { "tool call" } else { "tool calls" };
+    let tool_calls = if calls == 1 {
+        "tool call"
+    } else {
+        "tool calls"
+    };
     match stop {
         Stop::Answered => (
             format!(
@@ -228,7 +229,10 @@ mod tests {
              (search_kb, search_kb): its iteration budget (`max_iterations` 2) ran out while it \
              was reading the result of `search_kb`; it had used 812 tokens."
         );
-        assert!(zh.contains("迭代次数预算（`max_iterations` 2）已用完"), "{zh}");
+        assert!(
+            zh.contains("迭代次数预算（`max_iterations` 2）已用完"),
+            "{zh}"
+        );
         assert_eq!(stop.status(), "budget_exhausted");
     }
 
@@ -244,6 +248,9 @@ mod tests {
             en,
             "The agent answered after 1 model call and 0 tool calls, using 40 tokens."
         );
-        assert_eq!(zh, "智能体经过 1 次模型调用和 0 次工具调用后给出回答，共用 40 个 token。");
+        assert_eq!(
+            zh,
+            "智能体经过 1 次模型调用和 0 次工具调用后给出回答，共用 40 个 token。"
+        );
     }
 }

@@ -96,7 +96,9 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
     if let Some(b) = obj.obj(cx, "budget") {
         let mut bcx = cx.field("budget");
         b.deny_unknown(&mut bcx, BUDGET_FIELDS);
-        budget.max_tokens = b.uint(&mut bcx, "max_tokens", 1, 10_000_000).map(|n| n.value);
+        budget.max_tokens = b
+            .uint(&mut bcx, "max_tokens", 1, 10_000_000)
+            .map(|n| n.value);
         budget.max_cost = b.number(&mut bcx, "max_cost", 0.0, 1e9).map(|n| n.value);
         budget.max_time = b
             .uint(&mut bcx, "max_time_ms", 1, 86_400_000)
@@ -128,11 +130,17 @@ fn tools(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<ToolConfig> {
             continue;
         };
         t.deny_unknown(&mut tcx, TOOL_FIELDS);
-        let name = t.req_str(&mut tcx, "name", "name the tool the model calls, e.g. `search_kb`");
+        let name = t.req_str(
+            &mut tcx,
+            "name",
+            "name the tool the model calls, e.g. `search_kb`",
+        );
         let description = t.str(&mut tcx, "description").map(|d| d.value);
         let parameters = t.get("parameters").map(Value::to_json);
         let topology = t.str(&mut tcx, "topology").map(|s| s.value);
-        let http = t.get("http").map(|h| crate::http::config::check(Some(h), &mut tcx.field("http")));
+        let http = t
+            .get("http")
+            .map(|h| crate::http::config::check(Some(h), &mut tcx.field("http")));
         let runs = match (topology, http) {
             (Some(file), None) => Some(Runs::Topology(file)),
             (None, Some(h)) => Some(Runs::Http(h)),

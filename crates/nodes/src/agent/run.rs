@@ -69,7 +69,11 @@ pub(super) fn build(
     let model = match c.backend.kind {
         BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(&c.backend, node.timeout, cx)?),
         BackendKind::Local => {
-            let name = c.backend.model.as_deref().unwrap_or(crate::llm::run::DEFAULT_MODEL);
+            let name = c
+                .backend
+                .model
+                .as_deref()
+                .unwrap_or(crate::llm::run::DEFAULT_MODEL);
             let mut options = LlmOptions::new(locate(cx, name));
             options.n_ctx = c.context_size.map_or(4096, |n| n as u32);
             Model::Local(cache(cx).llm(options)?)
@@ -142,7 +146,8 @@ impl Inner {
                     .iter()
                     .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                     .collect();
-                let mut params = json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
+                let mut params =
+                    json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
                 if let Some(tools) = &self.ask.raw.tools {
                     params["tools"] = tools.clone();
                     params["tool_choice"] = json!("auto");
@@ -190,12 +195,15 @@ impl Inner {
                 break Stop::Budget { bound, doing };
             }
             if cx.attempt_over() {
-                return Err(NodeError::failed("the agent's attempt ended (timeout or cancel)"));
+                return Err(NodeError::failed(
+                    "the agent's attempt ended (timeout or cancel)",
+                ));
             }
             let t0 = Instant::now();
             let step = self.model_call(cx, &turns, &format!("{rid}{}", spent.iterations))?;
             spent.iterations += 1;
-            let cost = (step.tokens_in as f64 * self.prices.0 + step.tokens_out as f64 * self.prices.1)
+            let cost = (step.tokens_in as f64 * self.prices.0
+                + step.tokens_out as f64 * self.prices.1)
                 / 1000.0;
             spent.tokens += step.tokens_in + step.tokens_out;
             spent.cost += cost;
@@ -244,7 +252,10 @@ impl Inner {
             turns.push(ChatMessage::assistant(
                 json!({"name": name, "parameters": args}).to_string(),
             ));
-            turns.push(ChatMessage::user(format!("Result of `{name}`: {}", obs.text)));
+            turns.push(ChatMessage::user(format!(
+                "Result of `{name}`: {}",
+                obs.text
+            )));
             used.push(name);
         };
         spent.elapsed = start.elapsed();
@@ -253,7 +264,11 @@ impl Inner {
             Stop::Budget { bound, .. } => json!(bound.field()),
             Stop::Answered => Value::Null,
         };
-        let text = if stop == Stop::Answered { answer } else { en.clone() };
+        let text = if stop == Stop::Answered {
+            answer
+        } else {
+            en.clone()
+        };
         let status = stop.status();
         Ok(NodeOutput::new(json!({
             "text": text,

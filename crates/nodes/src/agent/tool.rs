@@ -46,7 +46,11 @@ thread_local! {
 
 /// Builds a tool: assembles its topology file (relative to the agent's
 /// topology) or its `http` client.
-pub fn build(t: &ToolConfig, timeout: std::time::Duration, cx: &BuildContext) -> Result<Tool, BuildError> {
+pub fn build(
+    t: &ToolConfig,
+    timeout: std::time::Duration,
+    cx: &BuildContext,
+) -> Result<Tool, BuildError> {
     let runner = match &t.runs {
         Runs::Http(h) => Runner::Http(crate::http::run::build(h, timeout, Some(cx))?),
         Runs::Topology(file) => {
@@ -163,7 +167,10 @@ mod tests {
     #[test]
     fn observations_are_text_or_json_and_bounded() {
         assert_eq!(shown(&json!({"text": "found 2 orders"})), "found 2 orders");
-        assert_eq!(shown(&json!({"status": "shipped"})), r#"{"status":"shipped"}"#);
+        assert_eq!(
+            shown(&json!({"status": "shipped"})),
+            r#"{"status":"shipped"}"#
+        );
         let long = "x".repeat(MAX_OBSERVATION + 10);
         assert_eq!(shown(&json!(long)).chars().count(), MAX_OBSERVATION + 1);
     }

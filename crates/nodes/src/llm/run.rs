@@ -324,7 +324,10 @@ impl Node for LlmNode {
                 let rid = cx.request_id().to_string();
                 let call_seq = format!(
                     "{}{}",
-                    rid.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>(),
+                    rid.chars()
+                        .filter(char::is_ascii_alphanumeric)
+                        .take(12)
+                        .collect::<String>(),
                     cx.attempt()
                 );
                 Call::future(async move {

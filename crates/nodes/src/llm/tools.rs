@@ -189,11 +189,9 @@ impl Ask {
             return Reply::Text(answer.to_string());
         }
         match (v.get("name").and_then(Value::as_str), v.get("parameters")) {
-            (Some(name), Some(args)) => Reply::ToolCalls(vec![tool_call(
-                &format!("call_{seq}_0"),
-                name,
-                args,
-            )]),
+            (Some(name), Some(args)) => {
+                Reply::ToolCalls(vec![tool_call(&format!("call_{seq}_0"), name, args)])
+            }
             _ => Reply::Text(text.to_string()),
         }
     }
@@ -240,8 +238,7 @@ fn read_tools(v: &Value) -> Result<Vec<Tool>, String> {
             .get("parameters")
             .cloned()
             .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        json_schema_to_gbnf(&parameters)
-            .map_err(|e| format!("{at}.function.parameters: {e}"))?;
+        json_schema_to_gbnf(&parameters).map_err(|e| format!("{at}.function.parameters: {e}"))?;
         tools.push(Tool {
             name: name.to_string(),
             description: f
@@ -305,9 +302,9 @@ fn read_format(v: &Value) -> Result<Format, String> {
                 schema,
             })
         }
-        _ => Err(
-            "`response_format.type` must be `text`, `json_object` or `json_schema`".to_string(),
-        ),
+        _ => {
+            Err("`response_format.type` must be `text`, `json_object` or `json_schema`".to_string())
+        }
     }
 }
 
@@ -345,9 +342,16 @@ mod tests {
         assert_eq!(a.choice, Choice::Auto);
         let plan = a.local_plan().unwrap();
         assert!(plan.tool_reply);
-        assert!(plan.instructions.contains("- weather: The weather in a city."));
+        assert!(
+            plan.instructions
+                .contains("- weather: The weather in a city.")
+        );
         assert!(plan.instructions.contains("{\"answer\": TEXT}"));
-        assert!(plan.grammar.contains(r#""\"weather\"""#), "{}", plan.grammar);
+        assert!(
+            plan.grammar.contains(r#""\"weather\"""#),
+            "{}",
+            plan.grammar
+        );
         assert!(plan.grammar.contains(r#""\"answer\"""#), "{}", plan.grammar);
         let call = a.reply(
             &plan,
@@ -404,7 +408,12 @@ mod tests {
             Reply::Text(r#"{"name":"Oslo"}"#.into())
         );
         let obj = ask(None, None, Some(json!({"type": "json_object"}))).unwrap();
-        assert!(obj.local_plan().unwrap().grammar.starts_with("root ::= object"));
+        assert!(
+            obj.local_plan()
+                .unwrap()
+                .grammar
+                .starts_with("root ::= object")
+        );
     }
 
     #[test]
@@ -419,14 +428,21 @@ mod tests {
         };
         let e = read(json!({}), None, None);
         assert!(e.contains("`tools` must be an array"), "{e}");
-        let e = read(json!([{"type": "function", "function": {"name": "a b"}}]), None, None);
+        let e = read(
+            json!([{"type": "function", "function": {"name": "a b"}}]),
+            None,
+            None,
+        );
         assert!(e.contains("`tools[0]`: `function.name`"), "{e}");
         let e = read(
             json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a"}}}}}]),
             None,
             None,
         );
-        assert!(e.contains("`tools[0]`.function.parameters: $.properties.x"), "{e}");
+        assert!(
+            e.contains("`tools[0]`.function.parameters: $.properties.x"),
+            "{e}"
+        );
         let e = read(weather(), Some(json!("always")), None);
         assert!(e.contains("`always`"), "{e}");
         let e = read(json!([]), Some(json!("required")), None);

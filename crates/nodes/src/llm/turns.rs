@@ -51,9 +51,7 @@ pub fn local(input: &Value) -> Option<Vec<ChatMessage>> {
                     .iter()
                     .find(|(i, _)| Some(i.as_str()) == id)
                     .map_or("the tool", |(_, n)| n.as_str());
-                out.push(ChatMessage::user(format!(
-                    "Result of `{name}`: {content}"
-                )));
+                out.push(ChatMessage::user(format!("Result of `{name}`: {content}")));
             }
             _ => {}
         }

@@ -301,7 +301,12 @@ pub async fn chat_completions(
         system_fingerprint: outcome.trace.record.version.to_string(),
         choices: vec![ChatChoice {
             index: 0,
-            finish_reason: if calls.is_some() { "tool_calls" } else { "stop" }.into(),
+            finish_reason: if calls.is_some() {
+                "tool_calls"
+            } else {
+                "stop"
+            }
+            .into(),
             message: ChatChoiceMessage {
                 role: "assistant".into(),
                 content: calls.is_none().then(|| answer_text(output)),
