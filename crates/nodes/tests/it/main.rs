@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod agent;
 mod guard;
 mod http;
 mod models;
