@@ -39,7 +39,7 @@ fn name() -> String {
     root.join("agent-test.yaml").display().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
     let p = build(&name(), &agent("max_iterations: 3"));
     let out = p
@@ -89,7 +89,7 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
     assert!(explanation.contains("The agent "), "{explanation}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_token_budget_stops_the_loop_naming_the_budget() {
     // One token is spent by the first model call, whatever it says.
     let p = build(
