@@ -33,7 +33,8 @@ cargo build --locked $(profile_args) -p glassbox-nodes --example bench_constrain
 bin=$(profile_dir)/examples/bench_constrained
 
 echo "running $n generations per task and arm ..." >&2
-json=$("$bin" --n "$n" --threads "$threads")
+# The example sits one folder below the llama.cpp libraries it links.
+json=$(LD_LIBRARY_PATH="$(profile_dir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" --n "$n" --threads "$threads")
 python3 - "$json" "$n" <<'PY'
 import json, sys
 rows = json.loads(sys.argv[1])
