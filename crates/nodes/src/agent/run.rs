@@ -252,8 +252,10 @@ impl Inner {
             turns.push(ChatMessage::assistant(
                 json!({"name": name, "parameters": args}).to_string(),
             ));
+            // A small model tends to repeat a call; the result turn says
+            // what to do with it.
             turns.push(ChatMessage::user(format!(
-                "Result of `{name}`: {}",
+                "Result of `{name}`: {}\nIf this answers my question, reply with {{\"answer\": ...}}.",
                 obs.text
             )));
             used.push(name);
@@ -286,7 +288,11 @@ impl Inner {
         .tag("iterations", spent.iterations.to_string())
         .tag("tools", used.join(","))
         .tag("model_version", self.model_name.clone())
-        .fact(Fact::Note { en, zh }))
+        // The explanation joins clauses and ends each sentence itself.
+        .fact(Fact::Note {
+            en: en.trim_end_matches('.').to_string(),
+            zh: zh.trim_end_matches('。').to_string(),
+        }))
     }
 }
 
