@@ -283,13 +283,16 @@ impl Engine {
     /// - Ollama loads a model on one GPU when it fits there and spreads its
     ///   layers over the GPUs otherwise (its FAQ, "How does Ollama load
     ///   models on multiple GPUs?").
+    /// - transformers places whole layers on the GPUs in order
+    ///   (`from_pretrained(device_map="auto")`, Accelerate's big-model
+    ///   inference, huggingface/transformers#17341): one GPU works at a time.
     /// - vLLM, SGLang, TensorRT-LLM, TGI, LMDeploy, gpt-fast,
     ///   FasterTransformer and MLC shard each layer (tensor parallelism: the
     ///   `tensor_parallel_size` / `--tp` / `--num-shard` their multi-GPU
-    ///   docs start from); eager transformers is treated the same way.
+    ///   docs start from).
     pub fn multi_gpu_default(self) -> MultiGpu {
         match self {
-            Self::LlamaCpp | Self::ExLlamaV2 => MultiGpu::Layer,
+            Self::LlamaCpp | Self::ExLlamaV2 | Self::Transformers => MultiGpu::Layer,
             Self::Ollama => MultiGpu::OneThenLayer,
             _ => MultiGpu::Tensor,
         }

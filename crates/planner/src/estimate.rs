@@ -28,9 +28,9 @@ use crate::hardware::{Hardware, HardwareClass};
 use crate::model::ModelSpec;
 use crate::quant::{ComputeDtype, Quant};
 
-/// Latency of one all-reduce call (launch + synchronisation), seconds. NCCL
-/// small-message all-reduce over NVLink takes roughly 5-15 µs.
-pub const ALLREDUCE_LATENCY_S: f64 = 10e-6;
+/// Latency of one hand-off between pipeline stages (launch +
+/// synchronisation), seconds; all-reduce latency is [`crate::collective`]'s.
+pub const ALLREDUCE_LATENCY_S: f64 = crate::collective::ONE_SHOT_LATENCY_S;
 
 /// What to estimate: one model on one kind of device.
 #[derive(Debug, Clone)]
@@ -170,7 +170,8 @@ impl Scenario<'_> {
             return hops;
         }
         let n = self.tp();
-        let per_call = 2.0 * (n - 1.0) / n * msg / link + ALLREDUCE_LATENCY_S;
+        let per_call = 2.0 * (n - 1.0) / n * msg / link
+            + crate::collective::latency_s(self.engine, self.tp, &self.hw.interconnect);
         2.0 * self.model.layers as f64 * per_call + hops
     }
 }

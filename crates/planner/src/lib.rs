@@ -37,6 +37,7 @@
 pub mod accuracy;
 pub mod batching;
 pub mod calibrate;
+pub mod collective;
 pub mod efficiency;
 pub mod engine;
 pub mod error;

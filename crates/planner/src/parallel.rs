@@ -179,7 +179,11 @@ impl ParallelRequest {
                 true,
                 format!(
                     "{engine} splits layers over the GPUs it is given by default ({}), so one stream runs at one GPU's speed; memory adds up",
-                    if engine.family() == Engine::LlamaCpp { "`--split-mode layer`" } else { "`gpu_split`" }
+                    match engine.family() {
+                        Engine::LlamaCpp => "`--split-mode layer`",
+                        Engine::Transformers => "`device_map=\"auto\"`",
+                        _ => "`gpu_split`",
+                    }
                 ),
             ),
             MultiGpu::OneThenLayer if fits_on(1) => self.finish(
@@ -308,6 +312,10 @@ mod tests {
         assert!(p.why.contains("split-mode layer"), "{}", p.why);
         let p = gpus(4).resolve(Engine::ExLlamaV2, fits_one).unwrap();
         assert_eq!((p.tp, p.pp), (1, 4));
+        // transformers' `device_map="auto"` places layers, it does not shard.
+        let p = gpus(8).resolve(Engine::Transformers, fits_one).unwrap();
+        assert_eq!((p.tp, p.pp, p.dp), (1, 8, 1));
+        assert!(p.why.contains("device_map"), "{}", p.why);
         // Tensor-parallel engines: the smallest group the model fits.
         let needs_two = |n: u32| n >= 2;
         let p = gpus(8).resolve(Engine::Vllm, needs_two).unwrap();
