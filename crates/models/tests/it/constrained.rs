@@ -13,13 +13,13 @@ fn ask(schema: &Value, question: &str, seed: u32) -> glassbox_models::Completion
             max_tokens: 120,
             temperature: 0.9,
             seed: Some(seed),
-            grammar: Some(json_schema_to_gbnf(schema).unwrap()),
+            grammar: Some(json_schema_to_gbnf(schema).expect("a supported schema")),
             ..GenerateRequest::chat(vec![
                 ChatMessage::system("You are a helpful assistant."),
                 ChatMessage::user(question),
             ])
         })
-        .unwrap()
+        .expect("the model generates")
 }
 
 #[test]

@@ -79,7 +79,7 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
     }
     // The model's tokens are the span's usage, priced by the node's resource.
     let span = &out.trace.spans[0];
-    assert!(span.tags.get("iterations").is_some(), "{:?}", span.tags);
+    assert!(span.tags.contains_key("iterations"), "{:?}", span.tags);
     let spent: f64 = steps
         .iter()
         .map(|s| s["cost"].as_f64().unwrap_or(0.0))
