@@ -47,7 +47,25 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
     """llama-cpp-python on the chats bench_llm wrote, like with like: each measured run a
     chat of its own from a reset context (no prefix reuse), then, apart, one chat
     repeated without a reset (llama-cpp-python reuses the longest common prefix)."""
+    import llama_cpp
     from llama_cpp import Llama
+
+    amx = "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
+    if amx:
+        # pip builds llama.cpp for the build machine (GGML_NATIVE); on an AMX Xeon that
+        # compiles in ggml's AMX weight buffer, whose matmul segfaults there
+        # (`ggml_backend_amx_mul_mat`, ADR 0004; measured 2026-12-04 with 0.3.36).
+        # Glassbox never loads it, so the peer runs without it too: extra buffer types
+        # off, which on x86 leaves SmolLM2's Q4_1/Q8_0 weights where they are anyway
+        # (ggml repacks neither type there).
+        default_params = llama_cpp.llama_cpp.llama_model_default_params
+
+        def without_amx():
+            params = default_params()
+            params.use_extra_bufts = False
+            return params
+
+        llama_cpp.llama_cpp.llama_model_default_params = without_amx
 
     chats = json.loads((out / "llm-prompts.json").read_text())
     chats = [[{"role": m["role"], "content": m["content"]} for m in chat] for chat in chats]
@@ -83,7 +101,7 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
     run(chats[0], 8)  # warm-up, on a chat no measured run uses
     results = [run(chat, 128) for chat in chats[1:]]
     result = {
-        "engine": "llama-cpp-python " + __import__("llama_cpp").__version__,
+        "engine": "llama-cpp-python " + llama_cpp.__version__ + (" (AMX buffer off)" if amx else ""),
         "threads": threads,
         "flash_attention": flash_attn,
         "prompt_tokens": results[-1][2],
