@@ -111,6 +111,26 @@ fn by_score(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
+/// The `k` best of `scored` (in [`by_score`] order), in one pass: each
+/// candidate is compared with the worst kept one, and only a better one is
+/// inserted, so a long list costs about one comparison per entry.
+fn best(scored: impl Iterator<Item = (usize, f32)>, k: usize) -> Vec<(usize, f32)> {
+    let mut kept: Vec<(usize, f32)> = Vec::with_capacity(k + 1);
+    for candidate in scored {
+        if kept.len() == k
+            && kept
+                .last()
+                .is_none_or(|worst| by_score(&candidate, worst).is_ge())
+        {
+            continue;
+        }
+        let at = kept.partition_point(|kept| by_score(kept, &candidate).is_lt());
+        kept.insert(at, candidate);
+        kept.truncate(k);
+    }
+    kept
+}
+
 fn threads(options: &IndexOptions) -> usize {
     options
         .threads
@@ -280,10 +300,8 @@ impl VectorIndex {
             return Ok((Vec::new(), Vec::new()));
         }
         let mut scored: Vec<(usize, f32)> = if exact {
-            score_all(&query, &self.vectors, self.dim, threads(&self.options))
-                .into_iter()
-                .enumerate()
-                .collect()
+            let scores = score_all(&query, &self.vectors, self.dim, threads(&self.options));
+            best(scores.into_iter().enumerate(), top_k)
         } else {
             let wanted = top_k.max(self.options.expansion_search);
             let matches = self.index.search(&query, wanted).map_err(engine)?;
@@ -480,6 +498,19 @@ mod tests {
             &IndexOptions::default(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn best_keeps_the_top_k_in_score_then_key_order() {
+        let scores = [0.5, 0.9, 0.1, 0.9, 0.7, 0.5, -1.0];
+        let all = || scores.iter().copied().enumerate();
+        assert_eq!(best(all(), 3), [(1, 0.9), (3, 0.9), (4, 0.7)]);
+        assert_eq!(best(all(), 5).last(), Some(&(5, 0.5)));
+        assert_eq!(best(all(), 10).len(), scores.len());
+        assert!(best(all(), 0).is_empty());
+        let mut sorted: Vec<(usize, f32)> = all().collect();
+        sorted.sort_by(by_score);
+        assert_eq!(best(all(), 7), sorted);
     }
 
     #[test]

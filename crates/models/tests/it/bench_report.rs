@@ -96,17 +96,17 @@ fn a_peer_figure_above_the_bound_also_withholds_the_verdict() {
 /// One round's figures, as bench_llm and the peer write them.
 fn round(dir: &Path, n: usize, ours: f64, peer: f64, load: &str) {
     let d = dir.join("llm").join(format!("round-{n}"));
-    std::fs::create_dir_all(&d).unwrap();
+    std::fs::create_dir_all(&d).expect("a round folder");
     let rust = serde_json::json!({
         "threads": 2, "prompt_tokens": 546, "completion_tokens": 128,
         "prompt_tps": 250.0, "decode_tps": ours,
         "prompt_bound_tps": 9000.0, "decode_bound_tps": 400.0,
     });
     let python = serde_json::json!({"engine": "peer", "prompt_tps": 250.0, "decode_tps": peer});
-    std::fs::write(d.join("llm-rust.json"), rust.to_string()).unwrap();
-    std::fs::write(d.join("llm-python.json"), python.to_string()).unwrap();
-    std::fs::write(d.join("load-before"), format!("{load} 1.00 1.00\n")).unwrap();
-    std::fs::write(d.join("load-after"), "2.50 1.00 1.00\n").unwrap();
+    std::fs::write(d.join("llm-rust.json"), rust.to_string()).expect("a round file");
+    std::fs::write(d.join("llm-python.json"), python.to_string()).expect("a round file");
+    std::fs::write(d.join("load-before"), format!("{load} 1.00 1.00\n")).expect("a round file");
+    std::fs::write(d.join("load-after"), "2.50 1.00 1.00\n").expect("a round file");
 }
 
 #[test]

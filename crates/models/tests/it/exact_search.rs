@@ -27,7 +27,7 @@ fn index(n: usize, threads: usize) -> (Vec<Vec<f32>>, VectorIndex) {
         threads: Some(threads),
         ..IndexOptions::default()
     };
-    let index = VectorIndex::build(chunks, &vectors, &options).unwrap();
+    let index = VectorIndex::build(chunks, &vectors, &options).expect("the index builds");
     (vectors, index)
 }
 
@@ -54,7 +54,7 @@ fn cosines(vectors: &[Vec<f32>], query: &[f32]) -> Vec<(usize, f64)> {
 fn assert_exact_top_10(vectors: &[Vec<f32>], index: &VectorIndex) {
     for q in &clustered(10, 384, 30, 6, 12) {
         let truth = cosines(vectors, q);
-        let (keys, scores) = index.search_keys(q, 10, true).unwrap();
+        let (keys, scores) = index.search_keys(q, 10, true).expect("exact search");
         assert_eq!(keys.len(), 10);
         for (rank, (key, score)) in keys.iter().zip(&scores).enumerate() {
             // The same vector, or one whose cosine ties it within f32 error.
@@ -63,7 +63,9 @@ fn assert_exact_top_10(vectors: &[Vec<f32>], index: &VectorIndex) {
                 (f64::from(*score) - best).abs() < 1e-5,
                 "rank {rank}: key {key} scored {score}, truth {want} at {best}"
             );
-            assert!((truth.iter().find(|t| t.0 == *key).unwrap().1 - best).abs() < 1e-5);
+            assert!(
+                (truth.iter().find(|t| t.0 == *key).expect("a stored key").1 - best).abs() < 1e-5
+            );
         }
     }
 }
@@ -91,7 +93,7 @@ fn exact_search_gives_the_same_answer_on_any_thread_count() {
 /// The same test under `qemu-x86_64 -cpu MODEL`: gemm must take a kernel
 /// the emulated CPU has (SIGILL otherwise) and give the same ranking.
 fn passes_on(cpu: &str) {
-    let exe = std::env::current_exe().unwrap();
+    let exe = std::env::current_exe().expect("the test binary's path");
     let out = Command::new("qemu-x86_64")
         .args(["-cpu", cpu])
         .arg(&exe)
