@@ -7,7 +7,7 @@
 #   (the same with prefix cache / prompt lookup on, reported apart, no target)
 #   embeddings/s (MiniLM)        glassbox (onnx runtime) vs sentence-transformers target >= 1.0x
 #   search q/s at recall@10>=.95 glassbox (usearch)      vs hnswlib            target >= 0.8x
-#   exact search q/s             glassbox (NumKong)      vs numpy BLAS         target >= 1.0x
+#   exact search q/s             glassbox (gemm gemv)    vs numpy BLAS         target >= 1.0x
 #
 # Every figure is checked against a physical bound (peak arithmetic or
 # measured read bandwidth; crates/models/src/cpu/bound.rs): above it the

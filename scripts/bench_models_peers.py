@@ -294,7 +294,7 @@ def report(out: Path) -> None:
         row(label + f", {ir['n']:,} x 384, 1 thread", ours and ours["qps"], peer and peer["qps"],
             "q/s", 0.8, ours and ours.get("bound_qps"))
         row(f"Exact search, same data, {ir.get('exact_threads', 1)} threads "
-            "(ours: NumKong dot products; peer: numpy BLAS matrix-vector)", ir["exact_qps"],
+            "(ours: gemm matrix-vector; peer: numpy BLAS matrix-vector)", ir["exact_qps"],
             ip and ip["exact_qps"], "q/s", 1.0, ir.get("exact_bound_qps"))
         rows.append(("Index build time", f"{ir['build_s']:.1f} s", f"{ip['build_s']:.1f} s" if ip else "-",
                      f"{ip['build_s'] / ir['build_s']:.2f}x" if ip else "-", "-", "-"))
