@@ -3,6 +3,8 @@
 //! candidates (the HNSW graph's, rescored) by NumKong's dot product. Both
 //! pick their kernels for the running CPU at run time (ADR 0004, ADR 0012).
 
+use std::sync::{Arc, Mutex};
+
 /// `a·b` by NumKong (usearch's own kernels, chosen per CPU at run time; it
 /// accumulates in `f64`). `a` and `b` have the index's dimensions. Rescores
 /// the graph's few candidates; exact search takes [`matvec`].
@@ -54,9 +56,28 @@ fn matvec(out: &mut [f32], rows: &[f32], x: &[f32]) {
     }
 }
 
-/// Fewer vectors than this per thread are scored on one thread: starting a
-/// thread costs about as much as scoring a few thousand vectors.
+/// Fewer vectors than this per thread are scored on one thread: handing a
+/// share to another thread costs about as much as scoring a few thousand.
 const EXACT_ROWS_PER_THREAD: usize = 4096;
+
+/// A pool of `threads` threads that lives across queries (one per thread
+/// count asked for): starting threads for every query cost more than a
+/// 20,000-vector product on a busy machine.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
+        return Some(Arc::clone(p));
+    }
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("glassbox-exact-{i}"))
+        .build()
+        .ok()
+        .map(Arc::new)?;
+    pools.push((threads, Arc::clone(&built)));
+    Some(built)
+}
 
 /// `query`'s dot product with every `dim`-long vector in `vectors`, on up
 /// to `threads` threads, each a matrix-vector product over a contiguous
@@ -67,13 +88,14 @@ pub(super) fn score_all(query: &[f32], vectors: &[f32], dim: usize, threads: usi
     let mut scores = vec![0.0f32; rows];
     let threads = threads.min(rows / EXACT_ROWS_PER_THREAD).max(1);
     let share = rows.div_ceil(threads).max(1);
-    if threads == 1 {
+    let pool = if threads > 1 { pool(threads) } else { None };
+    let Some(pool) = pool else {
         matvec(&mut scores, &vectors[..rows * dim], query);
         return scores;
-    }
-    std::thread::scope(|scope| {
+    };
+    pool.scope(|scope| {
         for (out, part) in scores.chunks_mut(share).zip(vectors.chunks(share * dim)) {
-            scope.spawn(move || matvec(out, part, query));
+            scope.spawn(move |_| matvec(out, part, query));
         }
     });
     scores
