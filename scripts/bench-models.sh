@@ -7,13 +7,15 @@
 #   (the same with prefix cache / prompt lookup on, reported apart, no target)
 #   embeddings/s (MiniLM)        glassbox (onnx runtime) vs sentence-transformers target >= 1.0x
 #   search q/s at recall@10>=.95 glassbox (usearch)      vs hnswlib            target >= 0.8x
-#   exact search q/s             glassbox (NumKong)      vs numpy BLAS         target >= 1.0x
+#   exact search q/s             glassbox (gemm gemv)    vs numpy BLAS         target >= 1.0x
 #
 # Every figure is checked against a physical bound (peak arithmetic or
 # measured read bandwidth; crates/models/src/cpu/bound.rs): above it the
 # report gives no verdict, since the figure did not measure the work it names.
 #
 #   BENCH_THREADS  threads for every engine (default 2)
+#   BENCH_ROUNDS   LLM rounds, each one glassbox and one peer run in
+#                  alternating order (default 5; the report gives medians)
 #   BENCH_ONLY     run only one of: llm, embed, index
 #   BENCH_N        vectors in the search benchmark (default 100000)
 #   BENCH_FLASH_ATTN  on|off: flash attention in both LLM engines (default on,
@@ -29,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 threads=${BENCH_THREADS:-2}
+rounds=${BENCH_ROUNDS:-5}
 only=${BENCH_ONLY:-}
 short=${SHORT:-0}
 if [[ $short == 1 ]]; then n=${BENCH_N:-2000}; else n=${BENCH_N:-100000}; fi
@@ -82,9 +85,29 @@ export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$t
 export RAYON_NUM_THREADS=$threads
 
 if [[ -z $only || $only == llm ]]; then
-  echo "== LLM" >&2
-  "$bin/bench_llm" --threads "$threads" --flash-attn "$flash_attn" --out "$out"
-  $peers llm "$out" "$threads" "$flash_attn"
+  # Rounds of one glassbox run and one peer run, in alternating order, so
+  # both see the same minutes of a shared machine; the report takes the
+  # median of the rounds and prints each round with its load average.
+  echo "== LLM: $rounds rounds, glassbox and llama-cpp-python interleaved" >&2
+  rm -rf "$out/llm"
+  for round in $(seq 1 "$rounds"); do
+    dir=$out/llm/round-$round
+    mkdir -p "$dir"
+    # Later rounds measure reuse off only; the reuse-on rows come from round 1.
+    reuse=on
+    (( round > 1 )) && reuse=off
+    ours=("$bin/bench_llm" --threads "$threads" --flash-attn "$flash_attn" --reuse "$reuse" --out "$dir")
+    cut -d' ' -f1-3 /proc/loadavg >"$dir/load-before"
+    if (( round % 2 )); then
+      "${ours[@]}"
+      $peers llm "$dir" "$threads" "$flash_attn" "$reuse"
+    else
+      cp "$out/llm/round-1/llm-prompts.json" "$dir/"
+      $peers llm "$dir" "$threads" "$flash_attn" "$reuse"
+      "${ours[@]}"
+    fi
+    cut -d' ' -f1-3 /proc/loadavg >"$dir/load-after"
+  done
 fi
 if [[ -z $only || $only == embed ]]; then
   echo "== embeddings" >&2

@@ -2,7 +2,8 @@
 
 Run by scripts/bench-models.sh inside the .venv-bench virtualenv:
     python bench_models_peers.py sentences OUT        # the shared embedding input
-    python bench_models_peers.py llm OUT THREADS [on|off]  # llama-cpp-python (flash attention)
+    python bench_models_peers.py llm OUT THREADS [on|off [on|off]]  # llama-cpp-python
+                                                      # (flash attention; reuse-on runs)
     python bench_models_peers.py embed OUT BATCH THREADS   # sentence-transformers
     python bench_models_peers.py index OUT THREADS    # hnswlib + numpy exact
     python bench_models_peers.py report OUT           # the table, as Markdown
@@ -42,11 +43,29 @@ def sentences(out: Path) -> None:
     (out / "sentences.txt").write_text("\n".join(lines) + "\n")
 
 
-def llm(out: Path, threads: int, flash_attn: bool = False) -> None:
+def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = True) -> None:
     """llama-cpp-python on the chats bench_llm wrote, like with like: each measured run a
     chat of its own from a reset context (no prefix reuse), then, apart, one chat
     repeated without a reset (llama-cpp-python reuses the longest common prefix)."""
+    import llama_cpp
     from llama_cpp import Llama
+
+    amx = "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
+    if amx:
+        # pip builds llama.cpp for the build machine (GGML_NATIVE); on an AMX Xeon that
+        # compiles in ggml's AMX weight buffer, whose matmul segfaults there
+        # (`ggml_backend_amx_mul_mat`, ADR 0004; measured 2026-12-04 with 0.3.36).
+        # Glassbox never loads it, so the peer runs without it too: extra buffer types
+        # off, which on x86 leaves SmolLM2's Q4_1/Q8_0 weights where they are anyway
+        # (ggml repacks neither type there).
+        default_params = llama_cpp.llama_cpp.llama_model_default_params
+
+        def without_amx():
+            params = default_params()
+            params.use_extra_bufts = False
+            return params
+
+        llama_cpp.llama_cpp.llama_model_default_params = without_amx
 
     chats = json.loads((out / "llm-prompts.json").read_text())
     chats = [[{"role": m["role"], "content": m["content"]} for m in chat] for chat in chats]
@@ -57,7 +76,8 @@ def llm(out: Path, threads: int, flash_attn: bool = False) -> None:
     )
 
     def run(messages, max_tokens, reset=True):
-        """(prompt tok/s, decode tok/s, prompt tokens). `model.n_tokens` counts the
+        """(prompt tok/s, decode tok/s, prompt tokens, CPU ms per decode step: the
+        process's, all threads). `model.n_tokens` counts the
         tokens evaluated so far: at the first piece the prompt; between the first and
         the last piece, one per decode step."""
         if reset:
@@ -65,29 +85,36 @@ def llm(out: Path, threads: int, flash_attn: bool = False) -> None:
         started = time.perf_counter()
         first = last = None
         n_first = n_last = 0
+        cpu_first = cpu_last = 0.0
         for chunk in model.create_chat_completion(
             messages=messages, max_tokens=max_tokens, temperature=0.0, stream=True
         ):
             if chunk["choices"][0]["delta"].get("content"):
-                now, n = time.perf_counter(), model.n_tokens
+                now, n, cpu = time.perf_counter(), model.n_tokens, time.process_time()
                 if first is None:
-                    first, n_first = now, n
-                last, n_last = now, n
-        return n_first / (first - started), (n_last - n_first) / (last - first), n_first
+                    first, n_first, cpu_first = now, n, cpu
+                last, n_last, cpu_last = now, n, cpu
+        steps = max(n_last - n_first, 1)
+        return (n_first / (first - started), (n_last - n_first) / (last - first), n_first,
+                (cpu_last - cpu_first) * 1e3 / steps)
 
     run(chats[0], 8)  # warm-up, on a chat no measured run uses
     results = [run(chat, 128) for chat in chats[1:]]
-    run(chats[1], 128)  # fills the context that the next runs reuse
-    reused = [run(chats[1], 128, reset=False) for _ in chats[1:]]
     result = {
-        "engine": "llama-cpp-python " + __import__("llama_cpp").__version__,
+        "engine": "llama-cpp-python " + llama_cpp.__version__ + (" (AMX buffer off)" if amx else ""),
         "threads": threads,
         "flash_attention": flash_attn,
         "prompt_tokens": results[-1][2],
         "prompt_tps": statistics.median(r[0] for r in results),
         "decode_tps": statistics.median(r[1] for r in results),
-        "reuse": {"prompt_tps": statistics.median(r[0] for r in reused)},
+        "decode_runs": [r[1] for r in results],
+        # CPU time per decode step, every thread of the process together.
+        "decode_cpu_ms": statistics.median(r[3] for r in results),
     }
+    if with_reuse:
+        run(chats[1], 128)  # fills the context that the next runs reuse
+        reused = [run(chats[1], 128, reset=False) for _ in chats[1:]]
+        result["reuse"] = {"prompt_tps": statistics.median(r[0] for r in reused)}
     print(json.dumps(result))
     (out / "llm-python.json").write_text(json.dumps(result, indent=2))
 
@@ -165,17 +192,54 @@ def at_recall(sweep, target=0.95):
     return min(ok, key=lambda p: p["ef"]) if ok else None
 
 
-def verdict(ours, peer, target, bound):
-    """The target column. No verdict for a figure above its physical bound: it did not
-    measure the work it names (issue #41: a cache served the "prompt")."""
-    if not target:
-        return "-"
+def verdict(ours, peer, target, bound, ratio=None):
+    """The target column. A figure above its physical bound did not measure the work it
+    names (issue #41: a cache served the "prompt"): it is called impossible, and no
+    verdict is drawn. `ratio` (default ours / peer) is what the target judges."""
     above = [who for who, v in (("glassbox", ours), ("peer", peer)) if bound and v and v > bound]
     if above:
-        return f"{target}x: no verdict, {' and '.join(above)} above the physical bound"
+        return f"impossible: above bound ({' and '.join(above)}), no verdict"
+    if not target:
+        return "-"
     if not ours or not peer:
         return f"{target}x"
-    return f"{target}x " + ("meets" if ours / peer >= target else "below")
+    ratio = ratio if ratio is not None else ours / peer
+    return f"{target}x " + ("meets" if ratio >= target else "below")
+
+
+def llm_results(out: Path):
+    """glassbox's and the peer's LLM results, and the rounds they came from. With rounds
+    (`OUT/llm/round-N/`, run interleaved by bench-models.sh), each figure is the median of
+    the rounds' and the ratio the median of the rounds' ratios; without, `OUT/llm-*.json`."""
+    def load(path):
+        return json.loads(path.read_text()) if path.exists() else None
+
+    dirs = sorted((out / "llm").glob("round-*"), key=lambda p: int(p.name.split("-")[-1]))
+    if not dirs:
+        return load(out / "llm-rust.json"), load(out / "llm-python.json"), []
+    rounds = []
+    for d in dirs:
+        loads = [(d / f).read_text().split()[0] if (d / f).exists() else "?"
+                 for f in ("load-before", "load-after")]
+        rounds.append({"name": d.name, "rust": load(d / "llm-rust.json"),
+                       "python": load(d / "llm-python.json"), "load": loads})
+    rust = [r["rust"] for r in rounds if r["rust"]]
+    python = [r["python"] for r in rounds if r["python"]]
+    if not rust:
+        return None, None, rounds
+    ours = dict(rust[0])
+    peer = dict(python[0]) if python else None
+    for key in ("prompt_tps", "decode_tps", "decode_cpu_ms"):
+        if all(key in r for r in rust):
+            ours[key] = statistics.median(r[key] for r in rust)
+        if peer and all(key in p for p in python):
+            peer[key] = statistics.median(p[key] for p in python)
+    for key in ("prompt", "decode"):
+        ratios = [r["rust"][f"{key}_tps"] / r["python"][f"{key}_tps"]
+                  for r in rounds if r["rust"] and r["python"]]
+        if ratios:
+            ours[f"{key}_ratio"] = statistics.median(ratios)
+    return ours, peer, rounds
 
 
 def report(out: Path) -> None:
@@ -185,23 +249,33 @@ def report(out: Path) -> None:
 
     rows = []
 
-    def row(what, ours, peer, unit, target, bound=None):
-        ratio = ours / peer if ours and peer else None
+    def row(what, ours, peer, unit, target, bound=None, ratio=None):
+        if ratio is None and ours and peer:
+            ratio = ours / peer
         rows.append((what, f"{ours:,.0f} {unit}" if ours else "-", f"{peer:,.0f} {unit}" if peer else "-",
                      f"{ratio:.2f}x" if ratio else "-", f"{bound:,.0f} {unit}" if bound else "-",
-                     verdict(ours, peer, target, bound)))
+                     verdict(ours, peer, target, bound, ratio)))
 
-    lr, lp = load("llm-rust.json"), load("llm-python.json")
+    lr, lp, rounds = llm_results(out)
     if lr:
-        reuse, peer_reuse = lr.get("reuse", {}), (lp or {}).get("reuse", {})
-        row(f"LLM prompt, reuse off ({lr['prompt_tokens']} tokens, {lr['threads']} threads)",
-            lr["prompt_tps"], lp and lp["prompt_tps"], "tok/s", 0.9, lr.get("prompt_bound_tps"))
-        row("LLM decode, reuse off (greedy, 128 tokens)", lr["decode_tps"], lp and lp["decode_tps"],
-            "tok/s", 1.0, lr.get("decode_bound_tps"))
+        reuse, peer_reuse = lr.get("reuse") or {}, (lp or {}).get("reuse") or {}
+        of = f", median of {len(rounds)} rounds" if rounds else ""
+        row(f"LLM prompt, reuse off ({lr['prompt_tokens']} tokens, {lr['threads']} threads{of})",
+            lr["prompt_tps"], lp and lp["prompt_tps"], "tok/s", 0.9, lr.get("prompt_bound_tps"),
+            lr.get("prompt_ratio"))
+        row(f"LLM decode, reuse off (greedy, 128 tokens{of})", lr["decode_tps"],
+            lp and lp["decode_tps"], "tok/s", 1.0, lr.get("decode_bound_tps"), lr.get("decode_ratio"))
+        if lr.get("decode_cpu_ms"):
+            # Decode steps per second of CPU time (all the engine's threads): the
+            # work a token costs, which other processes on a shared machine change
+            # far less than the wall-clock rate.
+            per_cpu_s = lambda r: r and r.get("decode_cpu_ms") and 1e3 / r["decode_cpu_ms"]
+            row("LLM decode per CPU-second (work per token, reuse off)", per_cpu_s(lr),
+                per_cpu_s(lp), "tok/s", 0.0)
         if reuse:
             row(f"LLM prompt, prefix cache on ({reuse['prompt_cached_tokens']} of "
-                f"{lr['prompt_tokens']} tokens reused: not compute)", reuse["prompt_tps"],
-                peer_reuse.get("prompt_tps"), "tok/s", 0.0, lr.get("prompt_bound_tps"))
+                f"{lr['prompt_tokens']} tokens reused: not compute, so no compute bound)",
+                reuse["prompt_tps"], peer_reuse.get("prompt_tps"), "tok/s", 0.0)
             row(f"LLM decode, prompt lookup on ({reuse['accepted_tokens']} of "
                 f"{reuse['draft_tokens']} draft tokens accepted; peer: none)", reuse["decode_tps"],
                 None, "tok/s", 0.0, reuse.get("decode_bound_tps"))
@@ -220,7 +294,7 @@ def report(out: Path) -> None:
         row(label + f", {ir['n']:,} x 384, 1 thread", ours and ours["qps"], peer and peer["qps"],
             "q/s", 0.8, ours and ours.get("bound_qps"))
         row(f"Exact search, same data, {ir.get('exact_threads', 1)} threads "
-            "(ours: NumKong dot products; peer: numpy BLAS matrix-vector)", ir["exact_qps"],
+            "(ours: gemm matrix-vector; peer: numpy BLAS matrix-vector)", ir["exact_qps"],
             ip and ip["exact_qps"], "q/s", 1.0, ir.get("exact_bound_qps"))
         rows.append(("Index build time", f"{ir['build_s']:.1f} s", f"{ip['build_s']:.1f} s" if ip else "-",
                      f"{ip['build_s'] / ir['build_s']:.2f}x" if ip else "-", "-", "-"))
@@ -228,6 +302,16 @@ def report(out: Path) -> None:
     print("|---|---:|---:|---:|---:|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    if rounds:
+        print("\nLLM rounds (odd: glassbox first; even: peer first), prompt / decode tok/s, "
+              "load average (1 min) before and after:\n")
+        print("| round | glassbox | peer | decode ratio | load |")
+        print("|---|---:|---:|---:|---|")
+        for r in rounds:
+            g, p = r["rust"], r["python"]
+            fig = lambda x: f"{x['prompt_tps']:,.0f} / {x['decode_tps']:,.1f}" if x else "-"
+            ratio = f"{g['decode_tps'] / p['decode_tps']:.2f}x" if g and p else "-"
+            print(f"| {r['name']} | {fig(g)} | {fig(p)} | {ratio} | {r['load'][0]} → {r['load'][1]} |")
     peers = [p["engine"] for p in (lp, ep, ip) if p]
     if peers:
         print("\nPeers: " + "; ".join(peers) + ".")
@@ -248,7 +332,8 @@ if __name__ == "__main__":
     if cmd == "sentences":
         sentences(out)
     elif cmd == "llm":
-        llm(out, int(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == "on")
+        llm(out, int(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == "on",
+            len(sys.argv) <= 5 or sys.argv[5] == "on")
     elif cmd == "embed":
         embed(out, int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "index":

@@ -1,8 +1,9 @@
 //! Local LLM throughput through the library: prompt (prefill) and decode
 //! tokens per second, compared like with like against llama-cpp-python.
 //!
-//! Usage: `bench_llm [--threads N] [--runs R] [--max-tokens M] [--flash-attn on|off] [--out DIR]`
-//! (`--flash-attn`: `LlmOptions::flash_attention`, default on as in the library).
+//! Usage: `bench_llm [--threads N] [--runs R] [--max-tokens M] [--flash-attn on|off]
+//! [--reuse on|off] [--out DIR]` (`--flash-attn`: `LlmOptions::flash_attention`,
+//! default on as in the library; `--reuse off` skips the reuse-on figures).
 //! Part of `scripts/bench-models.sh`. Writes `DIR/llm-prompts.json` (every
 //! run's messages, for the Python peer) and `DIR/llm-rust.json`.
 //!
@@ -47,6 +48,19 @@ fn decode_tps(c: &Completion) -> f64 {
     f64::from(c.usage.completion_tokens.saturating_sub(1)) / (c.generate_ms / 1e3)
 }
 
+/// CPU time every thread of this process has run so far, in seconds
+/// (Linux: `/proc/self/task/*/schedstat`, nanoseconds on a CPU; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e9
+}
+
 /// Chats of at least ~512 prompt tokens (as in DESIGN.md's calibration
 /// benchmark), one per run, each distinct from its first user words.
 fn prompts(
@@ -81,6 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs: usize = arg("--runs", "3").parse::<usize>()?.max(1);
     let max_tokens: u32 = arg("--max-tokens", "128").parse()?;
     let flash_attention = arg("--flash-attn", "on") == "on";
+    let with_reuse = arg("--reuse", "on") == "on";
     let out = PathBuf::from(arg("--out", "target-models/bench"));
     std::fs::create_dir_all(&out)?;
 
@@ -112,25 +127,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_tokens: 8,
         ..request(&chats[0])
     })?; // warm-up, on a prompt no measured run uses
-    let measured: Vec<Completion> = chats[1..]
-        .iter()
-        .map(|m| cold.generate_blocking(request(m)))
-        .collect::<Result<_, _>>()?;
+    // Each measured chat runs twice: for one token (the prompt alone), then
+    // in full; the CPU time of the second less the first is the decode
+    // steps' work, which a busy machine's other processes barely change
+    // (unlike the wall-clock rate).
+    let mut measured: Vec<Completion> = Vec::new();
+    let mut decode_cpu_ms = Vec::new();
+    for m in &chats[1..] {
+        let c0 = cpu_seconds();
+        cold.generate_blocking(GenerateRequest {
+            max_tokens: 1,
+            ..request(m)
+        })?;
+        let c1 = cpu_seconds();
+        let full = cold.generate_blocking(request(m))?;
+        let c2 = cpu_seconds();
+        let steps = full.usage.completion_tokens.saturating_sub(1).max(1);
+        decode_cpu_ms.push(((c2 - c1) - (c1 - c0)) * 1e3 / f64::from(steps));
+        measured.push(full);
+    }
     let dims = cold.info().dims;
     drop(cold);
 
     // Reuse on, reported apart: the prefix cache serves a repeated prompt,
     // and prompt lookup drafts tokens (the `llm_inference` node's defaults).
     let lookup = PromptLookup::default();
-    let warm = LlmHandle::load(LlmOptions {
-        prompt_lookup: Some(lookup),
-        ..base
-    })?;
-    warm.generate_blocking(request(&chats[1]))?; // fills the cache
-    let reused: Vec<Completion> = (0..runs)
-        .map(|_| warm.generate_blocking(request(&chats[1])))
-        .collect::<Result<_, _>>()?;
-    drop(warm);
+    let mut reused: Vec<Completion> = Vec::new();
+    if with_reuse {
+        let warm = LlmHandle::load(LlmOptions {
+            prompt_lookup: Some(lookup),
+            ..base
+        })?;
+        warm.generate_blocking(request(&chats[1]))?; // fills the cache
+        reused = (0..runs)
+            .map(|_| warm.generate_blocking(request(&chats[1])))
+            .collect::<Result<_, _>>()?;
+    }
 
     // The ceilings, for this CPU, these threads and this model.
     let cpu = CpuInfo::detect();
@@ -147,6 +179,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         glassbox_models::load_kernels().map_or_else(|e| e.to_string(), |k| k.variant.clone());
 
     let sum = |f: fn(&Completion) -> u32| reused.iter().map(f).sum::<u32>();
+    let reuse = (!reused.is_empty()).then(|| {
+        serde_json::json!({
+            "prompt_tps": median(reused.iter().map(prompt_tps).collect()),
+            "prompt_cached_tokens": reused.iter().map(|c| c.prompt_cached_tokens).min(),
+            "decode_tps": median(reused.iter().map(decode_tps).collect()),
+            "draft_tokens": sum(|c| c.draft_tokens),
+            "accepted_tokens": sum(|c| c.accepted_tokens),
+            // Each pass over the weights may yield the token and every draft.
+            "decode_bound_tps": decode_bound * (1 + lookup.num_tokens) as f64,
+        })
+    });
     let result = serde_json::json!({
         "engine": "glassbox (llama-cpp-2)",
         "threads": threads,
@@ -166,17 +209,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "completion_tokens": last.usage.completion_tokens,
         "prompt_tps": median(measured.iter().map(prompt_tps).collect()),
         "decode_tps": median(measured.iter().map(decode_tps).collect()),
+        "decode_runs": measured.iter().map(decode_tps).collect::<Vec<_>>(),
+        // CPU time per decode step, every thread of the engine together.
+        "decode_cpu_ms": median(decode_cpu_ms),
         "prompt_bound_tps": prompt_bound,
         "decode_bound_tps": decode_bound,
-        "reuse": {
-            "prompt_tps": median(reused.iter().map(prompt_tps).collect()),
-            "prompt_cached_tokens": reused.iter().map(|c| c.prompt_cached_tokens).min(),
-            "decode_tps": median(reused.iter().map(decode_tps).collect()),
-            "draft_tokens": sum(|c| c.draft_tokens),
-            "accepted_tokens": sum(|c| c.accepted_tokens),
-            // Each pass over the weights may yield the token and every draft.
-            "decode_bound_tps": decode_bound * (1 + lookup.num_tokens) as f64,
-        },
+        "reuse": reuse,
     });
     println!("{result}");
     std::fs::write(

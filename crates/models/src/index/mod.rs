@@ -12,6 +12,7 @@
 
 mod build;
 mod chunk;
+mod exact;
 mod store;
 
 use std::path::PathBuf;

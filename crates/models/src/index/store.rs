@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use usearch::{Index, MetricKind, ScalarKind};
 
+use super::exact::{dot, score_all};
 use super::{Chunk, Hit, IndexError, engine};
 
 const FORMAT: u32 = 2;
@@ -105,47 +106,29 @@ fn normalised(v: &[f32]) -> Option<Vec<f32>> {
     (norm.is_finite() && norm > 0.0).then(|| v.iter().map(|x| x / norm).collect())
 }
 
-/// `a·b` by NumKong (usearch's own kernels, chosen per CPU at run time; it
-/// accumulates in `f64`). `a` and `b` have the index's dimensions.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    <f32 as numkong::Dot>::dot(a, b).map_or(f32::NAN, |d| d as f32)
-}
-
-/// Fewer vectors than this per thread are scored on one thread: starting a
-/// thread costs about as much as scoring a few thousand vectors.
-const EXACT_ROWS_PER_THREAD: usize = 4096;
-
-/// `query`'s dot product with every `dim`-long vector in `vectors`, on up
-/// to `threads` threads, each scoring a contiguous share: NumKong's `f32`
-/// kernel runs one dependent `f64` chain per vector, so one core is
-/// compute-bound, and a base larger than the caches is read faster by
-/// several cores than by one (numpy's BLAS splits its matrix-vector product
-/// the same way).
-fn score_all(query: &[f32], vectors: &[f32], dim: usize, threads: usize) -> Vec<f32> {
-    let rows = vectors.len() / dim.max(1);
-    let mut scores = vec![0.0f32; rows];
-    let threads = threads.min(rows / EXACT_ROWS_PER_THREAD).max(1);
-    let share = rows.div_ceil(threads).max(1);
-    let score = |out: &mut [f32], part: &[f32]| {
-        for (s, v) in out.iter_mut().zip(part.chunks_exact(dim)) {
-            *s = dot(query, v);
-        }
-    };
-    if threads == 1 {
-        score(&mut scores, vectors);
-        return scores;
-    }
-    std::thread::scope(|scope| {
-        for (out, part) in scores.chunks_mut(share).zip(vectors.chunks(share * dim)) {
-            scope.spawn(move || score(out, part));
-        }
-    });
-    scores
-}
-
 /// Best first; equal scores in key order, so results are deterministic.
 fn by_score(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+/// The `k` best of `scored` (in [`by_score`] order), in one pass: each
+/// candidate is compared with the worst kept one, and only a better one is
+/// inserted, so a long list costs about one comparison per entry.
+fn best(scored: impl Iterator<Item = (usize, f32)>, k: usize) -> Vec<(usize, f32)> {
+    let mut kept: Vec<(usize, f32)> = Vec::with_capacity(k + 1);
+    for candidate in scored {
+        if kept.len() == k
+            && kept
+                .last()
+                .is_none_or(|worst| by_score(&candidate, worst).is_ge())
+        {
+            continue;
+        }
+        let at = kept.partition_point(|kept| by_score(kept, &candidate).is_lt());
+        kept.insert(at, candidate);
+        kept.truncate(k);
+    }
+    kept
 }
 
 fn threads(options: &IndexOptions) -> usize {
@@ -317,10 +300,8 @@ impl VectorIndex {
             return Ok((Vec::new(), Vec::new()));
         }
         let mut scored: Vec<(usize, f32)> = if exact {
-            score_all(&query, &self.vectors, self.dim, threads(&self.options))
-                .into_iter()
-                .enumerate()
-                .collect()
+            let scores = score_all(&query, &self.vectors, self.dim, threads(&self.options));
+            best(scores.into_iter().enumerate(), top_k)
         } else {
             let wanted = top_k.max(self.options.expansion_search);
             let matches = self.index.search(&query, wanted).map_err(engine)?;
@@ -520,29 +501,16 @@ mod tests {
     }
 
     #[test]
-    fn dot_matches_a_plain_sum_for_any_length() {
-        for len in [0, 1, 15, 16, 17, 384, 389] {
-            let a: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin()).collect();
-            let b: Vec<f32> = (0..len).map(|i| (i as f32 * 0.11).cos()).collect();
-            let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
-            let fast = f64::from(dot(&a, &b));
-            assert!((fast - plain).abs() < 1e-4, "len {len}: {fast} vs {plain}");
-        }
-    }
-
-    #[test]
-    fn every_vector_is_scored_in_order_on_any_number_of_threads() {
-        let dim = 7;
-        // More rows than one thread takes, and not a multiple of any share.
-        let rows = 3 * EXACT_ROWS_PER_THREAD + 5;
-        let vectors: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.013).sin()).collect();
-        let query: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.7).cos()).collect();
-        let plain: Vec<f32> = vectors.chunks_exact(dim).map(|v| dot(&query, v)).collect();
-        for threads in [1, 2, 3, 8] {
-            let scores = score_all(&query, &vectors, dim, threads);
-            assert_eq!(scores, plain, "{threads} threads");
-        }
-        assert!(score_all(&query, &[], dim, 4).is_empty());
+    fn best_keeps_the_top_k_in_score_then_key_order() {
+        let scores = [0.5, 0.9, 0.1, 0.9, 0.7, 0.5, -1.0];
+        let all = || scores.iter().copied().enumerate();
+        assert_eq!(best(all(), 3), [(1, 0.9), (3, 0.9), (4, 0.7)]);
+        assert_eq!(best(all(), 5).last(), Some(&(5, 0.5)));
+        assert_eq!(best(all(), 10).len(), scores.len());
+        assert!(best(all(), 0).is_empty());
+        let mut sorted: Vec<(usize, f32)> = all().collect();
+        sorted.sort_by(by_score);
+        assert_eq!(best(all(), 7), sorted);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The model benchmarks' report (`scripts/bench_models_peers.py report`):
-//! no verdict for a figure above its physical bound (issue #41).
+//! a figure above its physical bound is called impossible, never "meets"
+//! (issue #41), and interleaved rounds give medians.
 
 use std::path::Path;
 use std::process::Command;
@@ -28,7 +29,7 @@ fn row<'a>(table: &'a str, starts: &str) -> &'a str {
 }
 
 #[test]
-fn issue_41_a_prompt_figure_above_the_cpu_ceiling_gets_no_verdict() {
+fn issue_41_a_prompt_figure_above_the_cpu_ceiling_is_called_impossible() {
     let dir = tempfile::tempdir().unwrap();
     // The issue's figures: a cached "prompt" 90× the peer's, above what the
     // CPU can compute; decode under its bound and 0.85× the peer's.
@@ -45,7 +46,7 @@ fn issue_41_a_prompt_figure_above_the_cpu_ceiling_gets_no_verdict() {
     let table = report(dir.path());
     let prompt = row(&table, "LLM prompt, reuse off");
     assert!(
-        prompt.contains("no verdict, glassbox above the physical bound"),
+        prompt.contains("impossible: above bound (glassbox), no verdict"),
         "{prompt}"
     );
     assert!(!prompt.contains("meets"), "{prompt}");
@@ -86,7 +87,46 @@ fn a_peer_figure_above_the_bound_also_withholds_the_verdict() {
     let table = report(dir.path());
     let decode = row(&table, "LLM decode, reuse off");
     assert!(
-        decode.contains("no verdict, peer above the physical bound"),
+        decode.contains("impossible: above bound (peer)"),
         "{decode}"
     );
+    assert!(!decode.contains("meets"), "{decode}");
+}
+
+/// One round's figures, as bench_llm and the peer write them.
+fn round(dir: &Path, n: usize, ours: f64, peer: f64, load: &str) {
+    let d = dir.join("llm").join(format!("round-{n}"));
+    std::fs::create_dir_all(&d).expect("a round folder");
+    let rust = serde_json::json!({
+        "threads": 2, "prompt_tokens": 546, "completion_tokens": 128,
+        "prompt_tps": 250.0, "decode_tps": ours,
+        "prompt_bound_tps": 9000.0, "decode_bound_tps": 400.0,
+    });
+    let python = serde_json::json!({"engine": "peer", "prompt_tps": 250.0, "decode_tps": peer});
+    std::fs::write(d.join("llm-rust.json"), rust.to_string()).expect("a round file");
+    std::fs::write(d.join("llm-python.json"), python.to_string()).expect("a round file");
+    std::fs::write(d.join("load-before"), format!("{load} 1.00 1.00\n")).expect("a round file");
+    std::fs::write(d.join("load-after"), "2.50 1.00 1.00\n").expect("a round file");
+}
+
+#[test]
+fn interleaved_rounds_give_the_median_figure_and_the_median_paired_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    // A noisy machine: one round where a neighbour slowed the peer, one
+    // where it slowed us; the paired median is the middle round's ratio.
+    round(dir.path(), 1, 80.0, 100.0, "0.50");
+    round(dir.path(), 2, 90.0, 45.0, "4.00");
+    round(dir.path(), 3, 40.0, 50.0, "3.10");
+    let table = report(dir.path());
+    let decode = row(&table, "LLM decode, reuse off");
+    // Medians of the figures: 80 and 50; of the ratios (0.8, 2.0, 0.8): 0.8.
+    assert!(
+        decode.contains("| 80 tok/s | 50 tok/s | 0.80x |"),
+        "{decode}"
+    );
+    assert!(decode.contains("median of 3 rounds"), "{decode}");
+    assert!(decode.ends_with("1.0x below |"), "{decode}");
+    // Each round is listed with its load.
+    assert!(row(&table, "round-2").contains("4.00 → 2.50"), "{table}");
+    assert!(row(&table, "round-3").contains("0.80x"), "{table}");
 }

@@ -6,6 +6,7 @@ mod bench_report;
 mod build_units;
 mod common;
 mod embed;
+mod exact_search;
 mod fetch;
 mod index;
 mod llm;
