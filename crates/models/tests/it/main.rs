@@ -9,3 +9,4 @@ mod embed;
 mod fetch;
 mod index;
 mod llm;
+mod prefill;

