@@ -108,6 +108,9 @@ with open("examples/rag-chat/topology.yaml", encoding="utf-8") as f:
     topo = yaml.safe_load(f)
 by_id = {n["id"]: n for n in topo["nodes"]}
 llm = by_id["llm"]["config"]
+# Queueing at 8 clients on 2 cores can pass the example's 60 s node timeout;
+# this measures throughput, not timeouts.
+topo["defaults"] = dict(topo.get("defaults", {}), timeout_ms=600000, deadline_ms=1200000)
 llm.update(max_num_seqs=int(os.environ["SEQS"]), threads=int(os.environ["THREADS"]),
            context_size=int(os.environ["CTX"]))
 for line in os.environ["TOPOLOGY_SET"].splitlines():
@@ -151,7 +154,9 @@ chat() { # URL MODEL MESSAGES-JSON
     -d "$(jq -n --arg m "$2" --argjson msgs "$3" '{model: $m, messages: $msgs, max_tokens: 80, temperature: 0, seed: 42}')" >/dev/null
 }
 
-# The prompts glassbox's llm node sends, captured through rag-prompts.
+# The prompts glassbox's llm node sends, captured through rag-prompts (the
+# warm-up question's last).
+warm_question="Is the kettle dishwasher safe?"
 start_glassbox capture
 messages="$tmp/messages.jsonl"
 : >"$messages"
@@ -161,7 +166,9 @@ while IFS= read -r q; do
     jq -r '.output.text')"
   jq -cn --rawfile sys "$tmp/system.txt" --arg user "$user" \
     '[{role: "system", content: $sys}, {role: "user", content: $user}]' >>"$messages"
-done <"$questions"
+done < <(cat "$questions"; echo "$warm_question")
+tail -1 "$messages" >"$tmp/warm.json"
+sed -i '$d' "$messages"
 stop_all
 echo "== machine: $(machine_line)"
 echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -169,8 +176,12 @@ echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit 
 echo "== rag-chat: $(wc -l <"$questions") questions, $seqs sequences x $ctx context, $threads threads, greedy, max_tokens 80${TOPOLOGY_SET:+, llm: $TOPOLOGY_SET}${CHUNK_ORDER:+, chunk_order: $CHUNK_ORDER}"
 
 # --- the levels -------------------------------------------------------------
+# The prefix cache's counters of the glassbox server now running.
+prefix_stats() {
+  curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_prefix_cache_(hits|queries)' || true
+}
 status=0
-warm='[{"role":"user","content":"Is the kettle dishwasher safe?"}]'
+warm="$(jq -cn --arg q "$warm_question" '[{role: "user", content: $q}]')"
 for c in $clients; do
   n="${REQUESTS:-$((c * 2 > 8 ? c * 2 : 8))}"
   start_glassbox "$c"
@@ -179,16 +190,14 @@ for c in $clients; do
   if [[ "${SIDE:-1}" == 1 ]]; then
     start_llama "$c"
     targets+=(--target "llama-server=http://127.0.0.1:$lport=smollm2" --messages "llama-server=$messages")
-    chat "http://127.0.0.1:$lport" smollm2 "$(jq -c '.[0].content = "Answer in one sentence." | .[:1] + [{"role":"user","content":"Is the kettle dishwasher safe?"}]' <<<"$(head -1 "$messages")")"
+    chat "http://127.0.0.1:$lport" smollm2 "$(cat "$tmp/warm.json")"
   fi
+  prefix_stats >"$tmp/prefix-before-$c.txt"
   echo "-- $c client(s), $n requests each server, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   python3 scripts/bench_serving.py "${targets[@]}" --prompts "$questions" --concurrency "$c" \
     --requests "$n" --max-tokens 80 --warmup 0 --level-warmup 0 --table requests \
     --json "$tmp/level-$c.json" >"$tmp/level-$c.txt" || status=1
-  if [[ -n "${gport:-}" ]]; then
-    curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_prefix_cache_(hits|queries)' \
-      >"$tmp/prefix-$c.txt" || true
-  fi
+  prefix_stats >"$tmp/prefix-$c.txt"
   stop_all
 done
 
@@ -200,13 +209,14 @@ docs, rows = {}, []
 for c in levels:
     with open(f"{tmp}/level-{c}.json", encoding="utf-8") as f:
         docs[c] = json.load(f)
+    # The measured requests' prompt tokens and prefix-cache hits (the
+    # counters after the level less those after the warm-up).
     prefix = {}
-    try:
-        for line in open(f"{tmp}/prefix-{c}.txt", encoding="utf-8"):
-            key = re.sub(r"\{.*\}", "", line.split()[0]).rsplit("_", 1)[-1]
-            prefix[key] = prefix.get(key, 0) + float(line.split()[-1])
-    except FileNotFoundError:
-        pass
+    for name, sign in ((f"prefix-{c}", 1), (f"prefix-before-{c}", -1)):
+        with open(f"{tmp}/{name}.txt", encoding="utf-8") as f:
+            for line in f:
+                key = re.sub(r"\{.*\}", "", line.split()[0]).rsplit("_", 1)[-1]
+                prefix[key] = prefix.get(key, 0) + sign * float(line.split()[-1])
     docs[c]["glassbox_prefix_cache"] = prefix
     print(f"\n{c} client(s):")
     print(docs[c]["table"])
