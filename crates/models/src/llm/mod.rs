@@ -243,8 +243,8 @@ pub struct LlmOptions {
     /// Smaller chunks keep running streams' time per output token low and
     /// cost the new prompt a decode step per chunk on its time to first
     /// token. A step with nobody generating evaluates up to `n_batch`.
-    /// `None`: `n_batch` always (no chunking beyond it). Measured in
-    /// docs/BENCHMARKS.md ("Chunked prefill").
+    /// `None` (default): `n_batch` always (no chunking beyond it). See
+    /// docs/BENCHMARKS.md ("RAG serving") and `examples/bench_prefill.rs`.
     pub prefill_chunk: Option<u32>,
     /// Requests that may wait in the queue; more are refused with
     /// [`LlmError::QueueFull`].

