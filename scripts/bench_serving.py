@@ -110,6 +110,7 @@ def summary_ms(values: list[float]) -> dict:
     ms = [v * 1000.0 for v in values]
     return {
         "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
         "p99": percentile(ms, 99),
         "mean": (sum(ms) / len(ms)) if ms else None,
         "n": len(ms),
@@ -233,11 +234,15 @@ async def one_request(target: Target, body: bytes, result: Result) -> None:
             pass
 
 
-def request_body(args, target: Target, prompt: str) -> bytes:
-    messages = []
-    if args.system:
-        messages.append({"role": "system", "content": args.system})
-    messages.append({"role": "user", "content": prompt})
+def request_body(args, target: Target, prompt: str, index: int) -> bytes:
+    per_target = args.target_messages.get(target.name)
+    if per_target is not None:
+        messages = per_target[index % len(per_target)]
+    else:
+        messages = []
+        if args.system:
+            messages.append({"role": "system", "content": args.system})
+        messages.append({"role": "user", "content": prompt})
     return json.dumps(
         {
             "model": target.model,
@@ -255,7 +260,7 @@ async def timed_request(args, target: Target, index: int, prompt: str) -> Result
     result = Result(prompt_index=index)
     try:
         await asyncio.wait_for(
-            one_request(target, request_body(args, target, prompt), result), args.timeout
+            one_request(target, request_body(args, target, prompt, index), result), args.timeout
         )
     except asyncio.TimeoutError:
         result.ok = False
@@ -316,6 +321,26 @@ async def run_level(
     return level, results
 
 
+def requests_table(levels: list[Level], names: list[str], results) -> str:
+    """One row per server and level: req/s, TTFT and E2E P50/P95/P99, and how
+    many prompts got the same text from the first two servers at that level."""
+    out = [
+        "| clients | server | req/s | TTFT P50 / P95 / P99 s | E2E P50 / P95 / P99 s | prompt tokens | tokens/request | same text | errors |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    s = lambda v: fmt(None if v is None else v / 1000.0, 2)
+    for lv in sorted(levels, key=lambda lv: (lv.concurrency, names.index(lv.target))):
+        agree = same_text(results, names, lv.concurrency)
+        out.append(
+            f"| {lv.concurrency} | {lv.target} | {fmt(lv.req_s, 3)} "
+            f"| {s(lv.ttft_ms['p50'])} / {s(lv.ttft_ms['p95'])} / {s(lv.ttft_ms['p99'])} "
+            f"| {s(lv.e2e_ms['p50'])} / {s(lv.e2e_ms['p95'])} / {s(lv.e2e_ms['p99'])} "
+            f"| {fmt(lv.mean_prompt_tokens, 0)} | {fmt(lv.mean_completion_tokens)} "
+            f"| {agree.get('equal', '–')} / {agree.get('compared', '–')} | {lv.errors} |"
+        )
+    return "\n".join(out)
+
+
 def fmt(value, digits=1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -358,14 +383,16 @@ def markdown(levels: list[Level], names: list[str]) -> str:
     return "\n".join(out)
 
 
-def same_text(results: dict[tuple[str, int], list[Result]], names: list[str]) -> dict:
-    """How many prompts got the same greedy text from the first two servers, one stream each."""
+def same_text(
+    results: dict[tuple[str, int], list[Result]], names: list[str], concurrency: int = 1
+) -> dict:
+    """How many prompts got the same greedy text from the first two servers at `concurrency`."""
     if len(names) < 2:
         return {}
     texts = []
     for name in names[:2]:
         by_prompt = {}
-        for r in results.get((name, 1), []):
+        for r in results.get((name, concurrency), []):
             if r.ok:
                 by_prompt.setdefault(r.prompt_index, r.text)
         texts.append(by_prompt)
@@ -382,6 +409,16 @@ async def main_async(args) -> int:
     if not prompts:
         raise SystemExit(f"{args.prompts}: no prompts")
     concurrencies = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    args.target_messages = {}
+    for spec in args.messages or []:
+        name, _, path = spec.partition("=")
+        if name not in names or not path:
+            raise SystemExit(f"--messages wants NAME=FILE with NAME one of {names}, got {spec!r}")
+        with open(path, encoding="utf-8") as f:
+            chats = [json.loads(line) for line in f if line.strip()]
+        if len(chats) != len(prompts):
+            raise SystemExit(f"--messages {name}: {len(chats)} chats for {len(prompts)} prompts")
+        args.target_messages[name] = chats
 
     # Warm-up, not measured: a few requests one at a time, then one pass at
     # the highest concurrency. A server's first batches at a new width are
@@ -422,9 +459,9 @@ async def main_async(args) -> int:
                 flush=True,
             )
 
-    table = markdown(levels, names)
+    table = requests_table(levels, names, all_results) if args.table == "requests" else markdown(levels, names)
     print(table)
-    check = same_text(all_results, names)
+    check = same_text(all_results, names, min(concurrencies))
     if check:
         print(
             f"\nsame greedy text at 1 stream: {check['equal']} of {check['compared']} prompts"
@@ -445,6 +482,9 @@ async def main_async(args) -> int:
             },
             "levels": [asdict(lv) for lv in levels],
             "same_text_at_1_stream": check,
+            "same_text_by_level": {
+                str(c): same_text(all_results, names, c) for c in concurrencies
+            },
             "requests": {
                 f"{name}@{c}": [
                     {k: v for k, v in asdict(r).items() if k != "text"} for r in results
@@ -486,6 +526,18 @@ def main() -> int:
         help="unmeasured rounds (C requests each) per server right before each level",
     )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    p.add_argument(
+        "--messages",
+        action="append",
+        help="NAME=FILE: the chat messages for target NAME, one JSON array per line, "
+        "line i for prompt i (instead of --system and the prompt); repeatable",
+    )
+    p.add_argument(
+        "--table",
+        choices=["tokens", "requests"],
+        default="tokens",
+        help="tokens: tok/s, TTFT and TPOT side by side; requests: req/s, TTFT and E2E per server",
+    )
     p.add_argument("--json", help="write the results here")
     p.add_argument("--meta", help="JSON object stored under settings.extra")
     args = p.parse_args()

@@ -236,6 +236,16 @@ pub struct LlmOptions {
     pub n_ctx: u32,
     /// The most prompt tokens evaluated in one batch.
     pub n_batch: u32,
+    /// Chunked prefill: the most prompt tokens evaluated in a step while
+    /// other requests are generating (vLLM's `max_num_batched_tokens`,
+    /// Sarathi's chunk), so a long prompt entering the batch delays their
+    /// next token by one chunk's evaluation instead of the whole prompt's.
+    /// Smaller chunks keep running streams' time per output token low and
+    /// cost the new prompt a decode step per chunk on its time to first
+    /// token. A step with nobody generating evaluates up to `n_batch`.
+    /// `None` (default): `n_batch` always (no chunking beyond it). See
+    /// docs/BENCHMARKS.md ("RAG serving") and `examples/bench_prefill.rs`.
+    pub prefill_chunk: Option<u32>,
     /// Requests that may wait in the queue; more are refused with
     /// [`LlmError::QueueFull`].
     pub queue_capacity: usize,
@@ -289,6 +299,7 @@ impl LlmOptions {
             threads: None,
             n_ctx: 4096,
             n_batch: 512,
+            prefill_chunk: None,
             queue_capacity: 64,
             max_num_seqs: 1,
             prefix_cache: true,

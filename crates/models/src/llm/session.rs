@@ -33,6 +33,8 @@ pub(super) struct Session<'m> {
     template: LlamaChatTemplate,
     batch: LlamaBatch<'static>,
     n_batch: usize,
+    /// Prompt tokens per step while others generate (chunked prefill).
+    prefill_chunk: usize,
     /// The context window of one sequence (the KV cache holds several).
     n_ctx: u32,
     /// Per slot, the prompt tokens whose KV is still in its stream: the
@@ -99,6 +101,10 @@ impl<'m> Session<'m> {
             template,
             batch,
             n_batch: n_batch as usize,
+            prefill_chunk: options
+                .prefill_chunk
+                .map_or(n_batch, |c| c.clamp(shape::MIN_ROWS as u32, n_batch))
+                as usize,
             // A sequence never holds more than the whole pool.
             n_ctx: options.n_ctx.min(options.kv_cells()),
             cached: vec![Vec::new(); options.seqs() as usize],
@@ -257,7 +263,7 @@ impl<'m> Session<'m> {
         // Prompts first: a new request's first token does not wait for the
         // running ones' decode call (the step costs the same in either order).
         // Logits live until the next decode: take each call's tokens first.
-        self.prefill_step(seqs)?;
+        self.prefill_step(seqs, generating.contains(&true))?;
         self.take_tokens(seqs, on_text)?;
         self.decode_step(seqs, &generating)?;
         self.take_tokens(seqs, on_text)
@@ -328,12 +334,17 @@ impl<'m> Session<'m> {
     }
 
     /// Prompt chunks of the sequences still in prefill, oldest first, up to
-    /// `n_batch` tokens in all, in one `llama_decode` (with
+    /// `n_batch` tokens in all (`prefill_chunk` while others are
+    /// `decoding`: chunked prefill), in one `llama_decode` (with
     /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
-    fn prefill_step(&mut self, seqs: &mut [&mut Sequence]) -> Result<(), LlmError> {
+    fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
-        let mut room = self.n_batch;
+        let mut room = if decoding {
+            self.prefill_chunk
+        } else {
+            self.n_batch
+        };
         for (i, seq) in seqs.iter().enumerate() {
             if seq.finish.is_some() || !seq.in_prefill() {
                 continue;

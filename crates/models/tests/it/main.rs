@@ -10,3 +10,4 @@ mod exact_search;
 mod fetch;
 mod index;
 mod llm;
+mod prefill;

@@ -25,6 +25,7 @@ pub const FIELDS: &[&str] = &[
     "prompt_lookup",
     "batch_invariant",
     "kv_cache_cells",
+    "prefill_chunk",
 ];
 
 /// A checked `llm_inference` config (defaults are applied when built).
@@ -55,6 +56,9 @@ pub struct LlmConfig {
     /// KV cells shared by all running requests (a pool: admission by
     /// prompt, preemption when it runs out); absent: a full context each.
     pub kv_cache_cells: Option<u64>,
+    /// Prompt tokens evaluated per step while other requests generate
+    /// (chunked prefill); absent: the node's default.
+    pub prefill_chunk: Option<u64>,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
@@ -84,5 +88,6 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         kv_cache_cells: obj
             .uint(cx, "kv_cache_cells", 64, u64::from(u32::MAX))
             .map(|n| n.value),
+        prefill_chunk: obj.uint(cx, "prefill_chunk", 2, 65_536).map(|n| n.value),
     }
 }

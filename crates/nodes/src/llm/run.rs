@@ -74,6 +74,9 @@ pub(super) fn build(
                 }
                 options.batch_invariant = c.batch_invariant.unwrap_or(false);
                 options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
+                // Off unless set: its trade-off on a busy 2-core machine is
+                // not measured yet (docs/BENCHMARKS.md, "RAG serving").
+                options.prefill_chunk = c.prefill_chunk.map(|n| n as u32);
                 // On unless set to 0: a draft is made only where it is likely
                 // to pay (see `PromptLookup`), and the text is the same
                 // wherever batching keeps it (always with `batch_invariant`).
@@ -183,7 +186,8 @@ impl LlmNode {
 
 /// What the local engine measured about one request, as span tags (vLLM's
 /// per-request numbers): queue time, time to first token, time per output
-/// token, prompt tokens served from the prefix cache, and speculative
+/// token, prompt tokens served from the prefix cache (and their share of
+/// the prompt), and speculative
 /// drafts proposed and accepted.
 fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     let ms = |v: f64| format!("{v:.1}");
@@ -196,6 +200,12 @@ fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     }
     if c.prompt_cached_tokens > 0 {
         tags.push(("prompt_cached_tokens", c.prompt_cached_tokens.to_string()));
+    }
+    // The share of the prompt served from the prefix cache, per request
+    // (the engine-wide rate is `/metrics`' prefix cache hits / queries).
+    if c.usage.prompt_tokens > 0 {
+        let rate = f64::from(c.prompt_cached_tokens) / f64::from(c.usage.prompt_tokens);
+        tags.push(("prompt_cache_hit_rate", format!("{rate:.3}")));
     }
     if c.preemptions > 0 {
         tags.push(("preemptions", c.preemptions.to_string()));

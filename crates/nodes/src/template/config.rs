@@ -4,7 +4,7 @@ use glassbox_topology::{Code, Cx, Diagnostic, Value};
 
 use crate::check;
 
-pub const FIELDS: &[&str] = &["template", "template_id", "output"];
+pub const FIELDS: &[&str] = &["template", "template_id", "output", "chunk_order"];
 
 /// What a template's rendered text becomes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,6 +18,20 @@ pub enum Output {
     Other(String),
 }
 
+/// The order retrieved chunks (the `hits` of an upstream `vector_search`)
+/// are in when the template sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChunkOrder {
+    /// As retrieved, best score first (the prompt is what it always was).
+    #[default]
+    Retrieved,
+    /// By document id, then chunk id: the same chunks make the same text
+    /// whatever order the search returned them in, so prompts that share
+    /// chunks share a longer prefix and the LLM's prefix cache reuses more
+    /// of their KV.
+    Canonical,
+}
+
 /// A checked `template` config.
 #[derive(Debug, Clone, Default)]
 pub struct TemplateConfig {
@@ -26,6 +40,7 @@ pub struct TemplateConfig {
     /// Defaults to the node id.
     pub template_id: Option<String>,
     pub output: Output,
+    pub chunk_order: ChunkOrder,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> TemplateConfig {
@@ -51,5 +66,23 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> TemplateConfig {
         Some(o) if o == "json" => Output::Json,
         Some(other) => Output::Other(other),
     };
+    if let Some(o) = obj.str(cx, "chunk_order") {
+        out.chunk_order = match o.value.as_str() {
+            "retrieved" => ChunkOrder::Retrieved,
+            "canonical" => ChunkOrder::Canonical,
+            other => {
+                cx.report(
+                    Diagnostic::error(
+                        Code::BadConfig,
+                        o.span,
+                        format!("`chunk_order` is `{other}`"),
+                    )
+                    .at(cx.path_of("chunk_order"))
+                    .hint("use `retrieved` (the default) or `canonical`"),
+                );
+                ChunkOrder::Retrieved
+            }
+        };
+    }
     out
 }

@@ -6,6 +6,14 @@
 //! Output: `{"text": <rendered>, "template_id": <id>}`, or, with
 //! `output: json`, the rendered text parsed as JSON.
 //!
+//! With `chunk_order: canonical` the `hits` of every upstream output (what
+//! `vector_search` returns) are sorted by document and chunk id before the
+//! template sees them, and the span lists them (`chunks`): the same
+//! retrieved chunks then render to the same text in any order the search
+//! ranked them, which is what lets an LLM's prefix cache reuse their KV.
+//! The default (`retrieved`) leaves them as ranked: the prompt is the same
+//! text it always was.
+//!
 //! A template is code a topology author wrote, run on the server's CPU, so
 //! it runs under budgets (issue 33: two nested `range(100000)` loops held
 //! two threads at 100% for good and stalled every template on the server):
@@ -27,7 +35,7 @@ use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::json;
 
-use super::config::{Output, TemplateConfig};
+use super::config::{ChunkOrder, Output, TemplateConfig};
 
 /// Instructions one render may execute: about a hundred times what a large
 /// prompt (a loop over dozens of retrieved documents) takes, and a fraction
@@ -94,6 +102,7 @@ pub struct TemplateNode {
     env: std::sync::Arc<Environment<'static>>,
     template_id: String,
     json_output: bool,
+    chunk_order: ChunkOrder,
 }
 
 /// Compiles the template (once, here: a template that does not compile
@@ -125,7 +134,50 @@ pub(super) fn build(node_id: &str, config: &TemplateConfig) -> Result<TemplateNo
         env: std::sync::Arc::new(env),
         template_id,
         json_output,
+        chunk_order: config.chunk_order,
     })
+}
+
+/// Sorts the `hits` of every upstream output by document id, then chunk
+/// id (hits without them keep their place relative to each other, after
+/// those with them). Returns the chunk ids in their new order.
+fn canonical_hits(outputs: &mut serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let key = |hit: &serde_json::Value| {
+        let field = |name| hit.get(name).and_then(serde_json::Value::as_str);
+        (
+            field("doc_id").is_none(),
+            field("doc_id").map(str::to_owned),
+            chunk_key(field("chunk_id")),
+        )
+    };
+    let mut ids = Vec::new();
+    for out in outputs.values_mut() {
+        let Some(hits) = out
+            .get_mut("hits")
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        hits.sort_by_cached_key(key);
+        ids.extend(hits.iter().filter_map(|h| {
+            h.get("chunk_id")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        }));
+    }
+    ids
+}
+
+/// A chunk id's sort key: `doc#12` after `doc#2` (the index's ids end in
+/// the chunk's number), any other id as text.
+fn chunk_key(id: Option<&str>) -> (String, u64) {
+    let Some(id) = id else {
+        return (String::new(), 0);
+    };
+    match id.rsplit_once('#') {
+        Some((doc, n)) if n.parse::<u64>().is_ok() => (doc.to_owned(), n.parse().unwrap_or(0)),
+        _ => (id.to_owned(), 0),
+    }
 }
 
 /// One render, on the thread that calls it (a blocking-pool thread).
@@ -133,14 +185,20 @@ fn render(
     env: &Environment<'static>,
     template_id: &str,
     json_output: bool,
+    chunk_order: ChunkOrder,
     cx: &NodeCx,
 ) -> Result<NodeOutput, NodeError> {
     let template = env
         .get_template(template_id)
         .map_err(|e| NodeError::failed(e.to_string()))?;
+    let mut outputs = cx.outputs_json();
+    let chunks = match chunk_order {
+        ChunkOrder::Retrieved => None,
+        ChunkOrder::Canonical => Some(canonical_hits(&mut outputs)),
+    };
     let ctx = minijinja::context! {
         input => minijinja::Value::from_serialize(cx.input()),
-        outputs => minijinja::Value::from_serialize(cx.outputs_json()),
+        outputs => minijinja::Value::from_serialize(&outputs),
         labels => minijinja::Value::from_serialize(cx.labels_json()),
     };
     ATTEMPT.with(|a| *a.borrow_mut() = Some(cx.clone()));
@@ -168,11 +226,15 @@ fn render(
     } else {
         json!({ "text": text, "template_id": template_id })
     };
-    Ok(NodeOutput::new(value)
-        .tag("template_id", template_id.to_string())
-        .fact(Fact::Templated {
-            template_id: template_id.to_string(),
-        }))
+    let mut out = NodeOutput::new(value).tag("template_id", template_id.to_string());
+    if let Some(chunks) = chunks {
+        out = out
+            .tag("chunk_order", "canonical".to_string())
+            .tag("chunks", chunks.join(","));
+    }
+    Ok(out.fact(Fact::Templated {
+        template_id: template_id.to_string(),
+    }))
 }
 
 impl Node for TemplateNode {
@@ -180,7 +242,8 @@ impl Node for TemplateNode {
         let env = self.env.clone();
         let template_id = self.template_id.clone();
         let json_output = self.json_output;
-        Call::blocking(move || render(&env, &template_id, json_output, &cx))
+        let chunk_order = self.chunk_order;
+        Call::blocking(move || render(&env, &template_id, json_output, chunk_order, &cx))
     }
 }
 

@@ -12,5 +12,6 @@ mod moderation;
 mod outbound;
 mod secrets;
 mod support;
+mod template;
 mod usage;
 mod wasm;
