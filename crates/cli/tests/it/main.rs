@@ -14,6 +14,7 @@ mod deploy;
 mod doctor;
 mod durable;
 mod fixtures;
+mod ingest_durable;
 mod plan;
 mod portability;
 mod props;
