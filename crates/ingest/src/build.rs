@@ -215,7 +215,11 @@ pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> B
         path,
         labels: BTreeMap::new(),
         models,
-        input_chars: None,
+        // The whole input's length (the summary is cut short): the store
+        // records the critical path of requests that carry it, so reports
+        // show it for ingested requests as for native ones. 0 when the
+        // instrumentation recorded no input.
+        input_chars: Some(input_chars(&spans[root].span)),
         input_tokens,
         input_summary,
         output_summary,
@@ -232,6 +236,12 @@ pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> B
         record,
         spans: records,
     }
+}
+
+fn input_chars(span: &Span) -> u64 {
+    crate::attrs::Attrs(&span.attributes)
+        .first_str(&["input.value", "gen_ai.prompt"])
+        .map_or(0, |s| s.chars().count() as u64)
 }
 
 struct SpanParts<'a> {

@@ -436,6 +436,11 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/topologies", get(topologies::list_topologies))
             .route("/v1/topologies/{id}", get(topologies::get_topology))
             .route("/v1/topologies/{id}/versions", get(versions::list_versions))
+            .route("/v1/discovered", get(api::discovered::list_discovered))
+            .route(
+                "/v1/discovered/graph",
+                get(api::discovered::discovered_graph),
+            )
             .route("/v1/traces", get(traces::list_traces))
             .route("/v1/traces/{request_id}", get(traces::get_trace))
             .route("/v1/traces/{a}/diff/{b}", get(traces::diff_traces))

@@ -14,7 +14,7 @@ mod deploy;
 mod doctor;
 mod durable;
 mod fixtures;
-mod ingest_durable;
+mod ingest;
 mod plan;
 mod portability;
 mod props;

@@ -1,8 +1,12 @@
-//! Ack-after-commit for OTLP exports, including spans held for a root
-//! still to come (issue #35): kill -9 `glassbox serve` while it holds
-//! acknowledged spans, start it again on the same store, and every
-//! acknowledged span ends up in the store, in its whole trace when the
-//! root comes after the restart, as a partial trace when it never comes.
+//! Traces ingested over OTLP by a real `glassbox serve` (issue #35).
+//!
+//! - Ack-after-commit, including spans held for a root still to come:
+//!   kill -9 the server while it holds acknowledged spans, start it again
+//!   on the same store, and every acknowledged span ends up in the store,
+//!   in its whole trace when the root comes after the restart, as a
+//!   partial trace when it never comes.
+//! - `glassbox plan pipeline --discovered` sizes a pipeline known only
+//!   from its ingested traces.
 
 use std::time::{Duration, Instant};
 
@@ -17,11 +21,24 @@ fn trace_hex(t: u32) -> String {
     format!("{:024x}{t:08x}", 0x7e57u64)
 }
 
-/// One OTLP/JSON span of trace `t`.
+/// One OTLP/JSON span of trace `t`, a chain step.
 fn span(t: u32, id: u8, parent: Option<u8>, name: &str, ms: (u64, u64)) -> String {
+    let chain = r#"{"key":"openinference.span.kind","value":{"stringValue":"CHAIN"}}"#;
+    span_with(t, id, parent, name, ms, chain)
+}
+
+/// One OTLP/JSON span of trace `t` with attributes `attrs` (JSON).
+fn span_with(
+    t: u32,
+    id: u8,
+    parent: Option<u8>,
+    name: &str,
+    ms: (u64, u64),
+    attrs: &str,
+) -> String {
     let parent = parent.map_or(String::new(), |p| format!(r#""parentSpanId":"{p:016x}","#));
     format!(
-        r#"{{"traceId":"{}","spanId":"{id:016x}",{parent}"name":"{name}","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{{"key":"openinference.span.kind","value":{{"stringValue":"CHAIN"}}}}]}}"#,
+        r#"{{"traceId":"{}","spanId":"{id:016x}",{parent}"name":"{name}","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{attrs}]}}"#,
         trace_hex(t),
         (T0_MS + ms.0) * 1_000_000,
         (T0_MS + ms.1) * 1_000_000,
@@ -118,4 +135,92 @@ fn kill_9_with_held_spans_loses_no_acknowledged_span() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(server);
+}
+
+#[test]
+fn plan_pipeline_sizes_a_discovered_topology_from_its_ingested_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("traces.db").display());
+    let server = serve_on(dir.path(), &[], &store, &[]);
+    let llm = r#"{"key":"openinference.span.kind","value":{"stringValue":"LLM"}},{"key":"llm.model_name","value":{"stringValue":"llama-3.1-8b"}},{"key":"llm.token_count.prompt","value":{"intValue":"500"}},{"key":"llm.token_count.completion","value":{"intValue":"200"}}"#;
+    let retriever = r#"{"key":"openinference.span.kind","value":{"stringValue":"RETRIEVER"}}"#;
+    let mut spans = Vec::new();
+    for t in 100..110 {
+        spans.push(span(t, 1, None, "answer", (0, 500)));
+        // Half the requests retrieve first.
+        if t % 2 == 0 {
+            spans.push(span_with(t, 2, Some(1), "retrieve", (5, 50), retriever));
+        }
+        spans.push(span_with(t, 3, Some(1), "generate", (60, 460), llm));
+    }
+    assert_eq!(post(&server.url, &export(&spans)), 200);
+    drop(server);
+    let out = crate::support::glassbox(
+        &[
+            "plan",
+            "pipeline",
+            "--discovered",
+            "held-app/answer",
+            "--store",
+            &store,
+            "--rate",
+            "10",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    let err = crate::support::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&crate::support::stdout(&out)).unwrap();
+    let profile = &v["profile"];
+    assert_eq!(profile["topology"], "held-app/answer");
+    assert_eq!(profile["requests"], 10);
+    let nodes: Vec<(&str, &str, f64)> = profile["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap(),
+                n["kind"].as_str().unwrap(),
+                n["reach"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("answer", "chain", 1.0),
+            ("retrieve", "retriever", 0.5),
+            ("generate", "llm_inference", 1.0)
+        ]
+    );
+    let generate = &profile["nodes"][2];
+    assert_eq!(generate["resource"], "gpu");
+    assert_eq!(generate["model"], "llama-3.1-8b");
+    assert_eq!(generate["input_tokens_per_call"], 500.0);
+    assert!(
+        v["plan"]["gpus"]["llama-3.1-8b @ h100-sxm"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{v}"
+    );
+    // A topology the store never saw is named.
+    let missing = crate::support::glassbox(
+        &[
+            "plan",
+            "pipeline",
+            "--discovered",
+            "nope/x",
+            "--store",
+            &store,
+            "--rate",
+            "1",
+        ],
+        None,
+    );
+    assert_eq!(missing.status.code(), Some(78));
+    assert!(crate::support::stderr(&missing).contains("no stored requests of topology `nope/x`"));
 }
