@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use glassbox_trace::{
-    ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge, PathNode,
-    PathRecord, PriceTable, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord, SpanRole,
-    SpanStatus, Tags, Usage, explain,
+    ENCLOSES, ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge,
+    PathNode, PathRecord, PriceTable, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord,
+    SpanRole, SpanStatus, Tags, Usage, explain,
 };
 use rust_decimal::Decimal;
 
@@ -379,7 +379,7 @@ fn path(
     let mut last_child: HashMap<Option<usize>, usize> = HashMap::new();
     for (i, parent) in parents.iter().enumerate() {
         if let Some(p) = parent {
-            add(of_span[*p], of_span[i], "parent span");
+            add(of_span[*p], of_span[i], ENCLOSES);
         }
         if let Some(&prev) = last_child.get(parent)
             && spans[prev].span.end_time_unix_nano <= spans[i].span.start_time_unix_nano

@@ -272,6 +272,10 @@ fn a_real_instrumented_app_gets_receipts_explanations_and_a_graph() {
     );
     let mut c = config(r#"{"models": {"chat": {"input": "0.10", "output": "0.40"}}}"#);
     c.add_env_key("py-key");
+    // The LangChain spans end (and are exported) while the model call runs,
+    // and wait for their root; on a busy machine a debug build's model call
+    // can take longer than the default 30 s hold.
+    c.ingest.hold_secs = 600;
     let s = TestServer::start(&[("chat.yaml", CHAT)], c);
     let out = Command::new(&python)
         .arg(root.join("tests/python/otel_app.py"))
