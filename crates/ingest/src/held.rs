@@ -53,9 +53,12 @@ struct Active {
     bytes: u64,
 }
 
-/// The log of held spans (one per receiver; not shared between processes).
+/// The log of held spans (one per receiver; not shared between processes:
+/// [`HeldLog::open`] locks the directory).
 pub struct HeldLog {
     dir: PathBuf,
+    /// `LOCK` in the directory, locked while this log is open.
+    _lock: File,
     active: Option<Active>,
     next: u64,
     /// Traces not yet committed, by segment.
@@ -126,6 +129,16 @@ impl HeldLog {
     /// process left there, oldest first.
     pub fn open(dir: &Path) -> io::Result<(HeldLog, Vec<Replayed>)> {
         fs::create_dir_all(dir)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("LOCK"))?;
+        if let Err(e) = lock.try_lock() {
+            return Err(io::Error::other(format!(
+                "another process has it open ({e}) (hint: give each server its own `[ingest] held_dir`)"
+            )));
+        }
         let mut numbers: Vec<u64> = fs::read_dir(dir)?
             .filter_map(|e| e.ok())
             .filter_map(|e| segment_number(&e.path()))
@@ -151,6 +164,7 @@ impl HeldLog {
         }
         let log = HeldLog {
             dir: dir.to_path_buf(),
+            _lock: lock,
             active: None,
             next: numbers.last().map_or(0, |n| n + 1),
             live,

@@ -130,7 +130,19 @@ fn kill_9_with_held_spans_loses_no_acknowledged_span() {
     // Everything held is in the store, so the log is empty again.
     let held = dir.path().join("traces.db.ingest-held");
     let until = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_dir(&held).unwrap().count() > 0 {
+    let segments = || {
+        std::fs::read_dir(&held)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "held")
+            })
+            .count()
+    };
+    while segments() > 0 {
         assert!(Instant::now() < until, "the held-span log was not retired");
         std::thread::sleep(Duration::from_millis(200));
     }

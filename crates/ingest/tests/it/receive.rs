@@ -273,8 +273,18 @@ fn logged(dir: &std::path::Path, stored: &[u128]) -> (Receiver, Vec<glassbox_ing
     Receiver::with_log(&settings, dir, &mut |id| stored.contains(&id)).unwrap()
 }
 
+/// Segment files of the held-span log in `dir`.
 fn segments(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir).unwrap().count()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "held")
+        })
+        .count()
 }
 
 #[test]
