@@ -135,9 +135,12 @@ impl HeldLog {
             .write(true)
             .open(dir.join("LOCK"))?;
         if let Err(e) = lock.try_lock() {
-            return Err(io::Error::other(format!(
-                "another process has it open ({e}) (hint: give each server its own `[ingest] held_dir`)"
-            )));
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "another process has it open ({e}) (hint: give each server its own `[ingest] held_dir`)"
+                ),
+            ));
         }
         let mut numbers: Vec<u64> = fs::read_dir(dir)?
             .filter_map(|e| e.ok())

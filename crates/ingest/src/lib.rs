@@ -115,6 +115,12 @@ pub enum IngestError {
 }
 
 impl IngestError {
+    /// The held-span log is open in another process (two servers, or a
+    /// server and a `glassbox worker`, on one store).
+    pub fn log_in_use(&self) -> bool {
+        matches!(self, IngestError::HeldLog { source, .. } if source.kind() == std::io::ErrorKind::ResourceBusy)
+    }
+
     /// Stable machine code.
     pub fn code(&self) -> &'static str {
         match self {

@@ -252,7 +252,7 @@ impl Server {
             .map_err(blocking_error)?;
         }
         let readers = Arc::new(ReadPool::new(readers));
-        let (ingest, replayed) = api::otlp::open_receiver(&config, &readers).await?;
+        let (ingest, replayed) = api::otlp::open_receiver(&config, &readers, &mut notes).await?;
         let alerts = Arc::new(alerts::AlertBoard::new(
             config.alerts.clone(),
             readers.clone(),

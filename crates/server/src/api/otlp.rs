@@ -147,10 +147,13 @@ pub fn default_held_dir(store: &StoreUrl) -> Option<PathBuf> {
 /// The server's receiver, with its held-span log opened and replayed:
 /// spans an earlier process acknowledged and held are held again (except
 /// traces already in the store); traces the replay completes come back to
-/// be stored ([`store_replayed`]).
+/// be stored ([`store_replayed`]). When another process on this machine
+/// has the log open (a second server or a `glassbox worker` on the same
+/// store), this one holds spans in memory only, and says so in `notes`.
 pub async fn open_receiver(
     config: &crate::Config,
     readers: &Arc<crate::state::ReadPool>,
+    notes: &mut Vec<String>,
 ) -> Result<(Shared, Vec<Built>), crate::error::ServerError> {
     let settings = config.ingest.clone();
     let Some(dir) = settings.held_dir.clone() else {
@@ -163,8 +166,16 @@ pub async fn open_receiver(
     })
     .await
     .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let (receiver, built) = opened.map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok((Arc::new(receiver), built))
+    match opened {
+        Ok((receiver, built)) => Ok((Arc::new(receiver), built)),
+        Err(e) if e.log_in_use() => {
+            notes.push(format!(
+                "{e}; OTLP spans waiting for their root span are kept in memory only by this process"
+            ));
+            Ok((Arc::new(Receiver::new(&config.ingest)), Vec::new()))
+        }
+        Err(e) => Err(std::io::Error::other(e.to_string()).into()),
+    }
 }
 
 /// Stores traces that were held and are now built (replayed at start, or
