@@ -302,6 +302,13 @@ fn held_spans_are_logged_before_the_answer_and_survive_a_new_receiver() {
         2
     );
     assert_eq!(segments(dir.path()), 1);
+    // One process at a time: a second receiver on the same log is refused
+    // (the server then holds in memory only, with a note: not a crash).
+    let settings = IngestSettings::default();
+    let err = Receiver::with_log(&settings, dir.path(), &mut |_| false).unwrap_err();
+    assert_eq!(err.code(), "held_log_failed");
+    assert!(err.log_in_use());
+    assert!(err.to_string().contains("own `[ingest] held_dir`"), "{err}");
     // The process is gone without a word (nothing drained, nothing
     // committed); a new receiver on the same log holds the spans again.
     drop(rx);
