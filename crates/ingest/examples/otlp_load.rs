@@ -3,7 +3,14 @@
 //!
 //! ```text
 //! otlp_load URL SPANS [SPANS_PER_EXPORT] [CLIENTS]
+//! otlp_load --stages SPANS [SPANS_PER_EXPORT]
 //! ```
+//!
+//! `--stages` measures, in this process and on one thread, what the server
+//! does with the same bodies before the trace writer: protobuf decoding,
+//! then gathering and building the records (conventions, receipts,
+//! explanations). It prints the time per span of each, to see where an
+//! export's CPU goes.
 //!
 //! Each trace is an OpenInference RAG request of 6 spans (chain, embedding,
 //! retriever with 3 titled documents, prompt, LLM with token counts and
@@ -196,8 +203,45 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// `--stages`: decode, then accept and build, timed apart.
+fn stages(spans: u64, per_export: u64) {
+    let traces_per = (per_export / SPANS_PER_TRACE as u64).max(1);
+    let exports = (spans / SPANS_PER_TRACE as u64).div_ceil(traces_per);
+    let t0 = glassbox_trace::unix_micros_now() * 1000;
+    let bodies: Vec<Vec<u8>> = (0..exports)
+        .map(|e| body(e * traces_per, traces_per, t0))
+        .collect();
+    let sent = (exports * traces_per) as f64 * SPANS_PER_TRACE as f64;
+    let t = Instant::now();
+    let decoded: Vec<ExportTraceServiceRequest> = bodies
+        .iter()
+        .map(|b| glassbox_ingest::decode(glassbox_ingest::Encoding::Protobuf, b).unwrap())
+        .collect();
+    let decode = t.elapsed().as_secs_f64();
+    let rx = glassbox_ingest::Receiver::new(&glassbox_ingest::IngestSettings::default());
+    let t = Instant::now();
+    let mut built = 0usize;
+    for d in decoded {
+        built += rx.accept(d, t0 / 1000).unwrap().spans();
+    }
+    let build = t.elapsed().as_secs_f64();
+    assert_eq!(built as f64, sent);
+    println!(
+        "{{\"spans\":{sent},\"decode_ns_per_span\":{:.0},\"build_ns_per_span\":{:.0},\"decode_and_build_spans_per_s_one_core\":{:.0}}}",
+        decode / sent * 1e9,
+        build / sent * 1e9,
+        sent / (decode + build),
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--stages") {
+        let spans: u64 = args.get(2).map_or(120_000, |a| a.parse().unwrap());
+        let per_export: u64 = args.get(3).map_or(1020, |a| a.parse().unwrap());
+        stages(spans, per_export);
+        return;
+    }
     let url = format!(
         "{}/v1/traces",
         args.get(1).expect("URL").trim_end_matches('/')

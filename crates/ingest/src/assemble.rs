@@ -170,6 +170,11 @@ impl Assembler {
         self.pending_spans
     }
 
+    /// Whether trace `id` was stored (late spans of it are refused).
+    pub fn is_stored(&self, id: u128) -> bool {
+        self.stored.contains(&id)
+    }
+
     fn remember(&mut self, id: u128) {
         if self.stored.insert(id) {
             self.stored_order.push_back(id);

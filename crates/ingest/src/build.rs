@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use glassbox_trace::{
-    ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge, PathNode,
-    PathRecord, PriceTable, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord, SpanRole,
-    SpanStatus, Tags, Usage, explain,
+    ENCLOSES, ErrorRecord, Explanation, Fact, Lang, ModelUse, NodeFacts, NodeStatus, PathEdge,
+    PathNode, PathRecord, PriceTable, Receipt, RequestId, RequestRecord, RequestStatus, SpanRecord,
+    SpanRole, SpanStatus, Tags, Usage, explain,
 };
 use rust_decimal::Decimal;
 
@@ -215,7 +215,11 @@ pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> B
         path,
         labels: BTreeMap::new(),
         models,
-        input_chars: None,
+        // The whole input's length (the summary is cut short): the store
+        // records the critical path of requests that carry it, so reports
+        // show it for ingested requests as for native ones. 0 when the
+        // instrumentation recorded no input.
+        input_chars: Some(input_chars(&spans[root].span)),
         input_tokens,
         input_summary,
         output_summary,
@@ -232,6 +236,12 @@ pub fn build(trace_id: u128, mut spans: Vec<Received>, prices: &PriceTable) -> B
         record,
         spans: records,
     }
+}
+
+fn input_chars(span: &Span) -> u64 {
+    crate::attrs::Attrs(&span.attributes)
+        .first_str(&["input.value", "gen_ai.prompt"])
+        .map_or(0, |s| s.chars().count() as u64)
 }
 
 struct SpanParts<'a> {
@@ -369,7 +379,7 @@ fn path(
     let mut last_child: HashMap<Option<usize>, usize> = HashMap::new();
     for (i, parent) in parents.iter().enumerate() {
         if let Some(p) = parent {
-            add(of_span[*p], of_span[i], "parent span");
+            add(of_span[*p], of_span[i], ENCLOSES);
         }
         if let Some(&prev) = last_child.get(parent)
             && spans[prev].span.end_time_unix_nano <= spans[i].span.start_time_unix_nano

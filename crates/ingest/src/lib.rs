@@ -27,8 +27,10 @@ pub mod attrs;
 pub mod build;
 pub mod classify;
 pub mod discover;
+pub mod held;
 pub mod proto;
 
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use glassbox_trace::PriceTable;
@@ -58,6 +60,12 @@ pub struct IngestSettings {
     /// Model prices, per million tokens.
     #[serde(default)]
     pub prices: PriceTable,
+    /// Where spans held for their root are logged before they are
+    /// acknowledged ([`held`]). Unset: beside a SQLite store
+    /// (`traces.db.ingest-held/`), else `glassbox/ingest-held/` in the
+    /// user's data directory; the server fills it in at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_dir: Option<PathBuf>,
 }
 
 fn default_max_body() -> usize {
@@ -79,6 +87,7 @@ impl Default for IngestSettings {
             max_pending_spans: default_max_pending(),
             max_body_bytes: default_max_body(),
             prices: PriceTable::default(),
+            held_dir: None,
         }
     }
 }
@@ -95,14 +104,29 @@ pub enum IngestError {
         encoding: &'static str,
         message: String,
     },
+    /// Spans that must wait for their root could not be logged, so the
+    /// export is refused rather than acknowledged and perhaps lost.
+    #[error("spans waiting for their root span could not be logged in `{dir}`: {source}")]
+    HeldLog {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl IngestError {
+    /// The held-span log is open in another process (two servers, or a
+    /// server and a `glassbox worker`, on one store).
+    pub fn log_in_use(&self) -> bool {
+        matches!(self, IngestError::HeldLog { source, .. } if source.kind() == std::io::ErrorKind::ResourceBusy)
+    }
+
     /// Stable machine code.
     pub fn code(&self) -> &'static str {
         match self {
             IngestError::MediaType { .. } => "unsupported_media_type",
             IngestError::Decode { .. } => "bad_otlp",
+            IngestError::HeldLog { .. } => "held_log_failed",
         }
     }
 }
@@ -190,9 +214,16 @@ impl Export {
     }
 }
 
+/// The assembler and the log of what it holds, behind one lock: a span is
+/// logged before it is held, and retired only after its trace committed.
+struct Held {
+    assembler: Assembler,
+    log: Option<(PathBuf, held::HeldLog)>,
+}
+
 /// The receiver: the assembler and the prices, shared by every export.
 pub struct Receiver {
-    assembler: Mutex<Assembler>,
+    held: Mutex<Held>,
     prices: PriceTable,
 }
 
@@ -202,53 +233,139 @@ impl std::fmt::Debug for Receiver {
     }
 }
 
+fn limits(settings: &IngestSettings) -> Limits {
+    Limits {
+        hold_us: settings.hold_secs.saturating_mul(1_000_000),
+        max_pending_spans: settings.max_pending_spans,
+        ..Limits::default()
+    }
+}
+
 impl Receiver {
+    /// A receiver without a held-span log: spans waiting for their root
+    /// live only in memory (tests, tools).
     pub fn new(settings: &IngestSettings) -> Receiver {
         Receiver {
-            assembler: Mutex::new(Assembler::new(Limits {
-                hold_us: settings.hold_secs.saturating_mul(1_000_000),
-                max_pending_spans: settings.max_pending_spans,
-                ..Limits::default()
-            })),
+            held: Mutex::new(Held {
+                assembler: Assembler::new(limits(settings)),
+                log: None,
+            }),
             prices: settings.prices.clone(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Assembler> {
-        self.assembler
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// A receiver whose held spans are logged in `dir` ([`held`]). What an
+    /// earlier process left there is held again, except traces `stored`
+    /// says are already in the store; traces the replay completes (or
+    /// pushes out) come back built, to be stored and then passed to
+    /// [`Receiver::committed`].
+    pub fn with_log(
+        settings: &IngestSettings,
+        dir: &Path,
+        stored: &mut dyn FnMut(u128) -> bool,
+    ) -> Result<(Receiver, Vec<Built>), IngestError> {
+        let failed = |source| IngestError::HeldLog {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let (mut log, replayed) = held::HeldLog::open(dir).map_err(failed)?;
+        let mut assembler = Assembler::new(limits(settings));
+        let mut acc = Accepted::default();
+        let mut gone: Vec<u128> = Vec::new();
+        for (received_us, req) in replayed {
+            let mut groups = assemble::split(req, &mut acc);
+            groups.retain(|(id, _, _)| {
+                let keep = !gone.contains(id) && !stored(*id);
+                if !keep && !gone.contains(id) {
+                    gone.push(*id);
+                }
+                keep
+            });
+            assembler.accept(groups, received_us, &mut acc);
+        }
+        log.committed(&gone).map_err(failed)?;
+        let receiver = Receiver {
+            held: Mutex::new(Held {
+                assembler,
+                log: Some((dir.to_path_buf(), log)),
+            }),
+            prices: settings.prices.clone(),
+        };
+        let built = receiver.build_all(acc.ready);
+        Ok((receiver, built))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes one decoded export at `now_us`: the traces it completes are
-    /// built (outside the lock), the rest held.
-    pub fn accept(&self, req: ExportTraceServiceRequest, now_us: u64) -> Export {
+    /// built (outside the lock), the rest logged and held. Fails only
+    /// when spans to hold could not be logged (nothing is then held).
+    pub fn accept(
+        &self,
+        req: ExportTraceServiceRequest,
+        now_us: u64,
+    ) -> Result<Export, IngestError> {
         let mut acc = Accepted::default();
         let groups = assemble::split(req, &mut acc);
-        self.lock().accept(groups, now_us, &mut acc);
-        Export {
+        {
+            let mut held = self.lock();
+            let Held { assembler, log } = &mut *held;
+            if let Some((dir, log)) = log {
+                let to_hold: Vec<&build::Received> = groups
+                    .iter()
+                    .filter(|(id, _, root)| !root && !assembler.is_stored(*id))
+                    .flat_map(|(_, spans, _)| spans)
+                    .collect();
+                log.append(now_us, &to_hold)
+                    .map_err(|source| IngestError::HeldLog {
+                        dir: dir.clone(),
+                        source,
+                    })?;
+            }
+            assembler.accept(groups, now_us, &mut acc);
+        }
+        Ok(Export {
             built: self.build_all(acc.ready),
             held: acc.held,
             rejected: acc.rejected,
             reasons: acc.reasons,
+        })
+    }
+
+    /// Traces now committed to the store: their held spans leave the log.
+    pub fn committed(&self, ids: &[u128]) -> Result<(), IngestError> {
+        let mut held = self.lock();
+        match &mut held.log {
+            Some((dir, log)) => log.committed(ids).map_err(|source| IngestError::HeldLog {
+                dir: dir.clone(),
+                source,
+            }),
+            None => Ok(()),
         }
+    }
+
+    /// Segments of the held-span log on disk (0 without a log).
+    pub fn log_segments(&self) -> usize {
+        self.lock().log.as_ref().map_or(0, |(_, l)| l.segments())
     }
 
     /// Traces that waited too long for their root, built as they are.
     pub fn expire(&self, now_us: u64) -> Vec<Built> {
-        let groups = self.lock().expire(now_us);
+        let groups = self.lock().assembler.expire(now_us);
         self.build_all(groups)
     }
 
     /// Everything held, built as it is (at shutdown).
     pub fn drain(&self) -> Vec<Built> {
-        let groups = self.lock().drain();
+        let groups = self.lock().assembler.drain();
         self.build_all(groups)
     }
 
     /// Spans waiting for their root.
     pub fn pending_spans(&self) -> usize {
-        self.lock().pending_spans()
+        self.lock().assembler.pending_spans()
     }
 
     fn build_all(&self, groups: Vec<assemble::Group>) -> Vec<Built> {

@@ -3,6 +3,7 @@
 // Routes:
 //   #/                     topologies
 //   #/topologies/{id}      one topology drawn as a graph
+//   #/discovered/{id}      a discovered topology (ingested traces) drawn
 //   #/traces?filters       trace list
 //   #/traces/{request_id}  one trace: waterfall, path, receipt, explanation
 //   #/traces/{a}/diff/{b}  two traces side by side, first divergence explained
@@ -15,7 +16,7 @@
 
 import { AuthError, ApiError, apiKey, setApiKey } from './api.js';
 import { h, mount, notice } from './dom.js';
-import { topologiesPage, topologyPage } from './topologies.js';
+import { discoveredPage, topologiesPage, topologyPage } from './topologies.js';
 import { tracesPage } from './traces.js';
 import { tracePage } from './trace.js';
 import { diffPage } from './diff.js';
@@ -48,6 +49,7 @@ function route(parts) {
   if (!section || section === 'topologies') {
     return id ? { nav: 'topologies', page: topologyPage, arg: id } : { nav: 'topologies', page: topologiesPage };
   }
+  if (section === 'discovered' && id) return { nav: 'topologies', page: discoveredPage, arg: id };
   if (section === 'traces' && id && parts[2] === 'diff' && parts[3]) {
     return { nav: 'traces', page: diffPage, arg: [id, parts[3]] };
   }

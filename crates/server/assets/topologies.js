@@ -34,8 +34,9 @@ export async function topologiesPage(view) {
           p.still_serving ? ` — still serving the previous version of ${p.still_serving}` : ' — not served'),
         h('pre', {}, p.message))))
     : null;
+  const discovered = await discoveredSection();
   if (!list.length) {
-    view.append(notice('No topologies are served. Put topology files in the directory given to `glassbox serve --topologies`.'), problemSection);
+    view.append(notice('No topologies are served. Put topology files in the directory given to `glassbox serve --topologies`.'), problemSection, discovered);
     return;
   }
   const rows = list.map((t) => {
@@ -56,7 +57,82 @@ export async function topologiesPage(view) {
         h('th', { scope: 'col' }, 'Topology'), h('th', { scope: 'col' }, 'Version'),
         h('th', { scope: 'col', class: 'num' }, 'Nodes'), h('th', { scope: 'col' }, 'Description'),
         h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Links')))),
-      h('tbody', {}, rows))), problemSection);
+      h('tbody', {}, rows))), problemSection, discovered);
+}
+
+/**
+ * Topologies known only from their stored requests (ingested over OTLP):
+ * listed beside the served ones, each drawn from the paths it walked.
+ */
+async function discoveredSection() {
+  const body = await get('/v1/discovered');
+  const list = listOf(body, 'topologies');
+  if (!list.length) return null;
+  const rows = list.map((t) => {
+    const id = t.topology_id;
+    const q = encodeURIComponent(id);
+    return h('tr', { testid: 'discovered-row', 'data-topology': id },
+      h('th', { scope: 'row' }, h('a', { href: `#/discovered/${q}` }, id)),
+      h('td', {}, (t.versions || []).join(', ') || '–'),
+      h('td', { class: 'num' }, String(t.requests)),
+      h('td', { class: 'num' }, `${Number(t.latency_p95_ms).toFixed(1)} ms`),
+      h('td', {},
+        h('a', { href: `#/traces?topology=${q}`, 'aria-label': `Traces of ${id}` }, 'traces'), ' · ',
+        h('a', { href: `#/reports?topology=${q}`, 'aria-label': `Cost and latency of ${id}` }, 'reports')),
+    );
+  });
+  return h('section', { 'aria-labelledby': 'discovered-h', testid: 'discovered' },
+    h('h2', { id: 'discovered-h' }, 'Discovered topologies'),
+    h('p', { class: 'muted' }, 'Pipelines Glassbox does not run, from the traces they export over OTLP (POST /v1/traces).'),
+    h('div', { class: 'table-wrap' },
+      h('table', { testid: 'discovered-table' },
+        h('caption', { class: 'visually-hidden' }, 'Discovered topologies'),
+        h('thead', {}, h('tr', {},
+          h('th', { scope: 'col' }, 'Topology'), h('th', { scope: 'col' }, 'Versions'),
+          h('th', { scope: 'col', class: 'num' }, 'Requests'), h('th', { scope: 'col', class: 'num' }, 'P95 latency'),
+          h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Links')))),
+        h('tbody', {}, rows))));
+}
+
+/** One discovered topology: the nodes and edges its requests walked. */
+export async function discoveredPage(view, id) {
+  const d = await get(`/v1/discovered/graph?topology=${encodeURIComponent(id)}`);
+  const q = encodeURIComponent(id);
+  const nodes = listOf(d.nodes, 'nodes');
+  const edges = listOf(d.edges, 'edges');
+  view.append(
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/' }, 'Topologies'), ' / '),
+    title(id, h('span', { class: 'version' }, `@${(d.versions || []).join(', ')}`)),
+    h('p', { class: 'lead' }, `Discovered from ${d.requests} stored requests: each step seen, and how many requests ran it.`),
+    h('p', {}, h('a', { href: `#/traces?topology=${q}` }, 'Traces of this topology'),
+      ' · ', h('a', { href: `#/reports?topology=${q}` }, 'Cost and latency')),
+  );
+  const gnodes = nodes.map((n) => {
+    const models = (n.models || []).join(', ');
+    return {
+      id: n.id,
+      type: n.type,
+      sub: `${n.requests} of ${d.requests} requests${models ? ` · ${models}` : ''}`,
+      title: `${n.id}: ${n.type}, in ${n.requests} of ${d.requests} requests${models ? `, ${models}` : ''}`,
+    };
+  });
+  const gedges = edges.map((e) => ({
+    from: e.from, to: e.to, condition: e.why === 'parent span' ? null : (e.why === 'ran after' ? 'then' : e.why),
+  }));
+  view.append(h('section', { 'aria-labelledby': 'graph-h' },
+    h('h2', { id: 'graph-h' }, 'Graph'),
+    h('div', { class: 'graph-wrap' },
+      drawGraph({ nodes: gnodes, edges: gedges, label: `Graph of ${id}: ${nodes.length} nodes, ${edges.length} edges`, testid: 'topology-graph' }))));
+  view.append(h('section', { 'aria-labelledby': 'nodes-h' },
+    h('h2', { id: 'nodes-h' }, 'Nodes'),
+    h('div', { class: 'table-wrap' }, h('table', { testid: 'node-table' },
+      h('thead', {}, h('tr', {}, ['Node', 'Type', 'Requests', 'Spans', 'Models'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, nodes.map((n) => h('tr', {},
+        h('th', { scope: 'row' }, h('code', {}, n.id)),
+        h('td', {}, n.type),
+        h('td', { class: 'num' }, String(n.requests)),
+        h('td', { class: 'num' }, String(n.spans)),
+        h('td', {}, (n.models || []).join(', ') || '–'))))))));
 }
 
 export async function topologyPage(view, id) {

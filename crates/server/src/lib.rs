@@ -66,7 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Extension};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post, put};
@@ -166,6 +166,10 @@ impl Server {
             }
             None => None,
         };
+        let mut config = config;
+        if config.ingest.held_dir.is_none() {
+            config.ingest.held_dir = api::otlp::default_held_dir(&store);
+        }
         let config = Arc::new(config);
         let url = store.clone();
         let (writer, readers) = tokio::task::spawn_blocking(move || {
@@ -248,6 +252,7 @@ impl Server {
             .map_err(blocking_error)?;
         }
         let readers = Arc::new(ReadPool::new(readers));
+        let (ingest, replayed) = api::otlp::open_receiver(&config, &readers, &mut notes).await?;
         let alerts = Arc::new(alerts::AlertBoard::new(
             config.alerts.clone(),
             readers.clone(),
@@ -273,7 +278,9 @@ impl Server {
             alerts,
             gpus,
             pool,
+            ingest,
         };
+        api::otlp::store_replayed(&state, replayed);
         Ok(Server {
             state,
             listener,
@@ -312,6 +319,7 @@ impl Server {
         let stop = glassbox_engine::CancellationToken::new();
         let poller = tokio::spawn(poll(state.clone(), self.poll_interval, stop.clone()));
         let drift = tokio::spawn(alerts::run_periodically(state.alerts.clone(), stop.clone()));
+        let expiry = tokio::spawn(api::otlp::expire_periodically(state.clone(), stop.clone()));
         let gpu_sampler = tokio::spawn(gpu_monitor::run_periodically(
             state.gpus.clone(),
             stop.clone(),
@@ -335,6 +343,7 @@ impl Server {
         stop.cancel();
         let _ = poller.await;
         let _ = drift.await;
+        let _ = expiry.await;
         let _ = gpu_sampler.await;
         let writer = state.writer.clone();
         let stats = tokio::task::spawn_blocking(move || writer.close())
@@ -427,6 +436,11 @@ pub fn router(state: AppState) -> Router {
             .route("/v1/topologies", get(topologies::list_topologies))
             .route("/v1/topologies/{id}", get(topologies::get_topology))
             .route("/v1/topologies/{id}/versions", get(versions::list_versions))
+            .route("/v1/discovered", get(api::discovered::list_discovered))
+            .route(
+                "/v1/discovered/graph",
+                get(api::discovered::discovered_graph),
+            )
             .route("/v1/traces", get(traces::list_traces))
             .route("/v1/traces/{request_id}", get(traces::get_trace))
             .route("/v1/traces/{a}/diff/{b}", get(traces::diff_traces))
@@ -444,7 +458,6 @@ pub fn router(state: AppState) -> Router {
         &[Scope::Run],
         Router::new()
             .route("/v1/traces", post(api::otlp::export))
-            .layer(Extension(api::otlp::receiver(&state)))
             .layer(DefaultBodyLimit::max(state.config.ingest.max_body_bytes)),
     );
     let models = guarded(

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::api::{
-    alerts, cluster, compare, gpus, openai, otlp, reports, runs, system, topologies, traces,
-    versions,
+    alerts, cluster, compare, discovered, gpus, openai, otlp, reports, runs, system, topologies,
+    traces, versions,
 };
 use crate::error::{ErrorBody, ErrorDetail};
 
@@ -44,6 +44,8 @@ impl Modify for Security {
         runs::create_run,
         topologies::list_topologies,
         topologies::get_topology,
+        discovered::list_discovered,
+        discovered::discovered_graph,
         versions::list_versions,
         versions::set_split,
         versions::promote,

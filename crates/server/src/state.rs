@@ -41,6 +41,9 @@ pub struct AppState {
     /// The worker pool (`glassbox serve --cluster`), kept in step with etcd
     /// by the caller; `None` on a single server.
     pub pool: Option<glassbox_cluster::Pool>,
+    /// The OTLP receiver (`POST /v1/traces`): spans held for their root,
+    /// and their log.
+    pub ingest: Arc<glassbox_ingest::Receiver>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -31,6 +31,13 @@ use serde::{Deserialize, Serialize};
 use crate::record::PathRecord;
 use crate::span::SpanRecord;
 
+/// The `why` of a path edge from a span to a span it encloses (ingested
+/// traces: a parent span and its child). The parent did not wait for the
+/// child to *start*, it waited for it to *end*: the walk goes down into the
+/// enclosed child that ended last, and a child that waited for no sibling
+/// started when its parent's predecessors had finished.
+pub const ENCLOSES: &str = "parent span";
+
 /// One node on the critical path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CriticalStep {
@@ -155,9 +162,22 @@ pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> C
         }
         path.edges
             .iter()
-            .filter(|e| &*e.to == id && times.contains_key(&*e.from))
+            .filter(|e| &*e.to == id && e.why != ENCLOSES && times.contains_key(&*e.from))
             .map(|e| fallback_of(&e.from).unwrap_or(&e.from))
             .collect()
+    };
+    let enclosed = |id: &str| -> Vec<&str> {
+        path.edges
+            .iter()
+            .filter(|e| &*e.from == id && e.why == ENCLOSES && times.contains_key(&*e.to))
+            .map(|e| &*e.to)
+            .collect()
+    };
+    let encloser = |id: &str| -> Option<&str> {
+        path.edges
+            .iter()
+            .find(|e| &*e.to == id && e.why == ENCLOSES && times.contains_key(&*e.from))
+            .map(|e| &*e.from)
     };
     let mut chain: Vec<&str> = Vec::new();
     let mut current = latest(&times, times.keys().copied());
@@ -166,7 +186,18 @@ pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> C
             break; // a path is a DAG; never loop on a damaged record
         }
         chain.push(id);
-        current = latest(&times, preds(id).into_iter());
+        current = latest(&times, enclosed(id).into_iter())
+            .or_else(|| latest(&times, preds(id).into_iter()));
+        // Waited for no one inside its encloser: it started when the
+        // encloser's own predecessors had finished.
+        let mut at = id;
+        while current.is_none() {
+            let Some(outer) = encloser(at).filter(|o| chain.contains(o)) else {
+                break;
+            };
+            current = latest(&times, preds(outer).into_iter());
+            at = outer;
+        }
     }
     chain.reverse();
 

@@ -220,3 +220,41 @@ fn records_without_spans_use_the_path_times_and_empty_paths_are_empty() {
         CriticalPath::default()
     );
 }
+
+fn encloses(from: &str, to: &str) -> PathEdge {
+    PathEdge {
+        why: ENCLOSES.into(),
+        ..edge(from, to, true)
+    }
+}
+
+#[test]
+fn an_ingested_parent_span_waits_for_its_children_to_end() {
+    // An ingested trace: `answer` encloses `prep` and `work`; `work`
+    // encloses `fetch` then `llm` (ran after it), and `work` ran after `prep`.
+    let path = PathRecord {
+        nodes: vec![
+            node("answer", Some((0, 1000))),
+            node("prep", Some((5, 100))),
+            node("work", Some((110, 990))),
+            node("fetch", Some((120, 300))),
+            node("llm", Some((310, 980))),
+        ],
+        edges: vec![
+            encloses("answer", "prep"),
+            encloses("answer", "work"),
+            edge("prep", "work", true),
+            encloses("work", "fetch"),
+            encloses("work", "llm"),
+            edge("fetch", "llm", true),
+        ],
+    };
+    let cp = critical_path(&path, &spans_of(&path));
+    // Not just the root that ended last: the chain inside it, first to last.
+    assert_eq!(names(&cp), ["prep", "fetch", "llm", "work", "answer"]);
+    let added: Vec<u64> = cp.steps.iter().map(|s| s.added_us).collect();
+    assert_eq!(added, [100, 200, 680, 10, 10]);
+    assert_eq!(added.iter().sum::<u64>(), cp.end_us);
+    assert_eq!(cp.dominant().map(|s| &*s.node), Some("llm"));
+    assert!(cp.off_path.is_empty());
+}

@@ -40,7 +40,7 @@ pub mod sink;
 pub mod span;
 pub mod tokens;
 
-pub use critical::{CriticalPath, CriticalStep, critical_path};
+pub use critical::{CriticalPath, CriticalStep, ENCLOSES, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;

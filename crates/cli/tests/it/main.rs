@@ -14,6 +14,7 @@ mod deploy;
 mod doctor;
 mod durable;
 mod fixtures;
+mod ingest;
 mod plan;
 mod portability;
 mod props;

@@ -29,7 +29,7 @@ const NOW: u64 = T0 / 1000;
 fn an_openinference_rag_trace_becomes_a_request_with_an_exact_receipt() {
     let body = export("shop-bot", Some("1.4.0"), rag(1)).encode_to_vec();
     let req = decode(Encoding::Protobuf, &body).unwrap();
-    let out = receiver().accept(req, NOW);
+    let out = receiver().accept(req, NOW).unwrap();
     assert_eq!((out.built.len(), out.held, out.rejected), (1, 0, 0));
     let b = &out.built[0];
     let r = &b.record;
@@ -127,8 +127,8 @@ fn a_genai_trace_in_json_says_what_was_not_recorded() {
         &export("weather", None, genai(2)).encode_to_vec(),
     )
     .unwrap();
-    let a = receiver().accept(from_json, NOW);
-    let b = receiver().accept(from_pb, NOW);
+    let a = receiver().accept(from_json, NOW).unwrap();
+    let b = receiver().accept(from_pb, NOW).unwrap();
     assert_eq!(a.built.len(), 1);
     let (ra, rb) = (&a.built[0].record, &b.built[0].record);
     assert_eq!(ra.receipt, rb.receipt);
@@ -153,15 +153,19 @@ fn a_trace_in_pieces_waits_for_its_root_and_late_spans_are_refused() {
     let rx = receiver();
     let mut spans = rag(3);
     let root = spans.remove(0);
-    let first = rx.accept(export("shop-bot", None, spans), NOW);
+    let first = rx.accept(export("shop-bot", None, spans), NOW).unwrap();
     assert_eq!((first.built.len(), first.held), (0, 2));
     assert_eq!(rx.pending_spans(), 2);
-    let second = rx.accept(export("shop-bot", None, vec![root]), NOW + 1000);
+    let second = rx
+        .accept(export("shop-bot", None, vec![root]), NOW + 1000)
+        .unwrap();
     assert_eq!(second.built.len(), 1);
     assert_eq!(second.built[0].spans.len(), 3);
     assert_eq!(rx.pending_spans(), 0);
     let late = span(3, 9, Some(1), "late", (950, 960), vec![]);
-    let third = rx.accept(export("shop-bot", None, vec![late]), NOW + 2000);
+    let third = rx
+        .accept(export("shop-bot", None, vec![late]), NOW + 2000)
+        .unwrap();
     assert_eq!((third.built.len(), third.rejected), (0, 1));
     assert!(
         third.reasons[0].contains("arrived after its trace"),
@@ -179,7 +183,12 @@ fn a_rootless_trace_is_stored_partial_after_the_hold() {
     let rx = receiver();
     let mut spans = rag(4);
     spans.remove(0);
-    assert_eq!(rx.accept(export("shop-bot", None, spans), NOW).held, 2);
+    assert_eq!(
+        rx.accept(export("shop-bot", None, spans), NOW)
+            .unwrap()
+            .held,
+        2
+    );
     assert!(rx.expire(NOW + 4_000_000).is_empty());
     let built = rx.expire(NOW + 5_000_000);
     assert_eq!(built.len(), 1);
@@ -205,7 +214,7 @@ fn bad_bodies_are_named() {
     // Spans with malformed ids are refused one by one, the rest kept.
     let mut spans = rag(5);
     spans[1].span_id = vec![1, 2, 3];
-    let out = receiver().accept(export("x", None, spans), NOW);
+    let out = receiver().accept(export("x", None, spans), NOW).unwrap();
     assert_eq!(out.rejected, 1);
     assert!(out.reasons[0].contains("span id has 3 bytes"));
     assert_eq!(out.built[0].spans.len(), 2);
@@ -225,7 +234,9 @@ fn failed_root_fails_the_request_and_discovery_merges_paths() {
         message: "upstream failed".into(),
         code: 2,
     });
-    let out = rx.accept(export("shop-bot", Some("2"), [a, b].concat()), NOW);
+    let out = rx
+        .accept(export("shop-bot", Some("2"), [a, b].concat()), NOW)
+        .unwrap();
     assert_eq!(out.built.len(), 2);
     let ok = &out.built[0].record;
     assert_eq!(ok.status, RequestStatus::Ok);
@@ -251,4 +262,99 @@ fn failed_root_fails_the_request_and_discovery_merges_paths() {
             .iter()
             .any(|e| e.from == "rag" && e.to == "ChatCompletion" && e.requests == 2)
     );
+}
+
+fn logged(dir: &std::path::Path, stored: &[u128]) -> (Receiver, Vec<glassbox_ingest::Built>) {
+    let settings = IngestSettings {
+        hold_secs: 5,
+        prices: serde_json::from_str(PRICES).unwrap(),
+        ..IngestSettings::default()
+    };
+    Receiver::with_log(&settings, dir, &mut |id| stored.contains(&id)).unwrap()
+}
+
+/// Segment files of the held-span log in `dir`.
+fn segments(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "held")
+        })
+        .count()
+}
+
+#[test]
+fn held_spans_are_logged_before_the_answer_and_survive_a_new_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rx, replayed) = logged(dir.path(), &[]);
+    assert!(replayed.is_empty());
+    let mut spans = rag(5);
+    let root = spans.remove(0);
+    let trace = u128::from_be_bytes(root.trace_id.clone().try_into().unwrap());
+    assert_eq!(
+        rx.accept(export("shop-bot", Some("2"), spans), NOW)
+            .unwrap()
+            .held,
+        2
+    );
+    assert_eq!(segments(dir.path()), 1);
+    // One process at a time: a second receiver on the same log is refused
+    // (the server then holds in memory only, with a note: not a crash).
+    let settings = IngestSettings::default();
+    let err = Receiver::with_log(&settings, dir.path(), &mut |_| false).unwrap_err();
+    assert_eq!(err.code(), "held_log_failed");
+    assert!(err.log_in_use());
+    assert!(err.to_string().contains("own `[ingest] held_dir`"), "{err}");
+    // The process is gone without a word (nothing drained, nothing
+    // committed); a new receiver on the same log holds the spans again.
+    drop(rx);
+    let (rx, replayed) = logged(dir.path(), &[]);
+    assert!(replayed.is_empty());
+    assert_eq!(rx.pending_spans(), 2);
+    let done = rx
+        .accept(export("shop-bot", Some("2"), vec![root]), NOW + 1000)
+        .unwrap();
+    assert_eq!(done.built.len(), 1);
+    assert_eq!(done.built[0].spans.len(), 3);
+    assert_eq!(&*done.built[0].record.version, "2");
+    // Committed: retired, the segment is gone.
+    rx.committed(&[trace]).unwrap();
+    assert_eq!(segments(dir.path()), 0);
+}
+
+#[test]
+fn a_replayed_trace_already_in_the_store_is_not_held_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rx, _) = logged(dir.path(), &[]);
+    let mut spans = rag(6);
+    let root = spans.remove(0);
+    let trace = u128::from_be_bytes(root.trace_id.clone().try_into().unwrap());
+    rx.accept(export("shop-bot", None, spans), NOW).unwrap();
+    // Stored, but the process died before it retired the spans.
+    drop(rx);
+    let (rx, _) = logged(dir.path(), &[trace]);
+    assert_eq!(rx.pending_spans(), 0);
+    assert_eq!(segments(dir.path()), 0);
+}
+
+#[test]
+fn spans_pushed_out_on_replay_come_back_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rx, _) = logged(dir.path(), &[]);
+    let mut spans = rag(7);
+    spans.remove(0);
+    rx.accept(export("shop-bot", None, spans), NOW).unwrap();
+    drop(rx);
+    let settings = IngestSettings {
+        max_pending_spans: 1,
+        ..IngestSettings::default()
+    };
+    let (rx, built) = Receiver::with_log(&settings, dir.path(), &mut |_| false).unwrap();
+    assert_eq!(built.len(), 1);
+    assert_eq!(built[0].spans.len(), 2);
+    assert_eq!(rx.pending_spans(), 0);
 }

@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod body;
 pub mod cluster;
 pub mod compare;
+pub mod discovered;
 pub mod extract;
 pub mod gpus;
 pub mod openai;

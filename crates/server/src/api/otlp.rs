@@ -9,30 +9,34 @@
 //! the same encoding. With `[store] durability = "commit"` (the default)
 //! the answer waits until every trace the export completed has committed,
 //! as a run's answer does; spans still waiting for their root span are
-//! held in memory (`[ingest] hold_secs`) and acknowledged as held.
+//! held in memory (`[ingest] hold_secs`), written to the held-span log
+//! (`glassbox_ingest::held`) before the answer, and retired from it once
+//! their trace has committed: no acknowledged span is lost to a crash.
 
-use std::sync::{Arc, Weak};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use glassbox_ingest::{Built, Encoding, IngestError, Receiver};
-use glassbox_store::Durable;
-use glassbox_trace::TraceSink;
+use glassbox_store::{Durable, StoreUrl};
+use glassbox_trace::{RequestId, TraceSink};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::service::durable::all_committed;
 use crate::state::AppState;
 
-/// The receiver shared by every export (an extension on the route).
+/// The receiver shared by every export (in the server's state).
 pub type Shared = Arc<Receiver>;
 
 fn refused(e: &IngestError) -> ApiError {
     let status = match e {
         IngestError::MediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         IngestError::Decode { .. } => StatusCode::BAD_REQUEST,
+        IngestError::HeldLog { .. } => StatusCode::SERVICE_UNAVAILABLE,
     };
     ApiError::new(status, e.code(), e.to_string())
 }
@@ -75,7 +79,6 @@ fn store(state: &AppState, built: Vec<Built>, tickets: bool) -> Vec<Option<Durab
 )]
 pub async fn export(
     State(state): State<AppState>,
-    Extension(receiver): Extension<Shared>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -100,11 +103,20 @@ pub async fn export(
         .unwrap_or("");
     let encoding = Encoding::from_content_type(content_type).map_err(|e| refused(&e))?;
     let request = glassbox_ingest::decode(encoding, &body).map_err(|e| refused(&e))?;
-    let mut export = receiver.accept(request, glassbox_trace::unix_micros_now());
+    let receiver = &state.ingest;
+    let mut export = receiver
+        .accept(request, glassbox_trace::unix_micros_now())
+        .map_err(|e| refused(&e))?;
     let answer = export.response(encoding);
     let built = std::mem::take(&mut export.built);
+    let ids = trace_ids(&built);
     let tickets = store(&state, built, true);
     all_committed(tickets).await?;
+    // Spans this export completed that earlier exports had held: retired
+    // from the held-span log now that they are in the store. (With
+    // `durability = "async"` nothing is awaited, and they are retired at
+    // once, as promised by that setting.)
+    receiver.committed(&ids).map_err(|e| refused(&e))?;
     let mut response = (StatusCode::OK, answer).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -113,24 +125,98 @@ pub async fn export(
     Ok(response)
 }
 
-/// The receiver for a server, and (on a runtime) a task that stores the
-/// traces whose root never came, once they have waited `hold_secs`. The
-/// task ends when the router holding the receiver is dropped.
-pub fn receiver(state: &AppState) -> Shared {
-    let shared = Arc::new(Receiver::new(&state.config.ingest));
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        let weak: Weak<Receiver> = Arc::downgrade(&shared);
-        let state = state.clone();
-        rt.spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let Some(rx) = weak.upgrade() else { return };
-                let expired = rx.expire(glassbox_trace::unix_micros_now());
-                if !expired.is_empty() {
-                    store(&state, expired, false);
-                }
-            }
-        });
+fn trace_ids(built: &[Built]) -> Vec<u128> {
+    built.iter().map(|b| b.record.request_id.0).collect()
+}
+
+/// Where held spans are logged when `[ingest] held_dir` is unset: beside a
+/// SQLite store, else in the user's data directory.
+pub fn default_held_dir(store: &StoreUrl) -> Option<PathBuf> {
+    match store {
+        StoreUrl::Sqlite(path) => {
+            let mut name = path.file_name()?.to_os_string();
+            name.push(".ingest-held");
+            Some(path.with_file_name(name))
+        }
+        StoreUrl::Postgres(_) => glassbox_store::default_sqlite_path()
+            .ok()
+            .and_then(|p| Some(p.parent()?.join("ingest-held"))),
     }
-    shared
+}
+
+/// The server's receiver, with its held-span log opened and replayed:
+/// spans an earlier process acknowledged and held are held again (except
+/// traces already in the store); traces the replay completes come back to
+/// be stored ([`store_replayed`]). When another process on this machine
+/// has the log open (a second server or a `glassbox worker` on the same
+/// store), this one holds spans in memory only, and says so in `notes`.
+pub async fn open_receiver(
+    config: &crate::Config,
+    readers: &Arc<crate::state::ReadPool>,
+    notes: &mut Vec<String>,
+) -> Result<(Shared, Vec<Built>), crate::error::ServerError> {
+    let settings = config.ingest.clone();
+    let Some(dir) = settings.held_dir.clone() else {
+        return Ok((Arc::new(Receiver::new(&settings)), Vec::new()));
+    };
+    let readers = readers.clone();
+    let opened = tokio::task::spawn_blocking(move || {
+        let mut stored = |id: u128| readers.with(|s| matches!(s.get(RequestId(id)), Ok(Some(_))));
+        Receiver::with_log(&settings, &dir, &mut stored)
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    match opened {
+        Ok((receiver, built)) => Ok((Arc::new(receiver), built)),
+        Err(e) if e.log_in_use() => {
+            notes.push(format!(
+                "{e}; OTLP spans waiting for their root span are kept in memory only by this process"
+            ));
+            Ok((Arc::new(Receiver::new(&config.ingest)), Vec::new()))
+        }
+        Err(e) => Err(std::io::Error::other(e.to_string()).into()),
+    }
+}
+
+/// Stores traces that were held and are now built (replayed at start, or
+/// waited too long for their root), and retires their spans from the
+/// held-span log once they have committed.
+fn store_held(state: &AppState, receiver: &Shared, built: Vec<Built>) {
+    if built.is_empty() {
+        return;
+    }
+    let ids = trace_ids(&built);
+    let tickets = store(state, built, true);
+    let receiver = receiver.clone();
+    let retire = async move {
+        if all_committed(tickets).await.is_ok() {
+            let _ = receiver.committed(&ids);
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn(retire);
+        }
+        // No runtime (never in the server): left in the log, replayed
+        // and found stored at the next start.
+        Err(_) => drop(retire),
+    }
+}
+
+/// Stores what the held-span log's replay built (at start).
+pub fn store_replayed(state: &AppState, built: Vec<Built>) {
+    store_held(state, &state.ingest, built);
+}
+
+/// Stores the traces whose root never came, once they have waited
+/// `hold_secs`, every second until `stop`.
+pub async fn expire_periodically(state: AppState, stop: glassbox_engine::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let expired = state.ingest.expire(glassbox_trace::unix_micros_now());
+        store_held(&state, &state.ingest, expired);
+    }
 }

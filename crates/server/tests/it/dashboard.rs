@@ -848,3 +848,77 @@ fn gpu_page_shows_what_the_gpu_monitor_read() {
     let problems = b.problems();
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// One OTLP/JSON export: `n` traces of a small RAG app (`shop-bot`), each
+/// a root chain, a retriever and a model call.
+fn otlp_export(n: u32) -> String {
+    let now_ns = u128::from(glassbox_trace::unix_micros_now()) * 1000;
+    let span = |t: u32, id: u8, parent: Option<u8>, name: &str, kind: &str, ms: (u128, u128)| {
+        let parent = parent.map_or(String::new(), |p| format!(r#""parentSpanId":"{p:016x}","#));
+        format!(
+            r#"{{"traceId":"{:032x}","spanId":"{id:016x}",{parent}"name":"{name}","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{{"key":"openinference.span.kind","value":{{"stringValue":"{kind}"}}}}]}}"#,
+            0xd15c_0000_u128 + u128::from(t),
+            now_ns + ms.0 * 1_000_000,
+            now_ns + ms.1 * 1_000_000,
+        )
+    };
+    let spans: Vec<String> = (0..n)
+        .flat_map(|t| {
+            [
+                span(t, 1, None, "answer", "CHAIN", (0, 300)),
+                span(t, 2, Some(1), "retrieve", "RETRIEVER", (5, 50)),
+                span(t, 3, Some(1), "ChatCompletion", "LLM", (60, 290)),
+            ]
+        })
+        .collect();
+    format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"shop-bot"}}}},{{"key":"service.version","value":{{"stringValue":"1.4.0"}}}}]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    )
+}
+
+#[test]
+fn discovered_topologies_are_listed_beside_served_ones_and_drawn() {
+    let mut f = Fixture::start();
+    let r = f.server.post("/v1/traces", None, &otlp_export(3));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let list = get_json(&f.server, "/v1/discovered");
+    let ids: Vec<&str> = list["topologies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["topology_id"].as_str().unwrap())
+        .collect();
+    // The served topology is not "discovered"; the ingested one is.
+    assert_eq!(ids, ["shop-bot/answer"]);
+    assert_eq!(list["topologies"][0]["requests"], 3);
+
+    f.open("#/");
+    f.browser.wait_for(
+        "document.querySelector('[data-testid=discovered-row][data-topology=\"shop-bot/answer\"]')",
+        "the discovered topology in the list",
+    );
+    assert_eq!(f.count("[data-testid=topology-row]"), 1);
+    f.assert_clean("topologies with a discovered one");
+
+    f.open("#/discovered/shop-bot%2Fanswer");
+    let mut nodes = f.texts("[data-testid=graph-node]", Some("data-node"));
+    nodes.sort();
+    assert_eq!(nodes, ["ChatCompletion", "answer", "retrieve"]);
+    let edges = f.texts("[data-testid=graph-edge]", Some("data-from"));
+    assert!(edges.len() >= 2, "{edges:?}");
+    let rows = f.texts("[data-testid=node-table] tbody tr", None);
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("retriever") && r.contains('3')),
+        "{rows:?}"
+    );
+    f.assert_clean("discovered topology");
+
+    // Its traces and reports pages work as for a served topology.
+    f.open("#/traces?topology=shop-bot%2Fanswer");
+    assert_eq!(f.count("[data-testid=trace-row]"), 3);
+    f.assert_clean("traces of a discovered topology");
+    f.open("#/reports?topology=shop-bot%2Fanswer");
+    f.assert_clean("reports of a discovered topology");
+}

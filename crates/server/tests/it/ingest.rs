@@ -272,6 +272,10 @@ fn a_real_instrumented_app_gets_receipts_explanations_and_a_graph() {
     );
     let mut c = config(r#"{"models": {"chat": {"input": "0.10", "output": "0.40"}}}"#);
     c.add_env_key("py-key");
+    // The LangChain spans end (and are exported) while the model call runs,
+    // and wait for their root; on a busy machine a debug build's model call
+    // can take longer than the default 30 s hold.
+    c.ingest.hold_secs = 600;
     let s = TestServer::start(&[("chat.yaml", CHAT)], c);
     let out = Command::new(&python)
         .arg(root.join("tests/python/otel_app.py"))
@@ -350,4 +354,147 @@ fn a_real_instrumented_app_gets_receipts_explanations_and_a_graph() {
         assert!(graph.contains(node), "{node} missing:\n{graph}");
     }
     assert!(graph.contains("2 of 2 requests"), "{graph}");
+}
+
+/// OTLP/JSON spans of trace `t` of `shop-bot`, starting `ago_s` seconds
+/// ago: with `retrieve` the RAG path, without it a direct answer.
+fn traced(t: u32, ago_s: u64, retrieve: bool, llm_ms: u64) -> Vec<String> {
+    let start_ns = u128::from(glassbox_trace::unix_micros_now() - ago_s * 1_000_000) * 1000;
+    let span = |id: u8, parent: Option<u8>, name: &str, kind: &str, ms: (u64, u64), extra: &str| {
+        let parent = parent.map_or(String::new(), |p| format!(r#""parentSpanId":"{p:016x}","#));
+        format!(
+            r#"{{"traceId":"{:032x}","spanId":"{id:016x}",{parent}"name":"{name}","startTimeUnixNano":"{}","endTimeUnixNano":"{}","attributes":[{{"key":"openinference.span.kind","value":{{"stringValue":"{kind}"}}}}{extra}]}}"#,
+            0xa1e7_0000_u128 + u128::from(t),
+            start_ns + u128::from(ms.0) * 1_000_000,
+            start_ns + u128::from(ms.1) * 1_000_000,
+        )
+    };
+    let llm = r#",{"key":"llm.model_name","value":{"stringValue":"gpt-4o-mini"}},{"key":"llm.token_count.prompt","value":{"intValue":"1000"}},{"key":"llm.token_count.completion","value":{"intValue":"100"}}"#;
+    let mut spans = vec![span(1, None, "answer", "CHAIN", (0, 40 + llm_ms), "")];
+    let mut at = 0;
+    if retrieve {
+        spans.push(span(2, Some(1), "retrieve", "RETRIEVER", (2, 30), ""));
+        at = 30;
+    }
+    spans.push(span(
+        3,
+        Some(1),
+        "ChatCompletion",
+        "LLM",
+        (at + 2, at + 2 + llm_ms),
+        llm,
+    ));
+    spans
+}
+
+fn json_export(spans: &[String]) -> Vec<u8> {
+    format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"shop-bot"}}}}]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    )
+    .into_bytes()
+}
+
+/// Item 2 of issue #35: path mix, reports, critical path, trace diff and
+/// drift alerts work on a discovered topology as on a served one.
+#[test]
+fn a_discovered_topology_gets_path_mix_reports_critical_path_diffs_and_alerts() {
+    let s = TestServer::start(&[], config(PRICES));
+    // Yesterday's baseline: 60 requests, all retrieving. The last hour: 60
+    // requests, none retrieving, and a slower model.
+    let mut spans = Vec::new();
+    for t in 0..60 {
+        spans.extend(traced(t, 3 * 3600 + u64::from(t), true, 200));
+    }
+    for t in 60..120 {
+        spans.extend(traced(t, 600 + u64::from(t), false, 900));
+    }
+    let (status, _, answer) = post_otlp(
+        &s,
+        "application/json",
+        Some("writer-key"),
+        &json_export(&spans),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let topo = "shop-bot/answer";
+
+    // Path mix and critical path in the summary report.
+    let r = s.get(
+        &format!("/v1/reports/summary?topology={topo}&since=2d"),
+        Some("reader-key"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let g = &r.json()["groups"][0];
+    assert_eq!(g["requests"], 120);
+    let mut paths: Vec<(String, u64)> = g["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["key"].as_str().unwrap().to_string(),
+                p["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            ("answer>ChatCompletion".to_string(), 60),
+            ("answer>retrieve>ChatCompletion".to_string(), 60)
+        ]
+    );
+    let critical: Vec<&str> = g["critical_path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["node"].as_str().unwrap())
+        .collect();
+    assert!(critical.contains(&"ChatCompletion"), "{critical:?}");
+    // Costs add up per node: 1000 × 0.15 + 100 × 0.60 per million tokens.
+    assert!(
+        (g["cost_total"].as_f64().unwrap() - 120.0 * 0.00021).abs() < 1e-9,
+        "{g}"
+    );
+
+    // One request's critical path.
+    let a = format!("{:032x}", 0xa1e7_0000_u128);
+    let b = format!("{:032x}", 0xa1e7_0000_u128 + 60);
+    let detail = s.get(&format!("/v1/traces/{a}"), Some("reader-key")).json();
+    let on_path: Vec<&str> = detail["critical_path"]["steps"]
+        .as_array()
+        .map(|steps| steps.iter().filter_map(|st| st["node"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        on_path.contains(&"ChatCompletion"),
+        "{}",
+        detail["critical_path"]
+    );
+
+    // Two requests side by side: where the paths parted.
+    let d = s.get(&format!("/v1/traces/{a}/diff/{b}"), Some("reader-key"));
+    assert_eq!(d.status, 200, "{}", d.text);
+    let explanation = d.json()["explanation"].as_str().unwrap().to_string();
+    assert!(explanation.contains("retrieve"), "{explanation}");
+
+    // Drift alerts: the path mix moved, and the model got slower.
+    let alerts = s.get("/v1/alerts?fresh=true", Some("reader-key")).json();
+    let kinds: Vec<(String, String)> = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["topology"] == topo)
+        .map(|a| {
+            (
+                a["kind"].as_str().unwrap().to_string(),
+                a["node"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(kinds.iter().any(|(k, _)| k == "route_shift"), "{kinds:?}");
+    assert!(
+        kinds.contains(&("p99_regression".to_string(), "ChatCompletion".to_string())),
+        "{kinds:?}"
+    );
 }

@@ -6,6 +6,11 @@
 //! time and tokens per call. `glassbox_planner::pipeline::plan` scales
 //! that to the target rate with the what-ifs applied; this module gathers
 //! the profile and prints the plan.
+//!
+//! With `--discovered`, the argument is the id of a topology known only
+//! from its stored requests (ingested over OTLP): its nodes are the steps
+//! those requests ran, each sized as its kind suggests (model calls and
+//! embeddings on `gpu` with the model they recorded, the rest on `cpu`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -29,8 +34,13 @@ use crate::cmd::store::{StoreArg, store_error};
 
 #[derive(Debug, clap::Args)]
 pub struct PipelineArgs {
-    /// Topology file (JSON or YAML) whose stored traces to plan from.
+    /// Topology file (JSON or YAML) whose stored traces to plan from; with
+    /// `--discovered`, a topology id in the store.
     pub file: String,
+    /// FILE is the id of a discovered topology (`{service.name}/{root span}`
+    /// for traces ingested over OTLP), planned from its stored requests.
+    #[arg(long)]
+    pub discovered: bool,
     #[command(flatten)]
     pub store: StoreArg,
     /// Target requests per second (average).
@@ -93,6 +103,10 @@ fn pairs(flag: &str, items: &[String]) -> anyhow::Result<BTreeMap<String, String
 
 #[derive(Default)]
 struct Seen {
+    /// First seen (order of the discovered nodes), kind and model.
+    order: usize,
+    kind: String,
+    model: Option<String>,
     visits: u64,
     calls: u64,
     wall_us: u64,
@@ -104,14 +118,19 @@ struct Seen {
 
 /// The topology's measured traffic, from its most recent stored traces.
 fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
-    let registry = glassbox_nodes::registry();
-    let validated =
-        glassbox_topology::load_path(&a.file, &registry.kind_set()).map_err(topology_error)?;
-    let topology = validated.topology;
+    let topology = if a.discovered {
+        None
+    } else {
+        let registry = glassbox_nodes::registry();
+        let validated =
+            glassbox_topology::load_path(&a.file, &registry.kind_set()).map_err(topology_error)?;
+        Some(validated.topology)
+    };
+    let topology_id = topology.as_ref().map_or(a.file.clone(), |t| t.id.clone());
     let mut store = a.store.open()?;
     let query = ListQuery {
         filter: Filter {
-            topology: Some(topology.id.clone()),
+            topology: Some(topology_id.clone()),
             ..Filter::default()
         },
         sort: Sort::Recent,
@@ -130,7 +149,13 @@ fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
         requests += 1;
         let mut visited = BTreeSet::new();
         for span in &trace.spans {
-            let s = seen.entry(span.node.to_string()).or_default();
+            let order = seen.len();
+            let s = seen.entry(span.node.to_string()).or_insert_with(|| Seen {
+                order,
+                kind: span.kind.to_string(),
+                model: span.tags.get("model").cloned(),
+                ..Seen::default()
+            });
             if visited.insert(span.node.to_string()) {
                 s.visits += 1;
             }
@@ -144,20 +169,54 @@ fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
             s.output += span.usage.output_tokens.unwrap_or(0);
         }
     }
-    let nodes = topology
-        .nodes
-        .iter()
-        .map(|n| {
-            let s = seen.remove(&n.id).unwrap_or_default();
-            let calls = s.calls.max(1) as f64;
-            NodeProfile {
-                id: n.id.clone(),
-                kind: n.kind.clone(),
-                resource: match n.resource.kind {
+    // The nodes to size: the file's, or (discovered) those seen, in the
+    // order first seen, on the resource their kind suggests.
+    let declared: Vec<(String, String, Resource, Option<String>)> = match &topology {
+        Some(t) => t
+            .nodes
+            .iter()
+            .map(|n| {
+                let resource = match n.resource.kind {
                     ResourceKind::Cpu => Resource::Cpu,
                     ResourceKind::Gpu => Resource::Gpu,
-                },
-                model: n.resource.model.clone(),
+                };
+                (
+                    n.id.clone(),
+                    n.kind.clone(),
+                    resource,
+                    n.resource.model.clone(),
+                )
+            })
+            .collect(),
+        None => {
+            if requests == 0 {
+                return Err(crate::exit::Coded::invalid(format!(
+                    "no stored requests of topology `{topology_id}` (hint: `glassbox trace list` shows the topology ids stored; ingested ones are `{{service.name}}/{{root span}}`)"
+                )));
+            }
+            let mut seen_nodes: Vec<(&String, &Seen)> = seen.iter().collect();
+            seen_nodes.sort_by_key(|(_, s)| s.order);
+            seen_nodes
+                .into_iter()
+                .map(|(id, s)| {
+                    let on_gpu = matches!(s.kind.as_str(), "llm_inference" | "embedding")
+                        && s.model.is_some();
+                    let resource = if on_gpu { Resource::Gpu } else { Resource::Cpu };
+                    (id.clone(), s.kind.clone(), resource, s.model.clone())
+                })
+                .collect()
+        }
+    };
+    let nodes = declared
+        .into_iter()
+        .map(|(id, kind, resource, model)| {
+            let s = seen.remove(&id).unwrap_or_default();
+            let calls = s.calls.max(1) as f64;
+            NodeProfile {
+                id,
+                kind,
+                resource,
+                model,
                 reach: if requests == 0 {
                     0.0
                 } else {
@@ -176,7 +235,7 @@ fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
         })
         .collect();
     Ok(PipelineProfile {
-        topology: topology.id.clone(),
+        topology: topology_id,
         requests,
         nodes,
     })
