@@ -309,6 +309,7 @@ pub fn encode_span(
         SpanRole::Primary => ("primary", None),
         SpanRole::Fallback { replaces } => ("fallback", Some(replaces.to_string())),
         SpanRole::Rerun { by } => ("rerun", Some(by.to_string())),
+        SpanRole::Step { of } => ("step", Some(of.to_string())),
     };
     SpanRow {
         request_id: s.request_id,
@@ -400,6 +401,9 @@ pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
         },
         ("rerun", Some(r)) => SpanRole::Rerun {
             by: r.as_str().into(),
+        },
+        ("step", Some(r)) => SpanRole::Step {
+            of: r.as_str().into(),
         },
         (other, _) => return Err(StoreError::decode("spans.role", other)),
     };

@@ -272,6 +272,9 @@ pub fn render_table(outcome: &Outcome) -> String {
         &["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"],
         lines,
     ));
+    if let Ok(v) = &outcome.result {
+        out.push_str(&super::agent_steps::render(v));
+    }
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
 }

@@ -303,6 +303,10 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
             SpanRole::Primary => String::new(),
             SpanRole::Fallback { replaces } => format!("  (fallback for {replaces})"),
             SpanRole::Rerun { by } => format!("  (rerun by {by})"),
+            SpanRole::Step { .. } => match s.tags.get("iteration") {
+                Some(i) => format!("  ({} step, iteration {i})", s.kind),
+                None => format!("  ({} step)", s.kind),
+            },
         };
         let status = glassbox_store::row::status_str(s.status);
         let err = s
