@@ -292,7 +292,7 @@ impl Hit {
             tags,
             tokens: Default::default(),
             // Nothing ran: no steps.
-            steps: Vec::new(),
+            steps: Default::default(),
         }
     }
 }

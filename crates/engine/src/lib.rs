@@ -63,7 +63,7 @@ pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
 pub use options::ModelAsk;
 pub use outcome::{Outcome, Trace};
-pub use output::{NodeOutput, Step, Tokens, text_of};
+pub use output::{NodeOutput, Step, Steps, Tokens, text_of};
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};

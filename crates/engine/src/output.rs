@@ -30,7 +30,35 @@ pub struct NodeOutput {
     pub tokens: Tokens,
     /// The steps inside this attempt (an agent's model and tool calls),
     /// each recorded as its own span and itemised on the receipt.
-    pub steps: Vec<Step>,
+    pub steps: Steps,
+}
+
+/// A node's [`Step`]s: one pointer when there are none (most nodes), so
+/// outputs stay small.
+#[derive(Debug, Clone, Default)]
+// A thin pointer (a `Vec` is three words): `NodeOutput` is moved through
+// every attempt, and only agents have steps.
+#[allow(clippy::box_collection)]
+pub struct Steps(Option<Box<Vec<Step>>>);
+
+impl Steps {
+    pub fn push(&mut self, step: Step) {
+        self.0.get_or_insert_default().push(step);
+    }
+}
+
+impl From<Vec<Step>> for Steps {
+    fn from(steps: Vec<Step>) -> Steps {
+        Steps((!steps.is_empty()).then(|| Box::new(steps)))
+    }
+}
+
+impl std::ops::Deref for Steps {
+    type Target = [Step];
+
+    fn deref(&self) -> &[Step] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
 }
 
 /// One step inside a node's attempt: an agent's model call or tool call.

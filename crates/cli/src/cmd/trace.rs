@@ -340,7 +340,10 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
         let _ = writeln!(
             out,
             "  {:<14} {:>10} {:<16} × {:>10} = {:>10}",
-            l.node.to_string(),
+            match &l.step {
+                Some(step) => format!("{} ({step})", l.node),
+                None => l.node.to_string(),
+            },
             l.quantity.to_string(),
             l.unit.as_str(),
             l.unit_price.to_string(),

@@ -323,7 +323,7 @@ impl Inner {
             en: en.trim_end_matches('.').to_string(),
             zh: zh.trim_end_matches('。').to_string(),
         });
-        out.steps = spans;
+        out.steps = spans.into();
         Ok(out)
     }
 }
