@@ -101,6 +101,8 @@ struct AttemptEnd {
     usage: Usage,
     tags: Tags,
     output_summary: Arc<str>,
+    /// What the attempt's steps cost beyond the node's prices.
+    extra_cost: rust_decimal::Decimal,
 }
 
 impl SpanGuard {
@@ -117,7 +119,8 @@ impl SpanGuard {
         let cost = match self.cache {
             // Served from the cache: nothing ran, nothing is charged.
             Some(CacheMark::Hit) => rust_decimal::Decimal::ZERO,
-            _ => cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage),
+            _ => cost::attempt_cost(&node.resource.prices, node.resource.kind, &usage)
+                .saturating_add(end.extra_cost),
         };
         let mut tags = end.tags;
         // A band other than the default is worth a tag on every span: the
@@ -183,6 +186,7 @@ impl Drop for SpanGuard {
             usage: Usage::default(),
             tags: Tags::new(),
             output_summary: Arc::from(""),
+            extra_cost: rust_decimal::Decimal::ZERO,
         });
     }
 }
@@ -396,7 +400,21 @@ fn conclude(
                 usage,
                 tags,
                 output_summary: summary.clone(),
+                extra_cost: crate::steps::extra_cost(&output.steps),
             });
+            if !output.steps.is_empty() {
+                let worker = guard
+                    .cell
+                    .worker()
+                    .unwrap_or_else(|| guard.req.worker.clone());
+                crate::steps::record(
+                    &guard.req,
+                    guard.node,
+                    guard.attempt,
+                    &worker,
+                    &output.steps,
+                );
+            }
             Ok(Slot { output, summary })
         }
         Err(err) => {
@@ -429,6 +447,7 @@ fn conclude(
                 },
                 tags: Tags::new(),
                 output_summary: Arc::from(""),
+                extra_cost: rust_decimal::Decimal::ZERO,
             });
             Err(err)
         }

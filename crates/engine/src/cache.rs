@@ -291,6 +291,8 @@ impl Hit {
             facts,
             tags,
             tokens: Default::default(),
+            // Nothing ran: no steps.
+            steps: Default::default(),
         }
     }
 }

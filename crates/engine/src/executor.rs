@@ -74,6 +74,7 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         priority: options.priority,
         max_tokens: options.max_tokens,
         deadline,
+        model_ask: options.model_ask.clone(),
     }));
     let mut run = RequestRun {
         built,

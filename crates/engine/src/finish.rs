@@ -81,7 +81,7 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
         let ran_ok = matches!(node_status, NodeStatus::Succeeded | NodeStatus::FellBack);
         let output = if ran_ok { req.output(id) } else { None };
         path.node(id, node_status, &totals[id.0], node, output.as_deref());
-        receipt.node(id, &totals[id.0]);
+        receipt.node(id, &totals[id.0], &spans);
         facts.node(id, node, output.as_deref());
     }
     let (path, labels, degraded) = path.finish(state);
@@ -305,11 +305,28 @@ impl<'a> ReceiptBuilder<'a> {
         }
     }
 
-    fn node(&mut self, id: NodeId, totals: &NodeSpanTotals) {
+    fn node(&mut self, id: NodeId, totals: &NodeSpanTotals, spans: &[Arc<SpanRecord>]) {
         if totals.attempts == 0 {
             return;
         }
         let resource = &self.built.topology.node(id).resource;
+        let name = &self.built.node_ids[id.0];
+        let steps: Vec<&SpanRecord> = spans
+            .iter()
+            .filter(|s| s.role.step_of() == Some(&**name))
+            .map(|s| &**s)
+            .collect();
+        if !steps.is_empty() {
+            crate::steps::bill(
+                &mut self.receipt,
+                name,
+                &resource.prices,
+                resource.kind,
+                &totals.usage,
+                &steps,
+            );
+            return;
+        }
         cost::bill(
             &mut self.receipt,
             &self.built.node_ids[id.0],

@@ -53,6 +53,7 @@ pub mod pipeline;
 mod request;
 pub mod retry;
 mod run_state;
+mod steps;
 pub mod stream;
 mod why;
 
@@ -60,8 +61,9 @@ pub use error::{BuildError, ExecError, NodeBuildError, NodeError, PipelineError}
 pub use kind::{BuildContext, NodeKind, Registry, Typed, TypedKind};
 pub use node::{Call, Node, NodeCx, NodeFuture, NodeResult};
 pub use node_run::MAX_RERUNS;
+pub use options::ModelAsk;
 pub use outcome::{Outcome, Trace};
-pub use output::{NodeOutput, Tokens, text_of};
+pub use output::{NodeOutput, Step, Steps, Tokens, text_of};
 pub use pipeline::{Pipeline, PipelineOptions, RunOptions};
 pub use retry::RetryPolicy;
 pub use stream::{TokenChunk, TokenSink, TokenStream};

@@ -224,6 +224,12 @@ impl NodeCx {
         self.req.max_tokens.map_or(own, |cap| own.min(cap.max(1)))
     }
 
+    /// The caller's tools and answer format for model calls
+    /// ([`RunOptions::model_ask`](crate::RunOptions::model_ask)), if any.
+    pub fn model_ask(&self) -> Option<&crate::options::ModelAsk> {
+        self.req.model_ask.as_deref()
+    }
+
     /// Names the worker doing this attempt's work (the cluster worker a
     /// call was placed on): the span records it instead of the pipeline's
     /// own worker name. The last name set wins (a call that failed over).

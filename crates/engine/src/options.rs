@@ -67,4 +67,28 @@ pub struct RunOptions {
     /// smaller of this and its own `max_tokens`
     /// ([`NodeCx::max_tokens`](crate::NodeCx::max_tokens)).
     pub max_tokens: Option<u64>,
+    /// What the caller asked of the model calls beyond text: tools to
+    /// call and the shape of the answer (the OpenAI API's `tools`,
+    /// `tool_choice` and `response_format`). LLM nodes that set none of
+    /// their own use these ([`NodeCx::model_ask`](crate::NodeCx::model_ask)).
+    pub model_ask: Option<Arc<ModelAsk>>,
+}
+
+/// Tools and answer format a caller asks of a request's model calls, in
+/// the OpenAI API's shapes (checked by the LLM node that uses them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelAsk {
+    /// `[{"type": "function", "function": {"name", "description", "parameters"}}]`.
+    pub tools: Option<serde_json::Value>,
+    /// `"auto"`, `"none"`, `"required"` or `{"type": "function", "function": {"name"}}`.
+    pub tool_choice: Option<serde_json::Value>,
+    /// `{"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema"}}`.
+    pub response_format: Option<serde_json::Value>,
+}
+
+impl ModelAsk {
+    /// Whether it asks for anything.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_none() && self.tool_choice.is_none() && self.response_format.is_none()
+    }
 }

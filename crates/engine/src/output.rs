@@ -28,6 +28,66 @@ pub struct NodeOutput {
     /// Short tags for the span (template id, model version, rules hit...).
     pub tags: Tags,
     pub tokens: Tokens,
+    /// The steps inside this attempt (an agent's model and tool calls),
+    /// each recorded as its own span and itemised on the receipt.
+    pub steps: Steps,
+}
+
+/// A node's [`Step`]s: one pointer when there are none (most nodes), so
+/// outputs stay small.
+#[derive(Debug, Clone, Default)]
+// A thin pointer (a `Vec` is three words): `NodeOutput` is moved through
+// every attempt, and only agents have steps.
+#[allow(clippy::box_collection)]
+pub struct Steps(Option<Box<Vec<Step>>>);
+
+impl Steps {
+    pub fn push(&mut self, step: Step) {
+        self.0.get_or_insert_default().push(step);
+    }
+}
+
+impl From<Vec<Step>> for Steps {
+    fn from(steps: Vec<Step>) -> Steps {
+        Steps((!steps.is_empty()).then(|| Box::new(steps)))
+    }
+}
+
+impl std::ops::Deref for Steps {
+    type Target = [Step];
+
+    fn deref(&self) -> &[Step] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+/// One step inside a node's attempt: an agent's model call or tool call.
+/// The engine records it as a span of role `step` (node `ID#N`, kind
+/// `KIND.model` or `KIND.tool`, tag `iteration`) with its arguments and
+/// result as the span's input and output (summarised, and redacted by the
+/// store like every summary), and bills it on its own receipt lines.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// `model` or `tool`.
+    pub kind: &'static str,
+    /// The model or the tool that ran (tag `model` or `tool`).
+    pub name: String,
+    /// The loop iteration it belongs to, from 1.
+    pub iteration: u32,
+    pub started: std::time::Instant,
+    pub ended: std::time::Instant,
+    /// What the step was given (a tool's arguments, a model's last turn).
+    pub input: Value,
+    /// What it gave back (a tool's result, a model's reply).
+    pub output: Value,
+    /// Why it failed, when it did (a tool that answered an error).
+    pub error: Option<String>,
+    /// Model tokens `(input, output)`, priced at the node's token prices;
+    /// they are part of the node's own `tokens`.
+    pub tokens: Option<(u64, u64)>,
+    /// What it cost beyond the node's prices (a tool topology's receipt
+    /// total); added to the node's attempt cost.
+    pub cost: Option<rust_decimal::Decimal>,
 }
 
 impl NodeOutput {
@@ -70,6 +130,12 @@ impl NodeOutput {
             output: Some(classes.completion_total()),
             classes: (!classes.is_plain()).then_some(classes),
         };
+        self
+    }
+
+    /// Adds a step (see [`Step`]).
+    pub fn step(mut self, step: Step) -> Self {
+        self.steps.push(step);
         self
     }
 

@@ -65,6 +65,8 @@ pub(crate) struct RequestShared {
     pub priority: Priority,
     /// The caller's cap on generated tokens per model call.
     pub max_tokens: Option<u64>,
+    /// The caller's tools and answer format for model calls.
+    pub model_ask: Option<Arc<crate::options::ModelAsk>>,
     ending: AtomicU8,
     deadline_cut: OnceLock<DeadlineCut>,
 }
@@ -89,6 +91,7 @@ pub(crate) struct SharedParts {
     pub max_tokens: Option<u64>,
     /// The request's deadline, from its start.
     pub deadline: Option<Duration>,
+    pub model_ask: Option<Arc<crate::options::ModelAsk>>,
 }
 
 impl RequestShared {
@@ -115,6 +118,7 @@ impl RequestShared {
             tokens: p.tokens,
             priority: p.priority,
             max_tokens: p.max_tokens,
+            model_ask: p.model_ask,
             ending: AtomicU8::new(Ending::Cancelled as u8),
             deadline_cut: OnceLock::new(),
         }

@@ -8,6 +8,8 @@
 //!   [`models_dir()`]. Nothing is fetched from a model hub at run time.
 //! - [`llm`]: a GGUF chat model in-process over llama.cpp ([`LlmHandle`]: a queue in front of
 //!   one model + context on its own thread).
+//! - [`grammar`]: JSON Schema → GBNF, for constrained decoding (valid JSON
+//!   tool calls and structured answers from the local model).
 //! - [`embed`]: a BERT-family sentence embedder on ONNX Runtime ([`Embedder`]):
 //!   masked mean pooling, L2-normalised, batched, padded to the longest input.
 //! - [`index`]: a chunker for Markdown/text documents and an on-disk HNSW
@@ -29,6 +31,7 @@
 pub mod cpu;
 pub mod embed;
 pub mod fetch;
+pub mod grammar;
 mod hash;
 pub mod index;
 pub mod llm;

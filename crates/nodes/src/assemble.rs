@@ -91,6 +91,9 @@ pub fn assemble<E>(
     };
     let topology = Arc::new(validated.topology);
     let mut cx = BuildContext::new(topology.clone());
+    // Kinds that build sub-topologies (an agent's tools) build them with
+    // the same kinds.
+    cx.insert(Arc::new(with.registry.clone()));
     if let Some(outbound) = &with.outbound {
         cx.insert(outbound.clone());
         // The engine resolves config secrets with it (crate::secret_access).

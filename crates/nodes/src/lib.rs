@@ -17,6 +17,7 @@
 //! decides what exists, and tests can register their own. Adding a kind is
 //! one folder and one line there.
 
+pub mod agent;
 pub mod assemble;
 pub mod check;
 pub mod cluster;
@@ -47,7 +48,8 @@ pub fn registry() -> glassbox_engine::Registry {
         .add(llm::LlmInference)
         .add(guard::OutputGuard)
         .add(http::Http)
-        .add(wasm::Wasm);
+        .add(wasm::Wasm)
+        .add(agent::Agent);
     r
 }
 

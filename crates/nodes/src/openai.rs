@@ -53,6 +53,18 @@ pub enum Streamed<'a> {
     Progress(&'a str),
 }
 
+/// A chat completion's answer: text or tool calls, usage and model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatReply {
+    pub text: String,
+    /// OpenAI `tool_calls` as the server sent them.
+    pub tool_calls: Option<Vec<Value>>,
+    pub finish_reason: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub model: String,
+}
+
 /// Where the server is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -291,6 +303,58 @@ impl Endpoint {
             text,
             tokens: token_usage(&v),
             model,
+        })
+    }
+
+    /// A chat completion that may answer with tool calls (the request's
+    /// `tools`, `tool_choice` and `response_format` are in `params`), not
+    /// streamed: a tool call is read whole.
+    pub fn chat_reply(&self, messages: Value, params: &Value) -> Result<ChatReply, NodeError> {
+        let mut body = json!({ "model": self.model, "messages": messages, "stream": false });
+        if let (Some(b), Some(p)) = (body.as_object_mut(), params.as_object()) {
+            for (k, v) in p {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        let v = self.post("/chat/completions", &body)?;
+        let message = v
+            .pointer("/choices/0/message")
+            .ok_or_else(|| NodeError::Upstream {
+                message: format!(
+                    "{}/chat/completions answered without `choices[0].message`",
+                    self.shown_url
+                ),
+                detail: snippet(&v.to_string()),
+                retryable: true,
+            })?;
+        let tool_calls = message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .filter(|c| !c.is_empty())
+            .cloned();
+        Ok(ChatReply {
+            text: message
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            finish_reason: v
+                .pointer("/choices/0/finish_reason")
+                .and_then(Value::as_str)
+                .unwrap_or(if tool_calls.is_some() {
+                    "tool_calls"
+                } else {
+                    "stop"
+                })
+                .to_string(),
+            tool_calls,
+            prompt_tokens: usage(&v, "prompt_tokens"),
+            completion_tokens: usage(&v, "completion_tokens"),
+            model: v
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or(&self.model)
+                .to_string(),
         })
     }
 

@@ -309,6 +309,7 @@ pub fn encode_span(
         SpanRole::Primary => ("primary", None),
         SpanRole::Fallback { replaces } => ("fallback", Some(replaces.to_string())),
         SpanRole::Rerun { by } => ("rerun", Some(by.to_string())),
+        SpanRole::Step { of } => ("step", Some(of.to_string())),
     };
     SpanRow {
         request_id: s.request_id,
@@ -401,6 +402,9 @@ pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
         ("rerun", Some(r)) => SpanRole::Rerun {
             by: r.as_str().into(),
         },
+        ("step", Some(r)) => SpanRole::Step {
+            of: r.as_str().into(),
+        },
         (other, _) => return Err(StoreError::decode("spans.role", other)),
     };
     let status = match row.status.as_str() {
@@ -444,6 +448,50 @@ pub fn decode_span(row: &SpanRow) -> Result<SpanRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_span_keeps_its_role_and_has_its_arguments_and_result_redacted() {
+        use crate::redact::RedactOptions;
+        let span = SpanRecord {
+            request_id: RequestId::new(),
+            node: "agent#2".into(),
+            kind: "agent.tool".into(),
+            attempt: 1,
+            role: SpanRole::Step { of: "agent".into() },
+            started_at_us: 1,
+            start_us: 1,
+            end_us: 5,
+            status: SpanStatus::Ok,
+            error: None,
+            tags: [("iteration".into(), "1".to_string())]
+                .into_iter()
+                .collect(),
+            usage: glassbox_trace::Usage::default(),
+            cost: Decimal::ZERO,
+            worker: "w".into(),
+            input_summary: r#"{"email":"ann@example.com"}"#.into(),
+            output_summary: "Order for ann@example.com: shipped".into(),
+        };
+        let red = Redactor::new(&RedactOptions::default()).unwrap();
+        let row = encode_span(&span, 0, None, &red);
+        assert_eq!(
+            (row.role.as_str(), row.role_ref.as_deref()),
+            ("step", Some("agent"))
+        );
+        assert!(
+            !row.input_summary.contains("ann@example.com"),
+            "{}",
+            row.input_summary
+        );
+        assert!(
+            !row.output_summary.contains("ann@example.com"),
+            "{}",
+            row.output_summary
+        );
+        let back = decode_span(&row).unwrap();
+        assert_eq!(back.role, SpanRole::Step { of: "agent".into() });
+        assert_eq!(back.tags["iteration"], "1");
+    }
 
     fn doc(n: usize) -> String {
         let items: Vec<String> = (0..n)

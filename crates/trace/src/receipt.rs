@@ -77,6 +77,11 @@ pub struct ReceiptLine {
     pub quantity: Decimal,
     pub unit_price: Decimal,
     pub amount: Decimal,
+    /// The step of `node` this line bills (an agent's model call or tool
+    /// call: the step span's node, `agent#2`), when the node's cost is
+    /// itemised per step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<Arc<str>>,
 }
 
 /// The per-request cost breakdown.
@@ -105,6 +110,30 @@ impl Receipt {
         quantity: Decimal,
         unit_price: Decimal,
     ) -> Decimal {
+        self.push_line(node, None, unit, quantity, unit_price)
+    }
+
+    /// Adds a line for one step of `node` (see [`ReceiptLine::step`]) and
+    /// returns its amount.
+    pub fn push_step(
+        &mut self,
+        node: Arc<str>,
+        step: Arc<str>,
+        unit: Unit,
+        quantity: Decimal,
+        unit_price: Decimal,
+    ) -> Decimal {
+        self.push_line(node, Some(step), unit, quantity, unit_price)
+    }
+
+    fn push_line(
+        &mut self,
+        node: Arc<str>,
+        step: Option<Arc<str>>,
+        unit: Unit,
+        quantity: Decimal,
+        unit_price: Decimal,
+    ) -> Decimal {
         let amount = quantity.saturating_mul(unit_price).normalize();
         self.total = self.total.saturating_add(amount);
         self.lines.push(ReceiptLine {
@@ -113,6 +142,7 @@ impl Receipt {
             quantity: quantity.normalize(),
             unit_price: unit_price.normalize(),
             amount,
+            step,
         });
         amount
     }

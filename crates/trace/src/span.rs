@@ -31,6 +31,21 @@ pub enum SpanRole {
     Fallback { replaces: Arc<str> },
     /// Re-run because downstream node `by` asked for it (an output guard).
     Rerun { by: Arc<str> },
+    /// One step inside an attempt of node `of` (an agent's model call or
+    /// tool call). Its `node` is `of#N` (N: the step's number, from 1) and
+    /// its tag `iteration` the loop iteration it belongs to. Its usage and
+    /// cost are part of `of`'s attempt: the step itemises it.
+    Step { of: Arc<str> },
+}
+
+impl SpanRole {
+    /// The node whose attempt this step span belongs to, for a step.
+    pub fn step_of(&self) -> Option<&str> {
+        match self {
+            SpanRole::Step { of } => Some(of),
+            _ => None,
+        }
+    }
 }
 
 /// Resources one attempt used.

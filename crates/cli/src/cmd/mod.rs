@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent_steps;
 pub mod alerts;
 pub mod bench;
 pub mod calibrate;

@@ -252,7 +252,11 @@ pub fn render_table(outcome: &Outcome) -> String {
         .iter()
         .map(|l| {
             vec![
-                l.node.to_string(),
+                // A line for one step of a node (an agent's call) names it.
+                match &l.step {
+                    Some(step) => format!("{} ({step})", l.node),
+                    None => l.node.to_string(),
+                },
                 l.unit.to_string(),
                 l.quantity.to_string(),
                 l.unit_price.to_string(),
@@ -272,6 +276,9 @@ pub fn render_table(outcome: &Outcome) -> String {
         &["NODE", "UNIT", "QUANTITY", "UNIT PRICE", "AMOUNT"],
         lines,
     ));
+    if let Ok(v) = &outcome.result {
+        out.push_str(&super::agent_steps::render(v));
+    }
     out.push_str(&format!("\nExplanation\n  {}\n", r.explanation.text));
     out
 }

@@ -303,6 +303,10 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
             SpanRole::Primary => String::new(),
             SpanRole::Fallback { replaces } => format!("  (fallback for {replaces})"),
             SpanRole::Rerun { by } => format!("  (rerun by {by})"),
+            SpanRole::Step { .. } => match s.tags.get("iteration") {
+                Some(i) => format!("  ({} step, iteration {i})", s.kind),
+                None => format!("  ({} step)", s.kind),
+            },
         };
         let status = glassbox_store::row::status_str(s.status);
         let err = s
@@ -336,7 +340,10 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
         let _ = writeln!(
             out,
             "  {:<14} {:>10} {:<16} × {:>10} = {:>10}",
-            l.node.to_string(),
+            match &l.step {
+                Some(step) => format!("{} ({step})", l.node),
+                None => l.node.to_string(),
+            },
             l.quantity.to_string(),
             l.unit.as_str(),
             l.unit_price.to_string(),

@@ -530,6 +530,109 @@ fn parallelism_that_does_not_add_up_exits_78_naming_the_numbers() {
 }
 
 #[test]
+fn pipeline_plan_learns_an_agents_iterations_and_tokens_per_model_call() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-agent-it");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("orders.yaml"),
+        "topology_id: orders\nversion: 1.0.0\nnodes:\n  - id: lookup\n    type: template\n    config: { template: 'Order {{ input.order_id }}: shipped.' }\n",
+    )
+    .unwrap();
+    let topo = dir.join("agent.yaml");
+    std::fs::write(
+        &topo,
+        r#"topology_id: plan-agent
+version: 1.0.0
+defaults: { timeout_ms: 600000, deadline_ms: 900000 }
+nodes:
+  - id: agent
+    type: agent
+    resource: { type: gpu, model: llama-3.1-8b }
+    config:
+      backend: local
+      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+      system: You are a support assistant. Use lookup_order for order numbers.
+      max_tokens: 32
+      temperature: 0
+      seed: 42
+      max_iterations: 2
+      tools:
+        - name: lookup_order
+          description: Looks up an order by its number.
+          parameters: { type: object, properties: { order_id: { type: integer } }, required: [order_id] }
+          topology: orders.yaml
+"#,
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.join("s.db").display());
+    let topo_s = topo.to_str().unwrap();
+    let _turn = crate::support::models_turn();
+    let out = glassbox(
+        &[
+            "run",
+            topo_s,
+            "-q",
+            "Where is my order 7?",
+            "--store",
+            &store,
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let iterations = run["output"]["iterations"].as_f64().unwrap();
+    let model_steps: Vec<&serde_json::Value> = run["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["role"] == "step" && s["kind"] == "agent.model")
+        .collect();
+    assert_eq!(model_steps.len() as f64, iterations, "{run}");
+    let input: f64 = model_steps
+        .iter()
+        .map(|s| s["usage"]["input_tokens"].as_f64().unwrap())
+        .sum();
+
+    let out = glassbox(
+        &[
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10", "--format", "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let agent = &v["profile"]["nodes"][0];
+    // One model call per iteration: the agent's calls per request are its
+    // iterations, and its tokens per call are per model call.
+    assert_eq!(
+        agent["calls_per_visit"].as_f64().unwrap(),
+        iterations,
+        "{v}"
+    );
+    let per_call = agent["input_tokens_per_call"].as_f64().unwrap();
+    assert!((per_call - input / iterations).abs() < 1e-9, "{v}");
+    let calls_per_s = v["plan"]["nodes"][0]["calls_per_s"].as_f64().unwrap();
+    assert!((calls_per_s - 10.0 * iterations).abs() < 1e-9, "{v}");
+
+    let table = glassbox(
+        &[
+            "plan", "pipeline", topo_s, "--store", &store, "--rate", "10",
+        ],
+        None,
+    );
+    assert!(
+        stdout(&table).contains(&format!(
+            "agent: {iterations:.1} model calls (loop iterations) per request"
+        )),
+        "{}",
+        stdout(&table)
+    );
+}
+
+#[test]
 fn a_llama_cpp_build_before_b6327_pays_for_its_attention_scores_on_a_long_prompt() {
     let plan = |engine: &str| {
         let out = glassbox(

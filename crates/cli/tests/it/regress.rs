@@ -59,20 +59,43 @@ fn every_example_ships_cases_and_they_pass() {
         names.contains(&"examples/rag-chat/topology.yaml".to_string()),
         "{names:?}"
     );
+    assert!(
+        names.contains(&"examples/agent/topology.yaml".to_string()),
+        "{names:?}"
+    );
     for (topology, cases) in all {
         let tmp = tempfile::tempdir().unwrap();
         let dir = topology.parent().unwrap();
-        // Run a copy beside the data it needs: the vector index is built
-        // from `kb/` as the topology's header says (it is not committed).
+        // Run a copy beside the data it needs: the topology files beside
+        // it (an agent's tools), and the vector index, built from `kb/` as
+        // the topology's header says (it is not committed; an example
+        // without its own `kb/` uses the rag-chat knowledge base).
         let copy = tmp.path().join(topology.file_name().unwrap());
         std::fs::copy(&topology, &copy).unwrap();
-        let _turn = dir.join("kb").is_dir().then(|| {
+        let mut needs_index = dir.join("kb").is_dir();
+        if dir != root().join("examples") {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                let yaml = path.extension().is_some_and(|e| e == "yaml");
+                if yaml && !is_case_file(&path) && path != topology {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    needs_index |= text.contains("kb.index");
+                    std::fs::write(tmp.path().join(path.file_name().unwrap()), text).unwrap();
+                }
+            }
+        }
+        let kb = if dir.join("kb").is_dir() {
+            dir.join("kb")
+        } else {
+            root().join("examples/rag-chat/kb")
+        };
+        let _turn = needs_index.then(|| {
             let turn = models_turn();
             let built = glassbox(
                 &[
                     "index",
                     "build",
-                    s(&dir.join("kb")),
+                    s(&kb),
                     "--out",
                     s(&tmp.path().join("kb.index")),
                 ],

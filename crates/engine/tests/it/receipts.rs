@@ -236,3 +236,76 @@ edges:
     );
     assert_eq!(r.input_tokens, Some(42));
 }
+
+#[tokio::test]
+async fn steps_inside_an_attempt_are_spans_and_receipt_lines_of_their_own() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: stepped
+version: "1"
+nodes:
+  - id: agent
+    type: test
+    resource: { type: gpu, model: m, cost_per_call: 0.01, cost_per_1k_input_tokens: 0.001, cost_per_1k_output_tokens: 0.002 }
+    config:
+      tokens: [300, 30]
+      steps:
+        - { kind: model, name: m, iteration: 1, tokens: [100, 10], input: "where is 7?", output: "{\"name\":\"lookup\"}" }
+        - { kind: tool, name: lookup, iteration: 1, cost: "0.005", input: { order_id: 7 }, output: "Order 7: shipped" }
+        - { kind: tool, name: search, iteration: 1, error: "error: no index", input: { q: x }, output: "error: no index" }
+        - { kind: model, name: m, iteration: 2, tokens: [200, 20], input: "Result of lookup", output: "{\"answer\":\"shipped\"}" }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    out.result.unwrap();
+    let spans = &out.trace.spans;
+    let steps: Vec<_> = spans
+        .iter()
+        .filter(|s| s.role.step_of() == Some("agent"))
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| &*s.node).collect();
+    assert_eq!(names, ["agent#1", "agent#2", "agent#3", "agent#4"]);
+    assert_eq!(&*steps[1].kind, "test.tool");
+    assert_eq!(steps[1].tags["tool"], "lookup");
+    assert_eq!(steps[3].tags["iteration"], "2");
+    assert_eq!(&*steps[1].input_summary, r#"{"order_id":7}"#);
+    assert_eq!(&*steps[1].output_summary, "Order 7: shipped");
+    assert_eq!(steps[2].status, glassbox_engine::trace::SpanStatus::Error);
+    assert_eq!(steps[0].usage.input_tokens, Some(100));
+    assert_eq!(steps[0].cost, d("0.00012"));
+    assert_eq!(steps[1].cost, d("0.005"));
+    // The path knows only the node; its attempt counts once.
+    assert_eq!(out.trace.record.path.nodes.len(), 1);
+    assert_eq!(out.trace.record.path.nodes[0].attempts, 1);
+
+    let receipt = &out.trace.record.receipt;
+    assert_eq!(receipt.sum_of_lines(), receipt.total);
+    // The call at node level, each step's tokens and the tool's own cost
+    // on lines naming the step.
+    let lines: Vec<(Option<&str>, Unit, Decimal)> = receipt
+        .lines
+        .iter()
+        .map(|l| (l.step.as_deref(), l.unit, l.amount))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (None, Unit::Call, d("0.01")),
+            (Some("agent#1"), Unit::InputTokens1k, d("0.0001")),
+            (Some("agent#1"), Unit::OutputTokens1k, d("0.00002")),
+            (Some("agent#2"), Unit::Call, d("0.005")),
+            (Some("agent#4"), Unit::InputTokens1k, d("0.0002")),
+            (Some("agent#4"), Unit::OutputTokens1k, d("0.00004")),
+        ]
+    );
+    assert!(receipt.lines.iter().all(|l| &*l.node == "agent"));
+    // The node's span carries its steps' tokens and costs: the spans that
+    // are not steps add up to the receipt.
+    let primary: Decimal = spans
+        .iter()
+        .filter(|s| s.role.step_of().is_none())
+        .map(|s| s.cost)
+        .sum();
+    assert_eq!(primary, receipt.total);
+    assert_eq!(receipt.total, d("0.01536"));
+}

@@ -9,6 +9,8 @@
 //! - `bad_input`: fail, not retryable
 //! - `blocking`: run on the blocking pool
 //! - `tokens`: `[input, output]` token usage
+//! - `steps`: `[{kind, name, iteration, tokens: [in, out], cost, error}]`:
+//!   steps inside the attempt (as an agent's model and tool calls)
 //! - `rerun`: `{upstream, until}`: ask for `upstream` to re-run until its
 //!   output's `n` reaches `until`
 //! - `count`: output `{"n": <calls so far>}` (a counter per node)
@@ -120,6 +122,25 @@ impl TestNode {
         }
         if let Some(t) = c["tokens"].as_array() {
             out = out.tokens(t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0));
+        }
+        for s in c["steps"].as_array().into_iter().flatten() {
+            let now = std::time::Instant::now();
+            out = out.step(glassbox_engine::Step {
+                kind: if s["kind"] == "tool" { "tool" } else { "model" },
+                name: s["name"].as_str().unwrap_or_default().to_string(),
+                iteration: s["iteration"].as_u64().unwrap_or(1) as u32,
+                started: now,
+                ended: now,
+                input: s["input"].clone(),
+                output: s["output"].clone(),
+                error: s["error"].as_str().map(str::to_string),
+                tokens: s["tokens"]
+                    .as_array()
+                    .map(|t| (t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0))),
+                cost: s["cost"]
+                    .as_str()
+                    .map(|c| c.parse::<rust_decimal::Decimal>().unwrap()),
+            });
         }
         Ok(out)
     }

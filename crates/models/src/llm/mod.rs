@@ -11,6 +11,7 @@
 //! metadata, and usage counts are the exact token counts the model saw.
 
 mod batch;
+mod constrain;
 mod dims;
 mod host_cache;
 mod load;
@@ -113,6 +114,13 @@ pub struct GenerateRequest {
     /// passed over by several admissions of more urgent ones goes next, so
     /// none waits forever.
     pub priority: i32,
+    /// A GBNF grammar (root rule `root`) the generated text must follow:
+    /// each token is picked among those that keep the text a prefix of
+    /// the grammar's language, and generation can end only where the
+    /// grammar is complete (or at `max_tokens`). Built from a JSON Schema
+    /// by [`crate::grammar::json_schema_to_gbnf`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 impl Default for GenerateRequest {
@@ -125,6 +133,7 @@ impl Default for GenerateRequest {
             seed: None,
             stop: Vec::new(),
             priority: 0,
+            grammar: None,
         }
     }
 }

@@ -27,6 +27,8 @@ pub(super) struct Sequence {
     pub(super) logits_at: Option<i32>,
     pub(super) rows: usize,
     pub(super) sampler: LlamaSampler,
+    /// The grammar the text must follow, if the request gave one.
+    pub(super) grammar: Option<super::constrain::Grammar>,
     pub(super) seed: u32,
     pub(super) text: TextAssembler,
     pub(super) budget: usize,

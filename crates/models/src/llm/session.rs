@@ -18,6 +18,7 @@ use llama_cpp_2::token::LlamaToken;
 
 mod slots;
 
+use super::constrain::Grammar;
 use super::host_cache::HostCache;
 use super::load::backend;
 use super::lookup::PromptLookup;
@@ -190,6 +191,10 @@ impl<'m> Session<'m> {
             });
         }
         let (sampler, seed) = sampler(request);
+        let grammar = match &request.grammar {
+            Some(g) => Some(Grammar::new(self.model, g)?),
+            None => None,
+        };
         let budget = (request.max_tokens as usize).min(n_ctx as usize - tokens.len());
         // Drafts are checked against the greedy choice, so only greedy
         // requests speculate (their text is the same either way).
@@ -220,6 +225,7 @@ impl<'m> Session<'m> {
             logits_at: None,
             rows: 0,
             sampler,
+            grammar,
             seed,
             text: TextAssembler::new(request.stop.clone()),
             budget,
@@ -403,7 +409,18 @@ impl<'m> Session<'m> {
             }
             let mut accepted = 0;
             loop {
-                let token = seq.sampler.sample(&self.ctx, base + accepted as i32);
+                let at = base + accepted as i32;
+                let token = match seq.grammar.as_mut() {
+                    None => seq.sampler.sample(&self.ctx, at),
+                    Some(g) => match g.sample(&self.ctx, at, &mut seq.sampler) {
+                        Some(t) => t,
+                        // Nothing can continue the grammar: stop here.
+                        None => {
+                            seq.finish = Some(FinishReason::Stop);
+                            break;
+                        }
+                    },
+                };
                 if !emit(self.model, seq, token, &mut |piece| on_text(i, piece)) {
                     break;
                 }

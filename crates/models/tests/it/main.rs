@@ -5,6 +5,7 @@
 mod bench_report;
 mod build_units;
 mod common;
+mod constrained;
 mod embed;
 mod exact_search;
 mod fetch;

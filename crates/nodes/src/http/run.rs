@@ -41,7 +41,7 @@ pub struct HttpNode {
 
 /// Sets up the client with the node's allowlist, redirect limit and
 /// timeout, and checks the URL's host against the outbound policy.
-pub(super) fn build(
+pub(crate) fn build(
     config: &HttpConfig,
     node_timeout: Duration,
     cx: Option<&BuildContext>,
@@ -131,6 +131,13 @@ impl Inner {
             out = out.tag("redirects", answer.hops.join(" -> "));
         }
         Ok(out.fact(Fact::Http { host, status }))
+    }
+}
+
+impl HttpNode {
+    /// One call with `input` as the body (an agent's tool call); blocking.
+    pub(crate) fn call_with(&self, input: &Value) -> Result<NodeOutput, NodeError> {
+        self.inner.call(input)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The `llm_inference` config, read once.
 
-use glassbox_topology::{Cx, Value};
+use glassbox_topology::{Code, Cx, Value};
 
+use super::tools::{Ask, RawAsk};
 use crate::check::{self, Backend};
 
 pub const FIELDS: &[&str] = &[
@@ -26,6 +27,9 @@ pub const FIELDS: &[&str] = &[
     "batch_invariant",
     "kv_cache_cells",
     "prefill_chunk",
+    "tools",
+    "tool_choice",
+    "response_format",
 ];
 
 /// A checked `llm_inference` config (defaults are applied when built).
@@ -59,6 +63,10 @@ pub struct LlmConfig {
     /// Prompt tokens evaluated per step while other requests generate
     /// (chunked prefill); absent: the node's default.
     pub prefill_chunk: Option<u64>,
+    /// Tools the model may call and the shape of its answer (the OpenAI
+    /// API's `tools`, `tool_choice`, `response_format`); absent: the
+    /// caller's, if the request brings any.
+    pub ask: Option<Ask>,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
@@ -69,7 +77,29 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
     let mut backend = check::backend(&obj, cx);
     backend.model = obj.str(cx, "model").map(|m| m.value);
     backend.allow_hosts = check::strings(obj.str_list(cx, "allow_hosts"));
+    let raw = RawAsk {
+        tools: obj.get("tools").map(Value::to_json),
+        tool_choice: obj.get("tool_choice").map(Value::to_json),
+        response_format: obj.get("response_format").map(Value::to_json),
+    };
+    let ask = match Ask::read(raw) {
+        Ok(ask) => ask,
+        Err(message) => {
+            let span = ["tools", "tool_choice", "response_format"]
+                .iter()
+                .find_map(|k| obj.get(k))
+                .map_or(obj.span, |v| v.span);
+            cx.error(
+                Code::BadConfig,
+                span,
+                message,
+                "tools and answer formats take the OpenAI API's shapes; see docs/agents.md",
+            );
+            None
+        }
+    };
     LlmConfig {
+        ask,
         backend,
         system: obj.str(cx, "system").map(|s| s.value),
         prompt: obj.str(cx, "prompt").map(|s| s.value),

@@ -4,6 +4,8 @@
 
 pub mod config;
 pub mod run;
+pub mod tools;
+pub mod turns;
 
 use std::sync::Arc;
 

@@ -21,6 +21,7 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
 
 use super::config::LlmConfig;
+use super::tools::{Ask, RawAsk, Reply};
 use crate::check::BackendKind;
 use crate::cluster::call::Remote;
 use crate::model_cache::{cache, locate};
@@ -45,6 +46,8 @@ pub struct LlmNode {
     top_p: f32,
     seed: Option<u32>,
     stop: Vec<String>,
+    /// The node's own tools and answer format (else the caller's).
+    ask: Option<Arc<Ask>>,
     meta: Arc<Meta>,
 }
 
@@ -123,6 +126,7 @@ pub(super) fn build(
         top_p: c.top_p.unwrap_or(1.0) as f32,
         seed: c.seed.map(|s| s as u32),
         stop: c.stop.clone(),
+        ask: c.ask.clone().map(Arc::new),
         meta: Arc::new(Meta {
             model_name,
             temperature,
@@ -138,7 +142,7 @@ impl LlmNode {
     }
 
     /// Sampling parameters for an OpenAI-compatible server.
-    fn params(&self, cx: &NodeCx) -> Value {
+    fn params(&self, cx: &NodeCx, ask: Option<&Ask>) -> Value {
         let mut params = json!({ "max_tokens": self.max_tokens(cx), "temperature": self.temperature, "top_p": self.top_p });
         if let Some(seed) = self.seed {
             params["seed"] = json!(seed);
@@ -146,7 +150,35 @@ impl LlmNode {
         if !self.stop.is_empty() {
             params["stop"] = json!(self.stop);
         }
+        if let Some(raw) = ask.map(|a| &a.raw) {
+            for (key, value) in [
+                ("tools", &raw.tools),
+                ("tool_choice", &raw.tool_choice),
+                ("response_format", &raw.response_format),
+            ] {
+                if let Some(v) = value {
+                    params[key] = v.clone();
+                }
+            }
+        }
         params
+    }
+
+    /// The node's own tools and answer format, else the caller's.
+    fn ask(&self, cx: &NodeCx) -> Result<Option<Arc<Ask>>, NodeError> {
+        if self.ask.is_some() {
+            return Ok(self.ask.clone());
+        }
+        let Some(m) = cx.model_ask() else {
+            return Ok(None);
+        };
+        Ask::read(RawAsk {
+            tools: m.tools.clone(),
+            tool_choice: m.tool_choice.clone(),
+            response_format: m.response_format.clone(),
+        })
+        .map(|a| a.map(Arc::new))
+        .map_err(NodeError::BadInput)
     }
 
     fn user_text(&self, cx: &NodeCx) -> Result<String, NodeError> {
@@ -237,17 +269,47 @@ impl Node for LlmNode {
     }
 
     fn call(&self, cx: NodeCx) -> Call {
-        let user = match self.user_text(&cx) {
-            Ok(u) => u,
+        let ask = match self.ask(&cx) {
+            Ok(a) => a,
             Err(e) => return Call::Ready(Err(e)),
+        };
+        // With tools (the node's or the caller's), a conversation in the
+        // input (the OpenAI API's messages, tool results included) is what
+        // the model reads.
+        let with_tools = cx.model_ask().is_some_and(|m| m.tools.is_some())
+            || ask.as_ref().is_some_and(|a| a.calls_tools());
+        let turns = with_tools
+            .then(|| super::turns::local(cx.input()))
+            .flatten();
+        let user = match turns {
+            Some(_) => String::new(),
+            None => match self.user_text(&cx) {
+                Ok(u) => u,
+                Err(e) => return Call::Ready(Err(e)),
+            },
         };
         let mut messages = Vec::new();
         if let Some(s) = &self.system {
             messages.push(ChatMessage::system(s.clone()));
         }
-        messages.push(ChatMessage::user(user));
+        match turns {
+            Some(t) => messages.extend(t),
+            None => messages.push(ChatMessage::user(user)),
+        }
         match &self.backend {
             Backend::Local(handle) => {
+                let plan = match ask.as_ref().map(|a| a.local_plan()).transpose() {
+                    Ok(p) => p,
+                    Err(e) => return Call::Ready(Err(NodeError::BadInput(e))),
+                };
+                if let Some(p) = &plan {
+                    match messages.first_mut() {
+                        Some(m) if m.role == glassbox_models::Role::System => {
+                            m.content = format!("{}\n\n{}", m.content, p.instructions);
+                        }
+                        _ => messages.insert(0, ChatMessage::system(p.instructions.clone())),
+                    }
+                }
                 let request = GenerateRequest {
                     messages,
                     max_tokens: self.max_tokens(&cx),
@@ -258,10 +320,26 @@ impl Node for LlmNode {
                     // Online before offline in the engine's queue; offline
                     // preempted first when its KV pool runs out.
                     priority: cx.priority().rank(),
+                    grammar: plan.as_ref().map(|p| p.grammar.clone()),
                 };
                 let handle = handle.clone();
                 let this = self.meta.clone();
-                let tokens = cx.token_stream();
+                // A tool call is not text for the caller: it is read back
+                // whole, so nothing streams.
+                let tokens = cx
+                    .token_stream()
+                    .filter(|_| !plan.as_ref().is_some_and(|p| p.tool_reply));
+                // Unique across the turns of a conversation: the request id's
+                // first characters and the attempt.
+                let rid = cx.request_id().to_string();
+                let call_seq = format!(
+                    "{}{}",
+                    rid.chars()
+                        .filter(char::is_ascii_alphanumeric)
+                        .take(12)
+                        .collect::<String>(),
+                    cx.attempt()
+                );
                 Call::future(async move {
                     let c = match tokens {
                         None => handle.generate(request).await.map_err(llm_error)?,
@@ -274,13 +352,26 @@ impl Node for LlmNode {
                         }
                     };
                     let timing = engine_tags(&c);
+                    let (text, finish, calls) = match (&ask, &plan) {
+                        (Some(a), Some(p)) => match a.reply(p, &c.text, &call_seq) {
+                            Reply::Text(t) => (t, c.finish_reason.as_str(), None),
+                            Reply::ToolCalls(calls) => (String::new(), "tool_calls", Some(calls)),
+                        },
+                        _ => (c.text, c.finish_reason.as_str(), None),
+                    };
                     let mut out = this.output(
-                        c.text,
-                        c.finish_reason.as_str(),
+                        text,
+                        finish,
                         c.model,
                         u64::from(c.usage.prompt_tokens),
                         u64::from(c.usage.completion_tokens),
                     );
+                    if let Some(calls) = calls {
+                        out = with_tool_calls(out, calls);
+                    }
+                    if plan.is_some() {
+                        out = out.tag("constrained", "grammar".to_string());
+                    }
                     for (key, value) in timing {
                         out = out.tag(key, value);
                     }
@@ -293,8 +384,26 @@ impl Node for LlmNode {
                     .iter()
                     .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                     .collect();
-                let params = self.params(&cx);
+                let params = self.params(&cx, ask.as_deref());
                 let this = self.meta.clone();
+                if with_tools {
+                    let msgs = super::turns::remote(cx.input(), self.system.as_deref())
+                        .unwrap_or(Value::Array(msgs));
+                    return Call::blocking(move || {
+                        let r = endpoint.chat_reply(msgs, &params)?;
+                        let mut out = this.output(
+                            r.text,
+                            &r.finish_reason,
+                            r.model,
+                            r.prompt_tokens,
+                            r.completion_tokens,
+                        );
+                        if let Some(calls) = r.tool_calls {
+                            out = with_tool_calls(out, calls);
+                        }
+                        Ok(out)
+                    });
+                }
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
                     let answer = endpoint.chat(Value::Array(msgs), &params, tokens.as_ref())?;
@@ -318,7 +427,14 @@ impl Node for LlmNode {
                         .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
                         .collect(),
                 );
-                let params = self.params(&cx);
+                if ask.as_ref().is_some_and(|a| a.calls_tools()) {
+                    return Call::Ready(Err(NodeError::BadInput(
+                        "tool calls are not placed on cluster workers yet; hint: give the node \
+                         `backend: openai` with the worker's URL, or run it locally"
+                            .into(),
+                    )));
+                }
+                let params = self.params(&cx, ask.as_deref());
                 let this = self.meta.clone();
                 let tokens = cx.token_stream();
                 Call::blocking(move || {
@@ -340,6 +456,20 @@ impl Node for LlmNode {
             }
         }
     }
+}
+
+/// An output with OpenAI `tool_calls` beside its (empty) text.
+fn with_tool_calls(out: NodeOutput, calls: Vec<Value>) -> NodeOutput {
+    let names: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| c.pointer("/function/name").and_then(Value::as_str))
+        .collect();
+    let tag = names.join(",");
+    let mut out = out;
+    if let Some(obj) = out.value.as_object_mut() {
+        obj.insert("tool_calls".into(), Value::Array(calls));
+    }
+    out.tag("tool_calls", tag)
 }
 
 /// What a `'static` call needs to describe its result.

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod agent;
 mod guard;
 mod http;
 mod models;

@@ -25,6 +25,9 @@ pub fn try_build_with(
     let mut cx = BuildContext::new(topology.clone());
     cx.insert(Arc::new(allow.secrets.clone()));
     cx.insert(Arc::new(allow));
+    // As `glassbox_nodes::assemble` does: an agent builds its tool
+    // topologies with the same kinds.
+    cx.insert(Arc::new(registry.clone()));
     Pipeline::build(topology, &registry, &cx, PipelineOptions::default())
 }
 

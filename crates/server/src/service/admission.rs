@@ -64,6 +64,8 @@ pub struct Admission {
     pub max_tokens: Option<u64>,
     /// What the caller's key is charged, settled when the request ends.
     charge: Option<Charge>,
+    /// The caller's tools and answer format for the LLM nodes.
+    pub model_ask: Option<Arc<glassbox_engine::ModelAsk>>,
     _slot: Slot,
     _in_flight: InFlight,
 }
@@ -116,6 +118,7 @@ impl Admission {
         });
         options.priority = self.scheduling.priority;
         options.max_tokens = self.max_tokens;
+        options.model_ask = self.model_ask.clone();
         if let Some(limit) = &self.run_limit {
             options.deadline = Some(limit.limit);
         }
@@ -159,6 +162,7 @@ impl Service {
             charge: ask
                 .caller
                 .map(|c| Charge::nothing_yet(self.limiter.clone(), c)),
+            model_ask: None,
             _slot: slot,
             _in_flight: self.metrics.in_flight(id),
         })

@@ -51,6 +51,24 @@ edges:
   - { from: llm, to: check }
 "#;
 
+/// SmolLM2 with room for a tool call: the caller brings the tools.
+const TOOLS: &str = r#"topology_id: tools-chat
+version: 1.0.0
+defaults: { timeout_ms: 300000, deadline_ms: 600000 }
+nodes:
+  - id: llm
+    type: llm_inference
+    resource: { type: cpu, cost_per_call: 0.0001 }
+    config:
+      backend: local
+      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+      system: You are a helpful assistant.
+      prompt: '{{ input.question }}'
+      max_tokens: 96
+      temperature: 0
+      seed: 42
+"#;
+
 /// MiniLM embeddings.
 const EMBED: &str = r#"topology_id: embed
 version: 1.0.0
@@ -389,6 +407,7 @@ fn the_official_openai_python_client_works() {
             ("chat.yaml", CHAT),
             ("embed.yaml", EMBED),
             ("moderation.yaml", MODERATION),
+            ("tools.yaml", TOOLS),
         ],
         config,
     );
@@ -399,6 +418,7 @@ fn the_official_openai_python_client_works() {
         .env("CHAT_MODEL", "chat")
         .env("GUARDED_MODEL", "moderation")
         .env("EMBED_MODEL", "embed")
+        .env("TOOLS_MODEL", "tools-chat")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -3,7 +3,9 @@
 //! The topology gives the nodes and their resource tags; its stored traces
 //! (`--store`, the most recent `--traces` requests) give, per node, the
 //! fraction of requests that reach it, attempts per visit, wall and CPU
-//! time and tokens per call. `glassbox_planner::pipeline::plan` scales
+//! time and tokens per call; for an `agent` node, its model calls (its
+//! `step` spans): iterations per request and tokens per model call.
+//! `glassbox_planner::pipeline::plan` scales
 //! that to the target rate with the what-ifs applied; this module gathers
 //! the profile and prints the plan.
 //!
@@ -114,6 +116,12 @@ struct Seen {
     has_cpu: bool,
     input: u64,
     output: u64,
+    /// An agent's model calls (its `step` spans of kind `*.model`): the
+    /// work its model serves, one per loop iteration.
+    model_steps: u64,
+    step_wall_us: u64,
+    step_input: u64,
+    step_output: u64,
 }
 
 /// The topology's measured traffic, from its most recent stored traces.
@@ -149,6 +157,16 @@ fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
         requests += 1;
         let mut visited = BTreeSet::new();
         for span in &trace.spans {
+            if let Some(of) = span.role.step_of() {
+                if span.kind.ends_with(".model") {
+                    let s = seen.entry(of.to_string()).or_default();
+                    s.model_steps += 1;
+                    s.step_wall_us += span.usage.wall_us;
+                    s.step_input += span.usage.input_tokens.unwrap_or(0);
+                    s.step_output += span.usage.output_tokens.unwrap_or(0);
+                }
+                continue;
+            }
             let order = seen.len();
             let s = seen.entry(span.node.to_string()).or_insert_with(|| Seen {
                 order,
@@ -210,7 +228,15 @@ fn profile(a: &PipelineArgs) -> anyhow::Result<PipelineProfile> {
     let nodes = declared
         .into_iter()
         .map(|(id, kind, resource, model)| {
-            let s = seen.remove(&id).unwrap_or_default();
+            let mut s = seen.remove(&id).unwrap_or_default();
+            // An agent's model is called once per iteration: it is sized
+            // by iterations per request and tokens per model call.
+            if s.model_steps > 0 {
+                s.calls = s.model_steps;
+                s.wall_us = s.step_wall_us;
+                s.input = s.step_input;
+                s.output = s.step_output;
+            }
             let calls = s.calls.max(1) as f64;
             NodeProfile {
                 id,
@@ -293,6 +319,15 @@ fn print(profile: &PipelineProfile, plan: &PipelinePlan) {
         plan.peak_rate,
         profile.requests
     );
+    for p in profile.nodes.iter().filter(|p| p.kind == "agent") {
+        out!(
+            "{}: {:.1} model calls (loop iterations) per request, {:.0} tokens in and {:.0} out per call",
+            p.id,
+            p.calls_per_visit,
+            p.input_tokens_per_call,
+            p.output_tokens_per_call
+        );
+    }
     let rows = plan
         .nodes
         .iter()

@@ -31,6 +31,13 @@ pub struct ChatMessage {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub content: Value,
+    /// An assistant turn's tool calls (sent back with their results).
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tool_calls: Option<Value>,
+    /// A `tool` turn: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -72,9 +79,44 @@ pub struct ChatRequest {
     /// `flex` runs offline, `priority` interactive, others online.
     #[serde(default)]
     pub service_tier: Option<String>,
+    /// Functions the model may call: `[{"type": "function", "function":
+    /// {"name", "description", "parameters"}}]` (parameters: a JSON Schema
+    /// in the subset constrained decoding supports). Handed to the
+    /// topology's LLM nodes that set no tools of their own.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Value>,
+    /// `auto` (the default with tools), `none`, `required`, or
+    /// `{"type": "function", "function": {"name"}}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
+    /// `{"type": "text"}`, `{"type": "json_object"}` or `{"type":
+    /// "json_schema", "json_schema": {"name", "schema"}}`: a local model
+    /// is constrained by a grammar to answer in that shape.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub response_format: Option<Value>,
 }
 
 impl ChatRequest {
+    /// The conversation as JSON, for the topology's input.
+    fn messages_json(&self) -> Vec<Value> {
+        self.messages
+            .iter()
+            .map(|m| {
+                let mut v = json!({"role": m.role, "content": m.content});
+                if let Some(calls) = &m.tool_calls {
+                    v["tool_calls"] = calls.clone();
+                }
+                if let Some(id) = &m.tool_call_id {
+                    v["tool_call_id"] = json!(id);
+                }
+                v
+            })
+            .collect()
+    }
+
     /// Estimated tokens: every message's text and the completion asked for.
     fn estimated_tokens(&self) -> u64 {
         let prompt: u64 = self
@@ -91,7 +133,13 @@ impl ChatRequest {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ChatChoiceMessage {
     pub role: String,
-    pub content: String,
+    /// The answer; `null` when the model called tools.
+    pub content: Option<String>,
+    /// The model's tool calls: `[{"id", "type": "function", "function":
+    /// {"name", "arguments"}}]` (`arguments`: JSON text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tool_calls: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -168,6 +216,11 @@ pub async fn chat_completions(
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let text = question(&req)?;
+    let model_ask = super::tools::model_ask(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.response_format.as_ref(),
+    )?;
     // A worker refuses at once what it cannot start in time.
     let loads: Vec<_> = glassbox_nodes::model_cache::global()
         .llm_loads()
@@ -187,6 +240,7 @@ pub async fn chat_completions(
         .await
         .map_err(|e| model_error(e, "served here; GET /v1/models lists them"))?;
     admission.max_tokens = req.max_completion_tokens.or(req.max_tokens);
+    admission.model_ask = model_ask;
     // The guard took the request's unit; this adds its estimated tokens,
     // settled against its real ones when it ends (streamed or not).
     admission.charge(Cost {
@@ -196,7 +250,10 @@ pub async fn chat_completions(
         },
         counted: Counted::Generated,
     })?;
-    let input = json!({ "question": text });
+    let mut input = json!({ "question": text });
+    if super::tools::offers_tools(admission.model_ask.as_deref()) {
+        input["messages"] = json!(req.messages_json());
+    }
     if req.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         return Ok(super::stream::sse(
@@ -217,6 +274,7 @@ pub async fn chat_completions(
             return Ok(r);
         }
     };
+    let calls = super::tools::tool_calls(output).cloned();
     let body = ChatCompletion {
         id: format!("chatcmpl-{rid}"),
         object: "chat.completion".into(),
@@ -225,11 +283,17 @@ pub async fn chat_completions(
         system_fingerprint: outcome.trace.record.version.to_string(),
         choices: vec![ChatChoice {
             index: 0,
+            finish_reason: if calls.is_some() {
+                "tool_calls"
+            } else {
+                "stop"
+            }
+            .into(),
             message: ChatChoiceMessage {
                 role: "assistant".into(),
-                content: answer_text(output),
+                content: calls.is_none().then(|| answer_text(output)),
+                tool_calls: calls,
             },
-            finish_reason: "stop".into(),
         }],
         usage,
     };

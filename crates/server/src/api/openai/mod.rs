@@ -15,6 +15,9 @@
 //! output as one piece when the request ends. `GET /v1/topologies` shows the
 //! mode of each (`streaming: live | buffered`).
 //!
+//! Tools and structured answers (`tools`, `tool_choice`,
+//! `response_format`) go to the topology's LLM nodes; see [`tools`].
+//!
 //! Embeddings: `model` is a topology whose entry nodes are `embedding`
 //! nodes; each input string is one request (`{"question": TEXT}`) and the
 //! topology's output must carry `vector`.
@@ -32,6 +35,7 @@ pub mod chat;
 pub mod embeddings;
 pub mod models;
 pub mod stream;
+pub mod tools;
 pub mod usage;
 
 pub use chat::chat_completions;

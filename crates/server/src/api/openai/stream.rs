@@ -73,10 +73,15 @@ impl Chunks {
             Ok(output) => {
                 // Buffered topologies send their final output here; so does a
                 // live one whose LLM produced nothing (a fallback answered).
-                if streamed.is_empty() {
-                    events.push(self.delta(json!({"content": answer_text(output)}), None));
+                if let Some(calls) = super::tools::tool_calls(output) {
+                    events.push(self.delta(super::tools::delta(calls), None));
+                    events.push(self.delta(json!({}), Some("tool_calls")));
+                } else {
+                    if streamed.is_empty() {
+                        events.push(self.delta(json!({"content": answer_text(output)}), None));
+                    }
+                    events.push(self.delta(json!({}), Some("stop")));
                 }
-                events.push(self.delta(json!({}), Some("stop")));
                 if include_usage {
                     events.push(self.usage(Usage::from(finished.usage)));
                 }

@@ -1,0 +1,111 @@
+//! `glassbox run`'s table of an agent's steps: each model and tool call
+//! with its iteration, what it did, its tokens, cost and time, then why
+//! the loop stopped. Shown when the answer came from an `agent` node
+//! (its output carries `steps` and `status`).
+
+use serde_json::Value;
+
+use crate::table::Table;
+
+/// The "Agent steps" section, or nothing when `output` is not an agent's.
+pub fn render(output: &Value) -> String {
+    let (Some(steps), Some(status)) = (
+        output.get("steps").and_then(Value::as_array),
+        output.get("status").and_then(Value::as_str),
+    ) else {
+        return String::new();
+    };
+    let num = |s: &Value, k: &str| s.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let rows: Vec<Vec<String>> = steps
+        .iter()
+        .map(|s| {
+            let kind = s.get("kind").and_then(Value::as_str).unwrap_or_default();
+            let what = match kind {
+                "tool" => format!(
+                    "{}({}) → {}",
+                    s.get("tool").and_then(Value::as_str).unwrap_or_default(),
+                    s.get("arguments").map(Value::to_string).unwrap_or_default(),
+                    cut(s
+                        .get("observation")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default())
+                ),
+                _ => cut(s.get("reply").and_then(Value::as_str).unwrap_or_default()),
+            };
+            let tokens = if kind == "model" {
+                format!("{}/{}", num(s, "tokens_in"), num(s, "tokens_out"))
+            } else {
+                "-".into()
+            };
+            vec![
+                num(s, "step").to_string(),
+                num(s, "iteration").to_string(),
+                kind.to_string(),
+                what,
+                tokens,
+                format!("{:.6}", num(s, "cost")),
+                format!("{:.0}", num(s, "ms")),
+            ]
+        })
+        .collect();
+    let mut out = String::from("\nAgent steps\n");
+    out.push_str(
+        &Table::new(&[
+            "STEP",
+            "ITER",
+            "KIND",
+            "WHAT",
+            "TOKENS IN/OUT",
+            "COST",
+            "TOOK ms",
+        ])
+        .indent("  ")
+        .rows(rows)
+        .render(),
+    );
+    out.push_str(&format!(
+        "  stopped: {status}{}\n",
+        output
+            .get("stopped_by")
+            .and_then(Value::as_str)
+            .map(|b| format!(" (`{b}`)"))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+/// One line of at most 60 characters.
+fn cut(text: &str) -> String {
+    let line = text.replace('\n', " ");
+    match line.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_agent_output_gets_its_steps_and_why_it_stopped() {
+        let out = json!({"text": "x", "status": "budget_exhausted", "stopped_by": "max_iterations", "steps": [
+            {"step": 1, "iteration": 1, "kind": "model", "tokens_in": 200, "tokens_out": 20, "cost": 0.001, "ms": 900.0, "reply": "{\"name\":\"lookup_order\"}"},
+            {"step": 2, "iteration": 1, "kind": "tool", "tool": "lookup_order", "arguments": {"order_id": 7}, "observation": "Order 7: shipped", "cost": 0.0, "ms": 3.0}
+        ]});
+        let text = render(&out);
+        assert!(text.contains("Agent steps"), "{text}");
+        assert!(
+            text.contains(r#"lookup_order({"order_id":7}) → Order 7: shipped"#),
+            "{text}"
+        );
+        assert!(text.contains("200/20"), "{text}");
+        assert!(
+            text.contains("stopped: budget_exhausted (`max_iterations`)"),
+            "{text}"
+        );
+        assert_eq!(render(&json!({"text": "plain"})), "");
+    }
+}

@@ -1,0 +1,98 @@
+//! Constrained decoding on the real model: with a grammar from a JSON
+//! Schema, SmolLM2-135M writes JSON of that shape at any seed.
+
+use glassbox_models::grammar::json_schema_to_gbnf;
+use glassbox_models::{ChatMessage, FinishReason, GenerateRequest, LlmError};
+use serde_json::{Value, json};
+
+use crate::common::llm;
+
+fn ask(schema: &Value, question: &str, seed: u32) -> glassbox_models::Completion {
+    llm()
+        .generate_blocking(GenerateRequest {
+            max_tokens: 120,
+            temperature: 0.9,
+            seed: Some(seed),
+            grammar: Some(json_schema_to_gbnf(schema).expect("a supported schema")),
+            ..GenerateRequest::chat(vec![
+                ChatMessage::system("You are a helpful assistant."),
+                ChatMessage::user(question),
+            ])
+        })
+        .expect("the model generates")
+}
+
+#[test]
+fn a_grammar_makes_the_answer_json_of_the_schema() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 30},
+            "days": {"type": "integer"},
+            "unit": {"enum": ["celsius", "fahrenheit"]},
+            "tags": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}
+        },
+        "required": ["city", "days", "unit", "tags"]
+    });
+    for seed in 0..6 {
+        let c = ask(&schema, "What is the weather like in Rome this week?", seed);
+        assert_eq!(
+            c.finish_reason,
+            FinishReason::Stop,
+            "seed {seed}: {}",
+            c.text
+        );
+        let v: Value = serde_json::from_str(&c.text)
+            .unwrap_or_else(|e| panic!("seed {seed}: not JSON ({e}): {}", c.text));
+        assert!(
+            v["city"].as_str().is_some_and(|s| s.chars().count() <= 30),
+            "{v}"
+        );
+        assert!(v["days"].is_i64(), "{v}");
+        assert!(
+            ["celsius", "fahrenheit"].contains(&v["unit"].as_str().unwrap_or("")),
+            "{v}"
+        );
+        let tags = v["tags"].as_array().unwrap();
+        assert!(tags.len() <= 3 && tags.iter().all(Value::is_boolean), "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 4, "no other properties: {v}");
+    }
+}
+
+#[test]
+fn alternatives_pick_one_shape() {
+    let schema = json!({"anyOf": [
+        {"type": "object", "properties": {"name": {"const": "lookup_order"},
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]}},
+         "required": ["name", "parameters"]},
+        {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 80}}, "required": ["answer"]}
+    ]});
+    for seed in 0..4 {
+        let c = ask(&schema, "Where is my order 1042?", seed);
+        let v: Value = serde_json::from_str(&c.text).unwrap_or_else(|e| panic!("{e}: {}", c.text));
+        let call = v["name"] == "lookup_order" && v["parameters"]["order_id"].is_i64();
+        let answer = v["answer"].is_string() && v.as_object().unwrap().len() == 1;
+        assert!(call || answer, "seed {seed}: {v}");
+    }
+}
+
+#[test]
+fn a_grammar_llama_cpp_cannot_parse_is_an_invalid_request() {
+    let e = llm()
+        .generate_blocking(GenerateRequest {
+            grammar: Some("root ::= (".into()),
+            ..GenerateRequest::chat(vec![ChatMessage::user("hi")])
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LlmError::InvalidRequest {
+                field: "grammar",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.is_invalid_request());
+}

@@ -1,0 +1,52 @@
+//! `agent`: a model with tools, looping model call → tool call →
+//! observation until it answers or a budget runs out ([`run`]). Tools are
+//! topology files (sub-topologies beside this one) or `http` calls, each
+//! described by a JSON Schema for its arguments ([`config`]). The loop is
+//! always bounded: `max_iterations` is required, and token, cost and time
+//! budgets may be added ([`budget`]).
+
+pub mod budget;
+pub mod config;
+pub mod run;
+pub mod tool;
+
+use std::sync::Arc;
+
+use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_topology::{Cx, Labels, Value};
+
+pub use config::AgentConfig;
+
+/// The `agent` kind.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Agent;
+
+impl TypedKind for Agent {
+    type Config = AgentConfig;
+
+    fn name(&self) -> &'static str {
+        "agent"
+    }
+
+    fn summary(&self) -> &'static str {
+        "a model with tools (sub-topologies, http calls) in a bounded loop until it answers"
+    }
+
+    fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
+        config::check(config, cx)
+    }
+
+    /// `answered`, or `budget_exhausted` when a budget stopped the loop.
+    fn labels(&self, _config: &AgentConfig) -> Labels {
+        Labels::Declared(vec!["answered".into(), "budget_exhausted".into()])
+    }
+
+    fn build(
+        &self,
+        config: &AgentConfig,
+        node: &glassbox_topology::Node,
+        cx: &BuildContext,
+    ) -> Result<Arc<dyn Node>, BuildError> {
+        run::build(config, node, cx)
+    }
+}

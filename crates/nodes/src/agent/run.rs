@@ -1,0 +1,352 @@
+//! `agent` at run time: model call → tool call → observation, until the
+//! model answers or a budget runs out.
+//!
+//! Each model call offers the tools (`tool_choice: auto`); a local model
+//! is constrained by the tools' grammar, so every reply is a tool call or
+//! an answer that parses. A tool's result goes back to the model as a user
+//! turn naming the tool. Before each model call the budgets are checked;
+//! the first one reached ends the loop with status `budget_exhausted` and
+//! an explanation naming the budget and what the agent was doing. Every
+//! step (model call or tool call, with its iteration, arguments, result,
+//! tokens, cost and time) is itemised in the output's `steps`, which is
+//! stored and redacted like any output.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use glassbox_engine::trace::Fact;
+use glassbox_engine::{
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, Step as StepSpan,
+};
+use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, LlmOptions};
+use serde_json::{Value, json};
+
+use super::budget::{Budget, Doing, Spent, Stop, explain};
+use super::config::AgentConfig;
+use super::tool::{self, Tool};
+use crate::check::BackendKind;
+use crate::llm::tools::{Ask, LocalPlan, Reply};
+use crate::model_cache::{cache, locate};
+use crate::openai::Endpoint;
+
+enum Model {
+    Local(Arc<LlmHandle>),
+    OpenAi(Endpoint),
+}
+
+struct Inner {
+    model: Model,
+    model_name: String,
+    system: String,
+    max_tokens: u32,
+    temperature: f32,
+    seed: Option<u32>,
+    ask: Ask,
+    plan: LocalPlan,
+    tools: Vec<Tool>,
+    budget: Budget,
+    /// Price per 1k input and output tokens.
+    prices: (f64, f64),
+}
+
+pub struct AgentNode {
+    inner: Arc<Inner>,
+}
+
+/// A decimal price as a float (budgets compare floats).
+fn price(d: Option<impl ToString>) -> f64 {
+    d.map_or(0.0, |d| d.to_string().parse().unwrap_or(0.0))
+}
+
+pub(super) fn build(
+    c: &AgentConfig,
+    node: &glassbox_topology::Node,
+    cx: &BuildContext,
+) -> Result<Arc<dyn Node>, BuildError> {
+    let ask = c
+        .ask
+        .clone()
+        .ok_or_else(|| BuildError::config("the agent has no usable tools"))?;
+    let plan = ask.local_plan().map_err(BuildError::config)?;
+    let model = match c.backend.kind {
+        BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(&c.backend, node.timeout, cx)?),
+        BackendKind::Local => {
+            let name = c
+                .backend
+                .model
+                .as_deref()
+                .unwrap_or(crate::llm::run::DEFAULT_MODEL);
+            let mut options = LlmOptions::new(locate(cx, name));
+            options.n_ctx = c.context_size.map_or(4096, |n| n as u32);
+            Model::Local(cache(cx).llm(options)?)
+        }
+    };
+    let tools = c
+        .tools
+        .iter()
+        .map(|t| tool::build(t, node.timeout, cx))
+        .collect::<Result<Vec<_>, _>>()?;
+    let model_name = node.resource.model.clone().unwrap_or_else(|| match &model {
+        Model::Local(h) => h.version().to_string(),
+        Model::OpenAi(e) => e.model.clone(),
+    });
+    let p = &node.resource.prices;
+    Ok(Arc::new(AgentNode {
+        inner: Arc::new(Inner {
+            model,
+            model_name,
+            system: c
+                .system
+                .clone()
+                .unwrap_or_else(|| "You are a helpful assistant.".into()),
+            max_tokens: c.max_tokens.map_or(160, |n| n as u32),
+            temperature: c.temperature.unwrap_or(0.0) as f32,
+            seed: c.seed.map(|s| s as u32),
+            ask,
+            plan,
+            tools,
+            budget: c.budget.clone(),
+            prices: (
+                price(p.cost_per_1k_input_tokens),
+                price(p.cost_per_1k_output_tokens),
+            ),
+        }),
+    }))
+}
+
+/// One model call's result.
+struct Step {
+    reply: Reply,
+    raw: String,
+    tokens_in: u64,
+    tokens_out: u64,
+}
+
+impl Inner {
+    fn model_call(&self, cx: &NodeCx, turns: &[ChatMessage], seq: &str) -> Result<Step, NodeError> {
+        match &self.model {
+            Model::Local(handle) => {
+                let c = handle
+                    .generate_blocking(GenerateRequest {
+                        max_tokens: self.max_tokens,
+                        temperature: self.temperature,
+                        seed: self.seed,
+                        priority: cx.priority().rank(),
+                        grammar: Some(self.plan.grammar.clone()),
+                        ..GenerateRequest::chat(turns.to_vec())
+                    })
+                    .map_err(|e| NodeError::failed(e.to_string()))?;
+                Ok(Step {
+                    reply: self.ask.reply(&self.plan, &c.text, seq),
+                    raw: c.text,
+                    tokens_in: u64::from(c.usage.prompt_tokens),
+                    tokens_out: u64::from(c.usage.completion_tokens),
+                })
+            }
+            Model::OpenAi(endpoint) => {
+                let msgs: Vec<Value> = turns
+                    .iter()
+                    .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+                    .collect();
+                let mut params =
+                    json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
+                if let Some(tools) = &self.ask.raw.tools {
+                    params["tools"] = tools.clone();
+                    params["tool_choice"] = json!("auto");
+                }
+                let r = endpoint.chat_reply(Value::Array(msgs), &params)?;
+                let reply = match &r.tool_calls {
+                    Some(calls) => Reply::ToolCalls(calls.clone()),
+                    None => Reply::Text(r.text.clone()),
+                };
+                Ok(Step {
+                    raw: r
+                        .tool_calls
+                        .as_ref()
+                        .map_or(r.text.clone(), |c| Value::Array(c.clone()).to_string()),
+                    reply,
+                    tokens_in: r.prompt_tokens,
+                    tokens_out: r.completion_tokens,
+                })
+            }
+        }
+    }
+
+    fn run(&self, cx: &NodeCx, question: String) -> Result<NodeOutput, NodeError> {
+        let start = Instant::now();
+        let rid: String = cx
+            .request_id()
+            .to_string()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(12)
+            .collect();
+        let mut turns = vec![
+            ChatMessage::system(format!("{}\n\n{}", self.system, self.plan.instructions)),
+            ChatMessage::user(question),
+        ];
+        let mut spent = Spent::default();
+        let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
+        let mut steps: Vec<Value> = Vec::new();
+        let mut used: Vec<String> = Vec::new();
+        let mut doing = Doing::Starting;
+        let mut answer = String::new();
+        // Each model and tool call, for its own span and receipt lines.
+        let mut spans: Vec<StepSpan> = Vec::new();
+        let stop = loop {
+            spent.elapsed = start.elapsed();
+            if let Some(bound) = self.budget.over(&spent) {
+                break Stop::Budget { bound, doing };
+            }
+            if cx.attempt_over() {
+                return Err(NodeError::failed(
+                    "the agent's attempt ended (timeout or cancel)",
+                ));
+            }
+            let t0 = Instant::now();
+            let step = self.model_call(cx, &turns, &format!("{rid}{}", spent.iterations))?;
+            spent.iterations += 1;
+            spans.push(StepSpan {
+                kind: "model",
+                name: self.model_name.clone(),
+                iteration: spent.iterations,
+                started: t0,
+                ended: Instant::now(),
+                // What the model was asked this time: the last turn.
+                input: json!(turns.last().map(|t| t.content.clone())),
+                output: json!(step.raw),
+                error: None,
+                tokens: Some((step.tokens_in, step.tokens_out)),
+                cost: None,
+            });
+            let cost = (step.tokens_in as f64 * self.prices.0
+                + step.tokens_out as f64 * self.prices.1)
+                / 1000.0;
+            spent.tokens += step.tokens_in + step.tokens_out;
+            spent.cost += cost;
+            tokens_in += step.tokens_in;
+            tokens_out += step.tokens_out;
+            steps.push(json!({
+                "step": steps.len() + 1, "iteration": spent.iterations, "kind": "model",
+                "tokens_in": step.tokens_in, "tokens_out": step.tokens_out, "cost": cost,
+                "ms": t0.elapsed().as_secs_f64() * 1e3, "reply": step.raw,
+            }));
+            let calls = match step.reply {
+                Reply::Text(text) => {
+                    answer = text;
+                    break Stop::Answered;
+                }
+                Reply::ToolCalls(calls) => calls,
+            };
+            // One call per turn: the model sees each result before the next.
+            let Some(call) = calls.first() else { continue };
+            let name = call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let args: Value = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .and_then(|a| serde_json::from_str(a).ok())
+                .unwrap_or_else(|| json!({}));
+            doing = Doing::Using(name.clone());
+            let t1 = Instant::now();
+            let obs = match self.tools.iter().find(|t| t.name == name) {
+                Some(t) => t.call(&args),
+                None => tool::Observation {
+                    text: format!("error: there is no tool named `{name}`"),
+                    cost: 0.0,
+                    receipt: rust_decimal::Decimal::ZERO,
+                    ok: false,
+                },
+            };
+            spent.cost += obs.cost;
+            spans.push(StepSpan {
+                kind: "tool",
+                name: name.clone(),
+                iteration: spent.iterations,
+                started: t1,
+                ended: Instant::now(),
+                input: args.clone(),
+                output: json!(obs.text),
+                error: (!obs.ok).then(|| obs.text.clone()),
+                tokens: None,
+                cost: (!obs.receipt.is_zero()).then_some(obs.receipt),
+            });
+            steps.push(json!({
+                "step": steps.len() + 1, "iteration": spent.iterations, "kind": "tool",
+                "tool": name, "arguments": args, "observation": obs.text, "ok": obs.ok,
+                "cost": obs.cost, "ms": t1.elapsed().as_secs_f64() * 1e3,
+            }));
+            turns.push(ChatMessage::assistant(
+                json!({"name": name, "parameters": args}).to_string(),
+            ));
+            // A small model tends to repeat a call; the result turn says
+            // what to do with it.
+            turns.push(ChatMessage::user(format!(
+                "Result of `{name}`: {}\nIf this answers my question, reply with {{\"answer\": ...}}.",
+                obs.text
+            )));
+            used.push(name);
+        };
+        spent.elapsed = start.elapsed();
+        let (en, zh) = explain(&stop, &self.budget, &spent, &used);
+        let stopped_by = match &stop {
+            Stop::Budget { bound, .. } => json!(bound.field()),
+            Stop::Answered => Value::Null,
+        };
+        let text = if stop == Stop::Answered {
+            answer
+        } else {
+            en.clone()
+        };
+        let status = stop.status();
+        let mut out = NodeOutput::new(json!({
+            "text": text,
+            "status": status,
+            "stopped_by": stopped_by,
+            "iterations": spent.iterations,
+            "tool_calls": used.len(),
+            "cost": spent.cost,
+            "explanation": en,
+            "steps": steps,
+        }))
+        .label(status)
+        .tokens(tokens_in, tokens_out)
+        .tag("status", status)
+        .tag("iterations", spent.iterations.to_string())
+        .tag("tools", used.join(","))
+        .tag("model_version", self.model_name.clone())
+        // The explanation joins clauses and ends each sentence itself.
+        .fact(Fact::Note {
+            en: en.trim_end_matches('.').to_string(),
+            zh: zh.trim_end_matches('。').to_string(),
+        });
+        out.steps = spans.into();
+        Ok(out)
+    }
+}
+
+/// The question: `input.question`, or the input when it is a string.
+fn question(input: &Value) -> Result<String, NodeError> {
+    match input {
+        Value::String(s) => Ok(s.clone()),
+        v => v
+            .get("question")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| NodeError::BadInput("an agent needs `question` in its input".into())),
+    }
+}
+
+impl Node for AgentNode {
+    fn call(&self, cx: NodeCx) -> Call {
+        let question = match question(cx.input()) {
+            Ok(q) => q,
+            Err(e) => return Call::Ready(Err(e)),
+        };
+        let inner = self.inner.clone();
+        Call::blocking(move || inner.run(&cx, question))
+    }
+}

@@ -1,0 +1,259 @@
+//! The `agent` kind on the real local model (SmolLM2-135M, constrained by
+//! the tools' grammar) with a sub-topology tool: the example's order table.
+
+use glassbox_engine::RunOptions;
+use serde_json::{Value, json};
+
+use crate::support::build;
+
+/// An agent with the example's `lookup_order` tool; `budget` is spliced in.
+fn agent(budget: &str) -> String {
+    format!(
+        r#"
+topology_id: agent-test
+version: "1"
+defaults: {{ timeout_ms: 600000, deadline_ms: 900000 }}
+nodes:
+  - id: agent
+    type: agent
+    resource: {{ type: cpu, cost_per_1k_input_tokens: 0.001, cost_per_1k_output_tokens: 0.002 }}
+    config:
+      backend: local
+      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+      system: You are a support assistant. Use lookup_order for order numbers.
+      max_tokens: 64
+      temperature: 0
+      seed: 42
+      {budget}
+      tools:
+        - name: lookup_order
+          description: Looks up an order by its number and tells its status.
+          parameters: {{ type: object, properties: {{ order_id: {{ type: integer }} }}, required: [order_id] }}
+          topology: order_lookup.yaml
+"#
+    )
+}
+
+fn name() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agent");
+    root.join("agent-test.yaml").display().to_string()
+}
+
+#[tokio::test]
+async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
+    let p = build(&name(), &agent("max_iterations: 3"));
+    let out = p
+        .run(
+            json!({"question": "Where is my order 1042?"}),
+            RunOptions::default(),
+        )
+        .await;
+    let v = out.result.expect("the agent runs");
+    let steps = v["steps"].as_array().unwrap();
+    let iterations = v["iterations"].as_u64().unwrap();
+    assert!((1..=3).contains(&iterations), "{v}");
+    let model_steps = steps.iter().filter(|s| s["kind"] == "model").count() as u64;
+    assert_eq!(model_steps, iterations, "{v}");
+    for s in steps.iter().filter(|s| s["kind"] == "tool") {
+        assert_eq!(s["tool"], "lookup_order", "{s}");
+        // The grammar makes every call's arguments follow the schema.
+        assert!(s["arguments"]["order_id"].is_i64(), "{s}");
+    }
+    match v["status"].as_str().unwrap() {
+        "answered" => assert!(v["stopped_by"].is_null(), "{v}"),
+        "budget_exhausted" => {
+            assert_eq!(
+                (iterations, v["stopped_by"].as_str()),
+                (3, Some("max_iterations")),
+                "{v}"
+            );
+            assert!(
+                v["explanation"]
+                    .as_str()
+                    .unwrap()
+                    .contains("`max_iterations` 3"),
+                "{v}"
+            );
+        }
+        other => panic!("status {other}: {v}"),
+    }
+    // The model's tokens are the span's usage, priced by the node's resource.
+    let span = &out.trace.spans[0];
+    assert!(span.tags.contains_key("iterations"), "{:?}", span.tags);
+    let spent: f64 = steps
+        .iter()
+        .map(|s| s["cost"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert!((spent - v["cost"].as_f64().unwrap()).abs() < 1e-9, "{v}");
+    let explanation = &out.trace.record.explanation.text;
+    assert!(explanation.contains("The agent "), "{explanation}");
+
+    // Every model call and tool call is its own span, in order, with its
+    // iteration, arguments and result.
+    let step_spans: Vec<_> = out
+        .trace
+        .spans
+        .iter()
+        .filter(|s| s.role.step_of() == Some("agent"))
+        .collect();
+    assert_eq!(step_spans.len(), steps.len(), "{:?}", out.trace.spans);
+    for (span, step) in step_spans.iter().zip(steps) {
+        assert_eq!(&*span.node, format!("agent#{}", step["step"]));
+        assert_eq!(
+            &*span.kind,
+            format!("agent.{}", step["kind"].as_str().unwrap())
+        );
+        assert_eq!(span.tags["iteration"], step["iteration"].to_string());
+        if step["kind"] == "tool" {
+            assert_eq!(*span.input_summary, step["arguments"].to_string());
+            assert_eq!(span.tags["tool"], "lookup_order");
+            let head: String = span.output_summary.chars().take(20).collect();
+            let observation = step["observation"].as_str().unwrap();
+            assert!(
+                !head.is_empty() && observation.starts_with(&head),
+                "{span:?}"
+            );
+        } else {
+            assert_eq!(span.usage.input_tokens, step["tokens_in"].as_u64());
+            assert_eq!(span.usage.output_tokens, step["tokens_out"].as_u64());
+        }
+    }
+    // The receipt itemises each step: model steps' tokens, and the tool
+    // topology's own cost (its `cost_per_call`), on lines naming the step.
+    let receipt = &out.trace.record.receipt;
+    assert_eq!(receipt.sum_of_lines(), receipt.total);
+    for span in &step_spans {
+        let billed: rust_decimal::Decimal = receipt
+            .lines
+            .iter()
+            .filter(|l| l.step.as_deref() == Some(&*span.node))
+            .map(|l| l.amount)
+            .sum();
+        assert_eq!(billed, span.cost, "{span:?} {receipt:?}");
+        assert!(span.cost > rust_decimal::Decimal::ZERO, "{span:?}");
+    }
+}
+
+/// Runs the agent until its first budget check after one model call.
+async fn stopped_by(budget: &str, question: &str) -> Option<Value> {
+    let p = build(&name(), &agent(budget));
+    let out = p
+        .run(json!({"question": question}), RunOptions::default())
+        .await;
+    let v: Value = out.result.expect("the agent runs");
+    // The model may answer at once: one model call, no budget involved.
+    if v["status"] == "answered" {
+        assert_eq!(v["iterations"], 1, "{v}");
+        return None;
+    }
+    assert_eq!(v["status"], "budget_exhausted", "{v}");
+    assert_eq!(v["iterations"], 1, "{v}");
+    assert_eq!(v["steps"][1]["kind"], "tool", "{v}");
+    let zh = out
+        .trace
+        .record
+        .explanation
+        .facts
+        .iter()
+        .flat_map(|f| f.facts.iter())
+        .find_map(|f| match f {
+            glassbox_engine::trace::Fact::Note { zh, .. } => Some(zh.clone()),
+            _ => None,
+        })
+        .expect("the agent's note");
+    assert!(zh.contains("当时正在处理 `lookup_order` 的结果"), "{zh}");
+    Some(v)
+}
+
+#[tokio::test]
+async fn a_cost_budget_stops_the_loop_naming_the_budget() {
+    // The first model call costs more than 0.000001 at these prices.
+    let Some(v) = stopped_by(
+        "max_iterations: 5\n      budget: { max_cost: 0.000001 }",
+        "Where is my order 1043?",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(v["stopped_by"], "budget.max_cost", "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains("its cost budget (`budget.max_cost` 0.000001) ran out while it was using the result of `lookup_order`"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_time_budget_stops_the_loop_naming_the_budget() {
+    // One model call takes longer than a millisecond.
+    let Some(v) = stopped_by(
+        "max_iterations: 5\n      budget: { max_time_ms: 1 }",
+        "Where is my order 310?",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(v["stopped_by"], "budget.max_time_ms", "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains("its time budget (`budget.max_time_ms` 1 ms) ran out while it was using the result of `lookup_order`"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_token_budget_stops_the_loop_naming_the_budget() {
+    // One token is spent by the first model call, whatever it says.
+    let p = build(
+        &name(),
+        &agent("max_iterations: 5\n      budget: { max_tokens: 1 }"),
+    );
+    let out = p
+        .run(
+            json!({"question": "Where is my order 77?"}),
+            RunOptions::default(),
+        )
+        .await;
+    let v: Value = out.result.expect("the agent runs");
+    if v["status"] == "answered" {
+        // It answered at once: one model call, no budget involved.
+        assert_eq!(v["iterations"], 1, "{v}");
+        return;
+    }
+    assert_eq!(v["status"], "budget_exhausted", "{v}");
+    assert_eq!(v["stopped_by"], "budget.max_tokens", "{v}");
+    assert_eq!(v["iterations"], 1, "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(text.contains("token budget (`budget.max_tokens` 1) ran out while it was using the result of `lookup_order`"), "{text}");
+    let step = &v["steps"][1];
+    assert_eq!(step["kind"], "tool", "{v}");
+    assert!(
+        step["observation"]
+            .as_str()
+            .unwrap()
+            .starts_with("Order 77: Replacement water filter"),
+        "{v}"
+    );
+    let zh = &out.trace.record.explanation;
+    assert!(!zh.text.is_empty());
+}
+
+#[test]
+fn an_agent_without_a_bound_or_tools_is_invalid() {
+    let registry = glassbox_nodes::registry();
+    let text = "topology_id: a\nversion: \"1\"\nnodes:\n  - id: a\n    type: agent\n    config: { backend: local }\n";
+    let err = glassbox_topology::load_source(
+        glassbox_topology::Source::new("a.yaml", text),
+        &registry.kind_set(),
+    )
+    .unwrap_err();
+    let glassbox_topology::TopologyError::Invalid(r) = err else {
+        panic!("{err}")
+    };
+    let shown = r.render(false);
+    assert!(shown.contains("max_iterations"), "{shown}");
+    assert!(shown.contains("tools"), "{shown}");
+    assert!(shown.contains("a.yaml:6"), "located: {shown}");
+}
