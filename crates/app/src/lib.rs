@@ -14,7 +14,9 @@
 //!   store (or nowhere), on a runtime of its own. `glassbox run`, `test`,
 //!   `test --replay` and `calibrate` run through it;
 //! - [`regress`]: regression cases of a topology, read and checked
-//!   (`glassbox test`).
+//!   (`glassbox test`);
+//! - [`service`]: the request service's protocol-free parts, and its
+//!   domain errors ([`ServiceError`]), which each door translates.
 //!
 //! Why a crate of its own: the setup of a run (calibration lookup, where
 //! traces go, the runtime, what a failure means) was written out in each
@@ -24,5 +26,7 @@
 pub mod calibration;
 pub mod local;
 pub mod regress;
+pub mod service;
 
 pub use local::{Local, LocalError, LocalOptions, Record};
+pub use service::ServiceError;

@@ -30,6 +30,9 @@ use axum::response::{IntoResponse, Response};
 use glassbox_trace::Priority;
 
 use crate::config::{ApiKey, Config, RateLimit, Scope, sha256_hex};
+use glassbox_app::ServiceError;
+use glassbox_app::service::RateMeasure;
+
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
@@ -220,9 +223,9 @@ impl RateLimiter {
     }
 
     /// Takes `more` for the caller, for a request whose whole cost is
-    /// `total` (the guard took part of it already), or answers 429 naming
-    /// the limit.
-    pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ApiError> {
+    /// `total` (the guard took part of it already), or says which limit
+    /// refused it.
+    pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ServiceError> {
         let Some(limit) = caller.limit else {
             return Ok(());
         };
@@ -378,48 +381,33 @@ impl Remaining {
     }
 }
 
-/// The 429 for a refused charge.
-fn rate_limited(who: &str, limit: RateLimit, work: Work, refusal: Refusal) -> ApiError {
-    let tpm = limit.tokens_per_minute.unwrap_or(0);
+/// The refusal of a charge, naming the limit.
+fn rate_limited(who: &str, limit: RateLimit, work: Work, refusal: Refusal) -> ServiceError {
+    let measure = |what| match what {
+        Measure::Units => RateMeasure::Units,
+        Measure::Tokens => RateMeasure::Tokens,
+    };
     match refusal {
-        Refusal::Wait { secs, what } => {
-            let message = match what {
-                Measure::Units => format!(
-                    "key `{who}` is over its rate limit of {} requests per second (burst {}); \
-                     this request counts {} (one per run, one per embedding input)",
-                    limit.requests_per_second, limit.burst, work.units
-                ),
-                Measure::Tokens => format!(
-                    "key `{who}` is over its limit of {tpm} tokens per minute; \
-                     this request counts about {} tokens",
-                    work.tokens
-                ),
-            };
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
-                .hint("retry after the number of seconds in `Retry-After`")
-                .retry_after(secs)
-        }
+        Refusal::Wait { secs, what } => ServiceError::RateLimited {
+            key: who.to_string(),
+            measure: measure(what),
+            requests_per_second: limit.requests_per_second,
+            burst: limit.burst,
+            tokens_per_minute: limit.tokens_per_minute.unwrap_or(0),
+            units: work.units,
+            tokens: work.tokens,
+            retry_after_s: secs,
+        },
         Refusal::TooBig {
             what,
             cost,
             capacity,
-        } => {
-            let (unit, name) = match what {
-                Measure::Units => ("runs", "`burst`"),
-                Measure::Tokens => ("tokens", "`tokens_per_minute`"),
-            };
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "request_too_large_for_rate_limit",
-                format!(
-                    "this request counts {cost} {unit}, more than key `{who}`'s rate limit \
-                     ever allows at once ({name} = {capacity})"
-                ),
-            )
-            .hint(format!(
-                "split it into requests of at most {capacity} {unit}, or raise {name} in the server config"
-            ))
-        }
+        } => ServiceError::TooLargeForRateLimit {
+            key: who.to_string(),
+            measure: measure(what),
+            cost,
+            capacity,
+        },
     }
 }
 
@@ -442,9 +430,9 @@ pub async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Resp
     let limiter = g.limiter.clone();
     let charged = limiter
         .charge(&caller, Work::ONE, Work::ONE)
-        .inspect_err(|e| g.metrics.rejected("-", e.code));
+        .inspect_err(|e| g.metrics.rejected("-", e.code()));
     let mut response = match charged {
-        Err(e) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
         Ok(()) => {
             req.extensions_mut().insert(caller.clone());
             next.run(req).await

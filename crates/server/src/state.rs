@@ -58,15 +58,16 @@ impl AppState {
 
     /// The served topology `id`, or 404 naming the ones that exist.
     pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
-        self.service.topology(id)
+        Ok(self.service.topology(id)?)
     }
 
     /// Takes `more` from the caller's rate limit for a request whose whole
     /// cost is `total`, or answers 429.
     pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ApiError> {
-        self.limiter
+        Ok(self
+            .limiter
             .charge(caller, more, total)
-            .inspect_err(|e| self.metrics.rejected("-", e.code))
+            .inspect_err(|e| self.metrics.rejected("-", e.code()))?)
     }
 
     /// Runs `f` with a read connection on a blocking thread.

@@ -158,7 +158,7 @@ pub async fn create_run(
     let mut body = RunResponse::from_outcome(&finished.outcome);
     if let Some(e) = finished.over_run_time() {
         // Its maximum run time ended it: the error names the limit.
-        body.error = Some(e.body().error);
+        body.error = Some(ApiError::from(e).body().error);
     }
     let outcome = finished.outcome;
     let status = match &outcome.result {

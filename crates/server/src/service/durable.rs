@@ -1,15 +1,14 @@
 //! The trace hand-off: with `[store] durability = "commit"` (the default) a
 //! request's answer waits until its trace has committed, so no answer names
 //! a trace that a crash could still lose; a trace that cannot be stored is
-//! a 503 `trace_not_stored` instead of an answer.
+//! a `trace_not_stored` refusal instead of an answer.
 
-use axum::http::StatusCode;
 use glassbox_store::Durable;
 use glassbox_trace::RequestId;
 
 use super::Service;
 use crate::config::Durability;
-use crate::error::ApiError;
+use glassbox_app::ServiceError;
 
 impl Service {
     /// With `durability = "commit"`, a ticket for request `id`, which has
@@ -23,27 +22,23 @@ impl Service {
 
 /// Waits for a ticket from [`Service::ticket`], once its request has ended;
 /// `None` (durability `async`) returns at once.
-pub async fn committed(ticket: Option<Durable>) -> Result<(), ApiError> {
+pub async fn committed(ticket: Option<Durable>) -> Result<(), ServiceError> {
     let Some(ticket) = ticket else {
         return Ok(());
     };
     let id = ticket.request_id();
-    ticket.committed().await.map_err(|e| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "trace_not_stored",
-            format!(
-                "request {id} ran, but its trace could not be stored, so its answer is withheld: {e} [{}]",
-                e.code()
-            ),
-        )
-        .hint("the trace store is failing or the server is stopping: check the server log (`glassbox doctor` checks the store), then retry")
-        .retry_after(1)
-    })
+    ticket
+        .committed()
+        .await
+        .map_err(|e| ServiceError::TraceNotStored {
+            request_id: id,
+            cause: e.to_string(),
+            cause_code: e.code(),
+        })
 }
 
 /// Waits for every ticket, in order.
-pub async fn all_committed(tickets: Vec<Option<Durable>>) -> Result<(), ApiError> {
+pub async fn all_committed(tickets: Vec<Option<Durable>>) -> Result<(), ServiceError> {
     for ticket in tickets {
         committed(ticket).await?;
     }

@@ -49,9 +49,9 @@ pub use usage::TokenUsage;
 use crate::auth::RateLimiter;
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::served::Served;
+use glassbox_app::ServiceError;
 use queue::Gates;
 use runtime::EngineRuntime;
 
@@ -101,28 +101,20 @@ impl Service {
         })
     }
 
-    /// The served topology `id`, or 404 naming the ones that exist.
-    pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
+    /// The served topology `id`, or why not, naming the ones that exist.
+    pub fn topology(&self, id: &str) -> Result<Arc<Served>, ServiceError> {
         self.catalog.get(id).ok_or_else(|| self.not_served(id))
     }
 
-    /// 404 for `id`, naming the closest served id or the served ones.
-    pub fn not_served(&self, id: &str) -> ApiError {
-        {
-            let ids = self.catalog.ids();
-            let hint =
-                match glassbox_topology::diagnostic::closest(id, ids.iter().map(String::as_str)) {
-                    Some(c) => format!("did you mean `{c}`? (GET /v1/topologies lists them)"),
-                    None if ids.is_empty() => {
-                        "no topology is served: check the server log for invalid files".into()
-                    }
-                    None => format!("served: {}", ids.join(", ")),
-                };
-            ApiError::not_found(
-                "topology_not_found",
-                format!("no topology `{id}` is served"),
-            )
-            .hint(hint)
+    /// `id` is not served: the closest served id, or the served ones.
+    pub fn not_served(&self, id: &str) -> ServiceError {
+        let served = self.catalog.ids();
+        let closest = glassbox_topology::diagnostic::closest(id, served.iter().map(String::as_str))
+            .map(str::to_string);
+        ServiceError::NotServed {
+            id: id.to_string(),
+            closest,
+            served,
         }
     }
 }

@@ -13,7 +13,7 @@ use glassbox_trace::Priority;
 use serde_json::Value;
 
 use crate::auth::Caller;
-use crate::error::ApiError;
+use glassbox_app::ServiceError;
 
 /// The header a request names its band in.
 pub const HEADER: &str = "x-glassbox-priority";
@@ -25,10 +25,10 @@ pub fn asked(
     headers: &HeaderMap,
     field: Option<&Value>,
     service_tier: Option<&str>,
-) -> Result<Option<Priority>, ApiError> {
-    let bad = |what: &str, e: String| {
-        ApiError::bad_request("bad_priority", format!("{what}: {e}"))
-            .hint("use interactive, online (the default), offline or batch")
+) -> Result<Option<Priority>, ServiceError> {
+    let bad = |what: &str, reason: String| ServiceError::BadPriority {
+        what: what.to_string(),
+        reason,
     };
     if let Some(v) = headers.get(HEADER) {
         let text = v
@@ -108,14 +108,14 @@ mod tests {
         );
         h.insert(HEADER, "soon".parse().unwrap());
         let e = asked(&h, None, None).unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (400, "bad_priority"));
+        assert_eq!(e.code(), "bad_priority");
+        let message = e.to_string();
         assert!(
-            e.message.contains("X-Glassbox-Priority") && e.message.contains("soon"),
-            "{}",
-            e.message
+            message.contains("X-Glassbox-Priority") && message.contains("soon"),
+            "{message}"
         );
         let e = asked(&HeaderMap::new(), Some(&json!(1.5)), None).unwrap_err();
-        assert!(e.message.contains("`priority`"), "{}", e.message);
+        assert!(e.to_string().contains("`priority`"), "{e}");
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::usage::TokenUsage;
 use crate::auth::{Caller, RateLimiter, Work};
-use crate::error::ApiError;
 use crate::metrics::Metrics;
+use glassbox_app::ServiceError;
 
 /// What a request costs, as its door estimates it before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl Charge {
 
     /// Takes the rest of `cost` (the guard took one unit), or answers 429
     /// naming the limit; the tokens are then settled against the estimate.
-    pub(super) fn take(&mut self, cost: Cost, metrics: &Metrics) -> Result<(), ApiError> {
+    pub(super) fn take(&mut self, cost: Cost, metrics: &Metrics) -> Result<(), ServiceError> {
         let more = Work {
             units: cost.work.units.saturating_sub(Work::ONE.units),
             tokens: cost.work.tokens,
@@ -74,7 +74,7 @@ impl Charge {
         if more.units > 0 || more.tokens > 0 {
             self.limiter
                 .charge(&self.caller, more, cost.work)
-                .inspect_err(|e| metrics.rejected("-", e.code))?;
+                .inspect_err(|e| metrics.rejected("-", e.code()))?;
         }
         self.estimate = cost.work.tokens;
         self.counted = cost.counted;

@@ -13,11 +13,11 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use glassbox_models::EngineLoad;
 pub use glassbox_nodes::cluster::START_WITHIN_HEADER;
 
-use crate::error::ApiError;
+use glassbox_app::ServiceError;
 
 /// How long a new call would wait for the engines `loads`, if known.
 pub fn estimate(loads: &[EngineLoad]) -> Option<Duration> {
@@ -37,7 +37,7 @@ pub fn estimate(loads: &[EngineLoad]) -> Option<Duration> {
 }
 
 /// 429 when the call asked to start within less than the engines' wait.
-pub fn check(headers: &HeaderMap, loads: &[EngineLoad]) -> Result<(), ApiError> {
+pub fn check(headers: &HeaderMap, loads: &[EngineLoad]) -> Result<(), ServiceError> {
     let Some(within) = headers
         .get(START_WITHIN_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -50,17 +50,11 @@ pub fn check(headers: &HeaderMap, loads: &[EngineLoad]) -> Result<(), ApiError> 
         return Ok(());
     };
     let waiting: usize = loads.iter().map(|l| l.waiting).sum();
-    Err(ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "cannot_start_in_time",
-        format!(
-            "this worker cannot start the call within {} ms: {waiting} calls wait ahead of it, about {} ms",
-            within.as_millis(),
-            wait.as_millis()
-        ),
-    )
-    .hint("another worker may start it sooner; retry after the seconds in `Retry-After`")
-    .retry_after(wait.as_secs().max(1)))
+    Err(ServiceError::CannotStartInTime {
+        within,
+        waiting,
+        wait,
+    })
 }
 
 #[cfg(test)]
@@ -101,10 +95,11 @@ mod tests {
         let busy = [load(2, 6, 10, 40.0)];
         assert_eq!(estimate(&busy), Some(Duration::from_secs(12)));
         let err = check(&within(5_000), &busy).unwrap_err();
-        assert_eq!(err.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(err.code, "cannot_start_in_time");
-        assert!(err.message.contains("6 calls wait"), "{}", err.message);
-        assert!(err.message.contains("about 12000 ms"), "{}", err.message);
+        assert_eq!(err.code(), "cannot_start_in_time");
+        assert_eq!(err.retry_after(), Some(12));
+        let message = err.to_string();
+        assert!(message.contains("6 calls wait"), "{message}");
+        assert!(message.contains("about 12000 ms"), "{message}");
         assert!(check(&within(20_000), &busy).is_ok(), "it starts in time");
         assert!(check(&HeaderMap::new(), &busy).is_ok(), "no deadline told");
     }
