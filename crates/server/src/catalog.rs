@@ -10,7 +10,7 @@
 //! handles are cached by the nodes crate); if either fails, the version
 //! already served from that file stays live and the reason is logged. A
 //! deleted file unloads its version. Files of one topology id with different
-//! `version`s are served side by side ([`crate::versions`]): the first one
+//! `version`s are served side by side ([`glassbox_app::versions`]): the first one
 //! loaded is promoted (or the one the config names), the others take no
 //! traffic until a split or a promotion gives them some. Two files claiming
 //! one id *and* version: the first one loaded keeps it.
@@ -29,11 +29,11 @@ use glassbox_store::StoreWriter;
 use glassbox_topology::secret::mask_text;
 use glassbox_topology::{Topology, TopologyError};
 
-use crate::calibrated::CalibratedSink;
 use crate::error::ServerError;
 use crate::metrics::{MeteredSink, Metrics};
-pub use crate::served::{Served, StreamMode, embeds, stream_mode};
-use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
+use glassbox_app::calibrated::CalibratedSink;
+pub use glassbox_app::served::{Served, StreamMode, embeds, stream_mode};
+use glassbox_app::versions::{Chosen, Lineup, RequestKey, VersionError};
 
 /// A file that is not being served (or whose last edit was rejected).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,7 +41,6 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
-pub mod calibrated;
 pub mod catalog;
 pub mod config;
 pub mod connection;
@@ -53,10 +52,8 @@ mod llm_metrics;
 pub mod metrics;
 pub mod openapi;
 pub mod read_pool;
-pub mod served;
 pub mod service;
 pub mod state;
-pub mod versions;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -518,7 +515,7 @@ fn cors(config: &Config) -> Option<CorsLayer> {
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
-                HeaderName::from_static(versions::KEY_HEADER),
+                HeaderName::from_static(glassbox_app::versions::KEY_HEADER),
             ])
             .expose_headers([
                 HeaderName::from_static(api::REQUEST_ID_HEADER),

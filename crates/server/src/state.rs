@@ -15,8 +15,8 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::gpu_monitor::GpuMonitor;
 use crate::metrics::Metrics;
-use crate::served::Served;
 use crate::service::Service;
+use glassbox_app::served::Served;
 
 /// Shared by every handler; cheap to clone.
 #[derive(Clone)]

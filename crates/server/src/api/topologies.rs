@@ -12,8 +12,8 @@ use glassbox_topology::secret::{mask_config, mask_text};
 
 use crate::catalog::FileProblem;
 use crate::error::{ApiError, ErrorBody};
-use crate::served::{Served, StreamMode};
 use crate::state::AppState;
+use glassbox_app::served::{Served, StreamMode};
 
 /// One served topology, in a list.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -20,9 +20,9 @@ use super::queue::{Limits, Refused, Slot};
 use super::quota::{Charge, Cost};
 use crate::auth::Caller;
 use crate::metrics::InFlight;
-use crate::served::Served;
-use crate::versions::RequestKey;
 use glassbox_app::ServiceError;
+use glassbox_app::served::Served;
+use glassbox_app::versions::RequestKey;
 
 /// What a request asks of admission besides its topology.
 #[derive(Debug, Clone, Copy, Default)]

@@ -50,8 +50,8 @@ use crate::auth::RateLimiter;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::served::Served;
 use glassbox_app::ServiceError;
+use glassbox_app::served::Served;
 use queue::Gates;
 use runtime::EngineRuntime;
 

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 
 use super::durable::committed;
 use super::{Admission, Finished};
-use crate::served::StreamMode;
 use glassbox_app::ServiceError;
+use glassbox_app::served::StreamMode;
 
 /// What a streamed request sends, in order: any number of `Text`, then one
 /// `End` (none if the caller went away first).
