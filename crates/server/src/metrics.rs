@@ -511,3 +511,9 @@ impl TraceSink for MeteredSink {
         self.inner.request(record);
     }
 }
+
+impl glassbox_app::service::queue::Occupancy for Metrics {
+    fn band(&self, topology: &str, band: glassbox_trace::Priority, running: usize, waiting: usize) {
+        Metrics::band(self, topology, band, running, waiting);
+    }
+}

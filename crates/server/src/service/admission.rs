@@ -1,6 +1,6 @@
 //! Admission: a request gets a slot of its topology's bounded concurrency,
 //! after a wait in a bounded queue ordered by priority band
-//! ([`queue`](super::queue)), or 429 at once. With no queue configured
+//! ([`queue`](glassbox_app::service::queue)), or a refusal at once. With no queue configured
 //! (`max_queue = 0`, the default) a full topology refuses at once, so
 //! overload shows up as fast refusals, not as memory or latency.
 //!
@@ -15,13 +15,15 @@ use std::time::Duration;
 use glassbox_engine::RunOptions;
 use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
+use glassbox_app::service::finished::RunLimit;
+
 use super::Service;
-use super::queue::{Limits, Refused, Slot};
-use super::quota::{Charge, Cost};
-use crate::auth::Caller;
 use crate::metrics::InFlight;
 use glassbox_app::ServiceError;
 use glassbox_app::served::Served;
+use glassbox_app::service::limiter::Caller;
+use glassbox_app::service::queue::{Limits, Refused, Slot};
+use glassbox_app::service::quota::{Charge, Cost};
 use glassbox_app::versions::RequestKey;
 
 /// What a request asks of admission besides its topology.
@@ -29,20 +31,10 @@ use glassbox_app::versions::RequestKey;
 pub struct Ask<'a> {
     /// Picks the version under a traffic split (same key, same version).
     pub key: Option<&'a RequestKey>,
-    /// The band it asked for (see [`priority::asked`](super::priority::asked)).
+    /// The band it asked for (see [`priority::asked`](glassbox_app::service::priority::asked)).
     pub priority: Option<Priority>,
     /// Who asks: its key's `max_priority` and `max_run_time` apply.
     pub caller: Option<&'a Caller>,
-}
-
-/// A maximum run time and where it is set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLimit {
-    pub limit: Duration,
-    /// `topology `rag`` or `key `nightly``.
-    pub from: String,
-    /// The config entry that sets it, for the hint.
-    pub setting: String,
 }
 
 /// A request allowed to run: holds its slot and in-flight count until it
@@ -84,7 +76,9 @@ impl Admission {
     /// [`Admission::run_each`], [`Admission::stream`]).
     pub fn charge(&mut self, cost: Cost) -> Result<(), ServiceError> {
         match self.charge.as_mut() {
-            Some(charge) => charge.take(cost, &self.service.metrics),
+            Some(charge) => charge
+                .take(cost)
+                .inspect_err(|e| self.service.metrics.rejected("-", e.code())),
             None => Ok(()),
         }
     }
@@ -134,7 +128,7 @@ impl Service {
             .catalog
             .choose(id, ask.key, &RequestId::new().to_string())
             .ok_or_else(|| self.not_served(id))?;
-        let (priority, lowered) = super::priority::band(ask.priority, ask.caller);
+        let (priority, lowered) = glassbox_app::service::priority::band(ask.priority, ask.caller);
         let gate = self.gates.gate(id);
         let (slot, waited) = gate
             .acquire(priority)

@@ -6,9 +6,10 @@
 use glassbox_store::Durable;
 use glassbox_trace::RequestId;
 
+pub use glassbox_app::service::durable::{all_committed, committed};
+
 use super::Service;
 use crate::config::Durability;
-use glassbox_app::ServiceError;
 
 impl Service {
     /// With `durability = "commit"`, a ticket for request `id`, which has
@@ -18,29 +19,4 @@ impl Service {
     pub fn ticket(&self, id: RequestId) -> Option<Durable> {
         (self.config.store.durability == Durability::Commit).then(|| self.writer.durable(id))
     }
-}
-
-/// Waits for a ticket from [`Service::ticket`], once its request has ended;
-/// `None` (durability `async`) returns at once.
-pub async fn committed(ticket: Option<Durable>) -> Result<(), ServiceError> {
-    let Some(ticket) = ticket else {
-        return Ok(());
-    };
-    let id = ticket.request_id();
-    ticket
-        .committed()
-        .await
-        .map_err(|e| ServiceError::TraceNotStored {
-            request_id: id,
-            cause: e.to_string(),
-            cause_code: e.code(),
-        })
-}
-
-/// Waits for every ticket, in order.
-pub async fn all_committed(tickets: Vec<Option<Durable>>) -> Result<(), ServiceError> {
-    for ticket in tickets {
-        committed(ticket).await?;
-    }
-    Ok(())
 }

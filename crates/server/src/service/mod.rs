@@ -6,45 +6,44 @@
 //!
 //! 1. admission ([`Service::admit`]): the topology, and a slot of its bounded
 //!    concurrency, after a wait in its bounded queue ordered by priority
-//!    band when it has one ([`queue`]), or 429 with `Retry-After`; the
-//!    request's band ([`priority`]) and maximum run time ([`admission`]);
-//! 2. the run, on the engine runtime ([`runtime`]), never on an HTTP worker:
-//!    while CPU-bound pipelines keep every core busy, new requests are still
-//!    parsed and refused with 429;
+//!    band when it has one ([`glassbox_app::service::queue`]), or a refusal; the request's band
+//!    ([`glassbox_app::service::priority`]) and maximum run time
+//!    ([`admission`]);
+//! 2. the run, on the engine runtime ([`glassbox_app::service::runtime`]),
+//!    never on an HTTP worker: while CPU-bound pipelines keep every core
+//!    busy, new requests are still parsed and refused;
 //! 3. cancellation when the client goes away: dropping the answer's future,
 //!    or the stream's receiver, cancels the run;
 //! 4. token streaming of the topology's live nodes ([`stream`]);
-//! 5. usage counting, from the spans ([`usage`]);
+//! 5. usage counting, from the spans ([`glassbox_app::service::usage`]),
+//!    and the key's quota charged and settled in one place
+//!    ([`glassbox_app::service::quota`]);
 //! 6. the trace hand-off ([`durable`]): with `[store] durability = "commit"`
-//!    nothing is answered before its trace has committed (503
-//!    `trace_not_stored` otherwise).
+//!    nothing is answered before its trace has committed.
 //!
-//! Handlers only translate: they parse their API's request, call the
-//! service and shape its answer. What requests need next in general
-//! (choosing a topology version, priority bands, dispatch to workers) goes
-//! here, not into a handler.
+//! It refuses with domain errors ([`glassbox_app::ServiceError`]); the one
+//! module that turns them into statuses is [`crate::error`]. Handlers only
+//! translate: they parse their API's request, call the service and shape
+//! its answer. The protocol-free parts live in the application layer
+//! (`glassbox_app::service`) and move there as they lose their ties to the
+//! server (its config and metrics).
 
 pub mod admission;
 pub mod durable;
-mod finished;
 pub mod priority;
-pub mod queue;
-pub mod quota;
 pub mod run;
-pub mod runtime;
 pub mod start;
 pub mod stream;
-pub mod usage;
 
 use std::sync::Arc;
 
 use glassbox_store::StoreWriter;
 
-pub use admission::{Admission, Ask, RunLimit};
-pub use finished::Finished;
-pub use quota::{Cost, Counted};
+pub use admission::{Admission, Ask};
+pub use glassbox_app::service::quota::{Cost, Counted};
+pub use glassbox_app::service::{Finished, RunLimit};
+pub use glassbox_app::service::{TokenUsage, usage};
 pub use stream::{StreamEvent, Streaming};
-pub use usage::TokenUsage;
 
 use crate::auth::RateLimiter;
 use crate::catalog::Catalog;
@@ -52,8 +51,8 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use glassbox_app::ServiceError;
 use glassbox_app::served::Served;
-use queue::Gates;
-use runtime::EngineRuntime;
+use glassbox_app::service::queue::{Gates, Limits};
+use glassbox_app::service::runtime::EngineRuntime;
 
 /// What a [`Service`] is built over.
 #[derive(Debug)]
@@ -91,7 +90,15 @@ impl Service {
             limiter,
         } = parts;
         Ok(Service {
-            gates: Gates::new(config.clone(), metrics.clone()),
+            gates: {
+                let config = config.clone();
+                let limits = move |id: &str| Limits {
+                    slots: config.concurrency_for(id),
+                    queue: config.queue_for(id),
+                    max_passed_over: config.priorities.max_passed_over.max(1),
+                };
+                Gates::new(limits, metrics.clone())
+            },
             engine: EngineRuntime::new()?,
             catalog,
             config,

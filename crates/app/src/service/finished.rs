@@ -1,12 +1,23 @@
 //! A request that ran to its end: its outcome, its tokens (counted once,
 //! from its spans) and the maximum run time it ran under, which turns a
-//! deadline into the 504 that names where the limit is set.
+//! deadline into the refusal that names where the limit is set.
+
+use std::time::Duration;
 
 use glassbox_engine::{Outcome, Registry};
 
-use super::admission::RunLimit;
+use super::error::ServiceError;
 use super::usage::{self, TokenUsage};
-use glassbox_app::ServiceError;
+
+/// A maximum run time and where it is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLimit {
+    pub limit: Duration,
+    /// `topology `rag`` or `key `nightly``.
+    pub from: String,
+    /// The config entry that sets it, for the hint.
+    pub setting: String,
+}
 
 /// A request that ran to its end and whose trace was handed off.
 #[derive(Debug)]
@@ -20,7 +31,7 @@ pub struct Finished {
 }
 
 impl Finished {
-    pub(super) fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
+    pub fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
         let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s), kinds);
         Finished {
             outcome,
