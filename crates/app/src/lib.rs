@@ -9,8 +9,8 @@
 //! - [`calibration`]: the calibration beside a topology file (`glassbox
 //!   calibrate` wrote it), the prices it sets and what makes it doubtful,
 //!   for every door that runs a topology from a file;
-//! - [`served`], [`versions`], [`calibrated`]: the topologies a server
-//!   serves, the versions of each served side by side and which one a
+//! - [`catalog`], [`served`], [`versions`], [`calibrated`]: the topologies
+//!   a server serves, kept in step with their directory, the versions of each served side by side and which one a
 //!   request gets, and the check of a calibration against the first
 //!   request's models;
 //! - [`local`]: a topology run where it is, in-process ([`Local`]): loaded
@@ -29,6 +29,7 @@
 
 pub mod calibrated;
 pub mod calibration;
+pub mod catalog;
 pub mod local;
 pub mod regress;
 pub mod served;

@@ -249,6 +249,15 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
+impl From<glassbox_app::catalog::DirError> for ServerError {
+    fn from(e: glassbox_app::catalog::DirError) -> ServerError {
+        ServerError::TopologiesDir {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl ServerError {
     /// Stable machine code.
     pub fn code(&self) -> &'static str {

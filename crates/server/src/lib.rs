@@ -21,7 +21,7 @@
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
-//! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`],
+//! [`Catalog`](glassbox_app::catalog::Catalog) (the served topologies), [`AppState`],
 //! [`Service`] (the one door every request goes through:
 //! admission, the engine runtime, streaming, usage, the trace hand-off).
 //!
@@ -41,7 +41,6 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
-pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod dashboard;
@@ -70,16 +69,16 @@ use axum::routing::{get, post, put};
 use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-pub use catalog::{Catalog, Change};
 pub use config::{Config, Durability, Scope};
 pub use error::{ApiError, ServerError};
+pub use glassbox_app::catalog::{Catalog, Change};
 pub use state::AppState;
 
 use crate::auth::{Guard, Keys, RateLimiter, guard};
-use crate::catalog::Builder;
-use crate::metrics::Metrics;
+use crate::metrics::{MeteredSink, Metrics};
 use crate::read_pool::ReadPool;
 use crate::service::Service;
+use glassbox_app::catalog::Builder;
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -181,8 +180,20 @@ impl Server {
             topologies_dir,
             Builder {
                 registry,
-                metrics: metrics.clone(),
-                writer: writer.clone(),
+                sink_for: {
+                    let (metrics, writer) = (metrics.clone(), writer.clone());
+                    Box::new(move |id: &str| {
+                        Arc::new(MeteredSink {
+                            topology: Arc::from(id),
+                            metrics: metrics.clone(),
+                            inner: writer.clone(),
+                        }) as Arc<dyn glassbox_trace::TraceSink>
+                    })
+                },
+                on_scan: {
+                    let metrics = metrics.clone();
+                    Box::new(move |n| metrics.set_topologies(n))
+                },
                 summary_chars,
                 promoted: config.promoted_versions(),
                 outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {

@@ -10,12 +10,12 @@ pub use crate::read_pool::ReadPool;
 
 use crate::alerts::AlertBoard;
 use crate::auth::{Caller, Keys, RateLimiter, Work};
-use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::gpu_monitor::GpuMonitor;
 use crate::metrics::Metrics;
 use crate::service::Service;
+use glassbox_app::catalog::Catalog;
 use glassbox_app::served::Served;
 
 /// Shared by every handler; cheap to clone.

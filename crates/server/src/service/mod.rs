@@ -46,10 +46,10 @@ pub use glassbox_app::service::{TokenUsage, usage};
 pub use stream::{StreamEvent, Streaming};
 
 use crate::auth::RateLimiter;
-use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use glassbox_app::ServiceError;
+use glassbox_app::catalog::Catalog;
 use glassbox_app::served::Served;
 use glassbox_app::service::queue::{Gates, Limits};
 use glassbox_app::service::runtime::EngineRuntime;

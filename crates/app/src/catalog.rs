@@ -10,7 +10,7 @@
 //! handles are cached by the nodes crate); if either fails, the version
 //! already served from that file stays live and the reason is logged. A
 //! deleted file unloads its version. Files of one topology id with different
-//! `version`s are served side by side ([`glassbox_app::versions`]): the first one
+//! `version`s are served side by side ([`crate::versions`]): the first one
 //! loaded is promoted (or the one the config names), the others take no
 //! traffic until a split or a promotion gives them some. Two files claiming
 //! one id *and* version: the first one loaded keeps it.
@@ -25,15 +25,22 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use glassbox_engine::{PipelineOptions, Registry};
 use glassbox_nodes::outbound::ServerAllow;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
-use glassbox_store::StoreWriter;
 use glassbox_topology::secret::mask_text;
 use glassbox_topology::{Topology, TopologyError};
+use glassbox_trace::TraceSink;
 
-use crate::error::ServerError;
-use crate::metrics::{MeteredSink, Metrics};
-use glassbox_app::calibrated::CalibratedSink;
-pub use glassbox_app::served::{Served, StreamMode, embeds, stream_mode};
-use glassbox_app::versions::{Chosen, Lineup, RequestKey, VersionError};
+use crate::calibrated::CalibratedSink;
+pub use crate::served::{Served, StreamMode, embeds, stream_mode};
+use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
+
+/// The topologies directory cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("the topologies directory `{path}` cannot be read: {source}")]
+pub struct DirError {
+    pub path: String,
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// A file that is not being served (or whose last edit was rejected).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,12 +89,18 @@ struct Inner {
 /// A new or changed file: path, content, content hash.
 type Edited = (PathBuf, Vec<u8>, u64);
 
+/// Where the traces of a topology (by id) go.
+pub type SinkFor = Box<dyn Fn(&str) -> Arc<dyn TraceSink> + Send + Sync>;
+
 /// What building a pipeline needs.
 pub struct Builder {
     /// The kinds topologies are validated against and built with.
     pub registry: Registry,
-    pub metrics: Arc<Metrics>,
-    pub writer: Arc<StoreWriter>,
+    /// Where the traces of topology `id` go (the server: its trace store,
+    /// through its metrics).
+    pub sink_for: SinkFor,
+    /// Hears how many topologies are served after each scan.
+    pub on_scan: Box<dyn Fn(usize) + Send + Sync>,
     pub summary_chars: usize,
     /// Address ranges outbound calls may reach despite the deny list.
     pub outbound: Arc<ServerAllow>,
@@ -216,13 +229,12 @@ impl Catalog {
 
     /// Brings the catalog in line with the directory. Blocking (reads files,
     /// may load models): call it from a blocking thread.
-    pub fn rescan(&self) -> Result<Vec<Change>, ServerError> {
+    pub fn rescan(&self) -> Result<Vec<Change>, DirError> {
         let _one_at_a_time = self.scanning.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries =
-            std::fs::read_dir(&self.dir).map_err(|source| ServerError::TopologiesDir {
-                path: self.dir.display().to_string(),
-                source,
-            })?;
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| DirError {
+            path: self.dir.display().to_string(),
+            source,
+        })?;
         let mut present: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
         for entry in entries.flatten() {
             let path = entry.path();
@@ -376,7 +388,7 @@ impl Catalog {
                 },
             );
         }
-        self.builder.metrics.set_topologies(inner.by_id.len());
+        (self.builder.on_scan)(inner.by_id.len());
         Ok(changes)
     }
 
@@ -398,19 +410,14 @@ impl Catalog {
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
         // A calibration beside the file (`glassbox calibrate`) prices its nodes.
-        let calibration = glassbox_app::calibration::beside(path, &mut |w| {
+        let calibration = crate::calibration::beside(path, &mut |w| {
             eprintln!("glassbox serve: `{name}`: {w}");
         });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
-            let prices =
-                glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
-                    eprintln!("glassbox serve: warning: {w}");
-                });
-            let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
-                topology: Arc::from(topology.id.as_str()),
-                metrics: self.builder.metrics.clone(),
-                inner: self.builder.writer.clone(),
+            let prices = crate::calibration::prices(calibration.as_ref(), topology, &mut |w| {
+                eprintln!("glassbox serve: warning: {w}");
             });
+            let metered = (self.builder.sink_for)(topology.id.as_str());
             let sink = match &calibration {
                 Some(c) => Arc::new(CalibratedSink::new(name.clone(), c.clone(), metered)),
                 None => metered,
