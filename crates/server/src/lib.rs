@@ -266,8 +266,8 @@ impl Server {
             keys: Arc::new(Keys::new(&config)),
             service: Arc::new(Service::new(service::Parts {
                 catalog: catalog.clone(),
-                config: config.clone(),
-                metrics: metrics.clone(),
+                settings: config.clone(),
+                observer: metrics.clone(),
                 writer: writer.clone(),
                 limiter: limiter.clone(),
             })?),

@@ -4,10 +4,25 @@
 //! a `trace_not_stored` refusal instead of an answer.
 
 use glassbox_store::Durable;
+use glassbox_trace::RequestId;
 
+use super::Service;
 use super::error::ServiceError;
 
-/// Waits for a ticket (the server's `Service::ticket`), once its request has ended;
+impl Service {
+    /// When traces must commit before answers leave (`durability =
+    /// "commit"`), a ticket for request `id`, which has not run yet:
+    /// [`committed`] then waits until its trace has committed, sharing the
+    /// commit with every other request waiting at the time (group commit).
+    /// `None` otherwise.
+    pub fn ticket(&self, id: RequestId) -> Option<Durable> {
+        self.settings
+            .commit_traces()
+            .then(|| self.writer.durable(id))
+    }
+}
+
+/// Waits for a ticket from [`Service::ticket`], once its request has ended;
 /// `None` (durability `async`) returns at once.
 pub async fn committed(ticket: Option<Durable>) -> Result<(), ServiceError> {
     let Some(ticket) = ticket else {

@@ -1,6 +1,6 @@
 //! Admission: a request gets a slot of its topology's bounded concurrency,
 //! after a wait in a bounded queue ordered by priority band
-//! ([`queue`](glassbox_app::service::queue)), or a refusal at once. With no queue configured
+//! ([`queue`](super::queue)), or a refusal at once. With no queue configured
 //! (`max_queue = 0`, the default) a full topology refuses at once, so
 //! overload shows up as fast refusals, not as memory or latency.
 //!
@@ -15,23 +15,23 @@ use std::time::Duration;
 use glassbox_engine::RunOptions;
 use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
-use glassbox_app::service::finished::RunLimit;
+use super::finished::RunLimit;
 
+use super::InFlight;
 use super::Service;
-use crate::metrics::InFlight;
-use glassbox_app::ServiceError;
-use glassbox_app::served::Served;
-use glassbox_app::service::limiter::Caller;
-use glassbox_app::service::queue::{Limits, Refused, Slot};
-use glassbox_app::service::quota::{Charge, Cost};
-use glassbox_app::versions::RequestKey;
+use super::ServiceError;
+use super::limiter::Caller;
+use super::queue::{Limits, Refused, Slot};
+use super::quota::{Charge, Cost};
+use crate::served::Served;
+use crate::versions::RequestKey;
 
 /// What a request asks of admission besides its topology.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ask<'a> {
     /// Picks the version under a traffic split (same key, same version).
     pub key: Option<&'a RequestKey>,
-    /// The band it asked for (see [`priority::asked`](glassbox_app::service::priority::asked)).
+    /// The band it asked for (see [`priority::asked`](super::priority::asked)).
     pub priority: Option<Priority>,
     /// Who asks: its key's `max_priority` and `max_run_time` apply.
     pub caller: Option<&'a Caller>,
@@ -78,7 +78,7 @@ impl Admission {
         match self.charge.as_mut() {
             Some(charge) => charge
                 .take(cost)
-                .inspect_err(|e| self.service.metrics.rejected("-", e.code())),
+                .inspect_err(|e| self.service.observer.rejected("-", e.code())),
             None => Ok(()),
         }
     }
@@ -128,7 +128,7 @@ impl Service {
             .catalog
             .choose(id, ask.key, &RequestId::new().to_string())
             .ok_or_else(|| self.not_served(id))?;
-        let (priority, lowered) = glassbox_app::service::priority::band(ask.priority, ask.caller);
+        let (priority, lowered) = super::priority::band(ask.priority, ask.caller);
         let gate = self.gates.gate(id);
         let (slot, waited) = gate
             .acquire(priority)
@@ -157,7 +157,7 @@ impl Service {
                 .caller
                 .map(|c| Charge::nothing_yet(self.limiter.clone(), c)),
             _slot: slot,
-            _in_flight: self.metrics.in_flight(id),
+            _in_flight: self.observer.in_flight(id),
         })
     }
 
@@ -170,7 +170,7 @@ impl Service {
         caller: Option<&Caller>,
         deadline: Option<Duration>,
     ) -> Option<RunLimit> {
-        let topology = self.config.run_time_for(id).map(|limit| RunLimit {
+        let topology = self.settings.max_run_time(id).map(|limit| RunLimit {
             limit,
             from: format!("topology `{id}`"),
             setting: format!("`[topologies.{id}] max_run_time`"),
@@ -220,7 +220,7 @@ impl Service {
                 },
             ),
         };
-        self.metrics.rejected(id, reason);
+        self.observer.rejected(id, reason);
         err
     }
 }

@@ -11,10 +11,10 @@ use glassbox_trace::RequestId;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::ServiceError;
 use super::durable::committed;
 use super::{Admission, Finished};
-use glassbox_app::ServiceError;
-use glassbox_app::served::StreamMode;
+use crate::served::StreamMode;
 
 /// What a streamed request sends, in order: any number of `Text`, then one
 /// `End` (none if the caller went away first).

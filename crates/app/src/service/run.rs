@@ -6,9 +6,9 @@ use glassbox_engine::{CancellationToken, Outcome, RunOptions};
 use glassbox_trace::RequestId;
 use serde_json::Value;
 
+use super::ServiceError;
 use super::durable::{all_committed, committed};
 use super::{Admission, Finished, TokenUsage};
-use glassbox_app::ServiceError;
 
 impl Admission {
     /// Runs the request on the engine runtime, holding the admission (slot
