@@ -111,9 +111,16 @@ pub struct Builder {
     pub cluster: Option<Arc<glassbox_nodes::cluster::Dispatcher>>,
 }
 
-/// The topologies of one directory.
+/// Topologies a program gives the catalog in memory, by the name each is
+/// known by (shown where a file path would be): a worker's one model each.
+pub type Given = BTreeMap<PathBuf, Vec<u8>>;
+
+/// The topologies of one directory, or of a set given in memory.
 pub struct Catalog {
     dir: PathBuf,
+    /// Served instead of the directory's files when set: nothing is read
+    /// from disk, and a rescan finds them unchanged.
+    given: Option<Given>,
     builder: Builder,
     inner: RwLock<Inner>,
     /// One rescan at a time (the poller and `/v1/admin/reload`).
@@ -143,6 +150,20 @@ impl Catalog {
     pub fn new(dir: PathBuf, builder: Builder) -> Catalog {
         Catalog {
             dir,
+            given: None,
+            builder,
+            inner: RwLock::default(),
+            scanning: Mutex::default(),
+        }
+    }
+
+    /// A catalog of the topologies `given` in memory (no directory, no
+    /// temporary files): a cluster worker's one-node topologies, one per
+    /// model it serves.
+    pub fn given(given: Given, builder: Builder) -> Catalog {
+        Catalog {
+            dir: PathBuf::new(),
+            given: Some(given),
             builder,
             inner: RwLock::default(),
             scanning: Mutex::default(),
@@ -231,21 +252,10 @@ impl Catalog {
     /// may load models): call it from a blocking thread.
     pub fn rescan(&self) -> Result<Vec<Change>, DirError> {
         let _one_at_a_time = self.scanning.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries = std::fs::read_dir(&self.dir).map_err(|source| DirError {
-            path: self.dir.display().to_string(),
-            source,
-        })?;
-        let mut present: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if !is_topology_file(&path) {
-                continue;
-            }
-            // A file removed between listing and reading is simply gone.
-            if let Ok(bytes) = std::fs::read(&path) {
-                present.insert(path, bytes);
-            }
-        }
+        let present = match &self.given {
+            Some(given) => given.clone(),
+            None => self.read_dir()?,
+        };
         let mut changes = Vec::new();
         // Work out what changed under the read lock, build outside any lock.
         let (gone, changed): (Vec<PathBuf>, Vec<Edited>) = {
@@ -392,10 +402,34 @@ impl Catalog {
         Ok(changes)
     }
 
+    /// The topology files of the directory and their bytes.
+    fn read_dir(&self) -> Result<Given, DirError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| DirError {
+            path: self.dir.display().to_string(),
+            source,
+        })?;
+        let mut present = Given::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !is_topology_file(&path) {
+                continue;
+            }
+            // A file removed between listing and reading is simply gone.
+            if let Ok(bytes) = std::fs::read(&path) {
+                present.insert(path, bytes);
+            }
+        }
+        Ok(present)
+    }
+
     /// Whether `path` (a link, or in a linked folder) resolves to a file
     /// outside the topologies directory. Such a file may be anything (a
     /// secrets file): its diagnostics never quote it.
     fn is_outside(&self, path: &Path) -> bool {
+        if self.given.is_some() {
+            // Written by the program itself, not read from a file.
+            return false;
+        }
         match (
             std::fs::canonicalize(path),
             std::fs::canonicalize(&self.dir),

@@ -85,6 +85,9 @@ use glassbox_app::catalog::Builder;
 pub struct ServerOptions {
     /// The directory of topology files (json, yaml, yml).
     pub topologies_dir: PathBuf,
+    /// Topologies given in memory, served instead of the directory's
+    /// files (a cluster worker's one node per model; no temporary files).
+    pub given: Option<glassbox_app::catalog::Given>,
     pub store: StoreUrl,
     pub config: Config,
     /// Overrides the config's `host`.
@@ -108,6 +111,7 @@ impl ServerOptions {
     pub fn new(topologies_dir: PathBuf, store: StoreUrl) -> ServerOptions {
         ServerOptions {
             topologies_dir,
+            given: None,
             store,
             config: Config::default(),
             host: None,
@@ -144,6 +148,7 @@ impl Server {
     pub async fn bind(options: ServerOptions) -> Result<Server, ServerError> {
         let ServerOptions {
             topologies_dir,
+            given,
             store,
             config,
             host,
@@ -176,33 +181,34 @@ impl Server {
         let writer = Arc::new(writer);
         let metrics = Arc::new(Metrics::new());
         let registry = glassbox_nodes::registry();
-        let catalog = Arc::new(Catalog::new(
-            topologies_dir,
-            Builder {
-                registry,
-                sink_for: {
-                    let (metrics, writer) = (metrics.clone(), writer.clone());
-                    Box::new(move |id: &str| {
-                        Arc::new(MeteredSink {
-                            topology: Arc::from(id),
-                            metrics: metrics.clone(),
-                            inner: writer.clone(),
-                        }) as Arc<dyn glassbox_trace::TraceSink>
-                    })
-                },
-                on_scan: {
-                    let metrics = metrics.clone();
-                    Box::new(move |n| metrics.set_topologies(n))
-                },
-                summary_chars,
-                promoted: config.promoted_versions(),
-                outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
-                    ranges: config.outbound_allow.clone(),
-                    secrets: config.secrets.clone(),
-                }),
-                cluster,
+        let builder = Builder {
+            registry,
+            sink_for: {
+                let (metrics, writer) = (metrics.clone(), writer.clone());
+                Box::new(move |id: &str| {
+                    Arc::new(MeteredSink {
+                        topology: Arc::from(id),
+                        metrics: metrics.clone(),
+                        inner: writer.clone(),
+                    }) as Arc<dyn glassbox_trace::TraceSink>
+                })
             },
-        ));
+            on_scan: {
+                let metrics = metrics.clone();
+                Box::new(move |n| metrics.set_topologies(n))
+            },
+            summary_chars,
+            promoted: config.promoted_versions(),
+            outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
+                ranges: config.outbound_allow.clone(),
+                secrets: config.secrets.clone(),
+            }),
+            cluster,
+        };
+        let catalog = Arc::new(match given {
+            Some(given) => Catalog::given(given, builder),
+            None => Catalog::new(topologies_dir, builder),
+        });
         let scan = catalog.clone();
         let initial = tokio::task::spawn_blocking(move || scan.rescan())
             .await
