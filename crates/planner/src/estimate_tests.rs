@@ -24,7 +24,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
         hw: &hw,
         quant: Quant::parse("fp16").unwrap(),
         kv_bytes: 2.0,
-        engine: Engine::LlamaCpp,
+        engine: Engine::LlamaCppNoFa,
         tp: 1,
         pp: 1,
         batch: 1,
@@ -38,7 +38,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
     let ceiling = 1.0 / t.memory_s;
     assert!((70.0..80.0).contains(&ceiling), "{ceiling}");
     // A step reads the weights (2 B each), one token's KV and (llama.cpp
-    // writes them) its attention scores, at 1 TB/s.
+    // before b6327 writes them) its attention scores, at 1 TB/s.
     let bytes = s.model.decode_read_params(1.0) * 2.0
         + s.kv_bytes_per_token()
         + s.attention_scores_bytes(1.0, 1.0);
@@ -57,7 +57,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
 }
 
 #[test]
-fn llama_cpp_writes_its_attention_scores_and_flash_attention_engines_do_not() {
+fn llama_cpp_before_b6327_writes_its_attention_scores_and_flash_attention_engines_do_not() {
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("rtx-4090");
     let s = |engine| Scenario {
@@ -74,7 +74,12 @@ fn llama_cpp_writes_its_attention_scores_and_flash_attention_engines_do_not() {
         context: 8193,
         memory_headroom: 0.2,
     };
-    let (cpp, vllm) = (s(Engine::LlamaCpp), s(Engine::Vllm));
+    let (cpp, vllm) = (s(Engine::LlamaCppNoFa), s(Engine::Vllm));
+    // A current build (flash attention `auto`) keeps them on chip, as vLLM does.
+    assert_eq!(
+        prefill_terms(&s(Engine::LlamaCpp), 8192.0, 1.0).kv_memory_s,
+        0.0
+    );
     // An 8192-token prompt: 8192 × 4096.5 causal scores per head and layer
     // (32 × 32), 16 bytes each, in the attention kernels' memory term.
     let scores = 8192.0 * 4096.5 * 32.0 * 32.0 * 16.0;

@@ -528,3 +528,63 @@ fn parallelism_that_does_not_add_up_exits_78_naming_the_numbers() {
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     assert!(stderr(&out).contains("vllm@0.5"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_llama_cpp_build_before_b6327_pays_for_its_attention_scores_on_a_long_prompt() {
+    let plan = |engine: &str| {
+        let out = glassbox(
+            &[
+                "plan",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "rtx-4090",
+                "--quant",
+                "q4_k_m",
+                "--engine",
+                engine,
+                "--prompt-tokens",
+                "8192",
+                "--format",
+                "json",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let (current, old) = (plan("llama.cpp"), plan("llama.cpp@b2800"));
+    // The old build is its own profile, and the plan says which one it took.
+    assert_eq!(old["engine"].as_str(), Some("llama.cpp@b6326"), "{old}");
+    assert!(
+        current["estimate"]["engine_profile"]
+            .as_str()
+            .unwrap()
+            .contains("flash attention"),
+        "{current}"
+    );
+    // Without flash attention an 8192-token prompt writes and reads 8192 × 4096 F32 scores per
+    // head and layer: its first token comes measurably later.
+    let ttft = |v: &serde_json::Value| v["ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft(&old) > 1.1 * ttft(&current),
+        "old {} vs current {}",
+        ttft(&old),
+        ttft(&current)
+    );
+    // A malformed build number is an input error naming the form.
+    let out = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "rtx-4090",
+            "--engine",
+            "llama.cpp@0.5",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(stderr(&out).contains("b6327"), "{}", stderr(&out));
+}

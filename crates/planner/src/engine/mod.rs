@@ -29,6 +29,11 @@ pub use profile::{
 };
 pub use version::Version;
 
+/// The first llama.cpp build whose `--flash-attn` defaults to `auto`
+/// (b6327, 2025-08-31): [`Engine::LlamaCpp`] from it on,
+/// [`Engine::LlamaCppNoFa`] before it.
+pub const LLAMA_CPP_FLASH_ATTN_AUTO_BUILD: u32 = 6327;
+
 /// An inference engine (and, for vLLM, a version range with other mechanisms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Engine {
@@ -44,8 +49,14 @@ pub enum Engine {
     Sglang,
     #[serde(rename = "trt-llm")]
     TrtLlm,
+    /// llama.cpp from build b6327 on (the default for `llama.cpp`): flash
+    /// attention `auto`, on where the backend has it.
     #[serde(rename = "llama.cpp")]
     LlamaCpp,
+    /// llama.cpp before build b6327, or any build run with flash attention
+    /// off: the attention scores go through memory.
+    #[serde(rename = "llama.cpp@b6326")]
+    LlamaCppNoFa,
     #[serde(rename = "mlc")]
     Mlc,
     #[serde(rename = "transformers")]
@@ -84,12 +95,13 @@ pub enum MultiGpu {
 }
 
 impl Engine {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Vllm,
         Self::VllmV0,
         Self::Sglang,
         Self::TrtLlm,
         Self::LlamaCpp,
+        Self::LlamaCppNoFa,
         Self::Mlc,
         Self::Transformers,
         Self::Tgi,
@@ -107,6 +119,7 @@ impl Engine {
             Self::Sglang => "sglang",
             Self::TrtLlm => "trt-llm",
             Self::LlamaCpp => "llama.cpp",
+            Self::LlamaCppNoFa => "llama.cpp@b6326",
             Self::Mlc => "mlc",
             Self::Transformers => "transformers",
             Self::Tgi => "tgi",
@@ -125,7 +138,7 @@ impl Engine {
     /// docs, `turbomind.md`), whose kernels TensorRT-LLM also took over.
     pub fn family(self) -> Self {
         match self {
-            Self::Ollama => Self::LlamaCpp,
+            Self::Ollama | Self::LlamaCppNoFa => Self::LlamaCpp,
             Self::VllmV0 => Self::Vllm,
             Self::Lmdeploy | Self::FasterTransformer => Self::TrtLlm,
             other => other,
@@ -133,16 +146,56 @@ impl Engine {
     }
 
     /// Parses an engine name, optionally with a version: `vllm`, `vllm@0.5`,
-    /// `vllm@0.5.3`, `ollama@0.3`. A version picks the profile of the range
-    /// it falls in; engines without version ranges accept any well-formed
+    /// `vllm@0.5.3`, `ollama@0.3`, `llama.cpp@b6327` (llama.cpp's versions
+    /// are its build numbers). A version picks the profile of the range it
+    /// falls in; engines without version ranges accept any well-formed
     /// version and use their current profile.
     pub fn parse(s: &str) -> Result<Self, PlannerError> {
         let text = s.trim().to_ascii_lowercase();
-        let (name, version) = match text.split_once('@') {
-            Some((n, v)) => (n.trim(), Some(Version::parse(v.trim(), s)?)),
+        let (name, version_text) = match text.split_once('@') {
+            Some((n, v)) => (n.trim(), Some(v.trim())),
             None => (text.as_str(), None),
         };
-        let key = match name {
+        let key = Self::canonical_key(name);
+        if key == "llama.cpp" {
+            return Ok(match version_text {
+                Some(v) if version::parse_build(v, s)? < LLAMA_CPP_FLASH_ATTN_AUTO_BUILD => {
+                    Self::LlamaCppNoFa
+                }
+                _ => Self::LlamaCpp,
+            });
+        }
+        let version = version_text.map(|v| Version::parse(v, s)).transpose()?;
+        let engine = Self::ALL
+            .into_iter()
+            .filter(|e| !e.is_version_range())
+            .find(|e| e.as_str() == key)
+            .ok_or_else(|| PlannerError::UnknownValue {
+                what: "engine",
+                value: s.to_string(),
+                suggestion: did_you_mean(
+                    key,
+                    Self::ALL
+                        .iter()
+                        .filter(|e| !e.is_version_range())
+                        .map(|e| e.as_str()),
+                ),
+            })?;
+        Ok(match (engine, version) {
+            (Self::Vllm, Some(v)) if v < Version::new(0, 6) => Self::VllmV0,
+            (e, _) => e,
+        })
+    }
+
+    /// A profile reached only through a version (`vllm@0.5`,
+    /// `llama.cpp@b6326`), not a name of its own.
+    fn is_version_range(self) -> bool {
+        matches!(self, Self::VllmV0 | Self::LlamaCppNoFa)
+    }
+
+    /// The engine's own name for the aliases users type.
+    fn canonical_key(name: &str) -> &str {
+        match name {
             "tensorrt-llm" | "trtllm" | "tensorrt" => "trt-llm",
             "llamacpp" | "llama-cpp" | "llama-server" | "gguf" => "llama.cpp",
             "mlc-llm" => "mlc",
@@ -153,26 +206,7 @@ impl Engine {
             "turbomind" => "lmdeploy",
             "faster-transformer" | "faster_transformer" | "ft" => "fastertransformer",
             other => other,
-        };
-        let engine = Self::ALL
-            .into_iter()
-            .filter(|e| *e != Self::VllmV0)
-            .find(|e| e.as_str() == key)
-            .ok_or_else(|| PlannerError::UnknownValue {
-                what: "engine",
-                value: s.to_string(),
-                suggestion: did_you_mean(
-                    key,
-                    Self::ALL
-                        .iter()
-                        .filter(|e| **e != Self::VllmV0)
-                        .map(|e| e.as_str()),
-                ),
-            })?;
-        Ok(match (engine, version) {
-            (Self::Vllm, Some(v)) if v < Version::new(0, 6) => Self::VllmV0,
-            (e, _) => e,
-        })
+        }
     }
 
     /// One line on what this profile is, for the plan's assumptions.
@@ -187,7 +221,12 @@ impl Engine {
             }
             Self::Sglang => "SGLang (current)",
             Self::TrtLlm => "TensorRT-LLM (current)",
-            Self::LlamaCpp => "llama.cpp, builds without flash attention by default",
+            Self::LlamaCpp => {
+                "llama.cpp ≥ b6327 (current): flash attention `auto`, on where the backend has it"
+            }
+            Self::LlamaCppNoFa => {
+                "llama.cpp before b6327 (or flash attention off): attention scores go through memory"
+            }
             Self::Mlc => "MLC LLM",
             Self::Transformers => "eager PyTorch (transformers)",
             Self::Tgi => "text-generation-inference (current)",
@@ -203,14 +242,18 @@ impl Engine {
     }
 
     /// Whether the engine writes attention scores to memory. llama.cpp
-    /// without flash attention (the default of `llama-bench` and the server
-    /// in the 2023–24 builds the shipped measurements come from; `-fa` turns
-    /// flash attention on) computes `Q·Kᵀ` into an F32 matrix of `tokens ×
-    /// context` per head, runs softmax over it in a kernel of its own and
-    /// reads it back for `·V`. The other engines run fused (flash) attention
-    /// kernels that keep the scores on chip. See [`SCORE_BYTES_PER_ELEMENT`].
+    /// without flash attention (the default of the builds before b6327, which
+    /// the shipped measurements come from, and of `llama-bench`'s `-fa 0`)
+    /// computes `Q·Kᵀ` into an F32 matrix of `tokens × context` per head,
+    /// runs softmax over it in a kernel of its own and reads it back for
+    /// `·V`. From b6327 (2025-08-31) `--flash-attn` defaults to `auto`, on
+    /// where the backend supports it (CUDA, Metal, ROCm; ggml-org/llama.cpp
+    /// #15746 shows the `flash_attn_type` default). Ollama keeps flash
+    /// attention off unless `OLLAMA_FLASH_ATTENTION=1` (its FAQ). The other
+    /// engines run fused (flash) attention kernels that keep the scores on
+    /// chip. See [`SCORE_BYTES_PER_ELEMENT`].
     pub fn materialises_attention_scores(self) -> bool {
-        matches!(self.family(), Self::LlamaCpp)
+        matches!(self, Self::LlamaCppNoFa | Self::Ollama)
     }
 
     /// Prior adjustment for an engine with no data at the level used: eager
@@ -244,7 +287,9 @@ impl Engine {
     ///   docs start from).
     pub fn multi_gpu_default(self) -> MultiGpu {
         match self {
-            Self::LlamaCpp | Self::ExLlamaV2 | Self::Transformers => MultiGpu::Layer,
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::ExLlamaV2 | Self::Transformers => {
+                MultiGpu::Layer
+            }
             Self::Ollama => MultiGpu::OneThenLayer,
             _ => MultiGpu::Tensor,
         }
@@ -297,6 +342,37 @@ mod tests {
         assert_eq!(Engine::parse("vllm").ok(), Some(Engine::Vllm));
         // An engine without version ranges takes any version.
         assert_eq!(Engine::parse("sglang@0.3.2").ok(), Some(Engine::Sglang));
+    }
+
+    #[test]
+    fn a_llama_cpp_build_before_b6327_writes_attention_scores_to_memory_and_later_ones_do_not() {
+        assert_eq!(Engine::parse("llama.cpp").ok(), Some(Engine::LlamaCpp));
+        assert_eq!(
+            Engine::parse("llama.cpp@b6327").ok(),
+            Some(Engine::LlamaCpp)
+        );
+        assert_eq!(
+            Engine::parse("llama-server@b7000").ok(),
+            Some(Engine::LlamaCpp)
+        );
+        assert_eq!(
+            Engine::parse("llama.cpp@b6326").ok(),
+            Some(Engine::LlamaCppNoFa)
+        );
+        assert_eq!(
+            Engine::parse("llama.cpp@1786").ok(),
+            Some(Engine::LlamaCppNoFa)
+        );
+        // The canonical name of the old range parses back to it.
+        let old = Engine::LlamaCppNoFa;
+        assert_eq!(Engine::parse(old.as_str()).ok(), Some(old));
+        assert!(old.materialises_attention_scores());
+        assert!(!Engine::LlamaCpp.materialises_attention_scores());
+        assert_eq!(old.family(), Engine::LlamaCpp);
+        let e = Engine::parse("llama.cpp@0.5").unwrap_err().to_string();
+        assert!(e.contains("build number"), "{e}");
+        // Not a name of its own: only a version reaches it.
+        assert!(Engine::parse("llamacppnofa").is_err());
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Engine {
             Self::Sglang => (None, 0.01, 0.12, true),
             Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
             Self::Tgi => (Some(128), 0.02, 0.10, true),
-            Self::LlamaCpp => (None, 0.03, 0.0, true),
+            Self::LlamaCpp | Self::LlamaCppNoFa => (None, 0.03, 0.0, true),
             Self::Ollama => (Some(OLLAMA_NUM_PARALLEL), 0.03, 0.0, true),
             Self::Mlc => (None, 0.02, 0.10, true),
             Self::Transformers => (None, 0.10, 0.0, false),
@@ -150,7 +150,7 @@ impl Engine {
             Self::Sglang if memory_gb >= 160.0 => 16384,
             Self::Sglang | Self::TrtLlm | Self::Lmdeploy => 8192,
             Self::Tgi => 4096,
-            Self::LlamaCpp | Self::Ollama => 512,
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::Ollama => 512,
             Self::Mlc | Self::ExLlamaV2 => 2048,
             // Whole prompts in one pass of their own.
             Self::Transformers | Self::VllmV0 | Self::GptFast | Self::FasterTransformer => u32::MAX,
@@ -249,9 +249,12 @@ impl Engine {
                 StepLaunch::GraphReplay
             }
             Self::Lmdeploy | Self::FasterTransformer => StepLaunch::HostLoop,
-            Self::LlamaCpp | Self::Ollama | Self::Mlc | Self::Transformers | Self::ExLlamaV2 => {
-                StepLaunch::PerKernel
-            }
+            Self::LlamaCpp
+            | Self::LlamaCppNoFa
+            | Self::Ollama
+            | Self::Mlc
+            | Self::Transformers
+            | Self::ExLlamaV2 => StepLaunch::PerKernel,
         }
     }
 

@@ -34,3 +34,17 @@ impl Version {
         Ok(Self(n[0], n[1], n[2]))
     }
 }
+
+/// A llama.cpp build number as its releases name them, `b6327` (or `6327`),
+/// naming the whole engine text `given` in the error.
+pub(super) fn parse_build(v: &str, given: &str) -> Result<u32, PlannerError> {
+    v.strip_prefix('b').unwrap_or(v).parse().map_err(|_| {
+        PlannerError::invalid(
+            "engine version",
+            format!(
+                "`{given}`: a llama.cpp version is its build number, like `b6327` \
+                 (hint: `--engine llama.cpp@b2800` for a build of May 2024)"
+            ),
+        )
+    })
+}
