@@ -39,6 +39,7 @@ pub mod queue;
 pub mod quota;
 pub mod run;
 pub mod runtime;
+pub mod start;
 pub mod stream;
 pub mod usage;
 
