@@ -4,14 +4,16 @@
 //! response is JSON, including those no handler wrote (unknown methods, a
 //! layer's bare status).
 //!
-//! It is also the one place where domain failures become statuses: a
-//! failed run ([`failure_status`]), the store's errors (`From<StoreError>`).
+//! It is also the one place where domain failures become statuses: the
+//! request service's refusals (`From<ServiceError>`), a failed run
+//! ([`failure_status`]), the store's errors (`From<StoreError>`).
 
 use axum::Json;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use glassbox_app::ServiceError;
 use glassbox_engine::{ExecError, NodeError};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -196,6 +198,28 @@ impl From<glassbox_store::StoreError> for ApiError {
     }
 }
 
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> ApiError {
+        let status = match &err {
+            ServiceError::NotServed { .. } => StatusCode::NOT_FOUND,
+            ServiceError::BadPriority { .. } => StatusCode::BAD_REQUEST,
+            ServiceError::Overloaded { .. }
+            | ServiceError::Shed { .. }
+            | ServiceError::RateLimited { .. }
+            | ServiceError::TooLargeForRateLimit { .. }
+            | ServiceError::CannotStartInTime { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::TraceNotStored { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::MaxRunTimeExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
+        };
+        let mut api = ApiError::new(status, err.code(), err.to_string());
+        api.hint = err.hint();
+        if let Some(secs) = err.retry_after() {
+            api = api.retry_after(secs);
+        }
+        api
+    }
+}
+
 /// Why the server could not start, or could not stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -223,6 +247,15 @@ pub enum ServerError {
     Store(#[from] glassbox_store::StoreError),
     #[error("the server stopped with an I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<glassbox_app::catalog::DirError> for ServerError {
+    fn from(e: glassbox_app::catalog::DirError) -> ServerError {
+        ServerError::TopologiesDir {
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 impl ServerError {
@@ -290,6 +323,39 @@ mod tests {
             attempt: 1,
             source,
         }
+    }
+
+    #[test]
+    fn each_service_refusal_has_its_status_and_retry_after() {
+        let not_served = ApiError::from(ServiceError::NotServed {
+            id: "rga".into(),
+            closest: Some("rag".into()),
+            served: vec!["rag".into()],
+        });
+        assert_eq!(not_served.status, StatusCode::NOT_FOUND);
+        assert_eq!(not_served.code, "topology_not_found");
+        assert!(not_served.hint.is_some_and(|h| h.contains("`rag`")));
+        assert_eq!(not_served.retry_after, None);
+        let shed = ApiError::from(ServiceError::Shed {
+            topology: "rag".into(),
+            band: glassbox_trace::Priority::Offline,
+            by: glassbox_trace::Priority::Interactive,
+            queue: 4,
+        });
+        assert_eq!(shed.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(shed.retry_after, Some(1));
+        let late = ApiError::from(ServiceError::CannotStartInTime {
+            within: std::time::Duration::from_millis(10),
+            waiting: 3,
+            wait: std::time::Duration::from_millis(200),
+        });
+        assert_eq!(late.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(late.retry_after, Some(1), "never less than a second");
+        let bad = ApiError::from(ServiceError::BadPriority {
+            what: "`priority`".into(),
+            reason: "no".into(),
+        });
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     }
 
     #[test]

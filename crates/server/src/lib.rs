@@ -21,7 +21,7 @@
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
-//! [`Catalog`](catalog::Catalog) (the served topologies), [`AppState`],
+//! [`Catalog`](glassbox_app::catalog::Catalog) (the served topologies), [`AppState`],
 //! [`Service`] (the one door every request goes through:
 //! admission, the engine runtime, streaming, usage, the trace hand-off).
 //!
@@ -41,8 +41,6 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
-pub mod calibrated;
-pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod dashboard;
@@ -53,10 +51,8 @@ mod llm_metrics;
 pub mod metrics;
 pub mod openapi;
 pub mod read_pool;
-pub mod served;
 pub mod service;
 pub mod state;
-pub mod versions;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -73,22 +69,25 @@ use axum::routing::{get, post, put};
 use glassbox_store::{StoreUrl, WriterOptions, WriterStats};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-pub use catalog::{Catalog, Change};
 pub use config::{Config, Durability, Scope};
 pub use error::{ApiError, ServerError};
+pub use glassbox_app::catalog::{Catalog, Change};
 pub use state::AppState;
 
 use crate::auth::{Guard, Keys, RateLimiter, guard};
-use crate::catalog::Builder;
-use crate::metrics::Metrics;
+use crate::metrics::{MeteredSink, Metrics};
 use crate::read_pool::ReadPool;
 use crate::service::Service;
+use glassbox_app::catalog::Builder;
 
 /// How to start a server.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// The directory of topology files (json, yaml, yml).
     pub topologies_dir: PathBuf,
+    /// Topologies given in memory, served instead of the directory's
+    /// files (a cluster worker's one node per model; no temporary files).
+    pub given: Option<glassbox_app::catalog::Given>,
     pub store: StoreUrl,
     pub config: Config,
     /// Overrides the config's `host`.
@@ -112,6 +111,7 @@ impl ServerOptions {
     pub fn new(topologies_dir: PathBuf, store: StoreUrl) -> ServerOptions {
         ServerOptions {
             topologies_dir,
+            given: None,
             store,
             config: Config::default(),
             host: None,
@@ -148,6 +148,7 @@ impl Server {
     pub async fn bind(options: ServerOptions) -> Result<Server, ServerError> {
         let ServerOptions {
             topologies_dir,
+            given,
             store,
             config,
             host,
@@ -184,21 +185,34 @@ impl Server {
         let writer = Arc::new(writer);
         let metrics = Arc::new(Metrics::new());
         let registry = glassbox_nodes::registry();
-        let catalog = Arc::new(Catalog::new(
-            topologies_dir,
-            Builder {
-                registry,
-                metrics: metrics.clone(),
-                writer: writer.clone(),
-                summary_chars,
-                promoted: config.promoted_versions(),
-                outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
-                    ranges: config.outbound_allow.clone(),
-                    secrets: config.secrets.clone(),
-                }),
-                cluster,
+        let builder = Builder {
+            registry,
+            sink_for: {
+                let (metrics, writer) = (metrics.clone(), writer.clone());
+                Box::new(move |id: &str| {
+                    Arc::new(MeteredSink {
+                        topology: Arc::from(id),
+                        metrics: metrics.clone(),
+                        inner: writer.clone(),
+                    }) as Arc<dyn glassbox_trace::TraceSink>
+                })
             },
-        ));
+            on_scan: {
+                let metrics = metrics.clone();
+                Box::new(move |n| metrics.set_topologies(n))
+            },
+            summary_chars,
+            promoted: config.promoted_versions(),
+            outbound: Arc::new(glassbox_nodes::outbound::ServerAllow {
+                ranges: config.outbound_allow.clone(),
+                secrets: config.secrets.clone(),
+            }),
+            cluster,
+        };
+        let catalog = Arc::new(match given {
+            Some(given) => Catalog::given(given, builder),
+            None => Catalog::new(topologies_dir, builder),
+        });
         let scan = catalog.clone();
         let initial = tokio::task::spawn_blocking(move || scan.rescan())
             .await
@@ -263,8 +277,8 @@ impl Server {
             keys: Arc::new(Keys::new(&config)),
             service: Arc::new(Service::new(service::Parts {
                 catalog: catalog.clone(),
-                config: config.clone(),
-                metrics: metrics.clone(),
+                settings: config.clone(),
+                observer: metrics.clone(),
                 writer: writer.clone(),
                 limiter: limiter.clone(),
             })?),
@@ -531,7 +545,7 @@ fn cors(config: &Config) -> Option<CorsLayer> {
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
-                HeaderName::from_static(versions::KEY_HEADER),
+                HeaderName::from_static(glassbox_app::versions::KEY_HEADER),
             ])
             .expose_headers([
                 HeaderName::from_static(api::REQUEST_ID_HEADER),

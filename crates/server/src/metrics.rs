@@ -369,15 +369,14 @@ impl Metrics {
     }
 
     /// Counts a request as running until the guard drops.
-    pub fn in_flight(self: &Arc<Self>, topology: &str) -> InFlight {
+    pub fn in_flight(&self, topology: &str) -> InFlight {
         let label = TopologyLabel {
             topology: topology.to_string(),
         };
-        self.in_flight.get_or_create(&label).inc();
-        InFlight {
-            metrics: self.clone(),
-            label,
-        }
+        // The gauge shares its value with the family's: one count.
+        let gauge = self.in_flight.get_or_create(&label).clone();
+        gauge.inc();
+        InFlight { gauge }
     }
 
     pub fn set_topologies(&self, n: usize) {
@@ -483,13 +482,12 @@ impl Metrics {
 
 /// Decrements the in-flight gauge when dropped.
 pub struct InFlight {
-    metrics: Arc<Metrics>,
-    label: TopologyLabel,
+    gauge: Gauge,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.metrics.in_flight.get_or_create(&self.label).dec();
+        self.gauge.dec();
     }
 }
 
@@ -509,5 +507,11 @@ impl TraceSink for MeteredSink {
     fn request(&self, record: Arc<RequestRecord>) {
         self.metrics.request(&record);
         self.inner.request(record);
+    }
+}
+
+impl glassbox_app::service::queue::Occupancy for Metrics {
+    fn band(&self, topology: &str, band: glassbox_trace::Priority, running: usize, waiting: usize) {
+        Metrics::band(self, topology, band, running, waiting);
     }
 }

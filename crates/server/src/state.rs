@@ -10,13 +10,13 @@ pub use crate::read_pool::ReadPool;
 
 use crate::alerts::AlertBoard;
 use crate::auth::{Caller, Keys, RateLimiter, Work};
-use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::gpu_monitor::GpuMonitor;
 use crate::metrics::Metrics;
-use crate::served::Served;
 use crate::service::Service;
+use glassbox_app::catalog::Catalog;
+use glassbox_app::served::Served;
 
 /// Shared by every handler; cheap to clone.
 #[derive(Clone)]
@@ -61,15 +61,16 @@ impl AppState {
 
     /// The served topology `id`, or 404 naming the ones that exist.
     pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
-        self.service.topology(id)
+        Ok(self.service.topology(id)?)
     }
 
     /// Takes `more` from the caller's rate limit for a request whose whole
     /// cost is `total`, or answers 429.
     pub fn charge(&self, caller: &Caller, more: Work, total: Work) -> Result<(), ApiError> {
-        self.limiter
+        Ok(self
+            .limiter
             .charge(caller, more, total)
-            .inspect_err(|e| self.metrics.rejected("-", e.code))
+            .inspect_err(|e| self.metrics.rejected("-", e.code()))?)
     }
 
     /// Runs `f` with a read connection on a blocking thread.

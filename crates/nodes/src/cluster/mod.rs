@@ -47,7 +47,7 @@ pub const WORKER_KEY_ENV: &str = glassbox_cluster::etcd::trust::WORKER_KEY_ENV;
 /// The header a coordinator tells a worker in how many milliseconds a
 /// call must start (what is left of its node's timeout and of the
 /// request's deadline); a Glassbox worker that cannot answers 429 at once
-/// (`glassbox_server::service::start`).
+/// (`glassbox_app::service::start`).
 pub const START_WITHIN_HEADER: &str = "x-glassbox-start-within-ms";
 
 /// How the dispatcher places, times out and probes.

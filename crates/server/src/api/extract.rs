@@ -61,3 +61,12 @@ fn query_error(r: QueryRejection) -> ApiError {
     ApiError::new(r.status(), "bad_query", r.body_text())
         .hint("docs/openapi.json lists each endpoint's query parameters and their types")
 }
+
+/// The request key a request carries in its `X-Glassbox-Key` header, if
+/// any, as text (the version line-up reads it, see
+/// [`RequestKey::find`](glassbox_app::versions::RequestKey::find)).
+pub fn key_header(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(glassbox_app::versions::KEY_HEADER)
+        .and_then(|v| v.to_str().ok())
+}

@@ -15,7 +15,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, ErrorDetail, failure_status};
 use crate::service::{Ask, priority};
 use crate::state::AppState;
-use crate::versions::RequestKey;
+use glassbox_app::versions::RequestKey;
 
 /// Query parameters of a run.
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
@@ -140,7 +140,11 @@ pub async fn create_run(
     JsonBody(input): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     check_input(&input)?;
-    let key = RequestKey::find(&headers, None, params.key.as_deref());
+    let key = RequestKey::find(
+        crate::api::extract::key_header(&headers),
+        None,
+        params.key.as_deref(),
+    );
     let field = params.priority.map(Value::String);
     let ask = Ask {
         key: key.as_ref(),
@@ -158,7 +162,7 @@ pub async fn create_run(
     let mut body = RunResponse::from_outcome(&finished.outcome);
     if let Some(e) = finished.over_run_time() {
         // Its maximum run time ended it: the error names the limit.
-        body.error = Some(e.body().error);
+        body.error = Some(ApiError::from(e).body().error);
     }
     let outcome = finished.outcome;
     let status = match &outcome.result {

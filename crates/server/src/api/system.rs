@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::catalog::Change;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use glassbox_app::catalog::Change;
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Health {

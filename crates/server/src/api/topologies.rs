@@ -10,10 +10,10 @@ use utoipa::ToSchema;
 use glassbox_store::Redactor;
 use glassbox_topology::secret::{mask_config, mask_text};
 
-use crate::catalog::FileProblem;
 use crate::error::{ApiError, ErrorBody};
-use crate::served::{Served, StreamMode};
 use crate::state::AppState;
+use glassbox_app::catalog::FileProblem;
+use glassbox_app::served::{Served, StreamMode};
 
 /// One served topology, in a list.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -2,7 +2,7 @@
 //! `PUT /v1/topologies/{id}/split`, `POST .../versions/{version}/promote` and
 //! `POST /v1/topologies/{id}/rollback`. Changes take effect for the next
 //! request, with no restart; requests already running finish on the
-//! version they started with. The rules are in [`crate::versions`].
+//! version they started with. The rules are in [`glassbox_app::versions`].
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,7 @@ use crate::api::body::JsonBody;
 use crate::api::extract::Path;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
-use crate::versions::{Lineup, VersionError};
+use glassbox_app::versions::{Lineup, VersionError};
 
 /// One loaded version.
 #[derive(Debug, Clone, Serialize, ToSchema)]

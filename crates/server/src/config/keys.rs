@@ -29,60 +29,7 @@ impl Scope {
     }
 }
 
-/// Token buckets: `burst` units of work at once, refilled at
-/// `requests_per_second`; a request costs one unit per run it makes (an
-/// embeddings call: one per input). With `tokens_per_minute`, a second
-/// bucket of that size counts estimated tokens (see [`crate::auth::Work`]).
-///
-/// Written either as `requests_per_second` with `burst`, or as
-/// `requests_per_minute` (OpenAI's RPM: the bucket holds a minute's
-/// requests unless `burst` says otherwise).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RateLimitSpec")]
-pub struct RateLimit {
-    pub requests_per_second: f64,
-    pub burst: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens_per_minute: Option<u64>,
-}
-
-/// [`RateLimit`] as written in the file.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RateLimitSpec {
-    requests_per_second: Option<f64>,
-    requests_per_minute: Option<u32>,
-    burst: Option<u32>,
-    tokens_per_minute: Option<u64>,
-}
-
-impl TryFrom<RateLimitSpec> for RateLimit {
-    type Error = String;
-
-    fn try_from(r: RateLimitSpec) -> Result<RateLimit, String> {
-        let (requests_per_second, burst) = match (r.requests_per_second, r.requests_per_minute) {
-            (Some(rps), None) => (
-                rps,
-                r.burst
-                    .ok_or("`requests_per_second` needs `burst` (the most runs at once)")?,
-            ),
-            (None, Some(rpm)) => (f64::from(rpm) / 60.0, r.burst.unwrap_or(rpm)),
-            (Some(_), Some(_)) => {
-                return Err(
-                    "set `requests_per_second` or `requests_per_minute`, not both".to_string(),
-                );
-            }
-            (None, None) => {
-                return Err("a rate limit needs `requests_per_second` (with `burst`) or `requests_per_minute`".to_string());
-            }
-        };
-        Ok(RateLimit {
-            requests_per_second,
-            burst,
-            tokens_per_minute: r.tokens_per_minute,
-        })
-    }
-}
+pub use glassbox_app::service::limiter::RateLimit;
 
 /// One API key as written in the config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,128 +1,55 @@
-//! The request service: the one door every request goes through, whichever
-//! API it came by (`/v1/topologies/{id}/runs`, chat completions streamed or
-//! not, embeddings), as TGI's `Infer` is for its router.
+//! The request service, as the server runs it: the service itself is the
+//! application layer's ([`glassbox_app::service`], the one door every
+//! request goes through, as TGI's `Infer` is for its router); here it is
+//! given the server's settings (its config file) and observer (its
+//! metrics), and the HTTP-only pieces sit beside it: reading the priority
+//! header ([`priority`]) and a worker's "can this call start in time?"
+//! header ([`start`]).
 //!
-//! In order, it does:
-//!
-//! 1. admission ([`Service::admit`]): the topology, and a slot of its bounded
-//!    concurrency, after a wait in its bounded queue ordered by priority
-//!    band when it has one ([`queue`]), or 429 with `Retry-After`; the
-//!    request's band ([`priority`]) and maximum run time ([`admission`]);
-//! 2. the run, on the engine runtime ([`runtime`]), never on an HTTP worker:
-//!    while CPU-bound pipelines keep every core busy, new requests are still
-//!    parsed and refused with 429;
-//! 3. cancellation when the client goes away: dropping the answer's future,
-//!    or the stream's receiver, cancels the run;
-//! 4. token streaming of the topology's live nodes ([`stream`]);
-//! 5. usage counting, from the spans ([`usage`]);
-//! 6. the trace hand-off ([`durable`]): with `[store] durability = "commit"`
-//!    nothing is answered before its trace has committed (503
-//!    `trace_not_stored` otherwise).
-//!
+//! The service refuses with domain errors ([`glassbox_app::ServiceError`]);
+//! the one module that turns them into statuses is [`crate::error`].
 //! Handlers only translate: they parse their API's request, call the
-//! service and shape its answer. What requests need next in general
-//! (choosing a topology version, priority bands, dispatch to workers) goes
-//! here, not into a handler.
+//! service and shape its answer.
 
-pub mod admission;
-pub mod durable;
-mod finished;
 pub mod priority;
-pub mod queue;
-pub mod quota;
-pub mod run;
-pub mod runtime;
 pub mod start;
-pub mod stream;
-pub mod usage;
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use glassbox_store::StoreWriter;
+use glassbox_app::service::queue::Limits;
+pub use glassbox_app::service::{
+    Admission, Ask, Cost, Counted, Finished, Parts, RunLimit, Service, StreamEvent, Streaming,
+    TokenUsage, durable, usage,
+};
+use glassbox_app::service::{InFlight, Observer, Settings};
 
-pub use admission::{Admission, Ask, RunLimit};
-pub use finished::Finished;
-pub use quota::{Cost, Counted};
-pub use stream::{StreamEvent, Streaming};
-pub use usage::TokenUsage;
-
-use crate::auth::RateLimiter;
-use crate::catalog::Catalog;
-use crate::config::Config;
-use crate::error::ApiError;
+use crate::config::{Config, Durability};
 use crate::metrics::Metrics;
-use crate::served::Served;
-use queue::Gates;
-use runtime::EngineRuntime;
 
-/// What a [`Service`] is built over.
-#[derive(Debug)]
-pub struct Parts {
-    pub catalog: Arc<Catalog>,
-    pub config: Arc<Config>,
-    pub metrics: Arc<Metrics>,
-    pub writer: Arc<StoreWriter>,
-    pub limiter: Arc<RateLimiter>,
-}
-
-/// The request service; one per server, shared by every handler.
-#[derive(Debug)]
-pub struct Service {
-    catalog: Arc<Catalog>,
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
-    writer: Arc<StoreWriter>,
-    /// The keys' token buckets: requests are charged and settled here.
-    limiter: Arc<RateLimiter>,
-    gates: Gates,
-    /// Where pipelines run: a runtime of their own, so HTTP handlers wait
-    /// for them without holding an HTTP worker.
-    engine: EngineRuntime,
-}
-
-impl Service {
-    /// A service over the served topologies, with a new engine runtime.
-    pub fn new(parts: Parts) -> std::io::Result<Service> {
-        let Parts {
-            catalog,
-            config,
-            metrics,
-            writer,
-            limiter,
-        } = parts;
-        Ok(Service {
-            gates: Gates::new(config.clone(), metrics.clone()),
-            engine: EngineRuntime::new()?,
-            catalog,
-            config,
-            metrics,
-            writer,
-            limiter,
-        })
-    }
-
-    /// The served topology `id`, or 404 naming the ones that exist.
-    pub fn topology(&self, id: &str) -> Result<Arc<Served>, ApiError> {
-        self.catalog.get(id).ok_or_else(|| self.not_served(id))
-    }
-
-    /// 404 for `id`, naming the closest served id or the served ones.
-    pub fn not_served(&self, id: &str) -> ApiError {
-        {
-            let ids = self.catalog.ids();
-            let hint =
-                match glassbox_topology::diagnostic::closest(id, ids.iter().map(String::as_str)) {
-                    Some(c) => format!("did you mean `{c}`? (GET /v1/topologies lists them)"),
-                    None if ids.is_empty() => {
-                        "no topology is served: check the server log for invalid files".into()
-                    }
-                    None => format!("served: {}", ids.join(", ")),
-                };
-            ApiError::not_found(
-                "topology_not_found",
-                format!("no topology `{id}` is served"),
-            )
-            .hint(hint)
+impl Settings for Config {
+    fn limits(&self, id: &str) -> Limits {
+        Limits {
+            slots: self.concurrency_for(id),
+            queue: self.queue_for(id),
+            max_passed_over: self.priorities.max_passed_over.max(1),
         }
+    }
+
+    fn max_run_time(&self, id: &str) -> Option<Duration> {
+        self.run_time_for(id)
+    }
+
+    fn commit_traces(&self) -> bool {
+        self.store.durability == Durability::Commit
+    }
+}
+
+impl Observer for Metrics {
+    fn rejected(&self, topology: &str, reason: &str) {
+        Metrics::rejected(self, topology, reason);
+    }
+
+    fn in_flight(&self, topology: &str) -> InFlight {
+        Box::new(Metrics::in_flight(self, topology))
     }
 }

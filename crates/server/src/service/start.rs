@@ -1,118 +1,21 @@
-//! "Can this call start in time?" A coordinator tells a worker how long a
-//! call may wait to start (the header [`START_WITHIN_HEADER`]: what is left
-//! of its node's timeout and of the request's deadline); a worker whose local LLM engines would make it wait longer
-//! answers 429 at once, with `Retry-After` and its estimate, instead of
-//! accepting the call and keeping it queued until the coordinator gives up
-//! (docs/cluster.md, "Slow is not dead"). The coordinator then tries
-//! another worker, or sheds the call by priority.
-//!
-//! The estimate is deliberately simple and errs towards accepting: calls
-//! waiting in the engines × the engines' mean end-to-end latency so far ÷
-//! the calls they run at once. With nothing waiting, or no finished call
-//! yet to learn from, every call is accepted.
+//! "Can this call start in time?", read from HTTP: the coordinator's
+//! [`START_WITHIN_HEADER`] (milliseconds). The estimate and the refusal are
+//! the application layer's ([`glassbox_app::service::start`]).
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
+use glassbox_app::ServiceError;
 use glassbox_models::EngineLoad;
 pub use glassbox_nodes::cluster::START_WITHIN_HEADER;
 
-use crate::error::ApiError;
-
-/// How long a new call would wait for the engines `loads`, if known.
-pub fn estimate(loads: &[EngineLoad]) -> Option<Duration> {
-    let waiting: usize = loads.iter().map(|l| l.waiting).sum();
-    if waiting == 0 {
-        return Some(Duration::ZERO);
-    }
-    let running: usize = loads.iter().map(|l| l.running).sum();
-    let count: u64 = loads.iter().map(|l| l.latency.e2e_latency.count).sum();
-    let sum: f64 = loads.iter().map(|l| l.latency.e2e_latency.sum).sum();
-    if count == 0 || !sum.is_finite() {
-        return None;
-    }
-    let mean = sum / count as f64;
-    let secs = waiting as f64 * mean / running.max(1) as f64;
-    Some(Duration::from_secs_f64(secs.clamp(0.0, 86_400.0)))
-}
-
-/// 429 when the call asked to start within less than the engines' wait.
-pub fn check(headers: &HeaderMap, loads: &[EngineLoad]) -> Result<(), ApiError> {
-    let Some(within) = headers
+/// Refuses the call when its header asks it to start sooner than the
+/// engines' `loads` allow; no header (or an unreadable one): no deadline.
+pub fn check(headers: &HeaderMap, loads: &[EngineLoad]) -> Result<(), ServiceError> {
+    let within = headers
         .get(START_WITHIN_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-    else {
-        return Ok(());
-    };
-    let Some(wait) = estimate(loads).filter(|w| *w > within) else {
-        return Ok(());
-    };
-    let waiting: usize = loads.iter().map(|l| l.waiting).sum();
-    Err(ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "cannot_start_in_time",
-        format!(
-            "this worker cannot start the call within {} ms: {waiting} calls wait ahead of it, about {} ms",
-            within.as_millis(),
-            wait.as_millis()
-        ),
-    )
-    .hint("another worker may start it sooner; retry after the seconds in `Retry-After`")
-    .retry_after(wait.as_secs().max(1)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(running: usize, waiting: usize, finished: u64, secs: f64) -> EngineLoad {
-        let mut l = glassbox_models::EngineLoad {
-            running,
-            waiting,
-            kv_reserved: 0,
-            kv_cells: 1,
-            prefix_queries: 0,
-            prefix_hits: 0,
-            prefix_host_hits: 0,
-            host_cache_bytes: 0,
-            spec_drafts: 0,
-            spec_draft_tokens: 0,
-            spec_accepted_tokens: 0,
-            preemptions: 0,
-            generation_tokens: 0,
-            latency: Default::default(),
-        };
-        l.latency.e2e_latency.count = finished;
-        l.latency.e2e_latency.sum = secs;
-        l
-    }
-
-    fn within(ms: u64) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(START_WITHIN_HEADER, ms.to_string().parse().unwrap());
-        h
-    }
-
-    #[test]
-    fn a_call_that_cannot_start_in_time_is_refused_with_the_estimate() {
-        // 6 waiting, 2 at a time, 4 s each: about 12 s.
-        let busy = [load(2, 6, 10, 40.0)];
-        assert_eq!(estimate(&busy), Some(Duration::from_secs(12)));
-        let err = check(&within(5_000), &busy).unwrap_err();
-        assert_eq!(err.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(err.code, "cannot_start_in_time");
-        assert!(err.message.contains("6 calls wait"), "{}", err.message);
-        assert!(err.message.contains("about 12000 ms"), "{}", err.message);
-        assert!(check(&within(20_000), &busy).is_ok(), "it starts in time");
-        assert!(check(&HeaderMap::new(), &busy).is_ok(), "no deadline told");
-    }
-
-    #[test]
-    fn nothing_waiting_or_nothing_learned_yet_accepts() {
-        assert!(check(&within(1), &[load(3, 0, 10, 40.0)]).is_ok());
-        assert!(check(&within(1), &[load(3, 5, 0, 0.0)]).is_ok());
-        assert_eq!(estimate(&[]), Some(Duration::ZERO));
-    }
+        .map(Duration::from_millis);
+    glassbox_app::service::start::check(within, loads)
 }

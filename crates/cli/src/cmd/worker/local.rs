@@ -2,8 +2,8 @@
 //! a one-node topology (the model's name is its id), served by the same
 //! server as `glassbox serve`, so `/v1/chat/completions` (streaming too),
 //! `/v1/embeddings`, `/v1/models`, `/metrics` and `/healthz` answer as
-//! they do there. The topologies live in a temporary directory for the
-//! worker's lifetime.
+//! they do there. The topologies are given to the server's catalog in
+//! memory (`ServerOptions::given`): nothing is written to disk.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -46,15 +46,15 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             factor - 1.0
         );
     }
-    let dir = tempfile::Builder::new()
-        .prefix("glassbox-worker-")
-        .tempdir()
-        .map_err(|e| anyhow::anyhow!("creating a directory for the worker's topologies: {e}"))?;
-    for m in &models {
-        let file = dir.path().join(format!("{}.json", m.name));
-        std::fs::write(&file, topology(m, &args).to_string())
-            .map_err(|e| anyhow::anyhow!("writing `{}`: {e}", file.display()))?;
-    }
+    // Named as no file on disk can be, so nothing (a calibration) is
+    // looked up beside them.
+    let given = models
+        .iter()
+        .map(|m| {
+            let name = std::path::PathBuf::from(format!("<worker>/{}.json", m.name));
+            (name, topology(m, &args).to_string().into_bytes())
+        })
+        .collect();
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(server_error)?,
         None => Config::default(),
@@ -65,7 +65,8 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
         config.add_env_key(&key);
     }
     let store = StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
-    let mut options = ServerOptions::new(dir.path().to_path_buf(), store);
+    let mut options = ServerOptions::new(std::path::PathBuf::new(), store);
+    options.given = Some(given);
     options.config = config;
     options.host = args.host.clone();
     options.port = Some(args.port.unwrap_or(DEFAULT_PORT));
@@ -119,7 +120,6 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
         "glassbox worker: stopped; {} requests written to the trace store",
         stats.requests_written
     );
-    drop(dir);
     Ok(ExitCode::SUCCESS)
 }
 

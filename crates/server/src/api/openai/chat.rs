@@ -21,7 +21,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::service::priority;
 use crate::service::{Ask, Cost, Counted};
 use crate::state::AppState;
-use crate::versions::RequestKey;
+use glassbox_app::versions::RequestKey;
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ChatMessage {
@@ -228,7 +228,11 @@ pub async fn chat_completions(
         .map(|(_, l)| l)
         .collect();
     crate::service::start::check(&headers, &loads)?;
-    let key = RequestKey::find(&headers, req.user.as_deref(), None);
+    let key = RequestKey::find(
+        crate::api::extract::key_header(&headers),
+        req.user.as_deref(),
+        None,
+    );
     let ask = Ask {
         key: key.as_ref(),
         priority: priority::asked(&headers, req.priority.as_ref(), req.service_tier.as_deref())?,

@@ -17,7 +17,7 @@ use crate::auth::{Caller, Work, estimate_tokens};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::{Ask, Cost, Counted, priority};
 use crate::state::AppState;
-use crate::versions::RequestKey;
+use glassbox_app::versions::RequestKey;
 
 /// `input`: one string or a list of strings.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -156,7 +156,11 @@ pub async fn embeddings(
             .hint("use float or base64"));
         }
     };
-    let key = RequestKey::find(&headers, req.user.as_deref(), None);
+    let key = RequestKey::find(
+        crate::api::extract::key_header(&headers),
+        req.user.as_deref(),
+        None,
+    );
     let ask = Ask {
         key: key.as_ref(),
         priority: priority::asked(&headers, req.priority.as_ref(), None)?,

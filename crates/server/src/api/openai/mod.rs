@@ -49,7 +49,8 @@ use crate::error::{ApiError, failure_status};
 
 /// 404 `topology_not_found` as OpenAI names it: `model_not_found`, with
 /// what kind of topology `model` must name.
-fn model_error(e: ApiError, what: &str) -> ApiError {
+fn model_error(e: glassbox_app::ServiceError, what: &str) -> ApiError {
+    let e = ApiError::from(e);
     if e.code == "topology_not_found" {
         ApiError {
             code: "model_not_found",
@@ -79,6 +80,7 @@ fn now_secs() -> u64 {
 fn finished_failed(finished: &crate::service::Finished, err: &ExecError) -> ApiError {
     finished
         .over_run_time()
+        .map(ApiError::from)
         .unwrap_or_else(|| run_failed(&finished.outcome, err))
 }
 

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use super::usage::Usage;
 use super::{answer_text, now_secs};
 use crate::api::request_id_header;
+use crate::error::ApiError;
 use crate::service::{Finished, StreamEvent, Streaming};
 
 /// The chunks of one completion: its id, model and creation time.
@@ -155,8 +156,11 @@ impl Progress {
                 }
                 StreamEvent::End(Err(e)) => {
                     self.ended = true;
-                    self.pending =
-                        [Event::default().data(json!(e.body()).to_string()), done()].into();
+                    self.pending = [
+                        Event::default().data(json!(ApiError::from(e).body()).to_string()),
+                        done(),
+                    ]
+                    .into();
                 }
             }
         }

@@ -25,15 +25,22 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use glassbox_engine::{PipelineOptions, Registry};
 use glassbox_nodes::outbound::ServerAllow;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
-use glassbox_store::StoreWriter;
 use glassbox_topology::secret::mask_text;
 use glassbox_topology::{Topology, TopologyError};
+use glassbox_trace::TraceSink;
 
 use crate::calibrated::CalibratedSink;
-use crate::error::ServerError;
-use crate::metrics::{MeteredSink, Metrics};
 pub use crate::served::{Served, StreamMode, embeds, stream_mode};
 use crate::versions::{Chosen, Lineup, RequestKey, VersionError};
+
+/// The topologies directory cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("the topologies directory `{path}` cannot be read: {source}")]
+pub struct DirError {
+    pub path: String,
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// A file that is not being served (or whose last edit was rejected).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,12 +89,18 @@ struct Inner {
 /// A new or changed file: path, content, content hash.
 type Edited = (PathBuf, Vec<u8>, u64);
 
+/// Where the traces of a topology (by id) go.
+pub type SinkFor = Box<dyn Fn(&str) -> Arc<dyn TraceSink> + Send + Sync>;
+
 /// What building a pipeline needs.
 pub struct Builder {
     /// The kinds topologies are validated against and built with.
     pub registry: Registry,
-    pub metrics: Arc<Metrics>,
-    pub writer: Arc<StoreWriter>,
+    /// Where the traces of topology `id` go (the server: its trace store,
+    /// through its metrics).
+    pub sink_for: SinkFor,
+    /// Hears how many topologies are served after each scan.
+    pub on_scan: Box<dyn Fn(usize) + Send + Sync>,
     pub summary_chars: usize,
     /// Address ranges outbound calls may reach despite the deny list.
     pub outbound: Arc<ServerAllow>,
@@ -98,9 +111,16 @@ pub struct Builder {
     pub cluster: Option<Arc<glassbox_nodes::cluster::Dispatcher>>,
 }
 
-/// The topologies of one directory.
+/// Topologies a program gives the catalog in memory, by the name each is
+/// known by (shown where a file path would be): a worker's one model each.
+pub type Given = BTreeMap<PathBuf, Vec<u8>>;
+
+/// The topologies of one directory, or of a set given in memory.
 pub struct Catalog {
     dir: PathBuf,
+    /// Served instead of the directory's files when set: nothing is read
+    /// from disk, and a rescan finds them unchanged.
+    given: Option<Given>,
     builder: Builder,
     inner: RwLock<Inner>,
     /// One rescan at a time (the poller and `/v1/admin/reload`).
@@ -130,6 +150,20 @@ impl Catalog {
     pub fn new(dir: PathBuf, builder: Builder) -> Catalog {
         Catalog {
             dir,
+            given: None,
+            builder,
+            inner: RwLock::default(),
+            scanning: Mutex::default(),
+        }
+    }
+
+    /// A catalog of the topologies `given` in memory (no directory, no
+    /// temporary files): a cluster worker's one-node topologies, one per
+    /// model it serves.
+    pub fn given(given: Given, builder: Builder) -> Catalog {
+        Catalog {
+            dir: PathBuf::new(),
+            given: Some(given),
             builder,
             inner: RwLock::default(),
             scanning: Mutex::default(),
@@ -216,24 +250,12 @@ impl Catalog {
 
     /// Brings the catalog in line with the directory. Blocking (reads files,
     /// may load models): call it from a blocking thread.
-    pub fn rescan(&self) -> Result<Vec<Change>, ServerError> {
+    pub fn rescan(&self) -> Result<Vec<Change>, DirError> {
         let _one_at_a_time = self.scanning.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries =
-            std::fs::read_dir(&self.dir).map_err(|source| ServerError::TopologiesDir {
-                path: self.dir.display().to_string(),
-                source,
-            })?;
-        let mut present: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if !is_topology_file(&path) {
-                continue;
-            }
-            // A file removed between listing and reading is simply gone.
-            if let Ok(bytes) = std::fs::read(&path) {
-                present.insert(path, bytes);
-            }
-        }
+        let present = match &self.given {
+            Some(given) => given.clone(),
+            None => self.read_dir()?,
+        };
         let mut changes = Vec::new();
         // Work out what changed under the read lock, build outside any lock.
         let (gone, changed): (Vec<PathBuf>, Vec<Edited>) = {
@@ -376,14 +398,38 @@ impl Catalog {
                 },
             );
         }
-        self.builder.metrics.set_topologies(inner.by_id.len());
+        (self.builder.on_scan)(inner.by_id.len());
         Ok(changes)
+    }
+
+    /// The topology files of the directory and their bytes.
+    fn read_dir(&self) -> Result<Given, DirError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| DirError {
+            path: self.dir.display().to_string(),
+            source,
+        })?;
+        let mut present = Given::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !is_topology_file(&path) {
+                continue;
+            }
+            // A file removed between listing and reading is simply gone.
+            if let Ok(bytes) = std::fs::read(&path) {
+                present.insert(path, bytes);
+            }
+        }
+        Ok(present)
     }
 
     /// Whether `path` (a link, or in a linked folder) resolves to a file
     /// outside the topologies directory. Such a file may be anything (a
     /// secrets file): its diagnostics never quote it.
     fn is_outside(&self, path: &Path) -> bool {
+        if self.given.is_some() {
+            // Written by the program itself, not read from a file.
+            return false;
+        }
         match (
             std::fs::canonicalize(path),
             std::fs::canonicalize(&self.dir),
@@ -398,19 +444,14 @@ impl Catalog {
         let text = String::from_utf8(bytes).map_err(|_| format!("`{name}` is not UTF-8"))?;
         let source = glassbox_topology::Source::new(name.clone(), text);
         // A calibration beside the file (`glassbox calibrate`) prices its nodes.
-        let calibration = glassbox_app::calibration::beside(path, &mut |w| {
+        let calibration = crate::calibration::beside(path, &mut |w| {
             eprintln!("glassbox serve: `{name}`: {w}");
         });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
-            let prices =
-                glassbox_app::calibration::prices(calibration.as_ref(), topology, &mut |w| {
-                    eprintln!("glassbox serve: warning: {w}");
-                });
-            let metered: Arc<dyn glassbox_trace::TraceSink> = Arc::new(MeteredSink {
-                topology: Arc::from(topology.id.as_str()),
-                metrics: self.builder.metrics.clone(),
-                inner: self.builder.writer.clone(),
+            let prices = crate::calibration::prices(calibration.as_ref(), topology, &mut |w| {
+                eprintln!("glassbox serve: warning: {w}");
             });
+            let metered = (self.builder.sink_for)(topology.id.as_str());
             let sink = match &calibration {
                 Some(c) => Arc::new(CalibratedSink::new(name.clone(), c.clone(), metered)),
                 None => metered,

@@ -12,7 +12,14 @@ fn gate(slots: usize, queue: usize, max_passed_over: u32) -> Arc<Gate> {
         queue,
         max_passed_over,
     };
-    Gate::new("t", limits, Arc::new(Metrics::new()))
+    Gate::new("t", limits, Arc::new(Unobserved))
+}
+
+/// Test-only: an occupancy nobody watches.
+struct Unobserved;
+
+impl Occupancy for Unobserved {
+    fn band(&self, _: &str, _: Priority, _: usize, _: usize) {}
 }
 
 type Granted = (&'static str, Result<(Slot, Waited), Refused>);

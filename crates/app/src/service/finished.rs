@@ -1,13 +1,23 @@
 //! A request that ran to its end: its outcome, its tokens (counted once,
 //! from its spans) and the maximum run time it ran under, which turns a
-//! deadline into the 504 that names where the limit is set.
+//! deadline into the refusal that names where the limit is set.
 
-use axum::http::StatusCode;
+use std::time::Duration;
+
 use glassbox_engine::{Outcome, Registry};
 
-use super::admission::RunLimit;
+use super::error::ServiceError;
 use super::usage::{self, TokenUsage};
-use crate::error::ApiError;
+
+/// A maximum run time and where it is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLimit {
+    pub limit: Duration,
+    /// `topology `rag`` or `key `nightly``.
+    pub from: String,
+    /// The config entry that sets it, for the hint.
+    pub setting: String,
+}
 
 /// A request that ran to its end and whose trace was handed off.
 #[derive(Debug)]
@@ -21,7 +31,7 @@ pub struct Finished {
 }
 
 impl Finished {
-    pub(super) fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
+    pub fn new(outcome: Outcome, kinds: &Registry, run_limit: Option<RunLimit>) -> Finished {
         let usage = usage::count(outcome.trace.spans.iter().map(|s| &**s), kinds);
         Finished {
             outcome,
@@ -30,29 +40,21 @@ impl Finished {
         }
     }
 
-    /// When its maximum run time ended the request: 504
+    /// When its maximum run time ended the request:
     /// `max_run_time_exceeded`, naming the limit and where it is set.
-    pub fn over_run_time(&self) -> Option<ApiError> {
+    pub fn over_run_time(&self) -> Option<ServiceError> {
         let limit = self.run_limit.as_ref()?;
         let err = self.outcome.result.as_ref().err()?;
         if err.code() != "deadline_exceeded" {
             return None;
         }
         let id = self.outcome.trace.record.request_id;
-        Some(
-            ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "max_run_time_exceeded",
-                format!(
-                    "request {id} ran past its maximum run time of {} ms, set for {}, and was cancelled ({err}; GET /v1/traces/{id} shows its path)",
-                    limit.limit.as_millis(),
-                    limit.from
-                ),
-            )
-            .hint(format!(
-                "raise {} in the server config, or make the request lighter",
-                limit.setting
-            )),
-        )
+        Some(ServiceError::MaxRunTimeExceeded {
+            request_id: id,
+            limit: limit.limit,
+            from: limit.from.clone(),
+            setting: limit.setting.clone(),
+            cause: err.to_string(),
+        })
     }
 }

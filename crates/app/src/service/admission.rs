@@ -1,6 +1,6 @@
 //! Admission: a request gets a slot of its topology's bounded concurrency,
 //! after a wait in a bounded queue ordered by priority band
-//! ([`queue`](super::queue)), or 429 at once. With no queue configured
+//! ([`queue`](super::queue)), or a refusal at once. With no queue configured
 //! (`max_queue = 0`, the default) a full topology refuses at once, so
 //! overload shows up as fast refusals, not as memory or latency.
 //!
@@ -12,16 +12,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use glassbox_engine::RunOptions;
 use glassbox_trace::{Fact, NodeFacts, Priority, RequestId, Scheduling, VersionChoice};
 
+use super::finished::RunLimit;
+
+use super::InFlight;
 use super::Service;
+use super::ServiceError;
+use super::limiter::Caller;
 use super::queue::{Limits, Refused, Slot};
 use super::quota::{Charge, Cost};
-use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::metrics::InFlight;
 use crate::served::Served;
 use crate::versions::RequestKey;
 
@@ -34,16 +35,6 @@ pub struct Ask<'a> {
     pub priority: Option<Priority>,
     /// Who asks: its key's `max_priority` and `max_run_time` apply.
     pub caller: Option<&'a Caller>,
-}
-
-/// A maximum run time and where it is set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLimit {
-    pub limit: Duration,
-    /// `topology `rag`` or `key `nightly``.
-    pub from: String,
-    /// The config entry that sets it, for the hint.
-    pub setting: String,
 }
 
 /// A request allowed to run: holds its slot and in-flight count until it
@@ -85,9 +76,11 @@ impl Admission {
     /// admission then frees its slot. The tokens are settled against the
     /// estimate when the request ends, however it ends ([`Admission::run`],
     /// [`Admission::run_each`], [`Admission::stream`]).
-    pub fn charge(&mut self, cost: Cost) -> Result<(), ApiError> {
+    pub fn charge(&mut self, cost: Cost) -> Result<(), ServiceError> {
         match self.charge.as_mut() {
-            Some(charge) => charge.take(cost, &self.service.metrics),
+            Some(charge) => charge
+                .take(cost)
+                .inspect_err(|e| self.service.observer.rejected("-", e.code())),
             None => Ok(()),
         }
     }
@@ -129,7 +122,11 @@ impl Service {
     /// Finds the topology and takes a slot of it, waiting in its queue when
     /// it has one, or answers 429. With several versions loaded, the
     /// promoted one (or the split's choice for `ask.key`).
-    pub async fn admit(self: &Arc<Self>, id: &str, ask: Ask<'_>) -> Result<Admission, ApiError> {
+    pub async fn admit(
+        self: &Arc<Self>,
+        id: &str,
+        ask: Ask<'_>,
+    ) -> Result<Admission, ServiceError> {
         let chosen = self
             .catalog
             .choose(id, ask.key, &RequestId::new().to_string())
@@ -164,7 +161,7 @@ impl Service {
                 .map(|c| Charge::nothing_yet(self.limiter.clone(), c)),
             model_ask: None,
             _slot: slot,
-            _in_flight: self.metrics.in_flight(id),
+            _in_flight: self.observer.in_flight(id),
         })
     }
 
@@ -177,7 +174,7 @@ impl Service {
         caller: Option<&Caller>,
         deadline: Option<Duration>,
     ) -> Option<RunLimit> {
-        let topology = self.config.run_time_for(id).map(|limit| RunLimit {
+        let topology = self.settings.max_run_time(id).map(|limit| RunLimit {
             limit,
             from: format!("topology `{id}`"),
             setting: format!("`[topologies.{id}] max_run_time`"),
@@ -196,40 +193,38 @@ impl Service {
             .filter(|l| deadline.is_none_or(|d| l.limit < d))
     }
 
-    /// The 429 for a request admission turned away, saying why.
-    fn refusal(&self, id: &str, band: Priority, limits: Limits, refused: Refused) -> ApiError {
+    /// Why admission turned a request away (counted in the metrics).
+    fn refusal(&self, id: &str, band: Priority, limits: Limits, refused: Refused) -> ServiceError {
+        let topology = id.to_string();
         let slots = limits.slots;
-        let (code, message, hint) = match refused {
+        let (reason, err) = match refused {
             Refused::Full => (
                 "overloaded",
-                format!("topology `{id}` is running its limit of {slots} concurrent requests"),
-                "retry after the number of seconds in `Retry-After`, or raise `max_concurrency` for this topology".to_string(),
+                ServiceError::Overloaded {
+                    topology,
+                    slots,
+                    queue: None,
+                },
             ),
             Refused::QueueFull => (
-                "overloaded",
-                format!(
-                    "topology `{id}` is running its limit of {slots} concurrent requests and its queue of {} is full of requests of the {band} band or more urgent ones",
-                    limits.queue
-                ),
-                "retry after the number of seconds in `Retry-After`, or raise `max_concurrency` / `max_queue` for this topology".to_string(),
+                "queue_full",
+                ServiceError::Overloaded {
+                    topology,
+                    slots,
+                    queue: Some((limits.queue, band)),
+                },
             ),
             Refused::Shed { by } => (
                 "shed",
-                format!(
-                    "this {band} request waited in topology `{id}`'s full queue (of {}) and was shed to make room for an {by} request: the least urgent band is shed first under overload",
-                    limits.queue
-                ),
-                "retry after the number of seconds in `Retry-After`, send fewer requests at once, or use a more urgent band if the work cannot wait".to_string(),
+                ServiceError::Shed {
+                    topology,
+                    band,
+                    by,
+                    queue: limits.queue,
+                },
             ),
         };
-        let reason = match refused {
-            Refused::Full => "overloaded",
-            Refused::QueueFull => "queue_full",
-            Refused::Shed { .. } => "shed",
-        };
-        self.metrics.rejected(id, reason);
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
-            .hint(hint)
-            .retry_after(1)
+        self.observer.rejected(id, reason);
+        err
     }
 }

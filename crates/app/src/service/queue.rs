@@ -32,8 +32,12 @@ use std::time::Instant;
 use glassbox_trace::Priority;
 use tokio::sync::oneshot;
 
-use crate::config::Config;
-use crate::metrics::Metrics;
+/// Hears how full each band of a gate is whenever that changes (the
+/// server: its `glassbox_queue_*` gauges).
+pub trait Occupancy: Send + Sync {
+    /// `topology`'s running and waiting requests of `band`.
+    fn band(&self, topology: &str, band: Priority, running: usize, waiting: usize);
+}
 
 const BANDS: usize = Priority::ALL.len();
 
@@ -118,7 +122,7 @@ pub struct Gate {
     topology: String,
     limits: Limits,
     state: Mutex<State>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Occupancy>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -146,7 +150,7 @@ impl Drop for Leave<'_> {
 }
 
 impl Gate {
-    pub fn new(topology: &str, limits: Limits, metrics: Arc<Metrics>) -> Arc<Gate> {
+    pub fn new(topology: &str, limits: Limits, metrics: Arc<dyn Occupancy>) -> Arc<Gate> {
         let gate = Arc::new(Gate {
             topology: topology.to_string(),
             limits,
@@ -271,33 +275,38 @@ impl Gate {
 
 /// One gate per topology id, kept across reloads so that a new version
 /// does not get a fresh allowance while the old one still runs.
-#[derive(Debug)]
 pub struct Gates {
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
+    /// Each topology's limits, read from the settings when its gate is
+    /// first needed.
+    limits: Box<dyn Fn(&str) -> Limits + Send + Sync>,
+    metrics: Arc<dyn Occupancy>,
     map: Mutex<HashMap<String, Arc<Gate>>>,
 }
 
+impl std::fmt::Debug for Gates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gates").finish_non_exhaustive()
+    }
+}
+
 impl Gates {
-    pub fn new(config: Arc<Config>, metrics: Arc<Metrics>) -> Gates {
+    /// Gates whose limits `limits` gives for each topology id.
+    pub fn new(
+        limits: impl Fn(&str) -> Limits + Send + Sync + 'static,
+        metrics: Arc<dyn Occupancy>,
+    ) -> Gates {
         Gates {
-            config,
+            limits: Box::new(limits),
             metrics,
             map: Mutex::default(),
         }
     }
 
-    pub(super) fn gate(&self, id: &str) -> Arc<Gate> {
+    /// Topology `id`'s gate.
+    pub fn gate(&self, id: &str) -> Arc<Gate> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(id.to_string())
-            .or_insert_with(|| {
-                let limits = Limits {
-                    slots: self.config.concurrency_for(id),
-                    queue: self.config.queue_for(id),
-                    max_passed_over: self.config.priorities.max_passed_over.max(1),
-                };
-                Gate::new(id, limits, self.metrics.clone())
-            })
+            .or_insert_with(|| Gate::new(id, (self.limits)(id), self.metrics.clone()))
             .clone()
     }
 }

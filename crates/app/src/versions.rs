@@ -114,17 +114,14 @@ pub struct RequestKey {
 pub const KEY_HEADER: &str = "x-glassbox-key";
 
 impl RequestKey {
-    /// The request's key: the `X-Glassbox-Key` header, else the OpenAI
-    /// `user` field, else `?key=`; empty values count as none.
+    /// The request's key: the `X-Glassbox-Key` header's text, else the
+    /// OpenAI `user` field, else `?key=`; empty values count as none.
     pub fn find(
-        headers: &axum::http::HeaderMap,
+        header: Option<&str>,
         user: Option<&str>,
         query: Option<&str>,
     ) -> Option<RequestKey> {
-        let header = headers
-            .get(KEY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim);
+        let header = header.map(str::trim);
         [
             (header, KeySource::Header),
             (user, KeySource::User),

@@ -1,5 +1,6 @@
 //! Quotas, in one place for every door: a request's work is taken from its
-//! key's token buckets when its door states the cost (`Admission::charge`,
+//! key's token buckets ([`limiter`](super::limiter)) when its door states
+//! the cost (the server's `Admission::charge`,
 //! before it runs), and its real tokens are settled against that estimate
 //! once it ends, whether it ran to its end, failed, or was streamed to a
 //! client that went away. A request whose real cost exceeded its estimate
@@ -10,10 +11,9 @@
 
 use std::sync::Arc;
 
+use super::error::ServiceError;
+use super::limiter::{Caller, RateLimiter, Work};
 use super::usage::TokenUsage;
-use crate::auth::{Caller, RateLimiter, Work};
-use crate::error::ApiError;
-use crate::metrics::Metrics;
 
 /// What a request costs, as its door estimates it before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl Counted {
 
 /// A charge against one caller's buckets, settled once.
 #[derive(Debug)]
-pub(super) struct Charge {
+pub struct Charge {
     limiter: Arc<RateLimiter>,
     caller: Caller,
     /// Tokens taken up front, to be set against the real ones.
@@ -55,7 +55,7 @@ pub(super) struct Charge {
 impl Charge {
     /// No tokens taken yet: the request's tokens are counted once it ends
     /// (a run, whose tokens are known only afterwards).
-    pub(super) fn nothing_yet(limiter: Arc<RateLimiter>, caller: &Caller) -> Charge {
+    pub fn nothing_yet(limiter: Arc<RateLimiter>, caller: &Caller) -> Charge {
         Charge {
             limiter,
             caller: caller.clone(),
@@ -64,17 +64,15 @@ impl Charge {
         }
     }
 
-    /// Takes the rest of `cost` (the guard took one unit), or answers 429
-    /// naming the limit; the tokens are then settled against the estimate.
-    pub(super) fn take(&mut self, cost: Cost, metrics: &Metrics) -> Result<(), ApiError> {
+    /// Takes the rest of `cost` (the guard took one unit), or says which
+    /// limit refused it; the tokens are then settled against the estimate.
+    pub fn take(&mut self, cost: Cost) -> Result<(), ServiceError> {
         let more = Work {
             units: cost.work.units.saturating_sub(Work::ONE.units),
             tokens: cost.work.tokens,
         };
         if more.units > 0 || more.tokens > 0 {
-            self.limiter
-                .charge(&self.caller, more, cost.work)
-                .inspect_err(|e| metrics.rejected("-", e.code))?;
+            self.limiter.charge(&self.caller, more, cost.work)?;
         }
         self.estimate = cost.work.tokens;
         self.counted = cost.counted;
@@ -82,7 +80,7 @@ impl Charge {
     }
 
     /// Sets the request's real tokens against what was taken.
-    pub(super) fn settle(self, usage: &TokenUsage) {
+    pub fn settle(self, usage: &TokenUsage) {
         let used = self.counted.of(usage);
         self.limiter
             .settle(&self.caller, used.saturating_sub(self.estimate));

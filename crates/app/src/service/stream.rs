@@ -11,9 +11,9 @@ use glassbox_trace::RequestId;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::ServiceError;
 use super::durable::committed;
 use super::{Admission, Finished};
-use crate::error::ApiError;
 use crate::served::StreamMode;
 
 /// What a streamed request sends, in order: any number of `Text`, then one
@@ -24,7 +24,7 @@ pub enum StreamEvent {
     Text(String),
     /// The request ended; `Ok` once its trace has committed, 503
     /// `trace_not_stored` if it could not be stored.
-    End(Result<Finished, ApiError>),
+    End(Result<Finished, ServiceError>),
 }
 
 /// A request being streamed.

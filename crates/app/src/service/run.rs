@@ -6,9 +6,9 @@ use glassbox_engine::{CancellationToken, Outcome, RunOptions};
 use glassbox_trace::RequestId;
 use serde_json::Value;
 
+use super::ServiceError;
 use super::durable::{all_committed, committed};
 use super::{Admission, Finished, TokenUsage};
-use crate::error::ApiError;
 
 impl Admission {
     /// Runs the request on the engine runtime, holding the admission (slot
@@ -24,12 +24,12 @@ impl Admission {
     /// Returns once the request's trace has committed (see
     /// [`Service::ticket`](super::Service::ticket)), so the answer built
     /// from it never names a trace a crash could still lose; a trace that
-    /// cannot be stored is an error (503) instead of an answer.
+    /// cannot be stored is an error (`TraceNotStored`) instead of an answer.
     pub async fn run(
         mut self,
         input: Value,
         mut options: RunOptions,
-    ) -> Result<Finished, ApiError> {
+    ) -> Result<Finished, ServiceError> {
         let service = self.service.clone();
         let charge = self.take_charge();
         let id = *options.request_id.get_or_insert_with(RequestId::new);
@@ -70,7 +70,7 @@ impl Admission {
         mut self,
         inputs: Vec<Value>,
         last: fn(&Outcome) -> bool,
-    ) -> Result<Vec<Finished>, ApiError> {
+    ) -> Result<Vec<Finished>, ServiceError> {
         let service = self.service.clone();
         let charge = self.take_charge();
         let cancel = CancellationToken::new();

@@ -76,3 +76,36 @@ fn only_embedding_entries_serve_embeddings() {
         &registry
     ));
 }
+
+/// A builder whose traces go nowhere (test-only: no store).
+fn builder() -> Builder {
+    Builder {
+        registry: glassbox_nodes::registry(),
+        sink_for: Box::new(|_: &str| {
+            Arc::new(glassbox_engine::trace::NoopSink) as Arc<dyn TraceSink>
+        }),
+        on_scan: Box::new(|_| {}),
+        summary_chars: 200,
+        outbound: Arc::new(ServerAllow::default()),
+        promoted: BTreeMap::new(),
+        cluster: None,
+    }
+}
+
+#[test]
+fn topologies_given_in_memory_are_served_without_a_directory() {
+    let text = format!("topology_id: greet\nversion: 1.0.0\nnodes:\n{TEMPLATE}edges: []\n");
+    let name = PathBuf::from("<worker>/greet.yaml");
+    let catalog = Catalog::given(Given::from([(name.clone(), text.into_bytes())]), builder());
+    let changes = catalog.rescan().unwrap();
+    assert!(
+        matches!(&changes[..], [Change::Loaded { id, file, .. }] if id == "greet" && *file == name),
+        "{changes:?}"
+    );
+    assert_eq!(catalog.ids(), vec!["greet".to_string()]);
+    assert!(
+        catalog.rescan().unwrap().is_empty(),
+        "a rescan finds them unchanged"
+    );
+    assert!(catalog.get("greet").is_some());
+}
