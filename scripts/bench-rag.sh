@@ -53,7 +53,16 @@ die() {
 }
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it)"
 command -v jq >/dev/null || die "jq is needed"
-python3 -c 'import yaml' 2>/dev/null || die "python3 with PyYAML is needed (pip install pyyaml)"
+# PyYAML: the system python3's, or the test virtualenv's (schemathesis
+# brings it; scripts/install-test-python.sh, run by scripts/test.sh).
+py=python3
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  if [[ -x .venv-test/bin/python ]] && .venv-test/bin/python -c 'import yaml' 2>/dev/null; then
+    py=.venv-test/bin/python
+  else
+    die "python3 with PyYAML is needed (pip install pyyaml, or scripts/install-test-python.sh)"
+  fi
+fi
 
 bench_bin
 llama="${LLAMA_SERVER:-}"
@@ -101,7 +110,7 @@ cp -r examples/rag-chat/kb "$tmp/topologies/"
 # topology up to the `llm` node, whose output is the user message that
 # node renders (its `prompt` template), and the system message.
 SEQS="$seqs" THREADS="$threads" CTX="$ctx" TOPOLOGY_SET="${TOPOLOGY_SET:-}" \
-  CHUNK_ORDER="${CHUNK_ORDER:-}" python3 - "$tmp/topologies" <<'EOF'
+  CHUNK_ORDER="${CHUNK_ORDER:-}" "$py" - "$tmp/topologies" <<'EOF'
 import json, os, sys, yaml
 dest = sys.argv[1]
 with open("examples/rag-chat/topology.yaml", encoding="utf-8") as f:
