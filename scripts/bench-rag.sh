@@ -53,15 +53,16 @@ die() {
 }
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it)"
 command -v jq >/dev/null || die "jq is needed"
-# PyYAML: the system python3's, or the test virtualenv's (schemathesis
-# brings it; scripts/install-test-python.sh, run by scripts/test.sh).
+# PyYAML: the system python3's, else a virtualenv of its own under the
+# target directory (made once, from PyPI).
 py=python3
 if ! python3 -c 'import yaml' 2>/dev/null; then
-  if [[ -x .venv-test/bin/python ]] && .venv-test/bin/python -c 'import yaml' 2>/dev/null; then
-    py=.venv-test/bin/python
-  else
-    die "python3 with PyYAML is needed (pip install pyyaml, or scripts/install-test-python.sh)"
+  venv="${CARGO_TARGET_DIR:-target}/bench-python"
+  if ! { [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import yaml' 2>/dev/null; }; then
+    python3 -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check pyyaml ||
+      die "python3 with PyYAML is needed (pip install pyyaml; or apt-get install python3-venv for the script to make its own)"
   fi
+  py="$venv/bin/python"
 fi
 
 bench_bin
