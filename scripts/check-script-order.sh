@@ -24,7 +24,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 export PROFILE="${PROFILE:-dev}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 logs="$CARGO_TARGET_DIR/script-order"
-steps="${STEPS:-demo bench-engine bench-wasm bench-store bench-server bench-models bench-serving bench-rag bench-cluster bench-failover package demo}"
+steps="${STEPS:-demo bench-engine bench-wasm bench-store bench-server bench-otlp bench-models bench-constrained bench-serving bench-rag bench-cluster bench-failover package demo}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -41,7 +41,7 @@ for step in $steps; do
   started=$SECONDS
   rc=0
   (cd "$clone" && SHORT=1 timeout 1200 "./scripts/$step.sh") >"$log" 2>&1 </dev/null || rc=$?
-  printf '  %-14s exit %-3s %4ss  %s\n' "$step" "$rc" "$((SECONDS - started))" "$log"
+  printf '  %-17s exit %-3s %4ss  %s\n' "$step" "$rc" "$((SECONDS - started))" "$log"
   if [[ $rc != 0 ]]; then
     failed+=("$step")
     tail -25 "$log" | sed 's/^/      | /'
