@@ -303,20 +303,7 @@ impl Catalog {
             let served = match result {
                 Ok(served) => served,
                 Err(message) => {
-                    let problem = FileProblem {
-                        file: path.clone(),
-                        message,
-                        still_serving: previous.as_ref().map(|(id, _)| id.clone()),
-                    };
-                    changes.push(Change::Rejected(problem.clone()));
-                    inner.files.insert(
-                        path,
-                        FileState {
-                            hash,
-                            serves: previous,
-                            problem: Some(problem),
-                        },
-                    );
+                    reject(&mut inner, &mut changes, path, hash, previous, message);
                     continue;
                 }
             };
@@ -328,23 +315,11 @@ impl Catalog {
                 .and_then(|l| l.get(&version))
                 .map(|s| s.file.clone());
             if let Some(owner) = owner.filter(|o| *o != path) {
-                let problem = FileProblem {
-                    file: path.clone(),
-                    message: format!(
-                        "version `{version}` of topology `{id}` is already served from `{}`",
-                        owner.display()
-                    ),
-                    still_serving: previous.as_ref().map(|(id, _)| id.clone()),
-                };
-                changes.push(Change::Rejected(problem.clone()));
-                inner.files.insert(
-                    path,
-                    FileState {
-                        hash,
-                        serves: previous,
-                        problem: Some(problem),
-                    },
+                let message = format!(
+                    "version `{version}` of topology `{id}` is already served from `{}`",
+                    owner.display()
                 );
+                reject(&mut inner, &mut changes, path, hash, previous, message);
                 continue;
             }
             let served = Arc::new(served);
@@ -510,6 +485,32 @@ impl Catalog {
 }
 
 /// Drops `version` of `id`; true when it was served.
+/// A file that cannot be served: its problem is recorded and reported, and
+/// whatever it served before stays served.
+fn reject(
+    inner: &mut Inner,
+    changes: &mut Vec<Change>,
+    path: PathBuf,
+    hash: u64,
+    previous: Option<(String, String)>,
+    message: String,
+) {
+    let problem = FileProblem {
+        file: path.clone(),
+        message,
+        still_serving: previous.as_ref().map(|(id, _)| id.clone()),
+    };
+    changes.push(Change::Rejected(problem.clone()));
+    inner.files.insert(
+        path,
+        FileState {
+            hash,
+            serves: previous,
+            problem: Some(problem),
+        },
+    );
+}
+
 fn unload(by_id: &mut BTreeMap<String, Lineup>, id: &str, version: &str) -> bool {
     let Some(lineup) = by_id.get_mut(id) else {
         return false;
