@@ -196,7 +196,14 @@ fn validation_checks_the_hash_the_file_and_the_labels() {
     let text = routed("cleaner.wasm", WORDS);
     let hash = sha256(&components().join("cleaner.wasm"));
     let report = invalid(&text.replace(&hash, &"a".repeat(64)));
-    assert!(report.contains("has SHA-256"), "{report}");
+    // The message wraps wherever the component's path (the checkout's
+    // directory) ends; read it with the wrapping and the gutter taken out.
+    let flat = report
+        .split_whitespace()
+        .filter(|w| *w != "│")
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(flat.contains("has SHA-256"), "{report}");
     assert!(report.contains("nodes[0].config.sha256"), "{report}");
 
     let report = invalid(&text.replace("cleaner.wasm", "missing.wasm"));
