@@ -146,8 +146,8 @@ pub struct Candidate<'a> {
     pub member: &'a Member,
     /// Why the worker must not get work now (circuit open, probe failed).
     pub unhealthy: Option<&'a str>,
-    /// Known dead, not merely suspect: it refused a connection, or failed
-    /// a probe while idle. Panic mode never routes to it.
+    /// Known dead, not merely suspect: it refused a connection (to a call
+    /// or a probe). Panic mode never routes to it.
     pub dead: bool,
     /// Calls this coordinator sent it since its load was measured.
     pub pending: u64,

@@ -114,8 +114,8 @@ struct State {
     breakers: HashMap<String, Breaker>,
     /// Workers whose last probe failed, and why.
     probe_failed: HashMap<String, String>,
-    /// Workers known dead (refused a connection, failed a probe while
-    /// idle), and why: out of placement, panic mode included.
+    /// Workers known dead (refused a connection, to a call or a probe),
+    /// and why: out of placement, panic mode included.
     dead: HashMap<String, String>,
     /// When each worker last showed it works: a progress event, a piece
     /// of text or an answer on any call.
@@ -405,8 +405,9 @@ impl Dispatcher {
     /// while the worker shows it works (progress on calls, a busy load) is
     /// queued behind real work, and one answered 429 met a full worker:
     /// neither is a sign of death, and neither counts anything. A
-    /// refused probe, or one that failed while the worker was idle, marks
-    /// it dead.
+    /// refused probe marks it dead; one that failed otherwise while the
+    /// worker was idle makes it suspect (out of placement unless every
+    /// other worker is out too: slow is not dead).
     pub(crate) fn probed(&self, worker: &str, result: Result<(), String>) {
         let settings = self.inner.options.breaker;
         let now = Instant::now();
@@ -434,12 +435,20 @@ impl Dispatcher {
                     state.probe_failed.remove(worker);
                     state.dead.remove(worker);
                 }
-                _ => {
+                verdict::Verdict::Dead => {
                     breaker.failure(now);
-                    state.dead.insert(
-                        worker.to_string(),
-                        format!("probe failed while idle: {why}"),
-                    );
+                    state
+                        .dead
+                        .insert(worker.to_string(), verdict::refused_reason(&why));
+                    state.probe_failed.insert(worker.to_string(), why);
+                }
+                verdict::Verdict::Failed => {
+                    // Silent while idle: suspect, out of placement while
+                    // others can take the call, but not known dead. A
+                    // machine too loaded to answer within the probe
+                    // timeout is slow; when every other worker is out
+                    // too, panic mode still tries it.
+                    breaker.failure(now);
                     state.probe_failed.insert(worker.to_string(), why);
                 }
             },

@@ -90,12 +90,35 @@ fn a_failed_probe_keeps_a_worker_out_until_one_passes() {
     let d = Dispatcher::new(pool(&["a", "b"]), DispatchOptions::default());
     d.probed("a", Err("timed out".into()));
     let why = d.unhealthy("a").unwrap();
-    assert_eq!(why, "dead: probe failed while idle: timed out");
+    assert_eq!(why, "last liveness probe failed: timed out");
     for _ in 0..4 {
         assert_eq!(chosen(&d, &llm()), "b");
     }
     d.probed("a", Ok(()));
     assert_eq!(d.unhealthy("a"), None);
+}
+
+#[test]
+fn a_probe_that_timed_out_is_suspect_not_dead_and_panic_mode_still_tries_it() {
+    // Slow is not dead: the only worker left for a model, silent to one
+    // probe on a loaded machine, still gets the call.
+    let d = Dispatcher::new(pool(&["a"]), DispatchOptions::default());
+    d.probed("a", Err("unavailable: 127.0.0.1:9: timeout: global".into()));
+    assert!(d.unhealthy("a").is_some());
+    let c = d.choose(&llm(), &[]).map_err(|p| p.why_none()).unwrap();
+    assert_eq!(c.placement.rule, glassbox_cluster::Rule::Panic);
+    // A probe refused is another matter: nothing listens there.
+    d.probed(
+        "a",
+        Err("unavailable: 127.0.0.1: io: Connection refused (os error 111)".into()),
+    );
+    assert!(d.unhealthy("a").unwrap().starts_with("dead: refused"));
+    let none = d.choose(&llm(), &[]).err().unwrap();
+    assert!(
+        none.why_none().contains("dead: refused"),
+        "{}",
+        none.why_none()
+    );
 }
 
 #[test]
