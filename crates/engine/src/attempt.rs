@@ -128,6 +128,9 @@ impl SpanGuard {
         if req.priority != glassbox_trace::Priority::default() {
             tags.insert("priority".into(), req.priority.as_str().into());
         }
+        if let Some(k) = req.iteration(self.node) {
+            tags.insert(glassbox_trace::ITERATION_TAG.into(), k.to_string());
+        }
         req.record_span(SpanRecord {
             request_id: req.request_id,
             node: req.ids[self.node.0].clone(),

@@ -25,7 +25,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use glassbox_topology::{EdgeId, NodeId};
-use glassbox_trace::{Lang, NodeFacts, SpanRole};
+use glassbox_trace::{Lang, LoopStop, NodeFacts, SpanRole};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,7 @@ use crate::attempt::{self, AttemptSpec};
 use crate::built::{BuiltPipeline, EdgeCondition};
 use crate::error::ExecError;
 use crate::finish::{self, EndedRun};
+use crate::loops;
 use crate::node_run::{NodeDone, run_node};
 use crate::options::RunOptions;
 use crate::outcome::Outcome;
@@ -145,10 +146,24 @@ impl<'a> RequestRun<'a> {
             return;
         }
         self.state.nodes[n.0].progress = NodeProgress::Running;
+        if let Some(l) = topology.loop_of(n) {
+            let k = self.state.loops[l].enter();
+            self.req.set_iteration(n, k);
+            if let Some(fb) = topology.node(n).fallback {
+                self.req.set_iteration(fb, k);
+            }
+        }
+        // A loop's first node, run again, reads the loop's last node first.
         let sources: Arc<[NodeId]> = topology
             .incoming(n)
             .iter()
-            .filter(|e| self.state.edges[e.0].taken)
+            .filter(|e| self.state.edges[e.0].taken && topology.is_back_edge(**e))
+            .chain(
+                topology
+                    .incoming(n)
+                    .iter()
+                    .filter(|e| self.state.edges[e.0].taken && !topology.is_back_edge(**e)),
+            )
             .map(|&e| topology.edge(e).from)
             .collect();
         if self.built.caches[n.0]
@@ -200,6 +215,9 @@ impl<'a> RequestRun<'a> {
                 };
                 self.state
                     .finish_node(n, progress, done.fallback, done.facts);
+                if let Some(l) = self.built.topology.loop_of(n) {
+                    self.state.loops[l].finished(n, slot.output.label.clone());
+                }
                 self.resolve_outgoing(n, &slot);
                 None
             }
@@ -235,12 +253,43 @@ impl<'a> RequestRun<'a> {
                     (taken, Cow::Owned(why))
                 }
             };
-            self.resolve(e, taken, why);
+            if built.topology.is_back_edge(e) {
+                self.resolve_back(e, taken, why);
+            } else {
+                self.state.resolve(&built.topology, e, taken, why);
+            }
         }
     }
 
-    fn resolve(&mut self, e: EdgeId, taken: bool, why: Cow<'static, str>) {
-        self.state.resolve(&self.built.topology, e, taken, why);
+    /// A back edge whose condition held runs the loop again if its bound
+    /// allows; otherwise the loop ends, and the why says which bound.
+    fn resolve_back(&mut self, e: EdgeId, taken: bool, why: Cow<'static, str>) {
+        let topology = &self.built.topology;
+        let Some(l) = topology.loops().iter().position(|l| l.edge == e) else {
+            return;
+        };
+        let stop = if taken {
+            let spans = self.req.spans_so_far();
+            loops::over_bound(topology, &topology.loops()[l], &self.state.loops[l], &spans)
+        } else {
+            Some(LoopStop::Condition {
+                why: why.to_string(),
+            })
+        };
+        match stop {
+            None => self.state.resolve_back(topology, e, true, why, None),
+            Some(stop) => {
+                let why = match &stop {
+                    LoopStop::Bound {
+                        bound,
+                        limit,
+                        spent,
+                    } => Cow::Owned(format!("{why}, but the loop reached `{bound}` {limit} ({spent})")),
+                    _ => why,
+                };
+                self.state.resolve_back(topology, e, false, why, Some(stop));
+            }
+        }
     }
 
     fn finish(&mut self, failure: Option<ExecError>) -> Outcome {

@@ -84,7 +84,13 @@ pub(crate) fn assemble(run: EndedRun<'_>) -> Outcome {
         receipt.node(id, &totals[id.0], &spans);
         facts.node(id, node, output.as_deref());
     }
-    let (path, labels, degraded) = path.finish(state);
+    let (mut path, labels, degraded) = path.finish(state);
+    path.loops = topology
+        .loops()
+        .iter()
+        .zip(&state.loops)
+        .filter_map(|(l, ls)| crate::loops::record(topology, &built.node_ids, l, ls, &spans))
+        .collect();
     let receipt = receipt.finish();
     let (node_facts, models) = facts.finish();
     let mut facts = request_facts;
@@ -197,6 +203,8 @@ fn node_status(
         NodeProgress::Running => NodeStatus::Cancelled,
         NodeProgress::Succeeded => NodeStatus::Succeeded,
         NodeProgress::FellBack => NodeStatus::FellBack,
+        // Skipped in a loop's last iteration after running in an earlier one.
+        NodeProgress::Skipped if totals.attempts > 0 && totals.last_ok => NodeStatus::Succeeded,
         NodeProgress::Skipped => NodeStatus::Skipped,
         NodeProgress::Failed => NodeStatus::Failed,
     }
@@ -226,6 +234,7 @@ impl<'a> PathBuilder<'a> {
             path: PathRecord {
                 nodes: Vec::with_capacity(built.topology.nodes.len()),
                 edges: Vec::with_capacity(built.topology.edges.len()),
+                loops: Vec::new(),
             },
             labels: BTreeMap::new(),
             degraded: false,
@@ -309,11 +318,51 @@ impl<'a> ReceiptBuilder<'a> {
         if totals.attempts == 0 {
             return;
         }
+        let name = &self.built.node_ids[id.0];
+        let mut rounds: Vec<u32> = spans
+            .iter()
+            .filter(|s| s.node == *name)
+            .filter_map(|s| glassbox_trace::span_iteration(s))
+            .collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        if rounds.is_empty() {
+            self.bill(id, &totals.usage, spans, None);
+            return;
+        }
+        // A node in a loop's body: billed iteration by iteration.
+        for k in rounds {
+            let mut usage = Quantities::default();
+            for s in spans
+                .iter()
+                .filter(|s| s.node == *name && glassbox_trace::span_iteration(s) == Some(k))
+            {
+                if s.tags.get(crate::cache::TAG).map(String::as_str) == Some(crate::cache::HIT) {
+                    usage.add_cache_hit();
+                } else {
+                    usage.add(&s.usage);
+                }
+            }
+            let from = self.receipt.lines.len();
+            self.bill(id, &usage, spans, Some(k));
+            self.receipt.mark_iteration(from, k);
+        }
+    }
+
+    /// Bills `usage` of node `id` (in loop iteration `round`, if given).
+    fn bill(
+        &mut self,
+        id: NodeId,
+        usage: &Quantities,
+        spans: &[Arc<SpanRecord>],
+        round: Option<u32>,
+    ) {
         let resource = &self.built.topology.node(id).resource;
         let name = &self.built.node_ids[id.0];
         let steps: Vec<&SpanRecord> = spans
             .iter()
             .filter(|s| s.role.step_of() == Some(&**name))
+            .filter(|s| round.is_none() || glassbox_trace::span_iteration(s) == round)
             .map(|s| &**s)
             .collect();
         if !steps.is_empty() {
@@ -322,17 +371,17 @@ impl<'a> ReceiptBuilder<'a> {
                 name,
                 &resource.prices,
                 resource.kind,
-                &totals.usage,
+                usage,
                 &steps,
             );
             return;
         }
         cost::bill(
             &mut self.receipt,
-            &self.built.node_ids[id.0],
+            name,
             &resource.prices,
             resource.kind,
-            &totals.usage,
+            usage,
         );
     }
 

@@ -44,6 +44,7 @@ pub mod error;
 mod executor;
 mod finish;
 pub mod kind;
+mod loops;
 pub mod node;
 mod node_run;
 mod options;

@@ -1,6 +1,6 @@
 //! State one request shares between the executor and its running nodes.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -69,6 +69,8 @@ pub(crate) struct RequestShared {
     pub model_ask: Option<Arc<crate::options::ModelAsk>>,
     ending: AtomicU8,
     deadline_cut: OnceLock<DeadlineCut>,
+    /// Each node's loop iteration (0: not in a loop's body), for its spans.
+    iterations: Box<[AtomicU32]>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,6 +123,7 @@ impl RequestShared {
             model_ask: p.model_ask,
             ending: AtomicU8::new(Ending::Cancelled as u8),
             deadline_cut: OnceLock::new(),
+            iterations: (0..n).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -170,6 +173,26 @@ impl RequestShared {
         let span = Arc::new(span);
         lock(&self.spans).push(span.clone());
         self.sink.span(span);
+    }
+
+    /// The spans recorded so far (for a loop's budgets).
+    pub fn spans_so_far(&self) -> Vec<Arc<SpanRecord>> {
+        lock(&self.spans).clone()
+    }
+
+    /// Sets the loop iteration node `n` runs in now.
+    pub fn set_iteration(&self, n: NodeId, k: u32) {
+        if let Some(a) = self.iterations.get(n.0) {
+            a.store(k, Ordering::Relaxed);
+        }
+    }
+
+    /// The loop iteration node `n` runs in, when it is in a loop's body.
+    pub fn iteration(&self, n: NodeId) -> Option<u32> {
+        self.iterations
+            .get(n.0)
+            .map(|a| a.load(Ordering::Relaxed))
+            .filter(|&k| k > 0)
     }
 
     pub fn take_spans(&self) -> Vec<Arc<SpanRecord>> {

@@ -70,6 +70,9 @@ pub(crate) fn record(
             .saturating_add(step.cost.unwrap_or(Decimal::ZERO));
         let mut tags = Tags::new();
         tags.insert("iteration".into(), step.iteration.to_string());
+        if let Some(k) = req.iteration(node) {
+            tags.insert(glassbox_trace::ITERATION_TAG.into(), k.to_string());
+        }
         tags.insert(
             if step.kind == "tool" { "tool" } else { "model" }.into(),
             step.name.clone(),

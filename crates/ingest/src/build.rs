@@ -388,7 +388,11 @@ fn path(
         }
         last_child.insert(*parent, i);
     }
-    PathRecord { nodes, edges }
+    PathRecord {
+        nodes,
+        edges,
+        loops: Vec::new(),
+    }
 }
 
 fn facts(

@@ -21,6 +21,7 @@ pub mod condition;
 pub mod decode;
 pub mod diagnostic;
 pub mod diff;
+pub mod edge_spec;
 pub mod kind;
 pub mod model;
 pub mod parse;
@@ -39,7 +40,8 @@ pub use decode::{Cx, Obj, Spanned};
 pub use diagnostic::{Code, Diagnostic, Report, Severity};
 pub use kind::{Checked, KindSchema, KindSet, Labels, TypedConfig};
 pub use model::{
-    CachePolicy, Edge, EdgeId, Node, NodeId, Prices, Resource, ResourceKind, Similarity, Topology,
+    CachePolicy, Edge, EdgeId, Loop, LoopBound, Node, NodeId, Prices, Resource, ResourceKind,
+    Similarity, Topology,
 };
 pub use source::{Format, Source, Span};
 pub use spec::TopologySpec;

@@ -1,10 +1,10 @@
 //! The resolved, immutable topology that the engine runs.
 //!
 //! Produced only by [`crate::validate`], so everything here is known to be
-//! consistent: node ids are unique, edges point at nodes, the graph is
-//! acyclic, conditions are compiled, defaults are applied and prices are exact
-//! decimals. Adjacency and a topological order are precomputed once, because
-//! every request walks them.
+//! consistent: node ids are unique, edges point at nodes, the graph without
+//! its loops' back edges is acyclic, conditions are compiled, defaults are
+//! applied and prices are exact decimals. Adjacency, a topological order and
+//! each loop's body are precomputed once, because every request walks them.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -134,6 +134,34 @@ pub struct Edge {
     pub to: NodeId,
     pub condition: Option<Condition>,
     pub description: Option<String>,
+    /// Set on a loop's back edge: the bound of the loop it closes.
+    pub bound: Option<LoopBound>,
+}
+
+/// How far a loop may run: its body runs at most `max_iterations` times,
+/// and no new iteration starts once a budget is spent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopBound {
+    pub max_iterations: u32,
+    /// Tokens (input + output) of the body's nodes over all iterations.
+    pub max_tokens: Option<u64>,
+    /// Cost of the body's nodes over all iterations.
+    pub max_cost: Option<Decimal>,
+    /// Wall time since the first iteration began.
+    pub max_time: Option<Duration>,
+}
+
+/// A bounded loop: back edge `edge` goes from `tail` back to `head`; the
+/// body is every node on a path from `head` to `tail` (both included).
+/// Bodies of different loops never share a node (the validator checks).
+#[derive(Debug, Clone)]
+pub struct Loop {
+    pub edge: EdgeId,
+    pub head: NodeId,
+    pub tail: NodeId,
+    /// In topological order (head first, tail last).
+    pub body: Vec<NodeId>,
+    pub bound: LoopBound,
 }
 
 /// A validated topology. Share it with `Arc`; it never changes.
@@ -157,6 +185,9 @@ pub struct Topology {
     outgoing: Vec<Vec<EdgeId>>,
     order: Vec<NodeId>,
     entries: Vec<NodeId>,
+    loops: Vec<Loop>,
+    /// The loop whose body holds each node, by node.
+    loop_of: Vec<Option<usize>>,
 }
 
 /// Defaults when neither node nor topology sets them.
@@ -177,8 +208,10 @@ pub(crate) struct Parts {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub spec: TopologySpec,
     pub source_name: String,
-    /// A topological order of all nodes (the validator has checked acyclicity).
+    /// A topological order of all nodes along forward edges (the validator
+    /// has checked that every cycle goes through a back edge).
     pub order: Vec<NodeId>,
+    pub loops: Vec<Loop>,
 }
 
 impl Topology {
@@ -196,10 +229,23 @@ impl Topology {
             .enumerate()
             .map(|(i, node)| (node.id.clone(), NodeId(i)))
             .collect();
+        // A back edge does not make its target wait: entries are the nodes
+        // with no forward incoming edge.
         let entries = (0..n)
-            .filter(|&i| incoming[i].is_empty() && !parts.nodes[i].is_fallback)
+            .filter(|&i| {
+                incoming[i]
+                    .iter()
+                    .all(|e: &EdgeId| parts.edges[e.0].bound.is_some())
+                    && !parts.nodes[i].is_fallback
+            })
             .map(NodeId)
             .collect();
+        let mut loop_of = vec![None; n];
+        for (k, l) in parts.loops.iter().enumerate() {
+            for b in &l.body {
+                loop_of[b.0] = Some(k);
+            }
+        }
         Topology {
             id: parts.id,
             version: parts.version,
@@ -216,6 +262,8 @@ impl Topology {
             outgoing,
             order: parts.order,
             entries,
+            loops: parts.loops,
+            loop_of,
         }
     }
 
@@ -240,12 +288,36 @@ impl Topology {
         &self.outgoing[id.0]
     }
 
-    /// Nodes with no incoming edge (fallback-only nodes excluded).
+    /// The topology's bounded loops.
+    pub fn loops(&self) -> &[Loop] {
+        &self.loops
+    }
+
+    /// The loop whose body holds `n`, as an index into [`Topology::loops`].
+    pub fn loop_of(&self, n: NodeId) -> Option<usize> {
+        self.loop_of[n.0]
+    }
+
+    /// Whether `e` is a loop's back edge.
+    pub fn is_back_edge(&self, e: EdgeId) -> bool {
+        self.edges[e.0].bound.is_some()
+    }
+
+    /// Incoming edges that are not back edges: what a node waits for.
+    pub fn forward_incoming(&self, id: NodeId) -> impl Iterator<Item = EdgeId> + '_ {
+        self.incoming[id.0]
+            .iter()
+            .copied()
+            .filter(|&e| !self.is_back_edge(e))
+    }
+
+    /// Nodes with no forward incoming edge (fallback-only nodes excluded).
     pub fn entries(&self) -> &[NodeId] {
         &self.entries
     }
 
-    /// All nodes in a topological order (every edge goes forward).
+    /// All nodes in a topological order (every edge but a back edge goes
+    /// forward).
     pub fn topological_order(&self) -> &[NodeId] {
         &self.order
     }

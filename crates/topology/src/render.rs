@@ -70,7 +70,13 @@ impl Drawing {
             .map(|e| DrawnEdge {
                 from: t.node(e.from).id.clone(),
                 to: t.node(e.to).id.clone(),
-                label: e.condition.as_ref().map(|c| c.as_str().to_string()),
+                label: match (&e.condition, &e.bound) {
+                    (c, None) => c.as_ref().map(|c| c.as_str().to_string()),
+                    (None, Some(b)) => Some(format!("loop ≤{}", b.max_iterations)),
+                    (Some(c), Some(b)) => {
+                        Some(format!("{} (loop ≤{})", c.as_str(), b.max_iterations))
+                    }
+                },
                 dashed: false,
             })
             .collect();

@@ -59,7 +59,14 @@ mod tests {
         let s = schema();
         assert_eq!(props(&s, None), sorted(spec::TOPOLOGY_FIELDS));
         assert_eq!(props(&s, Some("NodeSpec")), sorted(spec::NODE_FIELDS));
-        assert_eq!(props(&s, Some("EdgeSpec")), sorted(spec::EDGE_FIELDS));
+        assert_eq!(
+            props(&s, Some("EdgeSpec")),
+            sorted(crate::edge_spec::EDGE_FIELDS)
+        );
+        assert_eq!(
+            props(&s, Some("LoopSpec")),
+            sorted(crate::edge_spec::LOOP_FIELDS)
+        );
         assert_eq!(
             props(&s, Some("DefaultsSpec")),
             sorted(spec::DEFAULTS_FIELDS)

@@ -15,6 +15,8 @@ use serde::Serialize;
 use crate::decode::{Cx, Obj, Spanned};
 use crate::value::Value;
 
+pub use crate::edge_spec::{EdgeSpec, LoopSpec};
+
 /// Limits for numeric fields (also in the schema and `docs/topology.md`).
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 pub const MAX_RETRIES: u64 = 10;
@@ -257,33 +259,6 @@ pub struct SimilaritySpec {
     pub text: Option<Spanned<String>>,
 }
 
-/// A directed edge.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct EdgeSpec {
-    /// Source node id.
-    pub from: Spanned<String>,
-    /// Target node id.
-    pub to: Spanned<String>,
-    /// When the edge is taken. A bare identifier is a label the source node
-    /// emits (e.g. `need_retrieval`); anything else is a CEL expression over
-    /// `input`, `outputs` and `labels`, e.g. `size(outputs.retrieve.hits) > 5`.
-    /// No condition: taken whenever the source succeeds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub condition: Option<Spanned<String>>,
-    /// What the edge means, for people.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<Spanned<String>>,
-    /// Span of the whole edge entry.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub span: crate::source::Span,
-    /// Position in the `edges` list as written.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub index: usize,
-}
-
 pub(crate) const TOPOLOGY_FIELDS: &[&str] = &[
     "topology_id",
     "version",
@@ -338,7 +313,6 @@ pub(crate) const NODE_FIELDS: &[&str] = &[
 ];
 pub(crate) const CACHE_FIELDS: &[&str] = &["ttl_s", "max_entries", "similarity"];
 pub(crate) const SIMILARITY_FIELDS: &[&str] = &["embedding", "threshold", "text"];
-pub(crate) const EDGE_FIELDS: &[&str] = &["from", "to", "condition", "description"];
 
 fn free_map(
     obj: &Obj<'_>,
@@ -576,25 +550,6 @@ impl SimilaritySpec {
             embedding: embedding.unwrap_or_else(|| Spanned::new(String::new(), obj.span)),
             threshold: threshold.unwrap_or_else(|| Spanned::new(1.0, obj.span)),
             text: obj.str(cx, "text"),
-        })
-    }
-}
-
-impl EdgeSpec {
-    fn decode(value: &Value, index: usize, cx: &mut Cx<'_>) -> Option<EdgeSpec> {
-        let obj = Obj::expect(value, cx, "an edge")?;
-        obj.deny_unknown(cx, EDGE_FIELDS);
-        let from = obj.req_str(cx, "from", "name the source node id in `from`");
-        let to = obj.req_str(cx, "to", "name the target node id in `to`");
-        let condition = obj.str(cx, "condition");
-        let description = obj.str(cx, "description");
-        Some(EdgeSpec {
-            from: from?,
-            to: to?,
-            condition,
-            description,
-            span: value.span,
-            index,
         })
     }
 }

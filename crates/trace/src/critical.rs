@@ -21,6 +21,10 @@
 //!   (its failed attempts), and the nodes downstream waited for the fallback.
 //! - An edge that was not taken still gated its target if its source ran
 //!   (the target waited for the condition to be decided).
+//! - A node in a loop's body is one step per iteration: in iteration `k`
+//!   it waited for the body's nodes of iteration `k`, the loop's first
+//!   node for the last one of iteration `k - 1`, and a node after the
+//!   loop for each source's last iteration.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -42,6 +46,10 @@ pub const ENCLOSES: &str = "parent span";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CriticalStep {
     pub node: Arc<str>,
+    /// The loop iteration (from 1) of this step, when its node is in a
+    /// loop's body: such a node can be on the path once per iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
     /// Offsets from the request's start, in microseconds: the node's first
     /// attempt's start and last attempt's end.
     pub start_us: u64,
@@ -91,7 +99,9 @@ impl CriticalPath {
                 .iter()
                 .map(Borrow::<SpanRecord>::borrow)
                 .enumerate()
-                .filter(|(_, s)| s.node == step.node)
+                .filter(|(_, s)| {
+                    s.node == step.node && crate::looped::span_iteration(s) == step.iteration
+                })
                 .max_by_key(|(i, s)| (s.end_us, *i));
             if let Some((i, _)) = last {
                 marks[i] = Some(step.added_us);
@@ -101,7 +111,7 @@ impl CriticalPath {
     }
 }
 
-/// A node's time in this request.
+/// A node's time in one iteration of this request.
 #[derive(Debug, Clone, Copy)]
 struct Interval {
     start: u64,
@@ -111,19 +121,26 @@ struct Interval {
     order: usize,
 }
 
+/// A node in one loop iteration (0: not in a loop's body).
+type Key<'a> = (&'a str, u32);
+
 /// The critical path of one request, from its path (nodes and edges) and
 /// its spans. Nodes with no spans (a record stored without them) use the
-/// times in the path.
-pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> CriticalPath {
-    let mut times: HashMap<&str, Interval> = HashMap::new();
+/// times in the path. A node in a loop's body counts once per iteration
+/// (its spans' [`ITERATION_TAG`](crate::ITERATION_TAG)): the loop's first
+/// node waited, in iteration `k`, for its last node in iteration `k - 1`.
+pub fn critical_path<'p, S: Borrow<SpanRecord>>(path: &'p PathRecord, spans: &[S]) -> CriticalPath {
+    let mut times: HashMap<Key<'p>, Interval> = HashMap::new();
     for (order, node) in path.nodes.iter().enumerate() {
-        let mut iv: Option<Interval> = None;
+        let mut found = false;
         for s in spans
             .iter()
             .map(Borrow::borrow)
             .filter(|s| s.node == node.id)
         {
-            let v = iv.get_or_insert(Interval {
+            found = true;
+            let key = (&*node.id, crate::looped::span_iteration(s).unwrap_or(0));
+            let v = times.entry(key).or_insert(Interval {
                 start: s.start_us,
                 end: s.end_us,
                 attempts: 0,
@@ -133,64 +150,79 @@ pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> C
             v.end = v.end.max(s.end_us);
             v.attempts += 1;
         }
-        let iv = iv.or_else(|| match (node.start_us, node.end_us) {
-            (Some(start), Some(end)) => Some(Interval {
+        if !found && let (Some(start), Some(end)) = (node.start_us, node.end_us) {
+            let iv = Interval {
                 start,
                 end: end.max(start),
                 attempts: node.attempts,
                 order,
-            }),
-            _ => None,
-        });
-        if let Some(iv) = iv {
-            times.insert(&node.id, iv);
+            };
+            times.insert((&*node.id, 0), iv);
         }
     }
+    let keys: Vec<Key<'p>> = times.keys().copied().collect();
+    // A node's last iteration: what a node after its loop waited for.
+    let last_of = |id: &str| -> Option<Key<'p>> {
+        latest(&times, keys.iter().copied().filter(|(n, _)| *n == id))
+    };
+    let same_loop = |a: &str, b: &str| path.loop_of(a).is_some_and(|l| l.body.iter().any(|x| &**x == b));
     // Who each node waited for: the sources of its incoming edges that ran;
     // a source that fell back is stood in for by its fallback, which waited
     // for the source's own failed attempts.
-    let fallback_of = |id: &str| -> Option<&str> {
+    let fallback_of = |(id, k): Key<'p>| -> Key<'p> {
         path.node(id)
             .and_then(|n| n.fallback.as_deref())
+            .map(|f| (f, k))
             .filter(|f| times.contains_key(f))
+            .unwrap_or((id, k))
     };
-    let preds = |id: &str| -> Vec<&str> {
+    let preds = |(id, k): Key<'p>| -> Vec<Key<'p>> {
         if let Some(replaced) = path.node(id).and_then(|n| n.replaces.as_deref())
-            && times.contains_key(replaced)
+            && times.contains_key(&(replaced, k))
         {
-            return vec![replaced];
+            return vec![(replaced, k)];
         }
         path.edges
             .iter()
-            .filter(|e| &*e.to == id && e.why != ENCLOSES && times.contains_key(&*e.from))
-            .map(|e| fallback_of(&e.from).unwrap_or(&e.from))
+            .filter(|e| &*e.to == id && e.why != ENCLOSES)
+            .filter_map(|e| {
+                let from = &*e.from;
+                let src = if path.is_back_edge(from, id) {
+                    (k > 1).then_some((from, k - 1))
+                } else if k > 0 && same_loop(id, from) {
+                    Some((from, k))
+                } else {
+                    last_of(from)
+                }?;
+                times.contains_key(&src).then(|| fallback_of(src))
+            })
             .collect()
     };
-    let enclosed = |id: &str| -> Vec<&str> {
+    let enclosed = |(id, _): Key<'p>| -> Vec<Key<'p>> {
         path.edges
             .iter()
-            .filter(|e| &*e.from == id && e.why == ENCLOSES && times.contains_key(&*e.to))
-            .map(|e| &*e.to)
+            .filter(|e| &*e.from == id && e.why == ENCLOSES)
+            .filter_map(|e| last_of(&e.to))
             .collect()
     };
-    let encloser = |id: &str| -> Option<&str> {
+    let encloser = |(id, _): Key<'p>| -> Option<Key<'p>> {
         path.edges
             .iter()
-            .find(|e| &*e.to == id && e.why == ENCLOSES && times.contains_key(&*e.from))
-            .map(|e| &*e.from)
+            .filter(|e| &*e.to == id && e.why == ENCLOSES)
+            .find_map(|e| last_of(&e.from))
     };
-    let mut chain: Vec<&str> = Vec::new();
-    let mut current = latest(&times, times.keys().copied());
-    while let Some(id) = current {
-        if chain.contains(&id) {
-            break; // a path is a DAG; never loop on a damaged record
+    let mut chain: Vec<Key<'p>> = Vec::new();
+    let mut current = latest(&times, keys.iter().copied());
+    while let Some(key) = current {
+        if chain.contains(&key) {
+            break; // never loop on a damaged record
         }
-        chain.push(id);
-        current = latest(&times, enclosed(id).into_iter())
-            .or_else(|| latest(&times, preds(id).into_iter()));
+        chain.push(key);
+        current = latest(&times, enclosed(key).into_iter())
+            .or_else(|| latest(&times, preds(key).into_iter()));
         // Waited for no one inside its encloser: it started when the
         // encloser's own predecessors had finished.
-        let mut at = id;
+        let mut at = key;
         while current.is_none() {
             let Some(outer) = encloser(at).filter(|o| chain.contains(o)) else {
                 break;
@@ -203,12 +235,14 @@ pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> C
 
     let mut steps = Vec::with_capacity(chain.len());
     let mut prev_end = 0u64;
-    for id in &chain {
-        let Some(iv) = times.get(id) else { continue };
+    for key in &chain {
+        let Some(iv) = times.get(key) else { continue };
+        let (id, k) = *key;
         steps.push(CriticalStep {
             node: path
                 .node(id)
-                .map_or_else(|| Arc::from(*id), |n| n.id.clone()),
+                .map_or_else(|| Arc::from(id), |n| n.id.clone()),
+            iteration: (k > 0).then_some(k),
             start_us: iv.start,
             end_us: iv.end,
             attempts: iv.attempts,
@@ -217,36 +251,35 @@ pub fn critical_path<S: Borrow<SpanRecord>>(path: &PathRecord, spans: &[S]) -> C
         });
         prev_end = prev_end.max(iv.end);
     }
-    let mut off_path: Vec<(usize, Arc<str>)> = path
+    let on_path = |id: &str| chain.iter().any(|(n, _)| *n == id);
+    let off_path: Vec<Arc<str>> = path
         .nodes
         .iter()
-        .enumerate()
-        .filter(|(_, n)| times.contains_key(&*n.id) && !chain.contains(&&*n.id))
-        .map(|(i, n)| (i, n.id.clone()))
+        .filter(|n| keys.iter().any(|(k, _)| *k == &*n.id) && !on_path(&n.id))
+        .map(|n| n.id.clone())
         .collect();
-    off_path.sort_by_key(|(i, _)| *i);
     CriticalPath {
         end_us: prev_end,
         nodes_total_us: times
             .values()
             .map(|iv| iv.end.saturating_sub(iv.start))
             .sum(),
-        off_path: off_path.into_iter().map(|(_, id)| id).collect(),
+        off_path,
         steps,
     }
 }
 
 /// Of `ids`, the node that finished last (ties: the later in the path).
 fn latest<'a>(
-    times: &HashMap<&'a str, Interval>,
-    ids: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let mut best: Option<(&'a str, Interval)> = None;
+    times: &HashMap<Key<'a>, Interval>,
+    ids: impl Iterator<Item = Key<'a>>,
+) -> Option<Key<'a>> {
+    let mut best: Option<(Key<'a>, Interval)> = None;
     for id in ids {
-        let Some(iv) = times.get(id).copied() else {
+        let Some(iv) = times.get(&id).copied() else {
             continue;
         };
-        if best.is_none_or(|(_, b)| (iv.end, iv.order) > (b.end, b.order)) {
+        if best.is_none_or(|(k, b)| (iv.end, iv.order, id.1) > (b.end, b.order, k.1)) {
             best = Some((id, iv));
         }
     }

@@ -79,6 +79,7 @@ fn names(cp: &CriticalPath) -> Vec<&str> {
 fn the_slower_parallel_branch_sets_the_latency_not_the_sum() {
     // route → {web, kb} → merge → llm; `kb` finishes long before `web`.
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("route", Some((0, 10))),
             node("web", Some((12, 400))),
@@ -118,6 +119,7 @@ fn the_slower_parallel_branch_sets_the_latency_not_the_sum() {
 #[test]
 fn retries_and_their_backoff_belong_to_the_node() {
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("a", Some((0, 10))),
             node("b", Some((10, 120))),
@@ -144,6 +146,7 @@ fn retries_and_their_backoff_belong_to_the_node() {
 fn skipped_nodes_are_never_on_the_path() {
     // The router sent the request to retrieval; the direct branch was skipped.
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("route", Some((0, 5))),
             node("direct", None),
@@ -172,6 +175,7 @@ fn a_fallback_follows_the_node_it_replaced() {
     let mut small = node("llm_small", Some((105, 130)));
     small.replaces = Some("llm".into());
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("prompt", Some((0, 5))),
             llm,
@@ -189,6 +193,7 @@ fn a_fallback_follows_the_node_it_replaced() {
 fn a_condition_decided_late_still_gates_its_target() {
     // `check` ran and its edge was not taken, but `answer` waited for it.
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("start", Some((0, 5))),
             node("check", Some((5, 300))),
@@ -209,6 +214,7 @@ fn a_condition_decided_late_still_gates_its_target() {
 #[test]
 fn records_without_spans_use_the_path_times_and_empty_paths_are_empty() {
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![node("a", Some((0, 10))), node("b", Some((10, 30)))],
         edges: vec![edge("a", "b", true)],
     };
@@ -233,6 +239,7 @@ fn an_ingested_parent_span_waits_for_its_children_to_end() {
     // An ingested trace: `answer` encloses `prep` and `work`; `work`
     // encloses `fetch` then `llm` (ran after it), and `work` ran after `prep`.
     let path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("answer", Some((0, 1000))),
             node("prep", Some((5, 100))),

@@ -73,6 +73,13 @@ pub fn compose(
         }
         text.push_str(&body);
     }
+    // Each loop: how often it ran and why it stopped (`looped`).
+    for l in &path.loops {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&l.sentence(lang));
+    }
     // A failed request's time was set by its failure, which the last
     // sentence names; only finished requests get the critical path.
     if error.is_none()

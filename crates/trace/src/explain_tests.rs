@@ -127,6 +127,7 @@ fn parallel_branches_name_the_critical_path_and_straight_paths_do_not() {
         why: "no condition".into(),
     };
     let mut path = PathRecord {
+        loops: Vec::new(),
         nodes: vec![
             node("route", 0, 1_000),
             node("web", 1_000, 400_000),

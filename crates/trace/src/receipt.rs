@@ -82,6 +82,10 @@ pub struct ReceiptLine {
     /// itemised per step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Arc<str>>,
+    /// The loop iteration (from 1) this line bills, when `node` is in a
+    /// loop's body: the body is billed iteration by iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
 }
 
 /// The per-request cost breakdown.
@@ -143,8 +147,25 @@ impl Receipt {
             unit_price: unit_price.normalize(),
             amount,
             step,
+            iteration: None,
         });
         amount
+    }
+
+    /// Marks the lines from position `from` on as billing loop iteration
+    /// `iteration` (amounts and the total are unchanged).
+    pub fn mark_iteration(&mut self, from: usize, iteration: u32) {
+        for line in self.lines.iter_mut().skip(from) {
+            line.iteration = Some(iteration);
+        }
+    }
+
+    /// The total charged to one node in one loop iteration.
+    pub fn iteration_total(&self, node: &str, iteration: u32) -> Decimal {
+        self.lines
+            .iter()
+            .filter(|l| &*l.node == node && l.iteration == Some(iteration))
+            .fold(Decimal::ZERO, |acc, l| acc.saturating_add(l.amount))
     }
 
     /// The sum of the lines' amounts (equal to `total` for every receipt

@@ -116,6 +116,12 @@ pub struct PathEdge {
 pub struct PathRecord {
     pub nodes: Vec<PathNode>,
     pub edges: Vec<PathEdge>,
+    /// The topology's bounded loops that ran: each iteration, and why the
+    /// loop stopped. A node in a loop's body appears once in `nodes`
+    /// (times from its first iteration's start to its last's end,
+    /// `attempts` over all iterations); its spans carry the iteration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loops: Vec<crate::looped::LoopRun>,
 }
 
 impl PathRecord {
@@ -138,6 +144,20 @@ impl PathRecord {
 
     pub fn edge(&self, from: &str, to: &str) -> Option<&PathEdge> {
         self.edges.iter().find(|e| &*e.from == from && &*e.to == to)
+    }
+
+    /// The loop whose body holds `node`, when it ran in one.
+    pub fn loop_of(&self, node: &str) -> Option<&crate::looped::LoopRun> {
+        self.loops
+            .iter()
+            .find(|l| l.body.iter().any(|b| &**b == node))
+    }
+
+    /// Whether `from → to` is a loop's back edge.
+    pub fn is_back_edge(&self, from: &str, to: &str) -> bool {
+        self.loops
+            .iter()
+            .any(|l| &*l.from == from && &*l.to == to)
     }
 }
 

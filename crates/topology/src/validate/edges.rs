@@ -68,7 +68,7 @@ impl Checker<'_> {
             } else {
                 seen.insert(key, edge.span);
             }
-            if edge.from.value == edge.to.value && ends[0].is_some() {
+            if edge.from.value == edge.to.value && ends[0].is_some() && edge.bound.is_none() {
                 self.push(
                     Diagnostic::error(
                         Code::SelfLoop,
@@ -76,7 +76,7 @@ impl Checker<'_> {
                         format!("edge from `{}` to itself", edge.from.value),
                     )
                     .at(format!("edges[{}]", edge.index))
-                    .hint("topologies are acyclic; use `retries` to run a node again"),
+                    .hint("to run a node again while a condition holds, bound the edge: `loop: {max_iterations: 3}`; to repeat a failed call, use `retries`"),
                 );
                 continue;
             }
@@ -92,6 +92,16 @@ impl Checker<'_> {
                     spec_index: edge.index,
                     span: edge.span,
                     description: edge.description.as_ref().map(|d| d.value.clone()),
+                    bound: edge.bound.as_ref().map(|b| crate::model::LoopBound {
+                        max_iterations: u32::try_from(b.max_iterations.value).unwrap_or(u32::MAX),
+                        max_tokens: b.max_tokens.as_ref().map(|t| t.value),
+                        max_cost: b.max_cost.as_ref().map(|c| c.value),
+                        max_time: b
+                            .max_time_ms
+                            .as_ref()
+                            .map(|t| std::time::Duration::from_millis(t.value)),
+                    }),
+                    bound_span: edge.bound.as_ref().map(|b| b.span),
                 });
             }
         }

@@ -1,5 +1,6 @@
-//! Graph checks over the edges whose ends exist: one entry, no cycles (each
-//! reported once, with its path), every node reachable.
+//! Graph checks over the edges whose ends exist: one entry, no cycle that
+//! does not go through a loop's back edge (each reported once, with its
+//! path), every node reachable.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -19,9 +20,19 @@ impl Checker<'_> {
     ) -> Option<Vec<NodeId>> {
         let nodes = &self.spec.nodes;
         let n = nodes.len();
+        // Forward edges only: a loop's back edge is allowed to close a cycle
+        // (its bound is checked in `loops`), and its target does not wait
+        // for it.
         let mut out_adj: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut indeg = vec![0usize; n];
+        let mut any_in = vec![false; n];
+        let mut back_out: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (k, e) in edges.iter().enumerate() {
+            any_in[e.to.0] = true;
+            if e.bound.is_some() {
+                back_out[e.from.0].push(k);
+                continue;
+            }
             out_adj[e.from.0].push(k);
             indeg[e.to.0] += 1;
         }
@@ -36,7 +47,7 @@ impl Checker<'_> {
         // make the degraded path ambiguous.
         for (i, node) in nodes.iter().enumerate() {
             if is_fallback[i]
-                && (indeg[i] > 0 || !out_adj[i].is_empty())
+                && (any_in[i] || !out_adj[i].is_empty() || !back_out[i].is_empty())
                 && index.get(&node.id.value) == Some(&NodeId(i))
             {
                 self.push(
@@ -93,6 +104,7 @@ impl Checker<'_> {
             while let Some(u) = queue.pop_front() {
                 let next = out_adj[u]
                     .iter()
+                    .chain(&back_out[u])
                     .map(|&k| edges[k].to.0)
                     .chain(fallbacks[u].map(|f| f.0));
                 for v in next {
@@ -168,7 +180,7 @@ impl Checker<'_> {
                                     format!("edges form a cycle: {}", names.join(" → ")),
                                 )
                                 .at(format!("edges[{}]", closing.spec_index))
-                                .hint("topologies are acyclic (a request must end); remove one edge of the cycle, or use `retries` to repeat a node"),
+                                .hint("a request must end, so a cycle needs a bound: give the edge that goes back a `loop: {max_iterations: 3}` (and optional `max_tokens`, `max_cost`, `max_time_ms`), or remove one edge of the cycle"),
                             );
                         }
                     }

@@ -29,6 +29,7 @@ use crate::typed_config::TypedConfig;
 mod cache;
 mod edges;
 mod graph;
+mod loops;
 mod nodes;
 
 /// Why a topology could not be loaded.
@@ -196,24 +197,33 @@ impl Checker<'_> {
         let caches = self.check_caches(&index);
         let edges = self.check_edges(&index, &labels);
         let order = self.check_graph(&index, &edges, &fallbacks);
+        let loops = self.check_loops(&edges, order.as_deref());
 
         let order = order?;
         let resources = resources?;
         if self.diags.iter().any(Diagnostic::is_error) {
             return None;
         }
-        Some(self.resolve(index, edges, fallbacks, caches, resources, order))
+        let resolved = Resolved {
+            edges,
+            fallbacks,
+            caches,
+            resources,
+            order,
+            loops,
+        };
+        Some(self.resolve(index, resolved))
     }
 
-    fn resolve(
-        self,
-        index: HashMap<String, NodeId>,
-        edges: Vec<CheckedEdge>,
-        fallbacks: Vec<Option<NodeId>>,
-        mut caches: Vec<Option<CachePolicy>>,
-        resources: Vec<Resource>,
-        order: Vec<NodeId>,
-    ) -> Topology {
+    fn resolve(self, index: HashMap<String, NodeId>, r: Resolved) -> Topology {
+        let Resolved {
+            edges,
+            fallbacks,
+            mut caches,
+            resources,
+            order,
+            loops,
+        } = r;
         let spec = self.spec;
         let defaults = spec.defaults.clone().unwrap_or_default();
         let ms = |v: Option<u64>| v.map(Duration::from_millis);
@@ -265,6 +275,7 @@ impl Checker<'_> {
                 to: e.to,
                 condition: e.condition,
                 description: e.description,
+                bound: e.bound,
             })
             .collect();
         debug_assert_eq!(index.len(), spec.nodes.len());
@@ -288,8 +299,19 @@ impl Checker<'_> {
             spec: spec.clone(),
             source_name: self.source.name().to_string(),
             order,
+            loops,
         })
     }
+}
+
+/// What the checks resolved, for [`Checker::resolve`].
+struct Resolved {
+    edges: Vec<CheckedEdge>,
+    fallbacks: Vec<Option<NodeId>>,
+    caches: Vec<Option<CachePolicy>>,
+    resources: Vec<Resource>,
+    order: Vec<NodeId>,
+    loops: Vec<crate::model::Loop>,
 }
 
 struct CheckedEdge {
@@ -299,6 +321,10 @@ struct CheckedEdge {
     spec_index: usize,
     span: Span,
     description: Option<String>,
+    /// Set on a loop's back edge.
+    bound: Option<crate::model::LoopBound>,
+    /// Where the `loop` entry was written.
+    bound_span: Option<Span>,
 }
 
 fn sorted<'a>(ids: &[&'a str]) -> Vec<&'a str> {

@@ -180,6 +180,12 @@ pub struct NodeSide {
     /// What the node said about its decision (the explanation's facts).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<Fact>,
+    /// For a node in a loop's body: the iterations it ran in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u32>,
+    /// For the first node of a loop's body: why the loop stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_stop: Option<crate::LoopStop>,
 }
 
 impl NodeSide {
@@ -244,6 +250,9 @@ pub enum Divergence {
         a: Option<GuardOutcome>,
         b: Option<GuardOutcome>,
     },
+    /// A loop's body ran a different number of times (`node`: the body's
+    /// first node).
+    Iterations { node: Arc<str>, a: u32, b: u32 },
     /// A node needed a different number of attempts (retries, reruns).
     Attempts { node: Arc<str>, a: u32, b: u32 },
     /// Same path and decisions; the requests' inputs differ.
@@ -264,6 +273,7 @@ impl Divergence {
             | Divergence::Label { node, .. }
             | Divergence::Guard { node, .. }
             | Divergence::Attempts { node, .. }
+            | Divergence::Iterations { node, .. }
             | Divergence::Output { node, .. } => Some(node),
             Divergence::Input { .. } => None,
         }
@@ -377,6 +387,18 @@ fn node_side(
 ) -> Option<NodeSide> {
     let n = side.record.path.node(id)?;
     let spans: Vec<&SpanRecord> = side.spans.iter().filter(|s| &*s.node == id).collect();
+    let looped = side.record.path.loop_of(id);
+    let iterations = looped.map(|l| {
+        let ran = l
+            .iterations
+            .iter()
+            .filter(|it| it.ran.iter().any(|r| &*r.node == id))
+            .count();
+        u32::try_from(ran).unwrap_or(u32::MAX)
+    });
+    let loop_stop = looped
+        .filter(|l| l.body.first().is_some_and(|b| &**b == id))
+        .map(|l| l.stopped.clone());
     let last = spans.iter().max_by_key(|s| (s.attempt, s.end_us)).copied();
     let tokens = |f: fn(&SpanRecord) -> Option<u64>| {
         spans
@@ -412,6 +434,8 @@ fn node_side(
             .filter(|nf| &*nf.node == id)
             .flat_map(|nf| nf.facts.iter().cloned())
             .collect(),
+        iterations,
+        loop_stop,
     })
 }
 
@@ -419,6 +443,7 @@ fn node_differs(a: &NodeSide, b: &NodeSide) -> bool {
     a.status != b.status
         || a.label != b.label
         || a.attempts != b.attempts
+        || a.iterations != b.iterations
         || a.guard != b.guard
         || a.error.as_ref().map(|e| &e.code) != b.error.as_ref().map(|e| &e.code)
         || a.input_summary != b.input_summary
@@ -476,6 +501,14 @@ fn first_divergence(a: &RequestRecord, b: &RequestRecord, rows: &[NodeRow]) -> O
                 a: x.status,
                 b: y.status,
             });
+        }
+        // A loop that ran another number of times decided differently in
+        // some iteration: that comes before the labels of its last one.
+        if let (Some(ia), Some(ib)) = (x.iterations, y.iterations)
+            && ia != ib
+            && x.loop_stop.is_some()
+        {
+            return Some(Divergence::Iterations { node, a: ia, b: ib });
         }
         if x.label != y.label {
             return Some(Divergence::Label {

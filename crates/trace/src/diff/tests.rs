@@ -158,7 +158,11 @@ fn build(r: &Req) -> (RequestRecord, Vec<SpanRecord>) {
         status: RequestStatus::Ok,
         degraded: false,
         error: None,
-        path: PathRecord { nodes, edges },
+        path: PathRecord {
+        nodes,
+        edges,
+        loops: Vec::new(),
+    },
         labels: [(Arc::from("route"), r.label.to_string())]
             .into_iter()
             .collect(),

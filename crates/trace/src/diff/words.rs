@@ -181,6 +181,22 @@ fn consequence(d: &TraceDiff, lang: Lang) -> String {
     }
 }
 
+/// Why a loop stopped, short.
+fn loop_stop(stop: &crate::LoopStop, lang: Lang) -> String {
+    match (stop, lang) {
+        (crate::LoopStop::Condition { why }, Lang::En) => format!("stopped: {why}"),
+        (crate::LoopStop::Condition { why }, Lang::Zh) => format!("停止：{why}"),
+        (crate::LoopStop::Bound { bound, limit, .. }, Lang::En) => {
+            format!("stopped at its bound `{bound}` {limit}")
+        }
+        (crate::LoopStop::Bound { bound, limit, .. }, Lang::Zh) => {
+            format!("达到上限 `{bound}` {limit} 后停止")
+        }
+        (crate::LoopStop::Ended, Lang::En) => "the request ended in it".to_string(),
+        (crate::LoopStop::Ended, Lang::Zh) => "请求在循环中结束".to_string(),
+    }
+}
+
 fn row<'a>(d: &'a TraceDiff, node: &str) -> (Option<&'a NodeSide>, Option<&'a NodeSide>) {
     d.nodes
         .iter()
@@ -263,6 +279,23 @@ fn divergence(d: &TraceDiff, div: &Divergence, lang: Lang) -> String {
             } else {
                 format!(
                     "两个请求最早在 `{node}` 出现分歧：A 中尝试了 {a} 次{wa}，B 中尝试了 {b} 次{wb}。"
+                )
+            }
+        }
+        Divergence::Iterations { node, a, b } => {
+            let (sa, sb) = row(d, node);
+            let stop = |s: Option<&NodeSide>| {
+                s.and_then(|s| s.loop_stop.as_ref())
+                    .map_or_else(String::new, |st| loop_stop(st, lang))
+            };
+            let (wa, wb) = (stop(sa), stop(sb));
+            if en {
+                format!(
+                    "The requests first differ in the loop that starts at `{node}`: it ran {a} time(s) in A ({wa}) and {b} in B ({wb})."
+                )
+            } else {
+                format!(
+                    "两个请求最早在从 `{node}` 开始的循环出现分歧：A 中运行了 {a} 次（{wa}），B 中运行了 {b} 次（{wb}）。"
                 )
             }
         }
