@@ -239,7 +239,14 @@ impl<'a> RequestRun<'a> {
             .map(|f| built.node_ids[f.0].clone());
         // Built on the first expression edge only: labels never need them.
         let mut maps: Option<(Map<String, Value>, Map<String, Value>)> = None;
-        for &e in built.topology.outgoing(n) {
+        // Back edges last: a loop that ends tells its held edges, which
+        // must have resolved in this iteration first.
+        let outgoing = built.topology.outgoing(n);
+        let forward = outgoing
+            .iter()
+            .filter(|&&e| !built.topology.is_back_edge(e));
+        let back = outgoing.iter().filter(|&&e| built.topology.is_back_edge(e));
+        for &e in forward.chain(back) {
             let (taken, why) = match &built.edge_conditions[e.0] {
                 EdgeCondition::Always => (true, why::unconditional(src, via.as_deref())),
                 EdgeCondition::Label(want) => {
@@ -284,7 +291,9 @@ impl<'a> RequestRun<'a> {
                         bound,
                         limit,
                         spent,
-                    } => Cow::Owned(format!("{why}, but the loop reached `{bound}` {limit} ({spent})")),
+                    } => Cow::Owned(format!(
+                        "{why}, but the loop reached `{bound}` {limit} ({spent})"
+                    )),
                     _ => why,
                 };
                 self.state.resolve_back(topology, e, false, why, Some(stop));

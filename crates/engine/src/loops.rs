@@ -75,9 +75,7 @@ fn in_body(topology: &Topology, l: &Loop, s: &SpanRecord) -> bool {
         SpanRole::Fallback { replaces } => replaces,
         _ => &s.node,
     };
-    topology
-        .node_id(node)
-        .is_some_and(|n| l.body.contains(&n))
+    topology.node_id(node).is_some_and(|n| l.body.contains(&n))
 }
 
 fn spent<'a>(
@@ -125,7 +123,11 @@ pub(crate) fn over_bound(
     if let Some(max) = b.max_tokens
         && used.tokens >= max
     {
-        return stop("max_tokens", max.to_string(), format!("{} tokens", used.tokens));
+        return stop(
+            "max_tokens",
+            max.to_string(),
+            format!("{} tokens", used.tokens),
+        );
     }
     if let Some(max) = b.max_cost
         && used.cost >= max

@@ -85,7 +85,11 @@ impl RunState {
             nodes,
             edges,
             ready: topology.entries().iter().rev().copied().collect(),
-            loops: topology.loops().iter().map(|_| LoopState::default()).collect(),
+            loops: topology
+                .loops()
+                .iter()
+                .map(|_| LoopState::default())
+                .collect(),
         }
     }
 

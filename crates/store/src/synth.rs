@@ -330,10 +330,10 @@ pub fn build(req: &SynthRequest) -> (RequestRecord, Vec<SpanRecord>) {
         degraded: req.fallback,
         error,
         path: PathRecord {
-        nodes,
-        edges,
-        loops: Vec::new(),
-    },
+            nodes,
+            edges,
+            loops: Vec::new(),
+        },
         labels,
         models: vec![ModelUse {
             node: "llm".into(),

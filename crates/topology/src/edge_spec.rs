@@ -79,7 +79,8 @@ pub struct LoopSpec {
 }
 
 pub(crate) const EDGE_FIELDS: &[&str] = &["from", "to", "condition", "description", "loop"];
-pub(crate) const LOOP_FIELDS: &[&str] = &["max_iterations", "max_tokens", "max_cost", "max_time_ms"];
+pub(crate) const LOOP_FIELDS: &[&str] =
+    &["max_iterations", "max_tokens", "max_cost", "max_time_ms"];
 
 impl EdgeSpec {
     pub(crate) fn decode(value: &Value, index: usize, cx: &mut Cx<'_>) -> Option<EdgeSpec> {

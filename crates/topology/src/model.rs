@@ -322,10 +322,13 @@ impl Topology {
         &self.order
     }
 
-    /// Nodes without outgoing edges that are not fallbacks: where a path ends.
+    /// Nodes without outgoing edges (a back edge aside) that are not
+    /// fallbacks: where a path ends.
     pub fn exits(&self) -> impl Iterator<Item = NodeId> + '_ {
         (0..self.nodes.len())
-            .filter(|&i| self.outgoing[i].is_empty() && !self.nodes[i].is_fallback)
+            .filter(|&i| {
+                self.outgoing[i].iter().all(|&e| self.is_back_edge(e)) && !self.nodes[i].is_fallback
+            })
             .map(NodeId)
     }
 

@@ -165,7 +165,10 @@ pub fn critical_path<'p, S: Borrow<SpanRecord>>(path: &'p PathRecord, spans: &[S
     let last_of = |id: &str| -> Option<Key<'p>> {
         latest(&times, keys.iter().copied().filter(|(n, _)| *n == id))
     };
-    let same_loop = |a: &str, b: &str| path.loop_of(a).is_some_and(|l| l.body.iter().any(|x| &**x == b));
+    let same_loop = |a: &str, b: &str| {
+        path.loop_of(a)
+            .is_some_and(|l| l.body.iter().any(|x| &**x == b))
+    };
     // Who each node waited for: the sources of its incoming edges that ran;
     // a source that fell back is stood in for by its fallback, which waited
     // for the source's own failed attempts.
@@ -188,7 +191,7 @@ pub fn critical_path<'p, S: Borrow<SpanRecord>>(path: &'p PathRecord, spans: &[S
             .filter_map(|e| {
                 let from = &*e.from;
                 let src = if path.is_back_edge(from, id) {
-                    (k > 1).then_some((from, k - 1))
+                    (k > 1).then(|| (from, k - 1))
                 } else if k > 0 && same_loop(id, from) {
                     Some((from, k))
                 } else {

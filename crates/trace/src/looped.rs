@@ -128,7 +128,10 @@ impl LoopRun {
                 };
                 let why = match &self.stopped {
                     LoopStop::Condition { why } => {
-                        format!("the back edge `{} → {}` was not taken: {why}", self.from, self.to)
+                        format!(
+                            "the back edge `{} → {}` was not taken: {why}",
+                            self.from, self.to
+                        )
                     }
                     LoopStop::Bound {
                         bound,
@@ -222,10 +225,9 @@ mod tests {
             limit: "25".into(),
             spent: "30 tokens".into(),
         });
-        assert!(
-            r.sentence(Lang::En)
-                .ends_with("it stopped because it reached its bound `max_tokens` 25 (spent: 30 tokens).")
-        );
+        assert!(r.sentence(Lang::En).ends_with(
+            "it stopped because it reached its bound `max_tokens` 25 (spent: 30 tokens)."
+        ));
         assert!(
             r.sentence(Lang::Zh)
                 .ends_with("停止原因：达到上限 `max_tokens` 25（已用：30 tokens）。")

@@ -155,9 +155,7 @@ impl PathRecord {
 
     /// Whether `from → to` is a loop's back edge.
     pub fn is_back_edge(&self, from: &str, to: &str) -> bool {
-        self.loops
-            .iter()
-            .any(|l| &*l.from == from && &*l.to == to)
+        self.loops.iter().any(|l| &*l.from == from && &*l.to == to)
     }
 }
 

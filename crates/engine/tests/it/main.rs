@@ -7,6 +7,7 @@
 mod cache;
 mod failures;
 mod layering;
+mod loops;
 mod paths;
 mod receipts;
 mod support;

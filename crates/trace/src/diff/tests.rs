@@ -159,10 +159,10 @@ fn build(r: &Req) -> (RequestRecord, Vec<SpanRecord>) {
         degraded: false,
         error: None,
         path: PathRecord {
-        nodes,
-        edges,
-        loops: Vec::new(),
-    },
+            nodes,
+            edges,
+            loops: Vec::new(),
+        },
         labels: [(Arc::from("route"), r.label.to_string())]
             .into_iter()
             .collect(),
