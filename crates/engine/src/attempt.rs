@@ -103,6 +103,45 @@ struct AttemptEnd {
     output_summary: Arc<str>,
     /// What the attempt's steps cost beyond the node's prices.
     extra_cost: rust_decimal::Decimal,
+    /// The attempt's steps, each recorded as a span of its own.
+    steps: Vec<crate::output::Step>,
+}
+
+/// The end of an attempt that produced no output: the steps it told
+/// before it ended still count (their tokens and costs are the
+/// attempt's), so nothing it did is lost from the trace or the receipt.
+fn unfinished(
+    cell: &AttemptCell,
+    status: SpanStatus,
+    error: ErrorRecord,
+    cpu_us: Option<u64>,
+) -> AttemptEnd {
+    let steps = cell.take_steps();
+    let sum = |f: fn(&(u64, u64)) -> u64| -> Option<u64> {
+        let mut any = false;
+        let total = steps
+            .iter()
+            .filter_map(|s| s.tokens.as_ref())
+            .inspect(|_| any = true)
+            .map(f)
+            .fold(0u64, u64::saturating_add);
+        any.then_some(total)
+    };
+    AttemptEnd {
+        status,
+        error: Some(error),
+        usage: Usage {
+            wall_us: 0,
+            cpu_us,
+            input_tokens: sum(|t| t.0),
+            output_tokens: sum(|t| t.1),
+            tokens: None,
+        },
+        tags: Tags::new(),
+        output_summary: Arc::from(""),
+        extra_cost: crate::steps::extra_cost(&steps),
+        steps,
+    }
 }
 
 impl SpanGuard {
@@ -149,6 +188,10 @@ impl SpanGuard {
             input_summary: self.input_summary.clone(),
             output_summary: end.output_summary,
         });
+        if !end.steps.is_empty() {
+            let worker = self.cell.worker().unwrap_or_else(|| req.worker.clone());
+            crate::steps::record(req, self.node, self.attempt, &worker, &end.steps);
+        }
     }
 }
 
@@ -183,14 +226,8 @@ impl Drop for SpanGuard {
             attempt: Some(self.attempt),
             detail: None,
         };
-        self.record(AttemptEnd {
-            status,
-            error: Some(error),
-            usage: Usage::default(),
-            tags: Tags::new(),
-            output_summary: Arc::from(""),
-            extra_cost: rust_decimal::Decimal::ZERO,
-        });
+        let end = unfinished(&self.cell, status, error, None);
+        self.record(end);
     }
 }
 
@@ -404,20 +441,8 @@ fn conclude(
                 tags,
                 output_summary: summary.clone(),
                 extra_cost: crate::steps::extra_cost(&output.steps),
+                steps: output.steps.to_vec(),
             });
-            if !output.steps.is_empty() {
-                let worker = guard
-                    .cell
-                    .worker()
-                    .unwrap_or_else(|| guard.req.worker.clone());
-                crate::steps::record(
-                    &guard.req,
-                    guard.node,
-                    guard.attempt,
-                    &worker,
-                    &output.steps,
-                );
-            }
             Ok(Slot { output, summary })
         }
         Err(err) => {
@@ -427,31 +452,20 @@ fn conclude(
             };
             let node = guard.req.ids[guard.node.0].clone();
             let attempt = guard.attempt;
-            guard.record(AttemptEnd {
-                status,
-                error: Some(ErrorRecord {
-                    code: code.into(),
-                    message: glassbox_topology::secret::mask_text(&err.describe()).into_owned(),
-                    node: Some(node),
-                    attempt: Some(attempt),
-                    detail: match &err {
-                        AttemptError::Node(e) => e
-                            .detail()
-                            .map(|d| glassbox_topology::secret::mask_text(d).into_owned()),
-                        AttemptError::Timeout(_) => None,
-                    },
-                }),
-                usage: Usage {
-                    wall_us: 0,
-                    cpu_us,
-                    input_tokens: None,
-                    output_tokens: None,
-                    tokens: None,
+            let error = ErrorRecord {
+                code: code.into(),
+                message: glassbox_topology::secret::mask_text(&err.describe()).into_owned(),
+                node: Some(node),
+                attempt: Some(attempt),
+                detail: match &err {
+                    AttemptError::Node(e) => e
+                        .detail()
+                        .map(|d| glassbox_topology::secret::mask_text(d).into_owned()),
+                    AttemptError::Timeout(_) => None,
                 },
-                tags: Tags::new(),
-                output_summary: Arc::from(""),
-                extra_cost: rust_decimal::Decimal::ZERO,
-            });
+            };
+            let end = unfinished(&guard.cell, status, error, cpu_us);
+            guard.record(end);
             Err(err)
         }
     }

@@ -104,6 +104,9 @@ pub struct NodeCx {
 #[derive(Debug, Default)]
 pub(crate) struct AttemptCell {
     worker: Mutex<Option<Arc<str>>>,
+    /// Steps the node told as they finished ([`NodeCx::step_done`]): the
+    /// trace keeps them when the attempt ends without an output.
+    steps: Mutex<Vec<crate::output::Step>>,
     over: AtomicBool,
     /// When the engine stops waiting at the latest: the node's timeout
     /// or the request's deadline, whichever comes first.
@@ -127,6 +130,11 @@ impl AttemptCell {
 
     pub fn end(&self) {
         self.over.store(true, Ordering::Relaxed);
+    }
+
+    /// The steps told so far (taken: told once).
+    pub fn take_steps(&self) -> Vec<crate::output::Step> {
+        std::mem::take(&mut *self.steps.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -239,6 +247,21 @@ impl NodeCx {
             .worker
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Arc::from(worker));
+    }
+
+    /// Tells the engine that a step of this attempt finished (an agent's
+    /// model or tool call), as it finishes. When the attempt then ends
+    /// without an output (its timeout, the request's deadline, a cancel,
+    /// an error), the steps told so far are still recorded as spans and
+    /// billed; when it returns an output, the output's `steps` are.
+    pub fn step_done(&self, step: crate::output::Step) {
+        if !self.attempt_over() {
+            self.cell
+                .steps
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(step);
+        }
     }
 
     /// Whether the engine stopped waiting for this attempt: the request

@@ -75,7 +75,7 @@ pub fn compose(
     }
     // Each loop: how often it ran and why it stopped (`looped`).
     for l in &path.loops {
-        if !text.is_empty() {
+        if !text.is_empty() && lang == Lang::En {
             text.push(' ');
         }
         text.push_str(&l.sentence(lang));

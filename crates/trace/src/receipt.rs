@@ -88,6 +88,19 @@ pub struct ReceiptLine {
     pub iteration: Option<u32>,
 }
 
+impl ReceiptLine {
+    /// What the line bills, for people: the node, and its step and loop
+    /// iteration when it has them (`agent (agent#2, iteration 3)`).
+    pub fn what(&self) -> String {
+        match (&self.step, self.iteration) {
+            (None, None) => self.node.to_string(),
+            (Some(step), None) => format!("{} ({step})", self.node),
+            (None, Some(k)) => format!("{} (iteration {k})", self.node),
+            (Some(step), Some(k)) => format!("{} ({step}, iteration {k})", self.node),
+        }
+    }
+}
+
 /// The per-request cost breakdown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Receipt {

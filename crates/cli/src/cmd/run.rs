@@ -252,11 +252,9 @@ pub fn render_table(outcome: &Outcome) -> String {
         .iter()
         .map(|l| {
             vec![
-                // A line for one step of a node (an agent's call) names it.
-                match &l.step {
-                    Some(step) => format!("{} ({step})", l.node),
-                    None => l.node.to_string(),
-                },
+                // A line for one step of a node (an agent's call) or one
+                // loop iteration names it.
+                l.what(),
                 l.unit.to_string(),
                 l.quantity.to_string(),
                 l.unit_price.to_string(),

@@ -340,10 +340,7 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
         let _ = writeln!(
             out,
             "  {:<14} {:>10} {:<16} × {:>10} = {:>10}",
-            match &l.step {
-                Some(step) => format!("{} ({step})", l.node),
-                None => l.node.to_string(),
-            },
+            l.what(),
             l.quantity.to_string(),
             l.unit.as_str(),
             l.unit_price.to_string(),

@@ -309,3 +309,55 @@ nodes:
     assert_eq!(primary, receipt.total);
     assert_eq!(receipt.total, d("0.01536"));
 }
+
+/// Regression (issue #34): an agent that hit its node timeout lost the
+/// steps it had done; they stay in the trace and the receipt.
+#[tokio::test(start_paused = true)]
+async fn steps_done_before_a_timeout_stay_in_the_trace_and_receipt() {
+    let (p, _sink) = pipeline(
+        r#"
+topology_id: timed-out
+version: "1"
+nodes:
+  - id: agent
+    type: test
+    timeout_ms: 50
+    resource: { type: gpu, model: m, cost_per_1k_input_tokens: 0.001, cost_per_1k_output_tokens: 0.002 }
+    config:
+      hang: true
+      tell_steps:
+        - { kind: model, name: m, iteration: 1, tokens: [100, 10], input: "where is 7?", output: "{\"name\":\"lookup\"}" }
+        - { kind: tool, name: lookup, iteration: 1, cost: "0.005", input: { order_id: 7 }, output: "Order 7: shipped" }
+"#,
+    );
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert!(out.result.is_err());
+    let spans = &out.trace.spans;
+    let attempt = spans.iter().find(|s| &*s.node == "agent").unwrap();
+    assert_eq!(attempt.status, glassbox_engine::trace::SpanStatus::Timeout);
+    // The attempt carries its steps' tokens and costs.
+    assert_eq!(attempt.usage.input_tokens, Some(100));
+    assert_eq!(attempt.usage.output_tokens, Some(10));
+    assert_eq!(attempt.cost, d("0.00512"));
+    let steps: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.role.step_of() == Some("agent"))
+        .map(|s| &*s.node)
+        .collect();
+    assert_eq!(steps, ["agent#1", "agent#2"]);
+    let receipt = &out.trace.record.receipt;
+    let lines: Vec<(Option<&str>, Unit, Decimal)> = receipt
+        .lines
+        .iter()
+        .map(|l| (l.step.as_deref(), l.unit, l.amount))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (Some("agent#1"), Unit::InputTokens1k, d("0.0001")),
+            (Some("agent#1"), Unit::OutputTokens1k, d("0.00002")),
+            (Some("agent#2"), Unit::Call, d("0.005")),
+        ]
+    );
+    assert_eq!(receipt.total, d("0.00512"));
+}

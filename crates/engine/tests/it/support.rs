@@ -11,6 +11,8 @@
 //! - `tokens`: `[input, output]` token usage
 //! - `steps`: `[{kind, name, iteration, tokens: [in, out], cost, error}]`:
 //!   steps inside the attempt (as an agent's model and tool calls)
+//! - `tell_steps`: the same, told to the engine as they finish
+//!   (`NodeCx::step_done`) before the attempt's work (e.g. `hang`)
 //! - `rerun`: `{upstream, until}`: ask for `upstream` to re-run until its
 //!   output's `n` reaches `until`
 //! - `count`: output `{"n": <calls so far>}` (a counter per node)
@@ -124,25 +126,30 @@ impl TestNode {
             out = out.tokens(t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0));
         }
         for s in c["steps"].as_array().into_iter().flatten() {
-            let now = std::time::Instant::now();
-            out = out.step(glassbox_engine::Step {
-                kind: if s["kind"] == "tool" { "tool" } else { "model" },
-                name: s["name"].as_str().unwrap_or_default().to_string(),
-                iteration: s["iteration"].as_u64().unwrap_or(1) as u32,
-                started: now,
-                ended: now,
-                input: s["input"].clone(),
-                output: s["output"].clone(),
-                error: s["error"].as_str().map(str::to_string),
-                tokens: s["tokens"]
-                    .as_array()
-                    .map(|t| (t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0))),
-                cost: s["cost"]
-                    .as_str()
-                    .map(|c| c.parse::<rust_decimal::Decimal>().unwrap()),
-            });
+            out = out.step(step(s));
         }
         Ok(out)
+    }
+}
+
+/// A step as the `steps` and `tell_steps` configs write it.
+fn step(s: &Value) -> glassbox_engine::Step {
+    let now = std::time::Instant::now();
+    glassbox_engine::Step {
+        kind: if s["kind"] == "tool" { "tool" } else { "model" },
+        name: s["name"].as_str().unwrap_or_default().to_string(),
+        iteration: s["iteration"].as_u64().unwrap_or(1) as u32,
+        started: now,
+        ended: now,
+        input: s["input"].clone(),
+        output: s["output"].clone(),
+        error: s["error"].as_str().map(str::to_string),
+        tokens: s["tokens"]
+            .as_array()
+            .map(|t| (t[0].as_u64().unwrap_or(0), t[1].as_u64().unwrap_or(0))),
+        cost: s["cost"]
+            .as_str()
+            .map(|c| c.parse::<rust_decimal::Decimal>().unwrap()),
     }
 }
 
@@ -159,6 +166,9 @@ impl Node for TestNode {
             KEPT.lock()
                 .unwrap()
                 .push((self.id.clone(), cx.clone(), over));
+        }
+        for s in c["tell_steps"].as_array().into_iter().flatten() {
+            cx.step_done(step(s));
         }
         if c["hang"].as_bool() == Some(true) {
             return Call::future(async {

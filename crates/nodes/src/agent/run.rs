@@ -9,7 +9,9 @@
 //! an explanation naming the budget and what the agent was doing. Every
 //! step (model call or tool call, with its iteration, arguments, result,
 //! tokens, cost and time) is itemised in the output's `steps`, which is
-//! stored and redacted like any output.
+//! stored and redacted like any output; each step is also told to the
+//! engine as it finishes, so an attempt cut short by its timeout or the
+//! request's deadline keeps the steps it did in the trace and receipt.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -219,6 +221,11 @@ impl Inner {
                 tokens: Some((step.tokens_in, step.tokens_out)),
                 cost: None,
             });
+            // Told as it finishes: kept in the trace if the attempt then
+            // times out or is cancelled.
+            if let Some(done) = spans.last() {
+                cx.step_done(done.clone());
+            }
             let cost = (step.tokens_in as f64 * self.prices.0
                 + step.tokens_out as f64 * self.prices.1)
                 / 1000.0;
@@ -274,6 +281,9 @@ impl Inner {
                 tokens: None,
                 cost: (!obs.receipt.is_zero()).then_some(obs.receipt),
             });
+            if let Some(done) = spans.last() {
+                cx.step_done(done.clone());
+            }
             steps.push(json!({
                 "step": steps.len() + 1, "iteration": spent.iterations, "kind": "tool",
                 "tool": name, "arguments": args, "observation": obs.text, "ok": obs.ok,
