@@ -222,7 +222,12 @@ fn critical_section(out: &mut String, trace: &StoredTrace) {
         return;
     }
     let millis = glassbox_trace::explain::millis;
-    let chain: Vec<&str> = cp.steps.iter().map(|s| &*s.node).collect();
+    // A node in a loop's body is on the path once per iteration.
+    let named = |s: &glassbox_trace::CriticalStep| match s.iteration {
+        Some(k) => format!("{}[{k}]", s.node),
+        None => s.node.to_string(),
+    };
+    let chain: Vec<String> = cp.steps.iter().map(named).collect();
     let _ = writeln!(
         out,
         "\ncritical path ({}; the nodes' own times add up to {})\n  {}",
@@ -240,7 +245,7 @@ fn critical_section(out: &mut String, trace: &StoredTrace) {
         let _ = writeln!(
             out,
             "  {:<16} {:>10} {:>6.1}%{retries}",
-            s.node,
+            named(s),
             millis(s.added_us),
             s.added_us as f64 / total * 100.0
         );
@@ -299,8 +304,11 @@ pub fn waterfall(trace: &StoredTrace, width: usize) -> String {
         } else {
             s.node.to_string()
         };
+        let looped = glassbox_trace::span_iteration(s)
+            .map(|k| format!("  (loop iteration {k})"))
+            .unwrap_or_default();
         let role = match &s.role {
-            SpanRole::Primary => String::new(),
+            SpanRole::Primary => looped,
             SpanRole::Fallback { replaces } => format!("  (fallback for {replaces})"),
             SpanRole::Rerun { by } => format!("  (rerun by {by})"),
             SpanRole::Step { .. } => match s.tags.get("iteration") {
