@@ -152,7 +152,7 @@ fn input_tokens(built: &BuiltPipeline, spans: &[Arc<SpanRecord>]) -> Option<u64>
         .filter(|s| {
             topology
                 .node_id(&s.node)
-                .is_some_and(|id| topology.incoming(id).is_empty())
+                .is_some_and(|id| topology.forward_incoming(id).next().is_none())
         })
         .min_by_key(|s| s.start_us)
         .and_then(|s| s.usage.input_tokens)
