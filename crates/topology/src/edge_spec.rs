@@ -7,13 +7,14 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::decode::{Cx, Obj, Spanned};
-use crate::spec::MAX_TIMEOUT_MS;
 use crate::value::Value;
 
 /// Most times a loop's body may run (also in the schema and `docs/topology.md`).
 pub const MAX_LOOP_ITERATIONS: u64 = 1000;
 /// Largest token budget a loop may set.
 pub const MAX_LOOP_TOKENS: u64 = 1_000_000_000;
+/// Longest time budget a loop may set (as a node's longest timeout).
+pub const MAX_LOOP_TIME_MS: u64 = 3_600_000;
 
 /// A directed edge.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -122,7 +123,7 @@ impl LoopSpec {
             max_iterations: max_iterations.unwrap_or_else(|| Spanned::new(1, obj.span)),
             max_tokens: obj.uint(cx, "max_tokens", 1, MAX_LOOP_TOKENS),
             max_cost: obj.price(cx, "max_cost"),
-            max_time_ms: obj.uint(cx, "max_time_ms", 1, MAX_TIMEOUT_MS),
+            max_time_ms: obj.uint(cx, "max_time_ms", 1, MAX_LOOP_TIME_MS),
             span: obj.span,
         })
     }

@@ -100,7 +100,7 @@ impl CriticalPath {
                 .map(Borrow::<SpanRecord>::borrow)
                 .enumerate()
                 .filter(|(_, s)| {
-                    s.node == step.node && crate::looped::span_iteration(s) == step.iteration
+                    s.node == step.node && crate::span::span_iteration(s) == step.iteration
                 })
                 .max_by_key(|(i, s)| (s.end_us, *i));
             if let Some((i, _)) = last {
@@ -139,7 +139,7 @@ pub fn critical_path<'p, S: Borrow<SpanRecord>>(path: &'p PathRecord, spans: &[S
             .filter(|s| s.node == node.id)
         {
             found = true;
-            let key = (&*node.id, crate::looped::span_iteration(s).unwrap_or(0));
+            let key = (&*node.id, crate::span::span_iteration(s).unwrap_or(0));
             let v = times.entry(key).or_insert(Interval {
                 start: s.start_us,
                 end: s.end_us,

@@ -45,7 +45,7 @@ pub use critical::{CriticalPath, CriticalStep, ENCLOSES, critical_path};
 pub use diff::{Divergence, GuardOutcome, TraceDiff};
 pub use fact::{Explanation, Fact, Lang, NodeFacts, VersionChoice, VersionShare};
 pub use id::RequestId;
-pub use looped::{ITERATION_TAG, IterationRun, LoopRun, LoopStop, RanNode, span_iteration};
+pub use looped::{IterationRun, LoopRun, LoopStop, RanNode};
 pub use placed::{FailedAttempt, FilterMiss, Placed, PlacedCandidate};
 pub use price::{ClassPrices, ModelPrice, PriceTable};
 pub use priority::{Priority, Scheduling};
@@ -54,7 +54,7 @@ pub use record::{
     ErrorRecord, ModelUse, NodeStatus, PathEdge, PathNode, PathRecord, RequestRecord, RequestStatus,
 };
 pub use sink::{MemorySink, NoopSink, TraceSink};
-pub use span::{SpanRecord, SpanRole, SpanStatus, Tags, Usage};
+pub use span::{ITERATION_TAG, SpanRecord, SpanRole, SpanStatus, Tags, Usage, span_iteration};
 pub use tokens::{TokenUsage, UsageError, UsageFormat};
 
 /// Microseconds since the Unix epoch, now (0 if the clock is before 1970).

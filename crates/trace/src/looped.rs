@@ -4,7 +4,7 @@
 //! Stored in the path ([`PathRecord::loops`](crate::PathRecord::loops)),
 //! so the explanation, the critical path and the diff can be computed
 //! from a stored record. Each span of a node in a loop's body carries the
-//! iteration it ran in as its [`ITERATION_TAG`] tag; the receipt bills
+//! iteration it ran in as its [`ITERATION_TAG`](crate::ITERATION_TAG) tag; the receipt bills
 //! the body iteration by iteration ([`ReceiptLine::iteration`](crate::ReceiptLine::iteration)).
 
 use std::sync::Arc;
@@ -13,15 +13,6 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::fact::Lang;
-
-/// The tag holding a span's loop iteration (from 1), on every span of a
-/// node in a loop's body (and of a fallback standing in for one).
-pub const ITERATION_TAG: &str = "loop_iteration";
-
-/// A span's loop iteration, when its node ran in a loop's body.
-pub fn span_iteration(span: &crate::SpanRecord) -> Option<u32> {
-    span.tags.get(ITERATION_TAG).and_then(|v| v.parse().ok())
-}
 
 /// One loop of the topology in one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

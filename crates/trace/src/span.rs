@@ -102,3 +102,13 @@ impl SpanRecord {
         self.end_us.saturating_sub(self.start_us)
     }
 }
+
+/// The tag holding a span's loop iteration (from 1), on every span of a
+/// node in a loop's body (and of a fallback standing in for one, and of
+/// the steps of its attempts).
+pub const ITERATION_TAG: &str = "loop_iteration";
+
+/// A span's loop iteration, when its node ran in a loop's body.
+pub fn span_iteration(span: &SpanRecord) -> Option<u32> {
+    span.tags.get(ITERATION_TAG).and_then(|v| v.parse().ok())
+}
