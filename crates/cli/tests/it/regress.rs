@@ -63,6 +63,10 @@ fn every_example_ships_cases_and_they_pass() {
         names.contains(&"examples/agent/topology.yaml".to_string()),
         "{names:?}"
     );
+    assert!(
+        names.contains(&"examples/loop/topology.yaml".to_string()),
+        "{names:?}"
+    );
     for (topology, cases) in all {
         let tmp = tempfile::tempdir().unwrap();
         let dir = topology.parent().unwrap();
