@@ -210,6 +210,29 @@ mod tests {
     }
 
     #[test]
+    fn loops_round_trip_through_json_and_old_paths_have_none() {
+        let r = run(LoopStop::Bound {
+            bound: "max_iterations".into(),
+            limit: "3".into(),
+            spent: "3 iterations".into(),
+        });
+        let path = crate::PathRecord {
+            loops: vec![r.clone()],
+            ..crate::PathRecord::default()
+        };
+        let json = serde_json::to_value(&path).unwrap();
+        assert_eq!(json["loops"][0]["stopped"]["by"], "bound");
+        assert_eq!(json["loops"][0]["iterations"][2]["ran"][1]["label"], "ok");
+        let back: crate::PathRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.loops, [r]);
+        assert_eq!(back.loop_of("check").map(|l| l.iterations.len()), Some(3));
+        assert!(back.is_back_edge("check", "revise"));
+        // A path stored before loops existed reads as one without any.
+        let old: crate::PathRecord = serde_json::from_str(r#"{"nodes": [], "edges": []}"#).unwrap();
+        assert!(old.loops.is_empty());
+    }
+
+    #[test]
     fn a_bound_stop_names_the_bound_its_limit_and_the_spend() {
         let r = run(LoopStop::Bound {
             bound: "max_tokens".into(),
