@@ -81,7 +81,12 @@ fn state(s: Option<&NodeSide>) -> String {
     if let Some(g) = s.guard {
         let _ = write!(out, " guard {g}");
     }
-    if s.attempts > 1 {
+    // In a loop's body: the iterations it ran in, and the attempts beyond one each.
+    let once = s.iterations.unwrap_or(1);
+    if s.iterations.is_some_and(|k| k > 1) {
+        let _ = write!(out, " {once} iterations");
+    }
+    if s.attempts > once {
         let _ = write!(out, " ×{}", s.attempts);
     }
     if let Some(f) = &s.fallback {
