@@ -316,3 +316,58 @@ edges:
     assert_eq!(out.trace.record.path.loops[0].iterations.len(), 4);
     assert_eq!(out.trace.spans.len(), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_time_budget_is_checked_at_the_back_edge() {
+    // Each iteration takes 40 ms: after three, 120 ms ≥ 100 ms.
+    let yaml = r#"
+topology_id: slow-loop
+version: "1"
+nodes:
+  - { id: work, type: test, config: { sleep_ms: 40 } }
+  - { id: done, type: test, config: { value: done } }
+edges:
+  - { from: work, to: work, loop: { max_iterations: 10, max_time_ms: 100 } }
+  - { from: work, to: done }
+"#;
+    let (p, _sink) = pipeline(yaml);
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert_eq!(out.result.unwrap(), json!("done"));
+    let l = &out.trace.record.path.loops[0];
+    assert_eq!(l.iterations.len(), 3);
+    assert!(
+        matches!(&l.stopped, LoopStop::Bound { bound, limit, spent } if bound == "max_time_ms" && limit == "100" && spent == "120 ms"),
+        "{:?}",
+        l.stopped
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_inside_a_loop_ends_it_and_keeps_its_iterations() {
+    let yaml = r#"
+topology_id: cut-loop
+version: "1"
+defaults: { deadline_ms: 100 }
+nodes:
+  - { id: work, type: test, config: { sleep_ms: 40 } }
+edges:
+  - { from: work, to: work, loop: { max_iterations: 10 } }
+"#;
+    let (p, _sink) = pipeline(yaml);
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert!(out.result.is_err());
+    let r = &out.trace.record;
+    let l = &r.path.loops[0];
+    // Two iterations finished, the third was cut by the deadline.
+    assert_eq!(l.iterations.len(), 3);
+    assert_eq!(l.stopped, LoopStop::Ended);
+    let iters: Vec<Option<u32>> = out.trace.spans.iter().map(|s| span_iteration(s)).collect();
+    assert_eq!(iters, [Some(1), Some(2), Some(3)]);
+    assert!(
+        r.explanation
+            .text
+            .contains("it stopped because the request ended during the last iteration"),
+        "{}",
+        r.explanation.text
+    );
+}
