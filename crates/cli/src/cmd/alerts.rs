@@ -16,7 +16,7 @@ use glassbox_store::time::parse_duration;
 use super::common::OutputFormat;
 use super::store::{StoreArg, format_time, store_error};
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(

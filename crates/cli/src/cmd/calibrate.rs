@@ -32,7 +32,7 @@ use rust_decimal::prelude::ToPrimitive;
 
 use super::common::OutputFormat;
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use glassbox_store::report::{self, GroupBy, GroupReport, Percentiles, Report, ReportOptions};
 
 use super::store::{FilterArgs, StoreArg, store_error};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GroupArg {

@@ -10,10 +10,11 @@ use glassbox_engine::trace::{Lang, RequestRecord, SpanRecord};
 use glassbox_engine::{BuildError, Outcome, PipelineError, RunOptions};
 use serde_json::{Value, json};
 
-use super::common::{LangArg, OutputFormat, color, topology_error};
+use super::common::{LangArg, OutputFormat, topology_error};
 use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
-use crate::table::Table;
+use crate::out::color;
+use crate::out::table::Table;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -90,11 +91,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     match args.format {
-        OutputFormat::Json => crate::exit::emit(&format!(
+        OutputFormat::Json => crate::out::emit(&format!(
             "{}\n",
             serde_json::to_string_pretty(&to_json(&outcome))?
         ))?,
-        OutputFormat::Table => crate::exit::emit(&render_table(&outcome))?,
+        OutputFormat::Table => crate::out::emit(&render_table(&outcome))?,
     }
     match &outcome.result {
         Ok(_) => Ok(ExitCode::SUCCESS),

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::common::OutputFormat;
 use super::store::{FilterArgs, StoreArg, format_time, load_trace, ms, store_error};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(

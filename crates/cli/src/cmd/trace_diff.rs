@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::common::{LangArg, OutputFormat};
 use super::store::{StoreArg, load_trace, ms};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {

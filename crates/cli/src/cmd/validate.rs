@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use glassbox_topology::{Report, TopologyError};
 use serde_json::json;
 
-use super::common::{OutputFormat, color, kinds};
+use super::common::{OutputFormat, kinds};
 use crate::exit;
+use crate::out::color;
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::common::OutputFormat;
 use super::store::format_time;
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -26,11 +26,12 @@ use glassbox_trace::diff::path_taken;
 use serde_json::json;
 use std::process::ExitCode;
 
-use super::common::{OutputFormat, color};
+use super::common::OutputFormat;
 use super::run::local_error;
 use super::store::{FilterArgs, StoreArg};
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out::color;
+use crate::out::table::{Align, Table};
 use junit::{CaseResult, Suite};
 
 #[derive(Debug, clap::Args)]
