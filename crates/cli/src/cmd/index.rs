@@ -10,6 +10,7 @@ use glassbox_models::index::{BuildProgress, IndexError, VectorIndex, build_index
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::{Coded, INVALID, UNAVAILABLE};
+use crate::out;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -108,14 +109,14 @@ fn build(docs: PathBuf, out: PathBuf, models: Option<PathBuf>) -> anyhow::Result
     let summary = summary
         .map_err(index_error)
         .with_context(|| format!("building an index of `{}`", docs.display()))?;
-    println!(
-        "indexed {} documents as {} chunks ({}-d, {}) into {}",
+    out::print_text(&format!(
+        "indexed {} documents as {} chunks ({}-d, {}) into {}\n",
         summary.documents,
         summary.chunks,
         summary.dimensions,
         summary.embedder,
         summary.path.display()
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -131,27 +132,29 @@ fn search(
     if let Some(built_with) = loaded.embedder()
         && built_with != embedder.version()
     {
-        eprintln!(
-            "warning: the index was built with `{built_with}`, the query is embedded with `{}`",
+        out::warn(&format!(
+            "the index was built with `{built_with}`, the query is embedded with `{}`",
             embedder.version()
-        );
+        ));
     }
     let vector = embedder.embed_one(query).context("embedding the query")?;
     let hits = loaded
         .search(&vector, top_k, min_score)
         .map_err(index_error)?;
+    let mut text = String::new();
     for hit in &hits {
         let snippet: String = hit.text.chars().take(100).collect();
-        println!(
-            "{:.3}  {}  ({})  {}",
+        text.push_str(&format!(
+            "{:.3}  {}  ({})  {}\n",
             hit.score,
             hit.title,
             hit.chunk_id,
             snippet.replace('\n', " ")
-        );
+        ));
     }
     if hits.is_empty() {
-        println!("no hits");
+        text.push_str("no hits\n");
     }
+    out::print_text(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,8 +9,9 @@
 //!   (`glassbox … | head`) ends the output quietly instead of panicking;
 //! - **progress** on standard error ([`progress`]), only for text output
 //!   on a terminal, so JSON runs and pipes stay quiet;
-//! - **warnings and diagnostics** on standard error ([`warn`],
-//!   [`diagnostics`]), coloured only on a terminal without `NO_COLOR`;
+//! - **warnings, status lines and diagnostics** on standard error
+//!   ([`warn`], [`status`], [`diagnostics`]), coloured only on a terminal
+//!   without `NO_COLOR`;
 //! - **errors** on standard error, once, in `main` ([`error`]), with the
 //!   exit code the error carries (`crate::exit`).
 //!
@@ -37,16 +38,6 @@ impl Out {
     /// Output in `format` (the command's `--format`).
     pub fn new(format: OutputFormat) -> Self {
         Out { format }
-    }
-
-    /// Text output (commands without `--format`).
-    pub fn text() -> Self {
-        Out::new(OutputFormat::Table)
-    }
-
-    /// The format asked for.
-    pub fn format(&self) -> OutputFormat {
-        self.format
     }
 
     /// Whether the result is JSON.
@@ -113,7 +104,14 @@ pub fn warn(text: &str) {
     eprintln!("warning: {text}");
 }
 
-/// A note on standard error, as it is (no prefix, no newline added).
+/// A status line on standard error: what a long-running command (`serve`,
+/// `worker`) or a side effect (a file written, a trace recorded) reports
+/// beside its result.
+pub fn status(text: &str) {
+    eprintln!("{text}");
+}
+
+/// Text on standard error as it is (no prefix, no newline added).
 pub fn note(text: &str) {
     eprint!("{text}");
 }
