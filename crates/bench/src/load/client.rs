@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Config;
+use super::config::Config;
 use crate::stats::Outcome;
 
 /// The HTTP side: one agent (keep-alive pool) shared by every thread.

@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::client::{Answer, Client};
+use super::config::{Arrivals, OpenLoop, Stop};
 use super::inputs::Input;
-use super::{Arrivals, OpenLoop, Stop};
 use crate::stats::{Outcome, Sample};
 
 /// Shared state of one run: what to send, when measuring starts, results.

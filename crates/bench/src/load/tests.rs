@@ -6,8 +6,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::*;
+use crate::stats::Buckets;
 
 /// A test server: every third run is refused with 429, the others answer
 /// 200 with a request id; traces exist for even-numbered ids only.

@@ -9,6 +9,8 @@
 
 mod args;
 pub mod chat;
+mod duration;
+mod errors;
 pub mod llm;
 mod report;
 
@@ -17,12 +19,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use glassbox_bench::BenchError;
 use glassbox_bench::load::{Bench, Config, Load, OpenLoop, Stop, input, parse_inputs};
 use glassbox_bench::stats::Buckets;
 use serde_json::json;
 
 pub use self::args::{Args, Sub};
+use self::errors::{bench_error, usage};
 use self::report::table;
 use crate::exit::{self, Coded};
 use crate::out::Out;
@@ -119,26 +121,6 @@ pub fn resolve(args: &Args) -> anyhow::Result<Config> {
         timeout: args.timeout,
         verify_traces: args.verify_traces,
     })
-}
-
-fn usage(message: String) -> anyhow::Error {
-    anyhow::Error::new(Coded {
-        code: exit::USAGE,
-        message,
-    })
-}
-
-/// A benchmark's error with its exit code: bad input 78, a server that
-/// cannot be reached 69, a failure while measuring 1.
-pub fn bench_error(err: BenchError) -> anyhow::Error {
-    match err {
-        BenchError::Invalid(message) => Coded::invalid(message),
-        BenchError::Unavailable(message) => anyhow::Error::new(Coded {
-            code: exit::UNAVAILABLE,
-            message,
-        }),
-        other => anyhow::Error::new(other),
-    }
 }
 
 #[cfg(test)]

@@ -5,15 +5,8 @@ use glassbox_topology::{KindSet, Topology, TopologyError};
 use crate::exit::Coded;
 use crate::out;
 
-/// `--format` for commands that print either tables or JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum OutputFormat {
-    /// Human-readable text.
-    #[default]
-    Table,
-    /// Machine-readable JSON.
-    Json,
-}
+/// `--format`, defined with the output layer that acts on it.
+pub use crate::out::OutputFormat;
 
 /// `--lang`: the language of an explanation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]

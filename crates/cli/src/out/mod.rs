@@ -26,7 +26,15 @@ use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
 
-use crate::cmd::common::OutputFormat;
+/// `--format` for commands that print either tables or JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    #[default]
+    Table,
+    /// Machine-readable JSON.
+    Json,
+}
 
 /// Where a command's result goes, and in which format.
 #[derive(Debug, Clone, Copy)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use glassbox_bench::chat::{self, ChatConfig, ChatReport, read_questions};
 
-use super::args::parse_duration;
-use super::bench_error;
+use super::duration::parse_duration;
+use super::errors::{bench_error, usage};
 use crate::cmd::common::OutputFormat;
 use crate::exit::{self, Coded};
 use crate::out::Out;
@@ -118,13 +118,6 @@ pub fn resolve(a: &ChatArgs) -> anyhow::Result<ChatConfig> {
         max_tokens: a.max_tokens,
         slo_ms: a.slo_ms.clone(),
         timeout: a.timeout,
-    })
-}
-
-fn usage(message: String) -> anyhow::Error {
-    anyhow::Error::new(Coded {
-        code: exit::USAGE,
-        message,
     })
 }
 

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use glassbox_bench::llm::{self, LlmConfig, LlmReport, Target, Validation};
 
-use super::bench_error;
+use super::errors::bench_error;
 use crate::cmd::common::OutputFormat;
 use crate::exit::Coded;
 use crate::out::Out;
