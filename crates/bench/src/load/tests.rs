@@ -31,7 +31,7 @@ fn answer(path: &str, method: &str, runs: &AtomicU64) -> (u16, String) {
         }
         ("GET", p) if p.starts_with("/v1/traces/r") => {
             let n: u64 = p["/v1/traces/r".len()..].parse().unwrap_or(1);
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 (200, "{}".into())
             } else {
                 (404, "{}".into())

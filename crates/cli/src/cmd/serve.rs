@@ -95,9 +95,9 @@ fn watch_cluster(
         .with_env()
         .map_err(etcd_error)?;
     if options.trust.key.is_none() {
-        crate::out::status(&format!(
-            "glassbox serve: GLASSBOX_WORKER_KEY is not set: worker records in etcd are accepted unsigned; anyone who can write to etcd can add a worker (docs/cluster.md, \"Securing the cluster\")"
-        ));
+        crate::out::status(
+            "glassbox serve: GLASSBOX_WORKER_KEY is not set: worker records in etcd are accepted unsigned; anyone who can write to etcd can add a worker (docs/cluster.md, \"Securing the cluster\")",
+        );
     }
     options.prefix = prefix.to_owned();
     let pool = glassbox_cluster::Pool::new();
@@ -116,9 +116,7 @@ fn watch_cluster(
         WatchEvent::Interrupted { error } => crate::out::status(&format!(
             "glassbox serve: cluster watch interrupted: {error}; resuming"
         )),
-        WatchEvent::Resumed => {
-            crate::out::status(&format!("glassbox serve: cluster watch resumed"))
-        }
+        WatchEvent::Resumed => crate::out::status("glassbox serve: cluster watch resumed"),
         WatchEvent::Skipped { key, reason } => crate::out::status(&format!(
             "glassbox serve: ignoring etcd key `{key}`: {reason}"
         )),
