@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use glassbox_models::embed::{EmbedError, Embedder, EmbedderOptions};
 use glassbox_models::index::{BuildProgress, IndexError, VectorIndex, build_index};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::{Coded, INVALID, UNAVAILABLE};
-use crate::out;
+use crate::out::{self, progress};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -93,11 +92,12 @@ fn index_error(err: IndexError) -> anyhow::Error {
 
 fn build(docs: PathBuf, out: PathBuf, models: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let embedder = load_embedder(models)?;
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>10} {bar:30} {pos}/{len} chunks {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    // Its length is set once the documents are chunked.
+    let bar = progress::events(Some(0));
+    bar.set_style(progress::style(
+        "{msg:>10} {bar:30} {pos}/{len} chunks {per_sec} eta {eta}",
+        false,
+    ));
     bar.set_message("embedding");
     let summary = build_index(&docs, &embedder, &out, &mut |event| match event {
         BuildProgress::Chunked { chunks, .. } => bar.set_length(chunks as u64),

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use glassbox_models::fetch::{FetchError, FetchProgress, fetch_models};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::OutputFormat;
 use crate::exit::{Coded, UNAVAILABLE};
-use crate::out::{self, Out};
+use crate::out::{self, Out, progress};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -49,14 +48,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
-    let bar = ProgressBar::new_spinner();
+    let bar = progress::events(None);
     bar.enable_steady_tick(Duration::from_millis(120));
-    let spinner = ProgressStyle::with_template("{spinner} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    let bytes = ProgressStyle::with_template(
+    let spinner = progress::style("{spinner} {msg}", true);
+    let bytes = progress::style(
         "{bar:30} {bytes:>10}/{total_bytes:10} {bytes_per_sec:>12} {wide_msg}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
+        false,
+    );
     bar.set_style(spinner.clone());
     bar.set_message(format!("checking {}", dir.display()));
     let mut current: Option<PathBuf> = None;

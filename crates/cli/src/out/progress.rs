@@ -1,6 +1,9 @@
-//! Progress bars on standard error, fed by a counter the work updates: the
-//! work (library code) only counts, this side draws. A bar is shown only
-//! when [`Out::shows_progress`](super::Out::shows_progress) says so.
+//! Progress on standard error. Two shapes: a [`Bar`] fed by a counter the
+//! work updates (the work, library code, only counts; this side draws;
+//! shown only when [`Out::shows_progress`](super::Out::shows_progress) says
+//! so), and bars driven by a library's progress events ([`events`],
+//! [`style`]), which indicatif hides when standard error is not a terminal.
+//! Every bar of the command is made here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,4 +68,25 @@ impl Bar {
             let _ = h.join();
         }
     }
+}
+
+/// A bar of `len` steps (a spinner when `None`) for a command to drive
+/// from its work's progress events.
+pub fn events(len: Option<u64>) -> indicatif::ProgressBar {
+    match len {
+        Some(len) => indicatif::ProgressBar::new(len),
+        None => indicatif::ProgressBar::new_spinner(),
+    }
+}
+
+/// A bar style from an indicatif template; `spinner` picks the fallback
+/// should the template not parse.
+pub fn style(template: &str, spinner: bool) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| {
+        if spinner {
+            indicatif::ProgressStyle::default_spinner()
+        } else {
+            indicatif::ProgressStyle::default_bar()
+        }
+    })
 }
