@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use glassbox_ingest::{Built, Encoding, IngestError, Receiver};
 use glassbox_store::{Durable, StoreUrl};
-use glassbox_trace::{RequestId, TraceSink};
+use glassbox_trace::RequestId;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::service::durable::all_committed;
@@ -41,18 +41,18 @@ fn refused(e: &IngestError) -> ApiError {
     ApiError::new(status, e.code(), e.to_string())
 }
 
-/// Hands built traces to the writer; with `tickets`, one durability ticket
-/// each (taken before the record is queued).
-fn store(state: &AppState, built: Vec<Built>, tickets: bool) -> Vec<Option<Durable>> {
-    let mut out = Vec::with_capacity(if tickets { built.len() } else { 0 });
+/// Hands built traces to the writer, each with a durability ticket (taken
+/// before the record is queued). Each trace is encoded into rows here, on
+/// the export's own thread: the answer waits for the commit anyway, and
+/// concurrent exports so encode in parallel instead of one after another
+/// in the writer's encode thread (measured: docs/BENCHMARKS.md, "OTLP
+/// ingest").
+fn store(state: &AppState, built: Vec<Built>) -> Vec<Option<Durable>> {
+    let mut out = Vec::with_capacity(built.len());
     for b in built {
-        if tickets {
-            out.push(state.service.ticket(b.record.request_id));
-        }
-        for span in b.spans {
-            state.writer.span(Arc::new(span));
-        }
-        state.writer.request(Arc::new(b.record));
+        out.push(state.service.ticket(b.record.request_id));
+        let encoded = state.writer.encode(&b.record, &b.spans);
+        state.writer.write_encoded(encoded);
     }
     out
 }
@@ -110,7 +110,7 @@ pub async fn export(
     let answer = export.response(encoding);
     let built = std::mem::take(&mut export.built);
     let ids = trace_ids(&built);
-    let tickets = store(&state, built, true);
+    let tickets = store(&state, built);
     all_committed(tickets).await?;
     // Spans this export completed that earlier exports had held: retired
     // from the held-span log now that they are in the store. (With
@@ -186,7 +186,7 @@ fn store_held(state: &AppState, receiver: &Shared, built: Vec<Built>) {
         return;
     }
     let ids = trace_ids(&built);
-    let tickets = store(state, built, true);
+    let tickets = store(state, built);
     let receiver = receiver.clone();
     let retire = async move {
         if all_committed(tickets).await.is_ok() {

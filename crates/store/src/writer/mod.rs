@@ -24,6 +24,10 @@
 //!   SQLite (WAL, `synchronous = NORMAL`) the request survives a crash of
 //!   this process, for PostgreSQL (`synchronous_commit = on`) its WAL is
 //!   flushed by the database server.
+//! - A caller that waits for the commit anyway (the OTLP receiver) can
+//!   encode on its own thread ([`StoreWriter::encode`]) and queue the rows
+//!   ([`StoreWriter::write_encoded`]): concurrent callers then encode in
+//!   parallel instead of queueing behind the one encode thread.
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 //! - On Linux the encode and free threads run at nice +10, so under CPU
@@ -54,7 +58,7 @@ mod queue;
 use pipeline::{Batch, Committer, CommitterGone, Encoder, EncoderDone, Handoff, run_in_background};
 use queue::{Queue, Refused};
 
-pub use msg::CommitHook;
+pub use msg::{CommitHook, Encoded};
 use msg::{Committed, Counters, Msg, Ticket};
 
 /// How the writer queues, batches and redacts.
@@ -316,6 +320,7 @@ impl StoreWriter {
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
+        let records = msg.records() as u64;
         let depth = match self.queue.try_push(msg) {
             Ok(depth) => Some(depth),
             Err(Refused::Full(msg)) => {
@@ -325,7 +330,7 @@ impl StoreWriter {
             Err(Refused::Closed) => None,
         };
         let Some(depth) = depth else {
-            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+            self.counters.failed.fetch_add(records, Ordering::Relaxed);
             return Err(StoreError::WriterClosed);
         };
         self.counters
@@ -346,6 +351,30 @@ impl StoreWriter {
             awaited: self.awaited.clone(),
             rx: Some(rx),
         }
+    }
+
+    /// Encodes a finished request and its spans into rows on the calling
+    /// thread (redaction, JSON, packing: what the encode thread does for
+    /// [`TraceSink::request`]), for [`StoreWriter::write_encoded`]. For
+    /// callers that wait for the commit anyway (the OTLP receiver answers
+    /// after it): their threads encode in parallel, and the writer's single
+    /// encode thread is no longer in the way of every answer.
+    pub fn encode<S: std::borrow::Borrow<SpanRecord>>(
+        &self,
+        record: &RequestRecord,
+        spans: &[S],
+    ) -> Encoded {
+        let (request, spans) = crate::row::encode(record, spans, &self.redactor);
+        Encoded { request, spans }
+    }
+
+    /// Queues a request encoded by [`StoreWriter::encode`], with its spans,
+    /// as one message: it commits in one transaction, like a request sent
+    /// with [`TraceSink::request`], and completes its [`Durable`] ticket.
+    pub fn write_encoded(&self, encoded: Encoded) {
+        let ticket = self.awaited.remove(encoded.request.request_id);
+        // Errors are counted in `failed_records` and surface at flush/close.
+        let _ = self.send(Msg::Encoded(Box::new(encoded), ticket));
     }
 
     /// Waits until everything sent before this call is committed; reports

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use glassbox_trace::{RequestId, RequestRecord, SpanRecord};
 use tokio::sync::oneshot;
 
+use crate::row::{RequestRow, SpanRow};
+
 /// Called with the ids of requests just committed, on the writer thread.
 pub type CommitHook = Arc<dyn Fn(&[RequestId]) + Send + Sync>;
 
@@ -31,7 +33,29 @@ pub(super) enum Msg {
     Span(Arc<SpanRecord>),
     /// A request, with the ticket of whoever awaits its commit.
     Request(Arc<RequestRecord>, Option<Ticket>),
+    /// A request and its spans already encoded by the sender, with the
+    /// ticket of whoever awaits its commit.
+    Encoded(Box<Encoded>, Option<Ticket>),
     Flush(SyncSender<()>),
+}
+
+impl Msg {
+    /// Records the message carries, for the queue's bound.
+    pub(super) fn records(&self) -> usize {
+        match self {
+            Msg::Encoded(e, _) => 1 + e.spans.len(),
+            _ => 1,
+        }
+    }
+}
+
+/// A finished request and its spans, encoded into rows (redacted, packed)
+/// by [`StoreWriter::encode`](super::StoreWriter::encode) on the caller's
+/// thread.
+#[derive(Debug)]
+pub struct Encoded {
+    pub(super) request: RequestRow,
+    pub(super) spans: Vec<SpanRow>,
 }
 
 /// Where the committer reports the fate of one awaited request.

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use glassbox_trace::{RequestId, SpanRecord};
 
-use super::msg::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
+use super::msg::{CommitFailure, CommitHook, Committed, Counters, Encoded, Msg, Ticket};
 use super::queue::Queue;
 use crate::query::TraceStore;
 use crate::redact::Redactor;
@@ -241,6 +241,14 @@ impl Encoder {
                 batch.requests.push(row);
                 batch.spans.extend(span_rows);
                 batch.ids.push(record.request_id);
+            }
+            Msg::Encoded(encoded, ticket) => {
+                batch.tickets.extend(ticket);
+                let Encoded { request, spans } = *encoded;
+                batch.records += 1 + spans.len();
+                batch.ids.push(request.request_id);
+                batch.requests.push(request);
+                batch.spans.extend(spans);
             }
             Msg::Flush(ack) => batch.acks.push(ack),
         }
