@@ -42,19 +42,21 @@ fn refused(e: &IngestError) -> ApiError {
 }
 
 /// Hands built traces to the writer, each with a durability ticket (taken
-/// before the record is queued). Each trace is encoded into rows here, on
-/// the export's own thread: the answer waits for the commit anyway, and
-/// concurrent exports so encode in parallel instead of one after another
-/// in the writer's encode thread (measured: docs/BENCHMARKS.md, "OTLP
-/// ingest").
+/// before the rows are handed over). The traces are encoded into rows here,
+/// on the export's own thread, and go straight to the commit thread: the
+/// answer waits for the commit anyway, concurrent exports so encode in
+/// parallel, and no answer waits for the writer's encode thread
+/// (docs/BENCHMARKS.md, "OTLP ingest"). A writer that is closing drops the
+/// rows; their tickets then fail (`store_writer_closed`).
 fn store(state: &AppState, built: Vec<Built>) -> Vec<Option<Durable>> {
-    let mut out = Vec::with_capacity(built.len());
+    let mut tickets = Vec::with_capacity(built.len());
+    let mut rows = Vec::with_capacity(built.len());
     for b in built {
-        out.push(state.service.ticket(b.record.request_id));
-        let encoded = state.writer.encode(&b.record, &b.spans);
-        state.writer.write_encoded(encoded);
+        tickets.push(state.service.ticket(b.record.request_id));
+        rows.push(state.writer.encode(&b.record, &b.spans));
     }
-    out
+    let _ = state.writer.write_encoded(rows);
+    tickets
 }
 
 /// `POST /v1/traces`: an OTLP trace export.

@@ -25,9 +25,10 @@
 //!   this process, for PostgreSQL (`synchronous_commit = on`) its WAL is
 //!   flushed by the database server.
 //! - A caller that waits for the commit anyway (the OTLP receiver) can
-//!   encode on its own thread ([`StoreWriter::encode`]) and queue the rows
-//!   ([`StoreWriter::write_encoded`]): concurrent callers then encode in
-//!   parallel instead of queueing behind the one encode thread.
+//!   encode on its own thread ([`StoreWriter::encode`]) and hand the rows
+//!   straight to the commit thread ([`StoreWriter::write_encoded`]):
+//!   concurrent callers then encode in parallel, and their answers never
+//!   wait for the encode thread (which runs at nice +10).
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 //! - On Linux the encode and free threads run at nice +10, so under CPU
@@ -227,6 +228,8 @@ pub struct StoreWriter {
     /// rules the store writes with (one pass, one configuration).
     redactor: Arc<Redactor>,
     queue: Arc<Queue>,
+    /// To the commit thread, for batches callers encoded themselves.
+    handoff: Arc<Handoff>,
     awaited: Arc<Awaited>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
@@ -293,7 +296,7 @@ impl StoreWriter {
             }),
         )?;
         let rx = queue.clone();
-        let done = EncoderDone(handoff);
+        let done = EncoderDone(handoff.clone());
         let thread = spawn(
             "gb-trace-encode",
             Box::new(move || {
@@ -307,6 +310,7 @@ impl StoreWriter {
         Ok(StoreWriter {
             redactor,
             queue,
+            handoff,
             awaited: Arc::default(),
             thread: Mutex::new(Some(thread)),
             counters,
@@ -320,8 +324,7 @@ impl StoreWriter {
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
-        let records = msg.records() as u64;
-        let depth = match self.queue.try_push(msg) {
+            let depth = match self.queue.try_push(msg) {
             Ok(depth) => Some(depth),
             Err(Refused::Full(msg)) => {
                 self.counters.waits.fetch_add(1, Ordering::Relaxed);
@@ -330,7 +333,7 @@ impl StoreWriter {
             Err(Refused::Closed) => None,
         };
         let Some(depth) = depth else {
-            self.counters.failed.fetch_add(records, Ordering::Relaxed);
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::WriterClosed);
         };
         self.counters
@@ -368,13 +371,23 @@ impl StoreWriter {
         Encoded { request, spans }
     }
 
-    /// Queues a request encoded by [`StoreWriter::encode`], with its spans,
-    /// as one message: it commits in one transaction, like a request sent
-    /// with [`TraceSink::request`], and completes its [`Durable`] ticket.
-    pub fn write_encoded(&self, encoded: Encoded) {
-        let ticket = self.awaited.remove(encoded.request.request_id);
-        // Errors are counted in `failed_records` and surface at flush/close.
-        let _ = self.send(Msg::Encoded(Box::new(encoded), ticket));
+    /// Hands requests encoded by [`StoreWriter::encode`] (each with its
+    /// spans) straight to the commit thread, merged into the batch it
+    /// commits next: each request commits in one transaction with its
+    /// spans, as one sent with [`TraceSink::request`], and completes its
+    /// [`Durable`] ticket. They skip the queue and the encode thread (both
+    /// there for callers that must not wait); while the next batch is full
+    /// this waits for room (back-pressure), as a full queue does.
+    pub fn write_encoded(&self, traces: Vec<Encoded>) -> Result<()> {
+        let batch = Batch::encoded(traces, |id| self.awaited.remove(id));
+        let records = batch.records() as u64;
+        if records == 0 || wait_for_room(|| self.handoff.put_encoded(batch)) {
+            return Ok(());
+        }
+        // Closing: the batch and its tickets are dropped unwritten (their
+        // holders hear `WriterClosed`).
+        self.counters.failed.fetch_add(records, Ordering::Relaxed);
+        Err(StoreError::WriterClosed)
     }
 
     /// Waits until everything sent before this call is committed; reports

@@ -33,20 +33,7 @@ pub(super) enum Msg {
     Span(Arc<SpanRecord>),
     /// A request, with the ticket of whoever awaits its commit.
     Request(Arc<RequestRecord>, Option<Ticket>),
-    /// A request and its spans already encoded by the sender, with the
-    /// ticket of whoever awaits its commit.
-    Encoded(Box<Encoded>, Option<Ticket>),
     Flush(SyncSender<()>),
-}
-
-impl Msg {
-    /// Records the message carries, for the queue's bound.
-    pub(super) fn records(&self) -> usize {
-        match self {
-            Msg::Encoded(e, _) => 1 + e.spans.len(),
-            _ => 1,
-        }
-    }
 }
 
 /// A finished request and its spans, encoded into rows (redacted, packed)

@@ -24,8 +24,6 @@ pub(super) struct Queue {
 #[derive(Default)]
 pub(super) struct QueueState {
     items: VecDeque<Msg>,
-    /// Records in `items` (an encoded request carries its spans too).
-    records: usize,
     closed: bool,
     encoder_waiting: bool,
     senders_waiting: usize,
@@ -57,7 +55,7 @@ impl Queue {
         if state.closed {
             return Err(Refused::Closed);
         }
-        if self.full(&state, &msg) {
+        if state.items.len() >= self.capacity {
             return Err(Refused::Full(msg));
         }
         Ok(self.push_locked(&mut state, msg))
@@ -66,7 +64,7 @@ impl Queue {
     /// Waits for room, then queues `msg`; `None` if the queue closed.
     pub(super) fn push_waiting(&self, msg: Msg) -> Option<usize> {
         let mut state = self.lock();
-        while !state.closed && self.full(&state, &msg) {
+        while !state.closed && state.items.len() >= self.capacity {
             state.senders_waiting += 1;
             state = self
                 .not_full
@@ -77,25 +75,17 @@ impl Queue {
         (!state.closed).then(|| self.push_locked(&mut state, msg))
     }
 
-    /// No room for `msg`: the queue holds `capacity` records with it. A
-    /// message larger than the whole queue goes in once the queue is empty.
-    fn full(&self, state: &QueueState, msg: &Msg) -> bool {
-        state.records > 0 && state.records + msg.records() > self.capacity
-    }
-
     fn push_locked(&self, state: &mut QueueState, msg: Msg) -> usize {
-        state.records += msg.records();
         state.items.push_back(msg);
         if state.encoder_waiting {
             state.encoder_waiting = false;
             self.not_empty.notify_one();
         }
-        state.records
+        state.items.len()
     }
 
-    /// Moves queued messages into `out`, up to `max` records (at least one
-    /// message), waiting for one; `false` once the queue is closed and
-    /// empty.
+    /// Moves up to `max` queued messages into `out`, waiting for at least
+    /// one; `false` once the queue is closed and empty.
     pub(super) fn take(&self, out: &mut Vec<Msg>, max: usize) -> bool {
         let mut state = self.lock();
         while state.items.is_empty() {
@@ -108,16 +98,7 @@ impl Queue {
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        let mut n = 0;
-        let mut records = 0;
-        for msg in &state.items {
-            if n > 0 && records + msg.records() > max {
-                break;
-            }
-            records += msg.records();
-            n += 1;
-        }
-        state.records -= records;
+        let n = state.items.len().min(max);
         out.extend(state.items.drain(..n));
         if state.senders_waiting > 0 {
             self.not_full.notify_all();
@@ -125,9 +106,8 @@ impl Queue {
         true
     }
 
-    /// Records queued now.
     pub(super) fn len(&self) -> usize {
-        self.lock().records
+        self.lock().items.len()
     }
 
     /// Refuses further pushes and wakes everyone; queued messages can still
