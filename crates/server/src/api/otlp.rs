@@ -6,7 +6,7 @@
 //! translates HTTP and hands the records to the trace writer).
 //!
 //! Bodies are `application/x-protobuf` or `application/json`, answered in
-//! the same encoding. With `[store] durability = "commit"` (the default)
+//! the same encoding, plain or `Content-Encoding: gzip`. With `[store] durability = "commit"` (the default)
 //! the answer waits until every trace the export completed has committed,
 //! as a run's answer does; spans still waiting for their root span are
 //! held in memory (`[ingest] hold_secs`), written to the held-span log
@@ -84,21 +84,7 @@ pub async fn export(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING)
-        && enc.as_bytes() != b"identity"
-    {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_encoding",
-            format!(
-                "`Content-Encoding: {}` is not accepted",
-                String::from_utf8_lossy(enc.as_bytes())
-            ),
-        )
-        .hint(
-            "send uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=none, the SDKs' default)",
-        ));
-    }
+    let body = inflated(&headers, body, state.config.ingest.max_body_bytes)?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -125,6 +111,54 @@ pub async fn export(
         HeaderValue::from_static(encoding.content_type()),
     );
     Ok(response)
+}
+
+/// The body as sent, or inflated when it is `Content-Encoding: gzip` (the
+/// Collector's `otlphttp` exporter gzips by default). What it inflates to
+/// is held to the same `[ingest] max_body_bytes` as a plain body, so a
+/// small body cannot unpack into an unbounded one.
+fn inflated(headers: &HeaderMap, body: Bytes, max_bytes: usize) -> Result<Bytes, ApiError> {
+    use std::io::Read;
+    let Some(enc) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(body);
+    };
+    let name = String::from_utf8_lossy(enc.as_bytes())
+        .trim()
+        .to_ascii_lowercase();
+    match name.as_str() {
+        "" | "identity" => Ok(body),
+        "gzip" | "x-gzip" => {
+            let limit = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+            let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(max_bytes));
+            flate2::read::GzDecoder::new(&body[..])
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut out)
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_gzip",
+                        format!("the `Content-Encoding: gzip` body could not be inflated: {e}"),
+                    )
+                })?;
+            if out.len() > max_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!(
+                        "the gzip body inflates to more than `[ingest] max_body_bytes` ({max_bytes} bytes)"
+                    ),
+                )
+                .hint("export smaller batches, or raise `[ingest] max_body_bytes`"));
+            }
+            Ok(Bytes::from(out))
+        }
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!("`Content-Encoding: {name}` is not accepted"),
+        )
+        .hint("send gzip or uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=gzip or none)")),
+    }
 }
 
 fn trace_ids(built: &[Built]) -> Vec<u128> {
