@@ -289,7 +289,12 @@ pub fn encode<S: Borrow<SpanRecord>>(
         .iter()
         .enumerate()
         .map(|(seq, s)| {
-            let mut row = encode_span(Borrow::<SpanRecord>::borrow(s), i(seq as u64), Some(&req), redactor);
+            let mut row = encode_span(
+                Borrow::<SpanRecord>::borrow(s),
+                i(seq as u64),
+                Some(&req),
+                redactor,
+            );
             row.critical_us = marks.get(seq).copied().flatten().map(i);
             row
         })

@@ -268,7 +268,10 @@ fn gzip_bodies_are_inflated_within_the_body_limit() {
     let s = TestServer::start(&[], cfg);
     let body = rag_export().encode_to_vec();
     assert_eq!(post_encoded(&s, "gzip", &gzip(&body)), (200, String::new()));
-    let r = s.get(&format!("/v1/traces/{}", "5e".repeat(16)), Some("reader-key"));
+    let r = s.get(
+        &format!("/v1/traces/{}", "5e".repeat(16)),
+        Some("reader-key"),
+    );
     assert_eq!(r.status, 200, "{}", r.text);
     // 8 KiB on the wire that inflates past the limit: refused, not inflated.
     let bomb = gzip(&vec![0u8; 1 << 20]);

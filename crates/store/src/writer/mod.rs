@@ -324,7 +324,7 @@ impl StoreWriter {
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
-            let depth = match self.queue.try_push(msg) {
+        let depth = match self.queue.try_push(msg) {
             Ok(depth) => Some(depth),
             Err(Refused::Full(msg)) => {
                 self.counters.waits.fetch_add(1, Ordering::Relaxed);

@@ -193,7 +193,13 @@ fn encoded_requests_commit_with_their_spans_before_their_tickets_complete() {
         done.recv_timeout(Duration::from_millis(300)),
         Err(RecvTimeoutError::Timeout)
     ));
-    assert!(SqliteStore::open(&path).unwrap().get(a.id).unwrap().is_none());
+    assert!(
+        SqliteStore::open(&path)
+            .unwrap()
+            .get(a.id)
+            .unwrap()
+            .is_none()
+    );
     open_gate.send(()).unwrap();
     done.recv_timeout(EVENTUALLY).unwrap().unwrap();
     let mut reader = SqliteStore::open(&path).unwrap();
