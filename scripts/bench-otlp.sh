@@ -58,7 +58,7 @@ otlp=()
 for run in $(seq 1 "$runs"); do
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   url="http://127.0.0.1:$port"
-  rm -f "$tmp"/traces.db*
+  rm -rf "$tmp"/traces.db*
   "$bin" serve --topologies "$tmp/topologies" --port "$port" \
     --store "sqlite://$tmp/traces.db" >"$tmp/serve.log" 2>&1 &
   server_pid=$!
