@@ -66,7 +66,7 @@ pub use query::{
 pub use redact::{RedactOptions, RedactRule, Redactor};
 pub use report::{GroupBy, Report, ReportOptions};
 pub use sqlite::SqliteStore;
-pub use writer::{Durable, StoreWriter, WriterOptions, WriterStats};
+pub use writer::{Durable, Encoded, StoreWriter, WriterOptions, WriterStats};
 
 /// The environment variable naming the store when `--store` is not given.
 pub const STORE_ENV: &str = "GLASSBOX_STORE";

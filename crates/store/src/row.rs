@@ -9,7 +9,7 @@
 //! explanation: ~1.8 KB of a request's ~3.5 KB) are [`Packed`] with LZ4 to
 //! half that: every byte is copied several times on its way into SQLite.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -243,15 +243,15 @@ fn top_node(receipt: &Receipt) -> Option<String> {
 /// the one redaction pass (summaries also truncated; errors with their
 /// upstream detail, tags, labels, path and explanation redacted string by
 /// string).
-pub fn encode(
+pub fn encode<S: Borrow<SpanRecord>>(
     record: &RequestRecord,
-    spans: &[Arc<SpanRecord>],
+    spans: &[S],
     redactor: &Redactor,
 ) -> (RequestRow, Vec<SpanRow>) {
     let model_key = model_key(&record.models);
     let timeouts = spans
         .iter()
-        .filter(|s| s.status == SpanStatus::Timeout)
+        .filter(|s| Borrow::<SpanRecord>::borrow(*s).status == SpanStatus::Timeout)
         .count();
     let req = RequestRow {
         request_id: record.request_id,
@@ -289,7 +289,12 @@ pub fn encode(
         .iter()
         .enumerate()
         .map(|(seq, s)| {
-            let mut row = encode_span(s, i(seq as u64), Some(&req), redactor);
+            let mut row = encode_span(
+                Borrow::<SpanRecord>::borrow(s),
+                i(seq as u64),
+                Some(&req),
+                redactor,
+            );
             row.critical_us = marks.get(seq).copied().flatten().map(i);
             row
         })

@@ -6,7 +6,7 @@
 //! translates HTTP and hands the records to the trace writer).
 //!
 //! Bodies are `application/x-protobuf` or `application/json`, answered in
-//! the same encoding. With `[store] durability = "commit"` (the default)
+//! the same encoding, plain or `Content-Encoding: gzip`. With `[store] durability = "commit"` (the default)
 //! the answer waits until every trace the export completed has committed,
 //! as a run's answer does; spans still waiting for their root span are
 //! held in memory (`[ingest] hold_secs`), written to the held-span log
@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use glassbox_ingest::{Built, Encoding, IngestError, Receiver};
 use glassbox_store::{Durable, StoreUrl};
-use glassbox_trace::{RequestId, TraceSink};
+use glassbox_trace::RequestId;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::service::durable::all_committed;
@@ -41,20 +41,22 @@ fn refused(e: &IngestError) -> ApiError {
     ApiError::new(status, e.code(), e.to_string())
 }
 
-/// Hands built traces to the writer; with `tickets`, one durability ticket
-/// each (taken before the record is queued).
-fn store(state: &AppState, built: Vec<Built>, tickets: bool) -> Vec<Option<Durable>> {
-    let mut out = Vec::with_capacity(if tickets { built.len() } else { 0 });
+/// Hands built traces to the writer, each with a durability ticket (taken
+/// before the rows are handed over). The traces are encoded into rows here,
+/// on the export's own thread, and go straight to the commit thread: the
+/// answer waits for the commit anyway, concurrent exports so encode in
+/// parallel, and no answer waits for the writer's encode thread
+/// (docs/BENCHMARKS.md, "OTLP ingest"). A writer that is closing drops the
+/// rows; their tickets then fail (`store_writer_closed`).
+fn store(state: &AppState, built: Vec<Built>) -> Vec<Option<Durable>> {
+    let mut tickets = Vec::with_capacity(built.len());
+    let mut rows = Vec::with_capacity(built.len());
     for b in built {
-        if tickets {
-            out.push(state.service.ticket(b.record.request_id));
-        }
-        for span in b.spans {
-            state.writer.span(Arc::new(span));
-        }
-        state.writer.request(Arc::new(b.record));
+        tickets.push(state.service.ticket(b.record.request_id));
+        rows.push(state.writer.encode(&b.record, &b.spans));
     }
-    out
+    let _ = state.writer.write_encoded(rows);
+    tickets
 }
 
 /// `POST /v1/traces`: an OTLP trace export.
@@ -82,21 +84,7 @@ pub async fn export(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING)
-        && enc.as_bytes() != b"identity"
-    {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_encoding",
-            format!(
-                "`Content-Encoding: {}` is not accepted",
-                String::from_utf8_lossy(enc.as_bytes())
-            ),
-        )
-        .hint(
-            "send uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=none, the SDKs' default)",
-        ));
-    }
+    let body = inflated(&headers, body, state.config.ingest.max_body_bytes)?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -110,7 +98,7 @@ pub async fn export(
     let answer = export.response(encoding);
     let built = std::mem::take(&mut export.built);
     let ids = trace_ids(&built);
-    let tickets = store(&state, built, true);
+    let tickets = store(&state, built);
     all_committed(tickets).await?;
     // Spans this export completed that earlier exports had held: retired
     // from the held-span log now that they are in the store. (With
@@ -123,6 +111,54 @@ pub async fn export(
         HeaderValue::from_static(encoding.content_type()),
     );
     Ok(response)
+}
+
+/// The body as sent, or inflated when it is `Content-Encoding: gzip` (the
+/// Collector's `otlphttp` exporter gzips by default). What it inflates to
+/// is held to the same `[ingest] max_body_bytes` as a plain body, so a
+/// small body cannot unpack into an unbounded one.
+fn inflated(headers: &HeaderMap, body: Bytes, max_bytes: usize) -> Result<Bytes, ApiError> {
+    use std::io::Read;
+    let Some(enc) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(body);
+    };
+    let name = String::from_utf8_lossy(enc.as_bytes())
+        .trim()
+        .to_ascii_lowercase();
+    match name.as_str() {
+        "" | "identity" => Ok(body),
+        "gzip" | "x-gzip" => {
+            let limit = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+            let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(max_bytes));
+            flate2::read::GzDecoder::new(&body[..])
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut out)
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_gzip",
+                        format!("the `Content-Encoding: gzip` body could not be inflated: {e}"),
+                    )
+                })?;
+            if out.len() > max_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!(
+                        "the gzip body inflates to more than `[ingest] max_body_bytes` ({max_bytes} bytes)"
+                    ),
+                )
+                .hint("export smaller batches, or raise `[ingest] max_body_bytes`"));
+            }
+            Ok(Bytes::from(out))
+        }
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!("`Content-Encoding: {name}` is not accepted"),
+        )
+        .hint("send gzip or uncompressed bodies (OTEL_EXPORTER_OTLP_COMPRESSION=gzip or none)")),
+    }
 }
 
 fn trace_ids(built: &[Built]) -> Vec<u128> {
@@ -186,7 +222,7 @@ fn store_held(state: &AppState, receiver: &Shared, built: Vec<Built>) {
         return;
     }
     let ids = trace_ids(&built);
-    let tickets = store(state, built, true);
+    let tickets = store(state, built);
     let receiver = receiver.clone();
     let retire = async move {
         if all_committed(tickets).await.is_ok() {

@@ -233,6 +233,63 @@ fn exports_need_the_run_scope_and_a_known_encoding() {
     assert_eq!(r.status, 200);
 }
 
+/// Posts `body` with `Content-Encoding: encoding`: (status, error code).
+fn post_encoded(s: &TestServer, encoding: &str, body: &[u8]) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .post(format!("{}/v1/traces", s.base))
+        .header("Content-Type", "application/x-protobuf")
+        .header("Content-Encoding", encoding)
+        .header("Authorization", "Bearer writer-key")
+        .send(body)
+        .unwrap();
+    let answer = resp.body_mut().read_to_vec().unwrap();
+    let code = serde_json::from_slice::<serde_json::Value>(&answer)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    (resp.status().as_u16(), code)
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn gzip_bodies_are_inflated_within_the_body_limit() {
+    let mut cfg = config(PRICES);
+    cfg.ingest.max_body_bytes = 256 << 10;
+    let s = TestServer::start(&[], cfg);
+    let body = rag_export().encode_to_vec();
+    assert_eq!(post_encoded(&s, "gzip", &gzip(&body)), (200, String::new()));
+    let r = s.get(
+        &format!("/v1/traces/{}", "5e".repeat(16)),
+        Some("reader-key"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    // 8 KiB on the wire that inflates past the limit: refused, not inflated.
+    let bomb = gzip(&vec![0u8; 1 << 20]);
+    assert!(bomb.len() < 8 << 10, "{}", bomb.len());
+    assert_eq!(
+        post_encoded(&s, "gzip", &bomb),
+        (413, "body_too_large".to_string())
+    );
+    assert_eq!(
+        post_encoded(&s, "gzip", &body),
+        (400, "bad_gzip".to_string())
+    );
+    assert_eq!(
+        post_encoded(&s, "br", &body),
+        (415, "unsupported_encoding".to_string())
+    );
+}
+
 fn record(s: &TestServer, id: &str) -> (RequestRecord, serde_json::Value) {
     let r = s.wait_for(&format!("/v1/traces/{id}"), Some("py-key"), |r| {
         r.status == 200

@@ -24,6 +24,11 @@
 //!   SQLite (WAL, `synchronous = NORMAL`) the request survives a crash of
 //!   this process, for PostgreSQL (`synchronous_commit = on`) its WAL is
 //!   flushed by the database server.
+//! - A caller that waits for the commit anyway (the OTLP receiver) can
+//!   encode on its own thread ([`StoreWriter::encode`]) and hand the rows
+//!   straight to the commit thread ([`StoreWriter::write_encoded`]):
+//!   concurrent callers then encode in parallel, and their answers never
+//!   wait for the encode thread (which runs at nice +10).
 //! - A failed write is retried once, then counted (`failed_records`) and
 //!   reported by the next `flush`/`close`, never swallowed.
 //! - On Linux the encode and free threads run at nice +10, so under CPU
@@ -54,7 +59,7 @@ mod queue;
 use pipeline::{Batch, Committer, CommitterGone, Encoder, EncoderDone, Handoff, run_in_background};
 use queue::{Queue, Refused};
 
-pub use msg::CommitHook;
+pub use msg::{CommitHook, Encoded};
 use msg::{Committed, Counters, Msg, Ticket};
 
 /// How the writer queues, batches and redacts.
@@ -223,6 +228,8 @@ pub struct StoreWriter {
     /// rules the store writes with (one pass, one configuration).
     redactor: Arc<Redactor>,
     queue: Arc<Queue>,
+    /// To the commit thread, for batches callers encoded themselves.
+    handoff: Arc<Handoff>,
     awaited: Arc<Awaited>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
@@ -289,7 +296,7 @@ impl StoreWriter {
             }),
         )?;
         let rx = queue.clone();
-        let done = EncoderDone(handoff);
+        let done = EncoderDone(handoff.clone());
         let thread = spawn(
             "gb-trace-encode",
             Box::new(move || {
@@ -303,6 +310,7 @@ impl StoreWriter {
         Ok(StoreWriter {
             redactor,
             queue,
+            handoff,
             awaited: Arc::default(),
             thread: Mutex::new(Some(thread)),
             counters,
@@ -346,6 +354,40 @@ impl StoreWriter {
             awaited: self.awaited.clone(),
             rx: Some(rx),
         }
+    }
+
+    /// Encodes a finished request and its spans into rows on the calling
+    /// thread (redaction, JSON, packing: what the encode thread does for
+    /// [`TraceSink::request`]), for [`StoreWriter::write_encoded`]. For
+    /// callers that wait for the commit anyway (the OTLP receiver answers
+    /// after it): their threads encode in parallel, and the writer's single
+    /// encode thread is no longer in the way of every answer.
+    pub fn encode<S: std::borrow::Borrow<SpanRecord>>(
+        &self,
+        record: &RequestRecord,
+        spans: &[S],
+    ) -> Encoded {
+        let (request, spans) = crate::row::encode(record, spans, &self.redactor);
+        Encoded { request, spans }
+    }
+
+    /// Hands requests encoded by [`StoreWriter::encode`] (each with its
+    /// spans) straight to the commit thread, merged into the batch it
+    /// commits next: each request commits in one transaction with its
+    /// spans, as one sent with [`TraceSink::request`], and completes its
+    /// [`Durable`] ticket. They skip the queue and the encode thread (both
+    /// there for callers that must not wait); while the next batch is full
+    /// this waits for room (back-pressure), as a full queue does.
+    pub fn write_encoded(&self, traces: Vec<Encoded>) -> Result<()> {
+        let batch = Batch::encoded(traces, |id| self.awaited.remove(id));
+        let records = batch.records() as u64;
+        if records == 0 || wait_for_room(|| self.handoff.put_encoded(batch)) {
+            return Ok(());
+        }
+        // Closing: the batch and its tickets are dropped unwritten (their
+        // holders hear `WriterClosed`).
+        self.counters.failed.fetch_add(records, Ordering::Relaxed);
+        Err(StoreError::WriterClosed)
     }
 
     /// Waits until everything sent before this call is committed; reports

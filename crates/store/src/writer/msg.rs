@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use glassbox_trace::{RequestId, RequestRecord, SpanRecord};
 use tokio::sync::oneshot;
 
+use crate::row::{RequestRow, SpanRow};
+
 /// Called with the ids of requests just committed, on the writer thread.
 pub type CommitHook = Arc<dyn Fn(&[RequestId]) + Send + Sync>;
 
@@ -32,6 +34,15 @@ pub(super) enum Msg {
     /// A request, with the ticket of whoever awaits its commit.
     Request(Arc<RequestRecord>, Option<Ticket>),
     Flush(SyncSender<()>),
+}
+
+/// A finished request and its spans, encoded into rows (redacted, packed)
+/// by [`StoreWriter::encode`](super::StoreWriter::encode) on the caller's
+/// thread.
+#[derive(Debug)]
+pub struct Encoded {
+    pub(super) request: RequestRow,
+    pub(super) spans: Vec<SpanRow>,
 }
 
 /// Where the committer reports the fate of one awaited request.

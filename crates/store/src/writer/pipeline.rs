@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use glassbox_trace::{RequestId, SpanRecord};
 
-use super::msg::{CommitFailure, CommitHook, Committed, Counters, Msg, Ticket};
+use super::msg::{CommitFailure, CommitHook, Committed, Counters, Encoded, Msg, Ticket};
 use super::queue::Queue;
 use crate::query::TraceStore;
 use crate::redact::Redactor;
@@ -121,6 +121,17 @@ impl Handoff {
         }
     }
 
+    /// Hands over a batch encoded by a caller of the writer
+    /// ([`StoreWriter::write_encoded`](super::StoreWriter::write_encoded)),
+    /// as [`Handoff::put`] does; `false` once the writer is closing (the
+    /// encoder is done), so nothing is put where no commit will take it.
+    pub(super) fn put_encoded(&self, batch: Batch) -> bool {
+        if self.lock().encoder_done {
+            return false;
+        }
+        self.put(batch)
+    }
+
     /// The next batch to commit; `None` once the encoder is done and
     /// nothing waits.
     pub(super) fn take(&self) -> Option<Batch> {
@@ -173,6 +184,31 @@ pub(super) struct Batch {
 }
 
 impl Batch {
+    /// A batch of requests encoded by a caller, each with the ticket
+    /// `ticket` finds for it.
+    pub(super) fn encoded(
+        traces: Vec<Encoded>,
+        mut ticket: impl FnMut(RequestId) -> Option<Ticket>,
+    ) -> Batch {
+        let mut batch = Batch {
+            requests: Vec::with_capacity(traces.len()),
+            spans: Vec::with_capacity(traces.iter().map(|t| t.spans.len()).sum()),
+            ..Batch::default()
+        };
+        for Encoded { request, spans } in traces {
+            batch.tickets.extend(ticket(request.request_id));
+            batch.records += 1 + spans.len();
+            batch.ids.push(request.request_id);
+            batch.requests.push(request);
+            batch.spans.extend(spans);
+        }
+        batch
+    }
+
+    pub(super) fn records(&self) -> usize {
+        self.records
+    }
+
     /// Moves `other`'s rows, acks and tickets to the end of this batch.
     pub(super) fn absorb(&mut self, other: &mut Batch) {
         self.requests.append(&mut other.requests);
@@ -301,8 +337,12 @@ impl Committer {
         for ack in batch.acks.drain(..) {
             let _ = ack.send(());
         }
+        // Freed on the free thread, unless it is behind (it runs at nice
+        // +10 and may get no CPU while the machine is busy): then here,
+        // rather than wait for it with the next batch's callers waiting.
         if let Some(spent) = &self.spent {
-            let _ = spent.send(batch);
+            // A refused batch comes back in the error, dropped here.
+            let _ = spent.try_send(batch);
         }
     }
 }

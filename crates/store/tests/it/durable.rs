@@ -172,3 +172,59 @@ fn a_ticket_whose_request_never_came_or_whose_writer_closed_says_so() {
     send(&writer, 3);
     assert_eq!(late.wait().unwrap_err().code(), "store_writer_closed");
 }
+
+/// Encodes request `seed` on this thread, as the OTLP receiver does.
+fn encoded(writer: &StoreWriter, seed: u64) -> glassbox_store::Encoded {
+    let (record, spans) = glassbox_store::synth::build(&SynthRequest::new(seed, T0 + seed));
+    writer.encode(&record, &spans)
+}
+
+#[test]
+fn encoded_requests_commit_with_their_spans_before_their_tickets_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let (writer, open_gate) = gated(&path);
+    let (a, b) = (SynthRequest::new(1, T0 + 1), SynthRequest::new(2, T0 + 2));
+    let ticket = writer.durable(a.id);
+    let rows = vec![encoded(&writer, 1), encoded(&writer, 2)];
+    writer.write_encoded(rows).unwrap();
+    let done = await_on_thread(ticket);
+    assert!(matches!(
+        done.recv_timeout(Duration::from_millis(300)),
+        Err(RecvTimeoutError::Timeout)
+    ));
+    assert!(
+        SqliteStore::open(&path)
+            .unwrap()
+            .get(a.id)
+            .unwrap()
+            .is_none()
+    );
+    open_gate.send(()).unwrap();
+    done.recv_timeout(EVENTUALLY).unwrap().unwrap();
+    let mut reader = SqliteStore::open(&path).unwrap();
+    for r in [&a, &b] {
+        let stored = reader.get(r.id).unwrap().expect("committed");
+        let (_, spans) = glassbox_store::synth::build(r);
+        assert_eq!(stored.spans.len(), spans.len());
+        assert_eq!(stored.record.span_count as usize, spans.len());
+    }
+    drop(open_gate);
+    let stats = writer.close().unwrap();
+    assert_eq!((stats.requests_written, stats.batches), (2, 1), "{stats:?}");
+}
+
+#[test]
+fn encoded_requests_handed_to_a_closed_writer_fail_their_tickets() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = StoreWriter::spawn(
+        Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
+        WriterOptions::default(),
+    )
+    .unwrap();
+    writer.close().unwrap();
+    let late = writer.durable(SynthRequest::new(3, T0 + 3).id);
+    let err = writer.write_encoded(vec![encoded(&writer, 3)]).unwrap_err();
+    assert_eq!(err.code(), "store_writer_closed");
+    assert_eq!(late.wait().unwrap_err().code(), "store_writer_closed");
+}
