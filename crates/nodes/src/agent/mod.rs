@@ -10,9 +10,10 @@ pub mod config;
 pub mod run;
 pub mod tool;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Value};
 
 pub use config::AgentConfig;
@@ -21,7 +22,7 @@ pub use config::AgentConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Agent;
 
-impl TypedKind for Agent {
+impl TypedKind<Resources> for Agent {
     type Config = AgentConfig;
 
     fn name(&self) -> &'static str {

@@ -5,9 +5,10 @@
 pub mod config;
 pub mod run;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
 
 pub use config::EmbeddingConfig;
@@ -16,7 +17,7 @@ pub use config::EmbeddingConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Embedding;
 
-impl TypedKind for Embedding {
+impl TypedKind<Resources> for Embedding {
     type Config = EmbeddingConfig;
 
     fn name(&self) -> &'static str {

@@ -7,9 +7,10 @@ pub mod run;
 pub mod tools;
 pub mod turns;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
 
 pub use config::LlmConfig;
@@ -18,7 +19,7 @@ pub use config::LlmConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LlmInference;
 
-impl TypedKind for LlmInference {
+impl TypedKind<Resources> for LlmInference {
     type Config = LlmConfig;
 
     fn name(&self) -> &'static str {

@@ -5,9 +5,10 @@
 pub mod config;
 pub mod run;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Value};
 
 pub use config::RouterConfig;
@@ -16,7 +17,7 @@ pub use config::RouterConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Router;
 
-impl TypedKind for Router {
+impl TypedKind<Resources> for Router {
     type Config = RouterConfig;
 
     fn name(&self) -> &'static str {

@@ -4,9 +4,10 @@
 pub mod config;
 pub mod run;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
 
 pub use config::TemplateConfig;
@@ -15,7 +16,7 @@ pub use config::TemplateConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Template;
 
-impl TypedKind for Template {
+impl TypedKind<Resources> for Template {
     type Config = TemplateConfig;
 
     fn name(&self) -> &'static str {

@@ -4,9 +4,10 @@
 pub mod config;
 pub mod run;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
 
 pub use config::VectorSearchConfig;
@@ -15,7 +16,7 @@ pub use config::VectorSearchConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct VectorSearch;
 
-impl TypedKind for VectorSearch {
+impl TypedKind<Resources> for VectorSearch {
     type Config = VectorSearchConfig;
 
     fn name(&self) -> &'static str {

@@ -18,9 +18,10 @@ pub mod host;
 mod inspect;
 pub mod run;
 
+use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Topology, Value};
 
 pub use config::WasmConfig;
@@ -30,7 +31,7 @@ pub use run::codes;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Wasm;
 
-impl TypedKind for Wasm {
+impl TypedKind<Resources> for Wasm {
     type Config = WasmConfig;
 
     fn name(&self) -> &'static str {

@@ -7,10 +7,11 @@
 //! limit, and, for admins, the tail of the step's stderr and the trap's
 //! WebAssembly backtrace.
 
+use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use serde_json::{Map, Value, json};
 use wasmtime::{Trap, UpdateDeadline};
 
