@@ -43,6 +43,12 @@ use glassbox_topology::KindSet;
 pub use assemble::{AssembleError, Assembled, Assembly, TopologyInput, assemble};
 pub use resources::{BuildContext, Registry, Resources};
 
+/// docs/kinds.md ("Adding a node kind"), compiled and run as a doc test so
+/// its worked example stays true to the kind API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/kinds.md")]
+pub struct KindsGuide;
+
 /// Every built-in kind, ready to validate topologies and build pipelines.
 pub fn registry() -> Registry {
     let mut r = Registry::new();

@@ -10,11 +10,12 @@ pub mod config;
 pub mod run;
 pub mod tool;
 
-use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
 use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::AgentConfig;
 

@@ -11,7 +11,6 @@
 //! tokens, cost and time) is itemised in the output's `steps`, which is
 //! stored and redacted like any output.
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,6 +26,7 @@ use crate::check::BackendKind;
 use crate::llm::tools::{Ask, LocalPlan, Reply};
 use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 enum Model {
     Local(Arc<LlmHandle>),

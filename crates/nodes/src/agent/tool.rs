@@ -3,7 +3,6 @@
 //! `http` call. Each call gives an observation (the text the model reads
 //! next), the cost it ran up, and whether it failed.
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::{BuildError, Pipeline, PipelineOptions, RunOptions, text_of};
@@ -11,6 +10,7 @@ use serde_json::Value;
 
 use super::config::{Runs, ToolConfig};
 use crate::http::run::HttpNode;
+use crate::resources::BuildContext;
 
 /// Longest observation the model is shown, in characters.
 pub const MAX_OBSERVATION: usize = 1500;

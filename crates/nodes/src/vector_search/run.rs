@@ -4,7 +4,6 @@
 //! Output: `{"hits": [{"title", "doc_id", "chunk_id", "score", "text"}], "count"}`;
 //! the explanation lists the distinct document titles.
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
@@ -13,6 +12,7 @@ use glassbox_models::VectorIndex;
 use serde_json::{Value, json};
 
 use super::config::VectorSearchConfig;
+use crate::resources::BuildContext;
 
 pub struct VectorSearchNode {
     index: Arc<VectorIndex>,

@@ -18,11 +18,12 @@ pub mod host;
 mod inspect;
 pub mod run;
 
-use crate::resources::{BuildContext, Resources};
 use std::sync::Arc;
 
 use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Topology, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::WasmConfig;
 pub use run::codes;

@@ -7,7 +7,6 @@
 //! limit, and, for admins, the tail of the step's stderr and the trap's
 //! WebAssembly backtrace.
 
-use crate::resources::BuildContext;
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
@@ -17,6 +16,7 @@ use wasmtime::{Trap, UpdateDeadline};
 
 use super::config::WasmConfig;
 use super::host::{self, Emit, Loaded, Reply, Sandbox};
+use crate::resources::BuildContext;
 use crate::schema_subset;
 
 /// The stable error codes of a failed call.
