@@ -22,7 +22,8 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use glassbox_engine::{PipelineOptions, Registry};
+use glassbox_engine::PipelineOptions;
+use glassbox_nodes::Registry;
 use glassbox_nodes::outbound::ServerAllow;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_topology::secret::mask_text;

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use glassbox_engine::calibration::Calibration;
 use glassbox_engine::trace::{NoopSink, TraceSink};
-use glassbox_engine::{Outcome, Pipeline, PipelineError, PipelineOptions, Registry, RunOptions};
+use glassbox_engine::{Outcome, Pipeline, PipelineError, PipelineOptions, RunOptions};
+use glassbox_nodes::Registry;
 use glassbox_nodes::{AssembleError, Assembly, TopologyInput};
 use glassbox_store::{StoreError, StoreUrl, StoreWriter, WriterOptions, WriterStats};
 use glassbox_topology::{Report, Topology, TopologyError, Validated};

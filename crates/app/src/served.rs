@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use glassbox_engine::{Pipeline, Registry};
+use glassbox_engine::Pipeline;
+use glassbox_nodes::Registry;
 use glassbox_topology::Topology;
 
 /// How chat completions stream a topology's answer.

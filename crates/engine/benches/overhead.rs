@@ -22,35 +22,31 @@ use std::time::{Duration, Instant};
 
 use glassbox_engine::trace::MemorySink;
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeKind, NodeOutput, Pipeline, PipelineOptions,
-    Registry, RunOptions,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeOutput, Pipeline, PipelineOptions, Registry,
+    RunOptions, TypedKind,
 };
-use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
+use glassbox_topology::{Cx, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
 struct Noop;
 
-impl KindSchema for Noop {
+impl TypedKind for Noop {
+    type Config = ();
+
     fn name(&self) -> &'static str {
         "noop"
     }
     fn summary(&self) -> &'static str {
         "returns its config `value` and emits its config `label`"
     }
-    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
-    fn labels(&self, _config: &Value) -> Labels {
+    fn check(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn labels(&self, _config: &()) -> Labels {
         Labels::Dynamic
     }
-}
 
-struct NoopNode {
-    value: Value,
-    label: Option<String>,
-}
-
-impl NodeKind for Noop {
     fn build(
         &self,
+        _config: &(),
         node: &glassbox_topology::Node,
         _cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
@@ -63,6 +59,11 @@ impl NodeKind for Noop {
                 .map(str::to_string),
         }))
     }
+}
+
+struct NoopNode {
+    value: Value,
+    label: Option<String>,
 }
 
 impl Node for NoopNode {
@@ -114,7 +115,7 @@ fn fan50() -> String {
 
 fn pipeline(yaml: &str) -> Pipeline {
     let mut registry = Registry::new();
-    registry.register(Arc::new(Noop));
+    registry.add(Noop);
     let v =
         match glassbox_topology::load_source(Source::new("bench.yaml", yaml), &registry.kind_set())
         {

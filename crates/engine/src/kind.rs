@@ -1,23 +1,33 @@
 //! Node kinds and the explicit [`Registry`] the binary fills.
 //!
-//! A [`NodeKind`] is a [`KindSchema`] (pure config check, labels) that can
-//! also [`build`](NodeKind::build) a runnable [`Node`] from a validated
-//! topology entry. Kinds register explicitly, so the binary decides what
-//! exists and tests register their own small kinds.
+//! Kind authors implement one trait, [`TypedKind`]: `check` reads a node's
+//! config once into the kind's own type (validation keeps that value in the
+//! topology, so the typed configuration always exists for a valid
+//! topology), and `build` takes that value and a [`BuildContext`] with the
+//! shared resources. [`Registry::add`] registers a kind.
+//!
+//! Behind it, two erased forms hold kinds of different config types side by
+//! side: the topology crate's `KindSchema` (what validation asks) and
+//! [`NodeKind`] (what the pipeline builder asks). Both are implemented for
+//! [`Typed`], the wrapper [`Registry::add`] puts around a kind, and
+//! `NodeKind` only for it (it is sealed).
 //!
 //! A kind also answers for itself what serving needs to know about it
 //! (does it stream text? guard output? embed?), so no caller decides a
 //! kind's meaning from its name.
 //!
-//! Most kinds are written as a [`TypedKind`]: `check` reads the config once
-//! into the kind's own type (validation keeps it in the topology) and
-//! `build` takes that value. [`Registry::add`] registers one.
+//! The resources a build gets are typed: [`BuildContext`] carries the
+//! topology, the secrets policy the engine resolves references with, and
+//! `R`, a struct of the resources the registering crate's kinds share
+//! (`glassbox_nodes::Resources`: model cache, outbound allowances, cluster
+//! dispatcher, the registry for sub-pipelines). Nothing is looked up by
+//! type at run time.
 
-use std::any::{Any, TypeId};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use glassbox_topology::secret_access::SecretAccess;
 use glassbox_topology::{
     Checked, Cx, Diagnostic, KindSchema, KindSet, Labels, Topology, TypedConfig, Value,
 };
@@ -25,39 +35,54 @@ use glassbox_topology::{
 use crate::error::BuildError;
 use crate::node::Node;
 
-/// A node kind that can build runnable nodes.
-pub trait NodeKind: KindSchema {
-    /// Builds a node from its validated topology entry. May do I/O (open
-    /// files, load models); `cx` carries shared resources.
+mod sealed {
+    /// Only [`Typed`](super::Typed) implements
+    /// [`NodeKind`](super::NodeKind): kind authors write a
+    /// [`TypedKind`](super::TypedKind).
+    pub trait Sealed {}
+}
+
+/// A registered kind as the pipeline builder sees it: [`Typed`] around a
+/// [`TypedKind`], whatever its config type. Sealed: implement
+/// [`TypedKind`] instead.
+pub trait NodeKind<R = ()>: KindSchema + sealed::Sealed {
+    /// Builds a node from its validated topology entry (secret references
+    /// in `node.config` already resolved). May do I/O (open files, load
+    /// models).
     fn build(
         &self,
         node: &glassbox_topology::Node,
-        cx: &BuildContext,
+        cx: &BuildContext<R>,
     ) -> Result<Arc<dyn Node>, BuildError>;
+
+    /// The typed config of a node whose secret references the pipeline
+    /// builder has just resolved, on its copy: the kind's own check of the
+    /// resolved config (validation typed the config as written, the
+    /// references standing as text), problems as a build error.
+    fn check_resolved(&self, config: &serde_json::Value) -> Result<TypedConfig, BuildError>;
 
     /// Whether its nodes generate text that may go to the caller token by
     /// token as it is produced (chat streaming).
-    fn streams_text(&self) -> bool {
-        false
-    }
+    fn streams_text(&self) -> bool;
 
     /// Whether its nodes check upstream output before it leaves, so text
     /// generated before them must not stream out unchecked.
-    fn guards_output(&self) -> bool {
-        false
-    }
+    fn guards_output(&self) -> bool;
 
     // Whether a kind embeds is [`KindSchema::embeds`]: validation needs it too
     // (a response cache's `similarity.embedding` must name an embedding node).
 }
 
-/// A node kind written against its own config type.
+/// A node kind, written against its own config type: the one trait a kind
+/// author implements (docs/kinds.md walks through adding one).
 ///
 /// [`check`](TypedKind::check) reads `config` once, reporting problems with
 /// their locations, into [`Config`](TypedKind::Config); validation keeps
 /// that value in the topology and [`build`](TypedKind::build) takes it.
-/// Register one with [`Registry::add`].
-pub trait TypedKind: Send + Sync + 'static {
+/// `R` is the resources struct of the registry the kind joins (`()` for
+/// kinds that need none; `glassbox_nodes::Resources` for the built-in
+/// ones). Register one with [`Registry::add`].
+pub trait TypedKind<R = ()>: Send + Sync + 'static {
     type Config: Send + Sync + 'static;
 
     /// The `type` string, e.g. `router`.
@@ -82,7 +107,7 @@ pub trait TypedKind: Send + Sync + 'static {
         &self,
         config: &Self::Config,
         node: &glassbox_topology::Node,
-        cx: &BuildContext,
+        cx: &BuildContext<R>,
     ) -> Result<Arc<dyn Node>, BuildError>;
 
     /// See [`KindSchema::inspect`]: checks of the typed config that need
@@ -119,14 +144,24 @@ pub trait TypedKind: Send + Sync + 'static {
     }
 }
 
-/// A [`TypedKind`] as a [`NodeKind`]: what [`Registry::add`] registers.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Typed<K>(pub K);
+/// A [`TypedKind`] in its erased forms: what [`Registry::add`] registers.
+pub struct Typed<K, R = ()>(pub K, std::marker::PhantomData<fn(&R)>);
 
-impl<K: TypedKind> Typed<K> {
-    /// Types a config that validation did not keep typed (it held secret
-    /// references, now resolved): the same check, problems as a build error.
-    fn check_json(&self, config: &serde_json::Value) -> Result<K::Config, BuildError> {
+impl<K, R> Typed<K, R> {
+    pub fn new(kind: K) -> Self {
+        Typed(kind, std::marker::PhantomData)
+    }
+}
+
+impl<K: fmt::Debug, R> fmt::Debug for Typed<K, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Typed").field(&self.0).finish()
+    }
+}
+
+impl<K: TypedKind<R>, R: 'static> Typed<K, R> {
+    /// See [`NodeKind::check_resolved`].
+    fn check_typed(&self, config: &serde_json::Value) -> Result<K::Config, BuildError> {
         let value = Value::from_json(config);
         let mut diagnostics: Vec<Diagnostic> = Vec::new();
         let typed = {
@@ -145,26 +180,31 @@ impl<K: TypedKind> Typed<K> {
             Err(BuildError::config(problems.join("; ")))
         }
     }
+
+    /// The node's typed config; validation kept it.
+    fn typed<'a>(&self, node: &'a glassbox_topology::Node) -> Result<&'a K::Config, BuildError> {
+        node.typed_config
+            .as_ref()
+            .and_then(TypedConfig::get::<K::Config>)
+            .ok_or_else(|| {
+                BuildError::config(format!(
+                    "node `{}` was not validated against kind `{}` (its typed config is missing)",
+                    node.id,
+                    self.0.name()
+                ))
+            })
+    }
 }
 
-impl<K: TypedKind> KindSchema for Typed<K> {
+impl<K, R> sealed::Sealed for Typed<K, R> {}
+
+impl<K: TypedKind<R>, R: 'static> KindSchema for Typed<K, R> {
     fn name(&self) -> &'static str {
         self.0.name()
     }
 
     fn summary(&self) -> &'static str {
         self.0.summary()
-    }
-
-    fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>) {
-        self.0.check(config, cx);
-    }
-
-    fn labels(&self, config: &serde_json::Value) -> Labels {
-        let value = Value::from_json(config);
-        let mut ignored = Vec::new();
-        let typed = self.0.check(Some(&value), &mut Cx::new(&mut ignored));
-        self.0.labels(&typed)
     }
 
     fn embeds(&self) -> bool {
@@ -182,15 +222,8 @@ impl<K: TypedKind> KindSchema for Typed<K> {
         topology: &Topology,
         cx: &mut Cx<'_>,
     ) {
-        match node.typed_config.as_ref().and_then(TypedConfig::get) {
-            Some(typed) => self.0.inspect(typed, node, config, topology, cx),
-            // Not kept typed (it holds secret references): type it again,
-            // its problems were reported by validation already.
-            None => {
-                let mut ignored = Vec::new();
-                let typed = self.0.check(config, &mut Cx::new(&mut ignored));
-                self.0.inspect(&typed, node, config, topology, cx);
-            }
+        if let Some(typed) = node.typed_config.as_ref().and_then(TypedConfig::get) {
+            self.0.inspect(typed, node, config, topology, cx);
         }
     }
 
@@ -203,16 +236,17 @@ impl<K: TypedKind> KindSchema for Typed<K> {
     }
 }
 
-impl<K: TypedKind> NodeKind for Typed<K> {
+impl<K: TypedKind<R>, R: 'static> NodeKind<R> for Typed<K, R> {
     fn build(
         &self,
         node: &glassbox_topology::Node,
-        cx: &BuildContext,
+        cx: &BuildContext<R>,
     ) -> Result<Arc<dyn Node>, BuildError> {
-        match node.typed_config.as_ref().and_then(TypedConfig::get) {
-            Some(config) => self.0.build(config, node, cx),
-            None => self.0.build(&self.check_json(&node.config)?, node, cx),
-        }
+        self.0.build(self.typed(node)?, node, cx)
+    }
+
+    fn check_resolved(&self, config: &serde_json::Value) -> Result<TypedConfig, BuildError> {
+        self.check_typed(config).map(TypedConfig::new)
     }
 
     fn streams_text(&self) -> bool {
@@ -224,74 +258,86 @@ impl<K: TypedKind> NodeKind for Typed<K> {
     }
 }
 
-/// What a kind gets when building: the topology and shared resources
-/// (model handles, HTTP agents) that the binary put in, looked up by type.
+/// What a kind gets when building: the topology, the secrets policy the
+/// engine resolved the node's references with, and `R`, the typed
+/// resources the registering crate's kinds share (model handles, HTTP
+/// allowances: `glassbox_nodes::Resources`).
 #[derive(Clone)]
-pub struct BuildContext {
+pub struct BuildContext<R = ()> {
     pub topology: Arc<Topology>,
-    extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Which secrets references may read and where they may be sent (the
+    /// server's `[secrets]`; the default otherwise).
+    pub secrets: SecretAccess,
+    pub resources: R,
 }
 
-impl fmt::Debug for BuildContext {
+impl<R> fmt::Debug for BuildContext<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BuildContext")
             .field("topology", &self.topology.id)
-            .field("extensions", &self.extensions.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl BuildContext {
-    pub fn new(topology: Arc<Topology>) -> BuildContext {
+impl<R: Default> BuildContext<R> {
+    /// A context with the default secrets policy and default resources.
+    pub fn new(topology: Arc<Topology>) -> BuildContext<R> {
+        BuildContext::with(topology, R::default())
+    }
+}
+
+impl<R> BuildContext<R> {
+    /// A context with the default secrets policy and these resources.
+    pub fn with(topology: Arc<Topology>, resources: R) -> BuildContext<R> {
         BuildContext {
             topology,
-            extensions: HashMap::new(),
+            secrets: SecretAccess::default(),
+            resources,
         }
     }
+}
 
-    /// Adds a shared resource; one per type.
-    pub fn insert<T: Any + Send + Sync>(&mut self, value: Arc<T>) -> &mut Self {
-        self.extensions.insert(TypeId::of::<T>(), value);
-        self
-    }
+/// The node kinds a pipeline may use, for resources `R`.
+pub struct Registry<R = ()> {
+    kinds: BTreeMap<&'static str, Arc<dyn NodeKind<R>>>,
+}
 
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        self.extensions
-            .get(&TypeId::of::<T>())
-            .cloned()
-            .and_then(|a| a.downcast::<T>().ok())
+impl<R> Clone for Registry<R> {
+    fn clone(&self) -> Self {
+        Registry {
+            kinds: self.kinds.clone(),
+        }
     }
 }
 
-/// The node kinds a pipeline may use.
-#[derive(Clone, Default)]
-pub struct Registry {
-    kinds: BTreeMap<&'static str, Arc<dyn NodeKind>>,
+impl<R> Default for Registry<R> {
+    fn default() -> Self {
+        Registry {
+            kinds: BTreeMap::new(),
+        }
+    }
 }
 
-impl fmt::Debug for Registry {
+impl<R> fmt::Debug for Registry<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.kinds.keys()).finish()
     }
 }
 
-impl Registry {
-    pub fn new() -> Registry {
+impl<R: 'static> Registry<R> {
+    pub fn new() -> Registry<R> {
         Registry::default()
     }
 
-    /// Adds a kind; a later kind with the same name replaces the earlier.
-    pub fn register(&mut self, kind: Arc<dyn NodeKind>) -> &mut Self {
+    /// Adds a [`TypedKind`]; a later kind with the same name replaces the
+    /// earlier.
+    pub fn add<K: TypedKind<R>>(&mut self, kind: K) -> &mut Self {
+        let kind: Arc<dyn NodeKind<R>> = Arc::new(Typed::<K, R>::new(kind));
         self.kinds.insert(kind.name(), kind);
         self
     }
 
-    /// Adds a [`TypedKind`].
-    pub fn add<K: TypedKind>(&mut self, kind: K) -> &mut Self {
-        self.register(Arc::new(Typed(kind)))
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn NodeKind>> {
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn NodeKind<R>>> {
         self.kinds.get(name)
     }
 

@@ -12,8 +12,9 @@
 //! Main types:
 //! - [`Node`] / [`Call`]: what a built node does for one attempt, and where
 //!   that work runs (inline, blocking pool, or async I/O).
-//! - [`NodeKind`] / [`Registry`]: kinds check config purely (via
-//!   `KindSchema`) and build nodes with a [`BuildContext`]; the binary
+//! - [`TypedKind`] / [`Registry`]: the one trait a kind author writes
+//!   (check the config purely into the kind's own type, then build a node
+//!   from it with a [`BuildContext`] of typed resources); the binary
 //!   registers kinds explicitly.
 //! - [`Pipeline`]: an `Arc<Topology>` plus built nodes and precomputed
 //!   plans; [`Pipeline::run`] returns an [`Outcome`] (trace + result).

@@ -7,13 +7,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use glassbox_topology::Topology;
-use glassbox_topology::secret_access::SecretAccess;
 use serde_json::Value;
 
 use crate::built::BuiltPipeline;
 use crate::error::{BuildError, NodeBuildError, PipelineError};
 use crate::executor;
-use crate::kind::{BuildContext, Registry};
+use crate::kind::{BuildContext, NodeKind, Registry};
 use crate::node::Node;
 pub use crate::options::{PipelineOptions, RunOptions};
 use crate::outcome::Outcome;
@@ -35,31 +34,33 @@ impl std::fmt::Debug for Pipeline {
 
 /// The node with the secret references of its config (`${env:NAME}`,
 /// `${file:/path}`) resolved, for its kind to build from: only in fields
-/// meant for secrets (`declared` adds its kind's), only from what the
-/// server's [`SecretAccess`] allows (the build context's; the default
-/// otherwise). The copy lives only as long as the build: the topology
-/// keeps the references.
-fn with_secrets<'a>(
+/// meant for secrets (its kind declares its own), only from what the
+/// build context's [`SecretAccess`](glassbox_topology::secret_access::SecretAccess)
+/// allows. The references are resolved first and the kind then types the
+/// resolved config, so the build takes a typed config like every other
+/// node's. The copy lives only as long as the build: the topology keeps
+/// the references.
+fn with_secrets<'a, R>(
     node: &'a glassbox_topology::Node,
-    declared: &[&str],
-    cx: &BuildContext,
+    kind: &dyn NodeKind<R>,
+    cx: &BuildContext<R>,
 ) -> Result<Cow<'a, glassbox_topology::Node>, BuildError> {
     if !glassbox_topology::secret::holds_reference(&node.config) {
         return Ok(Cow::Borrowed(node));
     }
-    let access = cx.get::<SecretAccess>().unwrap_or_default();
     let mut resolved = node.clone();
-    resolved.config = access.resolve(&node.config, declared)?;
+    resolved.config = cx.secrets.resolve(&node.config, kind.secret_fields())?;
+    resolved.typed_config = Some(kind.check_resolved(&resolved.config)?);
     Ok(Cow::Owned(resolved))
 }
 
 impl Pipeline {
     /// Builds every node with its registered kind. Reports every node that
     /// fails to build, not just the first.
-    pub fn build(
+    pub fn build<R: 'static>(
         topology: Arc<Topology>,
-        registry: &Registry,
-        cx: &BuildContext,
+        registry: &Registry<R>,
+        cx: &BuildContext<R>,
         options: PipelineOptions,
     ) -> Result<Pipeline, PipelineError> {
         let topology = with_prices(topology, &options.prices);
@@ -68,7 +69,7 @@ impl Pipeline {
         for node in &topology.nodes {
             let built = match registry.get(&node.kind) {
                 Some(kind) => {
-                    with_secrets(node, kind.secret_fields(), cx).and_then(|n| kind.build(&n, cx))
+                    with_secrets(node, kind.as_ref(), cx).and_then(|n| kind.build(&n, cx))
                 }
                 None => Err(BuildError::UnknownKind {
                     kind: node.kind.clone(),

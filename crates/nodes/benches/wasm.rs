@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use aho_corasick::{AhoCorasick, MatchKind};
 use glassbox_engine::trace::{Fact, MemorySink};
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeOutput, Pipeline, PipelineOptions, Registry,
-    RunOptions, TypedKind,
+    BuildError, Call, Node, NodeCx, NodeOutput, Pipeline, PipelineOptions, RunOptions, TypedKind,
 };
+use glassbox_nodes::{BuildContext, Registry, Resources};
 use glassbox_topology::{Cx, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
@@ -65,7 +65,7 @@ impl Cleaner {
 /// The cleaner as a built-in kind.
 struct NativeKind;
 
-impl TypedKind for NativeKind {
+impl TypedKind<Resources> for NativeKind {
     type Config = ();
     fn name(&self) -> &'static str {
         "native_cleaner"

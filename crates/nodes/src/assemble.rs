@@ -7,11 +7,12 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, Pipeline, PipelineError, PipelineOptions, Registry};
+use glassbox_engine::{Pipeline, PipelineError, PipelineOptions};
 use glassbox_topology::{Report, Source, Topology, TopologyError, Validated};
 
 use crate::model_cache::ModelCache;
 use crate::outbound::ServerAllow;
+use crate::resources::{BuildContext, Registry, Resources};
 
 /// Where the topology comes from.
 #[derive(Debug)]
@@ -90,20 +91,20 @@ pub fn assemble<E>(
         TopologyInput::Validated(validated) => *validated,
     };
     let topology = Arc::new(validated.topology);
-    let mut cx = BuildContext::new(topology.clone());
-    // Kinds that build sub-topologies (an agent's tools) build them with
-    // the same kinds.
-    cx.insert(Arc::new(with.registry.clone()));
+    let mut cx = BuildContext::with(
+        topology.clone(),
+        Resources {
+            // Kinds that build sub-topologies (an agent's tools) build them
+            // with the same kinds.
+            registry: Some(with.registry.clone()),
+            outbound: with.outbound.clone(),
+            models: with.models.clone(),
+            cluster: with.cluster.clone(),
+        },
+    );
     if let Some(outbound) = &with.outbound {
-        cx.insert(outbound.clone());
         // The engine resolves config secrets with it (crate::secret_access).
-        cx.insert(Arc::new(outbound.secrets.clone()));
-    }
-    if let Some(models) = &with.models {
-        cx.insert(models.clone());
-    }
-    if let Some(cluster) = &with.cluster {
-        cx.insert(cluster.clone());
+        cx.secrets = outbound.secrets.clone();
     }
     let options = (with.options)(&topology, &validated.report).map_err(AssembleError::Options)?;
     let pipeline = Pipeline::build(topology.clone(), with.registry, &cx, options)?;

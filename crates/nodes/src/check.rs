@@ -163,7 +163,7 @@ pub fn strings(list: Option<Vec<Spanned<String>>>) -> Vec<String> {
 
 /// A kind's typed config from YAML text, for unit tests.
 #[cfg(test)]
-pub fn typed<K: glassbox_engine::TypedKind>(kind: &K, yaml: &str) -> K::Config {
+pub fn typed<R, K: glassbox_engine::TypedKind<R>>(kind: &K, yaml: &str) -> K::Config {
     let source = glassbox_topology::Source::new("config.yaml", yaml);
     let value = glassbox_topology::parse::parse(&source).unwrap_or_else(|d| panic!("{d:?}"));
     let mut diagnostics = Vec::new();

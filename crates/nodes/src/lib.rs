@@ -10,12 +10,15 @@
 //! that value and runs it. Validation keeps the typed config in the
 //! topology, so building never re-reads raw JSON.
 //!
-//! GPU-tagged model nodes are sent to cluster workers when the build
-//! context holds a [`cluster::Dispatcher`] (`glassbox serve --cluster`).
+//! What the kinds share when they build is one typed struct,
+//! [`Resources`] (model cache, outbound allowances, the registry for
+//! sub-topologies, the cluster's dispatcher): GPU-tagged model nodes are
+//! sent to cluster workers when it holds a [`cluster::Dispatcher`]
+//! (`glassbox serve --cluster`).
 //!
 //! Kinds are registered explicitly, once, in [`registry`]: the binary
 //! decides what exists, and tests can register their own. Adding a kind is
-//! one folder and one line there.
+//! one folder and one line there (docs/kinds.md walks through it).
 
 pub mod agent;
 pub mod assemble;
@@ -28,6 +31,7 @@ pub mod llm;
 pub mod model_cache;
 pub mod openai;
 pub mod outbound;
+pub mod resources;
 pub mod router;
 pub mod schema_subset;
 pub mod template;
@@ -37,10 +41,17 @@ pub mod wasm;
 use glassbox_topology::KindSet;
 
 pub use assemble::{AssembleError, Assembled, Assembly, TopologyInput, assemble};
+pub use resources::{BuildContext, Registry, Resources};
+
+/// docs/kinds.md ("Adding a node kind"), compiled and run as a doc test so
+/// its worked example stays true to the kind API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/kinds.md")]
+pub struct KindsGuide;
 
 /// Every built-in kind, ready to validate topologies and build pipelines.
-pub fn registry() -> glassbox_engine::Registry {
-    let mut r = glassbox_engine::Registry::new();
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
     r.add(router::Router)
         .add(template::Template)
         .add(embedding::Embedding)

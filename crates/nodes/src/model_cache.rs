@@ -1,9 +1,8 @@
 //! Loaded models and indexes, shared by every node (and pipeline) that
 //! names the same file, so two nodes on one model load it once.
 //!
-//! A pipeline may bring its own cache through the [`BuildContext`]
-//! (`cx.insert(Arc::new(ModelCache::default()))`); otherwise the process-wide
-//! one is used, which is what a long-running server wants.
+//! A pipeline may bring its own cache (`Resources::models`); otherwise the
+//! process-wide one is used, which is what a long-running server wants.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,11 +30,6 @@ pub fn global() -> Arc<ModelCache> {
     GLOBAL
         .get_or_init(|| Arc::new(ModelCache::default()))
         .clone()
-}
-
-/// The cache for a build: the context's, else the process-wide one.
-pub fn cache(cx: &BuildContext) -> Arc<ModelCache> {
-    cx.get::<ModelCache>().unwrap_or_else(global)
 }
 
 fn unavailable(what: String, err: impl std::error::Error + Send + Sync + 'static) -> BuildError {
@@ -143,7 +137,7 @@ impl ModelCache {
 /// Where a model named in a config lives: an existing path (relative to the
 /// topology file, or absolute) wins; otherwise it is looked up in the models
 /// directory (`GLASSBOX_MODELS`).
-pub fn locate(cx: &BuildContext, name: &str) -> PathBuf {
+pub fn locate<R>(cx: &BuildContext<R>, name: &str) -> PathBuf {
     let local = cx.topology.resolve_path(name);
     if local.exists() {
         return local;

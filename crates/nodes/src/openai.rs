@@ -10,12 +10,12 @@
 use std::time::Duration;
 
 use glassbox_engine::trace::TokenUsage;
-use glassbox_engine::{BuildContext, BuildError, NodeError, TokenStream};
+use glassbox_engine::{BuildError, NodeError, TokenStream};
 use serde_json::{Value, json};
 
 use crate::check::Backend;
 use crate::outbound::{
-    Client, ClientOptions, Request, WorkerTimeouts, display_url, upstream_error,
+    Client, ClientOptions, Request, ServerAllow, WorkerTimeouts, display_url, upstream_error,
 };
 
 /// What a chat completion answered: the text, the tokens by price class
@@ -87,9 +87,9 @@ impl Endpoint {
     pub fn for_node(
         config: &Backend,
         timeout: Duration,
-        cx: &BuildContext,
+        server: Option<&ServerAllow>,
     ) -> Result<Endpoint, BuildError> {
-        Self::from_config(config, timeout, Some(cx))
+        Self::from_config(config, timeout, server)
             .ok_or_else(|| BuildError::config("`backend: openai` needs `base_url` and `model`"))?
     }
 
@@ -99,7 +99,7 @@ impl Endpoint {
     pub fn from_config(
         config: &Backend,
         timeout: Duration,
-        cx: Option<&BuildContext>,
+        server: Option<&ServerAllow>,
     ) -> Option<Result<Endpoint, BuildError>> {
         let base_url = config
             .base_url
@@ -108,7 +108,7 @@ impl Endpoint {
             .to_string();
         let model = config.model.clone()?;
         let shown_url = display_url(&base_url);
-        let Some(host) = crate::http::host_of(&base_url) else {
+        let Some(host) = crate::outbound::url_host(&base_url) else {
             return Some(Err(BuildError::config(format!(
                 "`base_url` `{shown_url}` is not an http(s) URL"
             ))));
@@ -120,7 +120,7 @@ impl Endpoint {
                 max_redirects: 0,
                 timeout,
             },
-            cx,
+            server,
         );
         if let Err(e) = client.policy().check_static(host) {
             return Some(Err(BuildError::config(format!("`base_url`: {e}"))));
@@ -129,9 +129,7 @@ impl Endpoint {
         // a host it is bound to (issue 33: `api_key_env: GLASSBOX_API_KEY`
         // sent the server's admin key to the node's `base_url`).
         if let Some(var) = &config.api_key_env {
-            let access = cx
-                .and_then(|cx| cx.get::<glassbox_topology::secret_access::SecretAccess>())
-                .unwrap_or_default();
+            let access = server.map(|s| s.secrets.clone()).unwrap_or_default();
             let field = "config.api_key_env";
             if let Err(e) = access
                 .check_env(field, var)

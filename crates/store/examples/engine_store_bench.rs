@@ -31,38 +31,32 @@ use std::time::{Duration, Instant};
 
 use glassbox_engine::trace::{MemorySink, NoopSink, TraceSink};
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeKind, NodeOutput, Pipeline, PipelineOptions,
-    Registry, RunOptions,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeOutput, Pipeline, PipelineOptions, Registry,
+    RunOptions, TypedKind,
 };
 use glassbox_store::{StoreUrl, WriterOptions};
-use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
+use glassbox_topology::{Cx, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
 struct Noop;
 
-impl KindSchema for Noop {
+impl TypedKind for Noop {
+    type Config = ();
+
     fn name(&self) -> &'static str {
         "noop"
     }
     fn summary(&self) -> &'static str {
         "returns its config `value` and emits its config `label`"
     }
-    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
-    fn labels(&self, _config: &Value) -> Labels {
+    fn check(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn labels(&self, _config: &()) -> Labels {
         Labels::Dynamic
     }
-}
 
-struct NoopNode {
-    value: Value,
-    label: Option<String>,
-    /// Answer after this long (an async wait: a remote model's latency).
-    delay: Option<Duration>,
-}
-
-impl NodeKind for Noop {
     fn build(
         &self,
+        _config: &(),
         node: &glassbox_topology::Node,
         _cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
@@ -80,6 +74,13 @@ impl NodeKind for Noop {
                 .map(Duration::from_micros),
         }))
     }
+}
+
+struct NoopNode {
+    value: Value,
+    label: Option<String>,
+    /// Answer after this long (an async wait: a remote model's latency).
+    delay: Option<Duration>,
 }
 
 impl Node for NoopNode {
@@ -137,7 +138,7 @@ edges:
 
 fn pipeline(sink: Arc<dyn TraceSink>, text: &str) -> Pipeline {
     let mut registry = Registry::new();
-    registry.register(Arc::new(Noop));
+    registry.add(Noop);
     let v = glassbox_topology::load_source(Source::new("rag6.yaml", text), &registry.kind_set())
         .unwrap_or_else(|e| panic!("{e}"));
     let topology = Arc::new(v.topology);

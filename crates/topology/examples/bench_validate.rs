@@ -9,7 +9,7 @@
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
-use glassbox_topology::{Cx, KindSchema, KindSet, Labels, Source, Value, validate};
+use glassbox_topology::{Checked, Cx, KindSchema, KindSet, Labels, Source, Value, validate};
 
 struct AnyKind(&'static str);
 
@@ -20,9 +20,11 @@ impl KindSchema for AnyKind {
     fn summary(&self) -> &'static str {
         "benchmark kind"
     }
-    fn check_config(&self, _config: Option<&Value>, _cx: &mut Cx<'_>) {}
-    fn labels(&self, _config: &serde_json::Value) -> Labels {
-        Labels::Dynamic
+    fn check(&self, _config: Option<&Value>, _cx: &mut Cx<'_>) -> Checked {
+        Checked {
+            labels: Labels::Dynamic,
+            config: None,
+        }
     }
 }
 

@@ -30,23 +30,16 @@ pub enum Labels {
     Dynamic,
 }
 
-/// A node kind as the validator sees it.
+/// A node kind as the validator sees it. Kind authors do not implement
+/// this: they write the engine's `TypedKind`, which the engine's registry
+/// turns into a `KindSchema` (and the topology's examples and benches use
+/// a minimal one of their own).
 pub trait KindSchema: Send + Sync {
     /// The `type` string, e.g. `router`.
     fn name(&self) -> &'static str;
 
     /// One line for `--help` and error hints.
     fn summary(&self) -> &'static str;
-
-    /// Checks `config` (which may be absent) and reports problems into `cx`.
-    /// Must not do I/O: files and servers are checked when the node is built.
-    fn check_config(&self, config: Option<&Value>, cx: &mut Cx<'_>);
-
-    /// The labels a node with this (already checked) config can emit.
-    fn labels(&self, config: &serde_json::Value) -> Labels {
-        let _ = config;
-        Labels::None
-    }
 
     /// Whether its nodes turn text into a vector (`/v1/embeddings`, and the
     /// model a response cache's `similarity.embedding` may name).
@@ -78,22 +71,12 @@ pub trait KindSchema: Send + Sync {
         let _ = (node, config, topology, cx);
     }
 
-    /// Checks `config` once and yields what later stages need from it: the
-    /// labels a node can emit and the typed config its build step takes.
-    /// Pure, like [`check_config`](KindSchema::check_config). The default
-    /// runs `check_config` and `labels` and keeps no typed value (kinds that
-    /// build from the plain JSON config).
-    fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked {
-        self.check_config(config, cx);
-        let json = config.filter(|v| v.as_map().is_some()).map_or_else(
-            || serde_json::Value::Object(Default::default()),
-            Value::to_json,
-        );
-        Checked {
-            labels: self.labels(&json),
-            config: None,
-        }
-    }
+    /// Checks `config` (which may be absent) once, reporting every problem
+    /// into `cx`, and yields what later stages need from it: the labels a
+    /// node can emit and the typed config its build step takes. Must not do
+    /// I/O: files and servers are checked when the node is built (or by
+    /// [`inspect`](KindSchema::inspect)).
+    fn check(&self, config: Option<&Value>, cx: &mut Cx<'_>) -> Checked;
 }
 
 /// What a kind's [`check`](KindSchema::check) yields.

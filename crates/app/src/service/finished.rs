@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use glassbox_engine::{Outcome, Registry};
+use glassbox_engine::Outcome;
+use glassbox_nodes::Registry;
 
 use super::error::ServiceError;
 use super::usage::{self, TokenUsage};

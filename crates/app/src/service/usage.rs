@@ -3,7 +3,7 @@
 //! count serves every API: chat `usage`, embeddings `usage`, and the
 //! `tokens_per_minute` rate limit settled after a run.
 
-use glassbox_engine::Registry;
+use glassbox_nodes::Registry;
 use glassbox_trace::SpanRecord;
 
 /// The tokens one request used.

@@ -27,10 +27,10 @@ use std::time::Duration;
 
 use glassbox_engine::trace::{Fact, MemorySink};
 use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeKind, NodeOutput, Pipeline,
-    PipelineOptions, Registry,
+    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, Pipeline, PipelineOptions,
+    Registry, TypedKind,
 };
-use glassbox_topology::{Cx, KindSchema, Labels, Source, Value as Spanned};
+use glassbox_topology::{Cx, Labels, Source, Value as Spanned};
 use serde_json::{Value, json};
 
 pub struct TestKind;
@@ -41,28 +41,23 @@ pub static KEPT: Mutex<Vec<(String, NodeCx, bool)>> = Mutex::new(Vec::new());
 /// `NodeCx::time_left` of `keep_cx` nodes when called: (node id, left).
 pub static LEFT: Mutex<Vec<(String, Option<Duration>)>> = Mutex::new(Vec::new());
 
-impl KindSchema for TestKind {
+impl TypedKind for TestKind {
+    type Config = ();
+
     fn name(&self) -> &'static str {
         "test"
     }
     fn summary(&self) -> &'static str {
         "test-only node"
     }
-    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
-    fn labels(&self, _config: &Value) -> Labels {
+    fn check(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn labels(&self, _config: &()) -> Labels {
         Labels::Dynamic
     }
-}
 
-struct TestNode {
-    config: Value,
-    id: String,
-    calls: AtomicU32,
-}
-
-impl NodeKind for TestKind {
     fn build(
         &self,
+        _config: &(),
         node: &glassbox_topology::Node,
         _cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
@@ -72,6 +67,12 @@ impl NodeKind for TestKind {
             calls: AtomicU32::new(0),
         }))
     }
+}
+
+struct TestNode {
+    config: Value,
+    id: String,
+    calls: AtomicU32,
 }
 
 impl TestNode {
@@ -195,22 +196,23 @@ impl Node for TestNode {
 /// alike whatever their punctuation; its output is `{"vector": ...}`.
 pub struct TestEmbedKind;
 
-impl KindSchema for TestEmbedKind {
+impl TypedKind for TestEmbedKind {
+    type Config = ();
+
     fn name(&self) -> &'static str {
         "test_embed"
     }
     fn summary(&self) -> &'static str {
         "test-only embedding by letter counts"
     }
-    fn check_config(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
+    fn check(&self, _config: Option<&Spanned>, _cx: &mut Cx<'_>) {}
     fn embeds(&self) -> bool {
         true
     }
-}
 
-impl NodeKind for TestEmbedKind {
     fn build(
         &self,
+        _config: &(),
         _node: &glassbox_topology::Node,
         _cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
@@ -241,8 +243,8 @@ impl Node for TestEmbedNode {
 
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    r.register(Arc::new(TestKind));
-    r.register(Arc::new(TestEmbedKind));
+    r.add(TestKind);
+    r.add(TestEmbedKind);
     r
 }
 

@@ -12,8 +12,10 @@ pub mod tool;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::AgentConfig;
 
@@ -21,7 +23,7 @@ pub use config::AgentConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Agent;
 
-impl TypedKind for Agent {
+impl TypedKind<Resources> for Agent {
     type Config = AgentConfig;
 
     fn name(&self) -> &'static str {

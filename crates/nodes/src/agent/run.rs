@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, Step as StepSpan,
-};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, Step as StepSpan};
 use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, LlmOptions};
 use serde_json::{Value, json};
 
@@ -28,8 +26,9 @@ use super::config::AgentConfig;
 use super::tool::{self, Tool};
 use crate::check::BackendKind;
 use crate::llm::tools::{Ask, LocalPlan, Reply};
-use crate::model_cache::{cache, locate};
+use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 enum Model {
     Local(Arc<LlmHandle>),
@@ -71,7 +70,11 @@ pub(super) fn build(
         .ok_or_else(|| BuildError::config("the agent has no usable tools"))?;
     let plan = ask.local_plan().map_err(BuildError::config)?;
     let model = match c.backend.kind {
-        BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(&c.backend, node.timeout, cx)?),
+        BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(
+            &c.backend,
+            node.timeout,
+            cx.resources.outbound(),
+        )?),
         BackendKind::Local => {
             let name = c
                 .backend
@@ -80,7 +83,7 @@ pub(super) fn build(
                 .unwrap_or(crate::llm::run::DEFAULT_MODEL);
             let mut options = LlmOptions::new(locate(cx, name));
             options.n_ctx = c.context_size.map_or(4096, |n| n as u32);
-            Model::Local(cache(cx).llm(options)?)
+            Model::Local(cx.resources.models().llm(options)?)
         }
     };
     let tools = c

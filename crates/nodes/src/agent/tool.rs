@@ -5,15 +5,12 @@
 
 use std::sync::Arc;
 
-use glassbox_engine::{
-    BuildContext, BuildError, Pipeline, PipelineOptions, Registry, RunOptions, text_of,
-};
+use glassbox_engine::{BuildError, Pipeline, PipelineOptions, RunOptions, text_of};
 use serde_json::Value;
 
 use super::config::{Runs, ToolConfig};
 use crate::http::run::HttpNode;
-use crate::model_cache::ModelCache;
-use crate::outbound::ServerAllow;
+use crate::resources::BuildContext;
 
 /// Longest observation the model is shown, in characters.
 pub const MAX_OBSERVATION: usize = 1500;
@@ -57,7 +54,11 @@ pub fn build(
     cx: &BuildContext,
 ) -> Result<Tool, BuildError> {
     let runner = match &t.runs {
-        Runs::Http(h) => Runner::Http(crate::http::run::build(h, timeout, Some(cx))?),
+        Runs::Http(h) => Runner::Http(crate::http::run::build(
+            h,
+            timeout,
+            cx.resources.outbound(),
+        )?),
         Runs::Topology(file) => {
             let depth = NESTING.with(std::cell::Cell::get);
             if depth >= MAX_NESTING {
@@ -68,7 +69,7 @@ pub fn build(
                 )));
             }
             let path = cx.topology.resolve_path(file);
-            let registry = cx.get::<Registry>().ok_or_else(|| {
+            let registry = cx.resources.registry.as_ref().ok_or_else(|| {
                 BuildError::config(format!(
                     "tool `{}`: topology tools are built only by \
                      `glassbox_nodes::assemble` (which knows the kinds)",
@@ -79,10 +80,10 @@ pub fn build(
                 Ok::<_, std::convert::Infallible>(PipelineOptions::default())
             };
             let with = crate::assemble::Assembly {
-                registry: &registry,
+                registry,
                 options: &options,
-                outbound: cx.get::<ServerAllow>(),
-                models: cx.get::<ModelCache>(),
+                outbound: cx.resources.outbound.clone(),
+                models: cx.resources.models.clone(),
                 cluster: None,
             };
             NESTING.with(|n| n.set(depth + 1));

@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use glassbox_engine::trace::{FailedAttempt, Placed};
-use glassbox_engine::{BuildContext, NodeCx, NodeError, TokenStream};
+use glassbox_engine::{NodeCx, NodeError, TokenStream};
 use glassbox_topology::ResourceKind;
 use serde_json::Value;
 
@@ -75,20 +75,19 @@ pub struct Done<T> {
 
 impl Remote {
     /// The remote form of a `kind` node, when it belongs on the workers:
-    /// the build context has a [`Dispatcher`], the node is tagged
+    /// the build has a [`Dispatcher`] (its `Resources::cluster`), the node is tagged
     /// `resource: {type: gpu}` and uses the default `local` backend.
     pub fn for_node(
         kind: &'static str,
         node: &glassbox_topology::Node,
         backend: BackendKind,
-        cx: &BuildContext,
+        dispatcher: Option<&Dispatcher>,
     ) -> Option<Remote> {
         if node.resource.kind != ResourceKind::Gpu || backend != BackendKind::Local {
             return None;
         }
-        let dispatcher = cx.get::<Dispatcher>()?;
         Some(Remote {
-            dispatcher: (*dispatcher).clone(),
+            dispatcher: dispatcher?.clone(),
             kind,
             node: node.id.clone(),
             model: node.resource.model.clone(),

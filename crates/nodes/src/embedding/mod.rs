@@ -7,8 +7,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::EmbeddingConfig;
 
@@ -16,7 +18,7 @@ pub use config::EmbeddingConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Embedding;
 
-impl TypedKind for Embedding {
+impl TypedKind<Resources> for Embedding {
     type Config = EmbeddingConfig;
 
     fn name(&self) -> &'static str {

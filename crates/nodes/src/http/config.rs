@@ -35,13 +35,7 @@ pub struct HttpConfig {
     pub timeout_ms: Option<u64>,
 }
 
-/// The host part of an http(s) URL.
-pub fn host_of(url: &str) -> Option<&str> {
-    if !(url.starts_with("https://") || url.starts_with("http://")) {
-        return None;
-    }
-    glassbox_topology::secret_access::url_host(url)
-}
+pub use crate::outbound::url_host as host_of;
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> HttpConfig {
     let mut out = HttpConfig::default();

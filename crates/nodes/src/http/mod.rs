@@ -6,8 +6,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::{HttpConfig, host_of};
 
@@ -15,7 +17,7 @@ pub use config::{HttpConfig, host_of};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Http;
 
-impl TypedKind for Http {
+impl TypedKind<Resources> for Http {
     type Config = HttpConfig;
 
     fn name(&self) -> &'static str {
@@ -36,6 +38,7 @@ impl TypedKind for Http {
         node: &glassbox_topology::Node,
         cx: &BuildContext,
     ) -> Result<Arc<dyn Node>, BuildError> {
-        run::build(config, node.timeout, Some(cx)).map(|h| Arc::new(h) as Arc<dyn Node>)
+        run::build(config, node.timeout, cx.resources.outbound())
+            .map(|h| Arc::new(h) as Arc<dyn Node>)
     }
 }

@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use serde_json::{Value, json};
 
 use super::config::{HttpConfig, host_of};
-use crate::outbound::{Client, ClientOptions, Request, display_url, upstream_error};
+use crate::outbound::{Client, ClientOptions, Request, ServerAllow, display_url, upstream_error};
 
 /// Largest response body read, in bytes.
 const MAX_BODY: u64 = 4 * 1024 * 1024;
@@ -44,7 +44,7 @@ pub struct HttpNode {
 pub(crate) fn build(
     config: &HttpConfig,
     node_timeout: Duration,
-    cx: Option<&BuildContext>,
+    server: Option<&ServerAllow>,
 ) -> Result<HttpNode, BuildError> {
     let url = config
         .url
@@ -67,7 +67,7 @@ pub(crate) fn build(
             max_redirects,
             timeout,
         },
-        cx,
+        server,
     );
     client
         .policy()

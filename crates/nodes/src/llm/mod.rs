@@ -9,8 +9,10 @@ pub mod turns;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::LlmConfig;
 
@@ -18,7 +20,7 @@ pub use config::LlmConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LlmInference;
 
-impl TypedKind for LlmInference {
+impl TypedKind<Resources> for LlmInference {
     type Config = LlmConfig;
 
     fn name(&self) -> &'static str {

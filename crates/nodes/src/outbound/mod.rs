@@ -84,6 +84,15 @@ impl OutboundError {
     }
 }
 
+/// The host part of an http(s) URL (`None` for any other scheme): what a
+/// node's URL is checked against the outbound policy by.
+pub fn url_host(url: &str) -> Option<&str> {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return None;
+    }
+    glassbox_topology::secret_access::url_host(url)
+}
+
 pub mod client;
 pub mod policy;
 

@@ -19,7 +19,8 @@ pub use glassbox_cluster::IpRange;
 /// What the server operator allows nodes: ranges outbound calls may reach
 /// although the deny list covers them (`[outbound] allow_ranges`), and the
 /// secrets references may read and where they may be sent (`[secrets]`).
-/// Put into the [`BuildContext`]; absent: no ranges, default secrets.
+/// Given to a build as `Resources::outbound`; absent: no ranges, default
+/// secrets.
 #[derive(Debug, Clone, Default)]
 pub struct ServerAllow {
     pub ranges: Vec<IpRange>,

@@ -7,8 +7,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::RouterConfig;
 
@@ -16,7 +18,7 @@ pub use config::RouterConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Router;
 
-impl TypedKind for Router {
+impl TypedKind<Resources> for Router {
     type Config = RouterConfig;
 
     fn name(&self) -> &'static str {

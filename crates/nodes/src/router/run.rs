@@ -18,14 +18,13 @@ use std::sync::Arc;
 
 use glassbox_engine::explain::NEAREST_EXAMPLE;
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{
-    BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput, NodeResult,
-};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, NodeResult};
 use glassbox_models::{Embedder, cosine};
 use serde_json::{Map, Value, json};
 
 use super::config::{RouterConfig, Rule};
-use crate::model_cache::{cache, locate};
+use crate::model_cache::locate;
+use crate::resources::BuildContext;
 
 /// Nearest-labelled-example routing.
 struct Examples {
@@ -66,7 +65,7 @@ fn build_examples(
         .embedding
         .as_deref()
         .unwrap_or(crate::embedding::run::DEFAULT_MODEL);
-    let embedder = cache(cx).embedder(&locate(cx, model))?;
+    let embedder = cx.resources.models().embedder(&locate(cx, model))?;
     let mut labelled = Vec::new();
     for (label, texts) in examples {
         for text in texts {

@@ -6,8 +6,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::TemplateConfig;
 
@@ -15,7 +17,7 @@ pub use config::TemplateConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Template;
 
-impl TypedKind for Template {
+impl TypedKind<Resources> for Template {
     type Config = TemplateConfig;
 
     fn name(&self) -> &'static str {

@@ -6,8 +6,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::VectorSearchConfig;
 
@@ -15,7 +17,7 @@ pub use config::VectorSearchConfig;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct VectorSearch;
 
-impl TypedKind for VectorSearch {
+impl TypedKind<Resources> for VectorSearch {
     type Config = VectorSearchConfig;
 
     fn name(&self) -> &'static str {

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use glassbox_models::VectorIndex;
 use serde_json::{Value, json};
 
 use super::config::VectorSearchConfig;
-use crate::model_cache::cache;
+use crate::resources::BuildContext;
 
 pub struct VectorSearchNode {
     index: Arc<VectorIndex>,
@@ -30,7 +30,10 @@ pub(super) fn build(
             "`index` is missing: build one with `glassbox index build DOCS --out INDEX`",
         )
     })?;
-    let index = cache(cx).index(&cx.topology.resolve_path(path))?;
+    let index = cx
+        .resources
+        .models()
+        .index(&cx.topology.resolve_path(path))?;
     Ok(VectorSearchNode {
         index,
         top_k: config.top_k.map_or(5, |k| k as usize),

@@ -20,8 +20,10 @@ pub mod run;
 
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, BuildError, Node, TypedKind};
+use glassbox_engine::{BuildError, Node, TypedKind};
 use glassbox_topology::{Cx, Labels, Topology, Value};
+
+use crate::resources::{BuildContext, Resources};
 
 pub use config::WasmConfig;
 pub use run::codes;
@@ -30,7 +32,7 @@ pub use run::codes;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Wasm;
 
-impl TypedKind for Wasm {
+impl TypedKind<Resources> for Wasm {
     type Config = WasmConfig;
 
     fn name(&self) -> &'static str {

@@ -10,12 +10,13 @@
 use std::sync::Arc;
 
 use glassbox_engine::trace::Fact;
-use glassbox_engine::{BuildContext, BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
+use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput};
 use serde_json::{Map, Value, json};
 use wasmtime::{Trap, UpdateDeadline};
 
 use super::config::WasmConfig;
 use super::host::{self, Emit, Loaded, Reply, Sandbox};
+use crate::resources::BuildContext;
 use crate::schema_subset;
 
 /// The stable error codes of a failed call.

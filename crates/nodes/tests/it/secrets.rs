@@ -176,3 +176,53 @@ nodes:
     assert!(err.contains("`GLASSBOX_API_KEY`"), "{err}");
     assert!(err.contains("server's own"), "{err}");
 }
+
+/// The kind API (issue 36): a node whose config holds a secret reference
+/// keeps its typed config from validation, the reference standing as
+/// written (the topology never holds the secret); the build resolves the
+/// reference first and the kind types the resolved copy, so what reaches
+/// the upstream is the value. `PATH` stands in for a key.
+#[tokio::test]
+async fn secrets_a_referenced_config_is_typed_at_validation_and_resolved_at_build() {
+    let upstream = stub(vec![ok(r#"{"ok":true}"#)]);
+    let text = format!(
+        r#"
+topology_id: h
+version: "1"
+nodes:
+  - id: fetch
+    type: http
+    config: {{ url: "http://127.0.0.1:{}/", allow_hosts: ["127.0.0.1"], headers: {{ X-Key: "k ${{env:PATH}}" }} }}
+"#,
+        upstream.port
+    );
+    let registry = glassbox_nodes::registry();
+    let validated =
+        glassbox_topology::load_source(Source::new("h.yaml", text.as_str()), &registry.kind_set())
+            .unwrap_or_else(|e| panic!("{e}"));
+    let typed = validated.topology.nodes[0]
+        .typed_config
+        .as_ref()
+        .and_then(|t| t.get::<glassbox_nodes::http::HttpConfig>())
+        .expect("validation keeps the typed config");
+    assert_eq!(
+        typed.headers,
+        [("X-Key".to_string(), "k ${env:PATH}".to_string())]
+    );
+    let p = try_build("h.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let out = p.run(json!({}), RunOptions::default()).await;
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let seen = upstream
+        .seen
+        .lock()
+        .unwrap()
+        .join("\n")
+        .to_ascii_lowercase();
+    let path = std::env::var("PATH")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(
+        seen.contains(&format!("x-key: k {path}")),
+        "the upstream received: {seen}"
+    );
+}

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
-use glassbox_engine::{BuildContext, Pipeline, PipelineError, PipelineOptions};
+use glassbox_engine::{Pipeline, PipelineError, PipelineOptions};
+use glassbox_nodes::BuildContext;
 use glassbox_topology::Source;
 
 /// Validates and builds a topology with the built-in kinds.
@@ -22,12 +23,18 @@ pub fn try_build_with(
         Err(e) => panic!("{e}"),
     };
     let topology = Arc::new(v.topology);
-    let mut cx = BuildContext::new(topology.clone());
-    cx.insert(Arc::new(allow.secrets.clone()));
-    cx.insert(Arc::new(allow));
-    // As `glassbox_nodes::assemble` does: an agent builds its tool
-    // topologies with the same kinds.
-    cx.insert(Arc::new(registry.clone()));
+    let secrets = allow.secrets.clone();
+    let mut cx = BuildContext::with(
+        topology.clone(),
+        glassbox_nodes::Resources {
+            // As `glassbox_nodes::assemble` does: an agent builds its tool
+            // topologies with the same kinds.
+            registry: Some(registry.clone()),
+            outbound: Some(Arc::new(allow)),
+            ..Default::default()
+        },
+    );
+    cx.secrets = secrets;
     Pipeline::build(topology, &registry, &cx, PipelineOptions::default())
 }
 

@@ -106,15 +106,10 @@ impl Checker<'_> {
                     d.span = Some(fallback_span);
                 }
             }
-            // Secret references are resolved at build time, on a copy the
-            // kind types then; a typed value holding the references would be wrong.
-            let has_secrets = node
-                .config
-                .as_ref()
-                .is_some_and(|c| c.values().any(crate::secret::holds_reference));
-            if let Some(slot) = self.typed.last_mut()
-                && !has_secrets
-            {
+            // Typed as written, secret references standing as text: the
+            // pipeline builder resolves them on a copy and has the kind type
+            // that copy again before it builds.
+            if let Some(slot) = self.typed.last_mut() {
                 *slot = checked.config;
             }
             out.push(checked.labels);
