@@ -148,3 +148,35 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         prefill_chunk: obj.uint(cx, "prefill_chunk", 2, 65_536).map(|n| n.value),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use glassbox_topology::Cx;
+
+    use super::*;
+
+    /// The config and the diagnostics of `yaml`.
+    fn checked(yaml: &str) -> (LlmConfig, Vec<glassbox_topology::Diagnostic>) {
+        let source = glassbox_topology::Source::new("config.yaml", yaml);
+        let value = glassbox_topology::parse::parse(&source).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut diagnostics = Vec::new();
+        let config = check(Some(&value), &mut Cx::new(&mut diagnostics));
+        (config, diagnostics)
+    }
+
+    #[test]
+    fn per_chunk_kv_reuse_is_off_unless_set_and_a_bad_value_is_named() {
+        let (c, d) = checked("backend: local");
+        assert!(d.is_empty() && !c.kv_chunks, "exact by default");
+        let (c, _) = checked("kv_reuse: exact");
+        assert!(!c.kv_chunks);
+        let (c, d) = checked("kv_reuse: chunks\nchunk_recompute: 8\nchunk_cache_mib: 64");
+        assert!(d.is_empty(), "{d:?}");
+        assert!(c.kv_chunks);
+        assert_eq!((c.chunk_recompute, c.chunk_cache_mib), (Some(8), Some(64)));
+        let (c, d) = checked("kv_reuse: approximate");
+        assert!(!c.kv_chunks);
+        let message = format!("{d:?}");
+        assert!(message.contains("`kv_reuse` is `approximate`"), "{message}");
+    }
+}
