@@ -225,6 +225,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one chunk per call
     fn token_spans_hold_only_whole_tokens_inside_the_chunk() {
         // Tokens: "ab" "c " "de" "f" "gh" → byte starts 0 2 4 6 7 (end 9).
         let pieces = [2, 2, 2, 1, 2];
