@@ -188,7 +188,8 @@ echo "== rag-chat: $(wc -l <"$questions") questions, $seqs sequences x $ctx cont
 # --- the levels -------------------------------------------------------------
 # The prefix cache's counters of the glassbox server now running.
 prefix_stats() {
-  curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_prefix_cache_(hits|queries)' || true
+  curl -fsS "http://127.0.0.1:$gport/metrics" |
+    grep -E '^glassbox_llm_(prefix_cache_(hits|queries)|chunk_cache_placed_tokens)' || true
 }
 status=0
 warm="$(jq -cn --arg q "$warm_question" '[{role: "user", content: $q}]')"
@@ -232,6 +233,8 @@ for c in levels:
     print(docs[c]["table"])
     if prefix.get("queries"):
         print(f"glassbox prefix cache: {prefix.get('hits', 0):.0f} of {prefix['queries']:.0f} prompt tokens reused ({100 * prefix.get('hits', 0) / prefix['queries']:.1f}%)")
+        if prefix.get("tokens"):
+            print(f"glassbox chunk cache (kv_reuse: chunks): {prefix['tokens']:.0f} of {prefix['queries']:.0f} prompt tokens placed ({100 * prefix['tokens'] / prefix['queries']:.1f}%)")
 by = {(lv["target"], lv["concurrency"]): lv for d in docs.values() for lv in d["levels"]}
 one = by.get(("glassbox", min(levels)))
 print("\ntargets:")

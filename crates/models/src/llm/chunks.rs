@@ -132,7 +132,6 @@ impl<T: Eq + Hash + Clone, S> ChunkCache<T, S> {
         }
     }
 
-    #[cfg(test)]
     pub(super) fn bytes(&self) -> usize {
         self.bytes
     }

@@ -63,6 +63,7 @@ pub(super) struct Session<'m> {
     chunk_reuse: Option<ChunkReuse>,
     chunk_cache: ChunkCache<LlamaToken, SeqState>,
     scratch: i32,
+    chunk_placed: u64,
     version: String,
 }
 
@@ -139,6 +140,7 @@ impl<'m> Session<'m> {
                 KvReuse::Chunks(c) => c.cache_bytes,
             }),
             scratch: i32::try_from(options.seqs()).unwrap_or(i32::MAX),
+            chunk_placed: 0,
             version,
         })
     }

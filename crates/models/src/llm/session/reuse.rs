@@ -120,6 +120,7 @@ impl Session<'_> {
                 }
                 if self.place_chunk(seq.id, &seq.prompt[span.clone()], span.start, anchor) {
                     seq.placed += span.end - anchor;
+                    self.chunk_placed += (span.end - anchor) as u64;
                     seq.fed = span.end;
                 }
             }
@@ -198,5 +199,11 @@ impl Session<'_> {
             let bytes = state.byte_len();
             Some((state, bytes))
         });
+    }
+
+    /// Prompt tokens placed from the chunk cache so far, and the bytes it
+    /// holds.
+    pub(in crate::llm) fn chunk_usage(&self) -> (u64, usize) {
+        (self.chunk_placed, self.chunk_cache.bytes())
     }
 }
