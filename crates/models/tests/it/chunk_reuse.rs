@@ -134,3 +134,32 @@ fn approximate_reuse_is_off_unless_configured() {
         assert_eq!(c.text, plain.text);
     }
 }
+
+/// Two requests at once, each placing chunks the other saved: the scratch
+/// sequence is shared in turn, and both answers arrive.
+#[test]
+fn concurrent_requests_place_chunks_side_by_side() {
+    let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
+    let options = LlmOptions {
+        threads: Some(2),
+        n_ctx: 1024,
+        max_num_seqs: 2,
+        kv_reuse: KvReuse::Chunks(ChunkReuse::default()),
+        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+    };
+    let h = LlmHandle::load(options).expect("loading SmolLM2");
+    h.generate_blocking(rag(&[&kettle, &warranty], "How much does it cost?"))
+        .unwrap();
+    let spawn = |r: GenerateRequest| {
+        let h = h.clone();
+        std::thread::spawn(move || h.generate_blocking(r).unwrap())
+    };
+    let a = spawn(rag(&[&warranty, &kettle], "What is the warranty?"));
+    let b = spawn(rag(&[&warranty], "Can I return it?"));
+    for c in [a.join().unwrap(), b.join().unwrap()] {
+        assert!(c.prompt_placed_tokens > 0, "{c:?}");
+        assert!(!c.text.trim().is_empty());
+    }
+    assert!(h.engine_load().chunk_placed_tokens > 0);
+    assert!(h.engine_load().chunk_cache_bytes > 0);
+}
