@@ -4,8 +4,9 @@
 # reuse) and by the same topology with `kv_reuse: chunks`, one at a time,
 # in order, on one fresh server (so the chunk cache fills as the questions
 # go, as in service). Prints, per question, whether the answers are the
-# same text, their token-overlap F1 and the prompt tokens placed from the
-# chunk cache; then the agreement rate and mean F1.
+# same text, their token-overlap F1 (over lower-cased words), the prompt
+# tokens placed from the chunk cache and both TTFTs; then the agreement
+# rate, the mean F1, the share of prompt tokens placed and TTFT P50s.
 #
 #   scripts/rag-reuse-quality.sh
 #   RECOMPUTE=0 scripts/rag-reuse-quality.sh          # no correction
@@ -67,13 +68,20 @@ run() { # TOPOLOGY QUESTION -> the run's JSON
     -d "$(jq -n --arg q "$2" '{question: $q}')"
 }
 : >"$tmp/answers.jsonl"
+trace() { # REQUEST-ID -> the llm span of its trace
+  curl -fsS "http://127.0.0.1:$port/v1/traces/$1" | jq -c '[.spans[] | select(.node == "llm")][0]'
+}
 while IFS= read -r q; do
   exact="$(run rag-exact "$q")"
   chunks="$(run rag-chunks "$q")"
-  jq -cn --arg q "$q" --argjson e "$exact" --argjson c "$chunks" '{question: $q,
+  te="$(trace "$(jq -r .request_id <<<"$exact")")"
+  tc="$(trace "$(jq -r .request_id <<<"$chunks")")"
+  jq -cn --arg q "$q" --argjson e "$exact" --argjson c "$chunks" --argjson te "$te" --argjson tc "$tc" '{question: $q,
     exact: $e.output.text, chunks: $c.output.text,
-    placed: ([$c | .. | objects | .prompt_placed_tokens? // empty | tonumber] | add // 0),
-    prompt_tokens: ([$c | .. | objects | .tokens_in? // empty | tonumber] | max // 0)}' \
+    placed: ($tc.tags.prompt_placed_tokens // "0" | tonumber),
+    cached: ($tc.tags.prompt_cached_tokens // "0" | tonumber),
+    prompt_tokens: ($tc.usage.input_tokens // 0),
+    ttft_exact: ($te.tags.ttft_ms // "0" | tonumber), ttft_chunks: ($tc.tags.ttft_ms // "0" | tonumber)}' \
     >>"$tmp/answers.jsonl"
 done <"$questions"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
@@ -90,18 +98,22 @@ def f1(a, b):
         return 0.0
     p, r = common / len(tb), common / len(ta)
     return 2 * p * r / (p + r)
-print("| # | same | F1 | placed / prompt tokens | question |")
-print("|---:|:---:|---:|---:|---|")
+print("| # | same | F1 | placed / prefix-cached / prompt tokens | TTFT exact / chunks ms | question |")
+print("|---:|:---:|---:|---:|---:|---|")
 for i, r in enumerate(rows, 1):
     r["same"] = r["exact"] == r["chunks"]
     r["f1"] = f1(r["exact"] or "", r["chunks"] or "")
-    print(f"| {i} | {'yes' if r['same'] else 'no'} | {r['f1']:.2f} | {r['placed']} / {r['prompt_tokens']} | {r['question']} |")
+    print(f"| {i} | {'yes' if r['same'] else 'no'} | {r['f1']:.2f} | {r['placed']} / {r['cached']} / {r['prompt_tokens']} | {r['ttft_exact']:.0f} / {r['ttft_chunks']:.0f} | {r['question']} |")
 n = len(rows)
 same = sum(r["same"] for r in rows)
 placed = sum(r["placed"] for r in rows)
 prompt = sum(r["prompt_tokens"] for r in rows)
+def p50(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else 0
 print(f"\n{n} questions: {same} identical answers ({100 * same / n:.0f}%), mean token F1 {sum(r['f1'] for r in rows) / n:.3f}, "
-      f"{placed} of {prompt} prompt tokens placed from the chunk cache ({100 * placed / max(prompt, 1):.0f}%)")
+      f"{placed} of {prompt} prompt tokens placed from the chunk cache ({100 * placed / max(prompt, 1):.0f}%); "
+      f"TTFT P50 exact {p50([r['ttft_exact'] for r in rows]):.0f} ms, chunks {p50([r['ttft_chunks'] for r in rows]):.0f} ms (one request at a time)")
 with open(sys.argv[2], "w", encoding="utf-8") as f:
     json.dump(rows, f, indent=1)
 print(f"results: {sys.argv[2]}")

@@ -355,6 +355,14 @@ impl LlmOptions {
         self.kv_cells() < self.n_ctx.saturating_mul(self.seqs())
     }
 
+    /// The context's KV layout: whether it is one stream, and its
+    /// sequences. Chunk reuse takes one stream and a scratch sequence past
+    /// the slots (`session/reuse.rs`); exact mode keeps the engine's own.
+    pub(crate) fn kv_layout(&self) -> (bool, u32) {
+        let chunks = matches!(self.kv_reuse, KvReuse::Chunks(_));
+        (self.pooled() || chunks, self.seqs() + u32::from(chunks))
+    }
+
     pub(crate) fn thread_count(&self) -> usize {
         self.threads
             .filter(|&n| n > 0)

@@ -82,7 +82,7 @@ impl<'m> Session<'m> {
         };
         // One pool when it is smaller than a context per sequence, or for
         // chunk reuse (which also takes a scratch sequence).
-        let (unified, n_seq_max) = reuse::kv_layout(options);
+        let (unified, n_seq_max) = options.kv_layout();
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.kv_cells()))
             .with_n_seq_max(n_seq_max)

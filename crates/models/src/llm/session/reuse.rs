@@ -21,24 +21,14 @@ use std::ops::Range;
 use llama_cpp_2::context::session::LlamaStateSeqFlags;
 
 use super::Session;
+use crate::llm::GenerateRequest;
 use crate::llm::chunks::{find_chunks, token_spans};
 use crate::llm::sequence::Sequence;
 use crate::llm::shape;
-use crate::llm::{GenerateRequest, LlmOptions};
 
 /// Chunks shorter than this beyond the recomputed tokens are evaluated as
 /// usual: placing them saves too little.
 const MIN_PLACED: usize = 8;
-
-/// Context parameters for chunk reuse: one KV stream, and one sequence
-/// more than the slots (the scratch). Exact mode keeps the engine's own.
-pub(in crate::llm) fn kv_layout(options: &LlmOptions) -> (bool, u32) {
-    let chunks = matches!(options.kv_reuse, crate::llm::KvReuse::Chunks(_));
-    (
-        options.pooled() || chunks,
-        options.seqs() + u32::from(chunks),
-    )
-}
 
 impl Session<'_> {
     /// The token ranges of `request`'s retrieved chunks in its prompt
