@@ -34,16 +34,3 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         .find_map(|e| e.downcast_ref::<Coded>().map(|c| c.code))
         .unwrap_or(FAILED)
 }
-
-/// Writes a command's result to standard output. A reader that stopped
-/// reading (`glassbox run ... | head`) is not an error of the command: the
-/// rest is dropped and the command exits with its own code, where `print!`
-/// would panic on the closed pipe.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
-}

@@ -1,15 +1,19 @@
 //! The `glassbox` command.
 //!
-//! Each subcommand lives in its own module under `cmd/` and returns an
-//! [`ExitCode`]; `main` only parses arguments and reports errors, so that
-//! destructors (trace flushes, temp files) always run.
+//! Each subcommand lives in its own module under `cmd/` and takes the same
+//! steps: its flags are resolved into a validated configuration, library
+//! code does the work, and what it prints goes through the one output
+//! layer (`out`: results as a table or JSON, progress, warnings and
+//! diagnostics on stderr, colour only on a terminal). It returns an
+//! [`ExitCode`]; `main` only parses arguments and reports errors (through
+//! `out` too), so that destructors (trace flushes, temp files) always run.
 //!
 //! Exit codes: 0 ok, 1 run failed, 2 usage, 69 a service or download was
 //! unavailable, 78 invalid config or input.
 
 mod cmd;
 mod exit;
-mod table;
+mod out;
 
 use std::process::ExitCode;
 
@@ -108,10 +112,7 @@ fn main() -> ExitCode {
     };
     let code = match result {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(exit::code_for(&err))
-        }
+        Err(err) => ExitCode::from(out::error(&err)),
     };
     // A request that timed out may have left a model step in flight; exiting
     // under it would crash in llama.cpp's teardown instead of returning `code`.

@@ -4,3 +4,4 @@
 #![allow(clippy::unwrap_used)]
 
 mod local;
+mod regress;

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::table::Table;
+use crate::out::table::Table;
 
 /// The "Agent steps" section, or nothing when `output` is not an agent's.
 pub fn render(output: &Value) -> String {

@@ -16,7 +16,8 @@ use glassbox_store::time::parse_duration;
 use super::common::OutputFormat;
 use super::store::{StoreArg, format_time, store_error};
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -116,8 +117,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut store = args.store.open()?;
     let ev = drift::evaluate(&mut *store, &options).map_err(store_error)?;
     match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&ev)?),
-        OutputFormat::Table => print!("{}", table(&ev)),
+        OutputFormat::Json => out::print_json(&ev)?,
+        OutputFormat::Table => out::print_text(&table(&ev))?,
     }
     Ok(if args.check && !ev.alerts.is_empty() {
         ExitCode::from(exit::FAILED)

@@ -1,53 +1,34 @@
 //! `glassbox bench`: a load generator for `glassbox serve`.
 //!
-//! Two ways to load a server, because they answer different questions:
-//!
-//! - **Closed loop** (`--concurrency C`): C clients, each sending its next
-//!   request when the previous one is answered. The throughput it reaches is
-//!   the server's *capacity* at that concurrency; latency is what one waiting
-//!   client sees.
-//! - **Open loop** (`--rate R`): requests arrive at R per second (Poisson or
-//!   evenly spaced) whatever the server does, as real users do. A dispatcher
-//!   thread owns the arrival clock and hands each due request to a pool of
-//!   sender threads; when every sender is busy the request is counted as *not
-//!   sent* (a client error) instead of being delayed, so a slow server never
-//!   slows the arrivals down. Latency is measured from when the request was
-//!   *due*, not from when a sender picked it up, so time spent waiting on the
-//!   client side is not hidden ("coordinated omission").
-//!
-//! The client is blocking `ureq` on plain threads: the workspace already has
-//! it, and at the rates one machine can drive, a thread per in-flight request
-//! costs less than an async runtime's complexity.
-//!
-//! With `--verify-traces`, every request id the server answered with (every
-//! admitted request, failed runs included) is looked up with
-//! `GET /v1/traces/{id}` afterwards: the acceptance test of `glassbox serve`
-//! under overload is that every request it admitted left a trace.
+//! The flags ([`args`]) are resolved into a validated
+//! `glassbox_bench::load::Config` ([`resolve`]); the library runs the load
+//! (closed or open loop, the trace check; see `glassbox_bench::load`), and
+//! the report is printed through the output layer (`crate::out`) as a
+//! table ([`report`]) or JSON. `bench chat` and `bench llm` take the same
+//! four steps.
 
 mod args;
 pub mod chat;
-mod client;
-mod inputs;
+mod duration;
+mod errors;
 pub mod llm;
-mod load;
 mod report;
-mod sim_check;
-mod stats;
 
 use std::process::ExitCode;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
+use glassbox_bench::load::{Bench, Config, Load, OpenLoop, Stop, input, parse_inputs};
+use glassbox_bench::stats::Buckets;
 use serde_json::json;
 
 pub use self::args::{Args, Sub};
-use self::client::{Client, verify_traces};
-use self::inputs::{input, parse_inputs};
-use self::load::{OpenLoop, Progress, Record, Run, Stop, closed_loop, open_loop};
-use self::report::{Report, table};
-use self::stats::{Buckets, Sample, summarize};
-use super::common::OutputFormat;
+use self::errors::{bench_error, usage};
+use self::report::table;
 use crate::exit::{self, Coded};
+use crate::out::Out;
+use crate::out::progress::{Bar, Length};
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -55,18 +36,47 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Chat(a)) => return chat::run(*a),
         None => {}
     }
+    let out = Out::new(args.format);
+    let config = resolve(&args)?;
+    let bench = Bench::connect(config).map_err(bench_error)?;
+    let done = Arc::new(AtomicU64::new(0));
+    let length = match bench.config().stop {
+        Stop::After(d) => Length::Millis(millis(d + bench.config().warmup)),
+        Stop::Count(n) => Length::Count(n),
+    };
+    let bar = Bar::start(out.shows_progress(), done.clone(), length, "requests");
+    let report = bench.run(&done);
+    bar.finish();
+    out.result(&report, || table(&report))?;
+    if report.unanswered() {
+        return Ok(ExitCode::from(exit::UNAVAILABLE));
+    }
+    Ok(if report.traces_incomplete() {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The flags as a validated load run: a bad option is a usage error (exit
+/// 2), a bad inputs file or bucket list exit 78.
+pub fn resolve(args: &Args) -> anyhow::Result<Config> {
     let buckets = Buckets::new(args.buckets.clone()).map_err(Coded::invalid)?;
     let inputs = match &args.inputs {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Coded::invalid(format!("cannot read `{path}`: {e}")))?;
-            parse_inputs(path, &text, &buckets)?
+            parse_inputs(path, &text, &buckets).map_err(bench_error)?
         }
         None => args
             .question
             .iter()
             .map(|q| input(&json!({ "question": q }), &buckets))
-            .collect::<anyhow::Result<_>>()?,
+            .collect(),
     };
     if let Some(rate) = args.rate
         && !(rate.is_finite() && rate > 0.0)
@@ -86,135 +96,79 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if matches!(stop, Stop::After(d) if d.is_zero()) {
         return Err(usage("`--duration` must be above 0".into()));
     }
-    let senders = args.rate.map(|rate| {
-        args.max_in_flight
-            .unwrap_or_else(|| ((rate * args.timeout.as_secs_f64()).ceil() as usize).clamp(16, 512))
-    });
-    let concurrency = match args.rate {
-        Some(_) => None,
-        None => Some(args.concurrency.unwrap_or(1)),
+    let load = match args.rate {
+        Some(rate) => Load::Open(OpenLoop {
+            rate,
+            arrivals: args.arrivals.into(),
+            senders: args.max_in_flight.unwrap_or_else(|| {
+                ((rate * args.timeout.as_secs_f64()).ceil() as usize).clamp(16, 512)
+            }),
+            seed: args.seed,
+        }),
+        None => Load::Closed {
+            clients: args.concurrency.unwrap_or(1),
+        },
     };
-    let client = Client::new(&args, senders.or(concurrency).unwrap_or(1));
-    preflight(&client)?;
-
-    let (tx, rx) = mpsc::channel();
-    let run = Run {
-        client,
-        inputs,
-        start: Instant::now(),
-        warmup: args.warmup,
-        stop,
-        results: tx,
-    };
-    let progress = Progress::start(&run, args.format == OutputFormat::Table);
-    match (args.rate, senders) {
-        (Some(rate), Some(senders)) => {
-            let open = OpenLoop {
-                rate,
-                arrivals: args.arrivals,
-                senders,
-                seed: args.seed,
-            };
-            open_loop(&run, &open, &progress.done)
-        }
-        _ => closed_loop(&run, concurrency.unwrap_or(1), &progress.done),
-    }
-    progress.finish();
-    let Run {
-        client, results, ..
-    } = run;
-    drop(results);
-    let records: Vec<Record> = rx.into_iter().collect();
-    let mut samples = Vec::with_capacity(records.len());
-    let mut ids = Vec::new();
-    let (mut warmup_requests, mut without_id) = (0, 0);
-    for r in records {
-        // A failed run answers 4xx/5xx but was admitted and ran: its
-        // request id is looked up too. A 2xx without one is a defect.
-        match r.request_id {
-            Some(id) => ids.push(id),
-            None if r.sample.outcome.admitted() => without_id += 1,
-            None => {}
-        }
-        if r.warmup {
-            warmup_requests += 1;
-        } else {
-            samples.push(r.sample);
-        }
-    }
-    let window_s = match stop {
-        Stop::After(d) => d.as_secs_f64(),
-        // Open loop offered its count over the time its arrivals spanned;
-        // closed loop over the run (`summarize` falls back to it on 0).
-        Stop::Count(_) if args.rate.is_some() => arrival_span(&samples),
-        Stop::Count(_) => 0.0,
-    };
-    let summary = summarize(&samples, &buckets, window_s);
-    let traces = args
-        .verify_traces
-        .then(|| verify_traces(&client, ids, without_id));
-    let report = Report {
+    Ok(Config {
         url: args.url.clone(),
         topology: args.topology.clone().unwrap_or_default(),
-        mode: if args.rate.is_some() {
-            "open"
-        } else {
-            "closed"
-        },
-        rate: args.rate,
-        arrivals: args.rate.map(|_| args.arrivals),
-        concurrency,
-        max_in_flight: senders,
-        warmup_s: args.warmup.as_secs_f64(),
-        warmup_requests,
-        summary,
-        traces,
-    };
-    match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Table => print!("{}", table(&report, &buckets)),
-    }
-    let sent_any = report.summary.counts.sent > 0;
-    let answered =
-        report.summary.counts.sent > report.summary.counts.transport_errors.values().sum::<u64>();
-    if sent_any && !answered {
-        return Ok(ExitCode::from(exit::UNAVAILABLE));
-    }
-    match &report.traces {
-        Some(t) if t.missing > 0 || t.without_id > 0 || !t.lookup_errors.is_empty() => {
-            Ok(ExitCode::from(exit::FAILED))
-        }
-        _ => Ok(ExitCode::SUCCESS),
-    }
-}
-
-/// Seconds from the start of the window to the last request due.
-fn arrival_span(samples: &[Sample]) -> f64 {
-    let last_due = samples
-        .iter()
-        .map(|s| s.done_us.saturating_sub(s.latency_us))
-        .max()
-        .unwrap_or(0);
-    last_due as f64 / 1e6
-}
-
-fn usage(message: String) -> anyhow::Error {
-    anyhow::Error::new(Coded {
-        code: exit::USAGE,
-        message,
+        api_key: args.api_key.clone(),
+        inputs,
+        buckets,
+        load,
+        stop,
+        warmup: args.warmup,
+        timeout: args.timeout,
+        verify_traces: args.verify_traces,
     })
 }
 
-/// Fails fast (exit 69) when nothing listens at `--url`.
-fn preflight(client: &Client) -> anyhow::Result<()> {
-    match client.get("/healthz") {
-        Ok(_) => Ok(()),
-        Err(e) => Err(anyhow::Error::new(Coded {
-            code: exit::UNAVAILABLE,
-            message: format!(
-                "cannot reach the server at `{}`: {e} (is `glassbox serve` running?)",
-                client.base
-            ),
-        })),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["bench", "--topology", "t"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn flags_resolve_to_an_open_or_closed_load() {
+        let c = resolve(&args(&["-q", "hi", "--rate", "10", "--timeout", "5s"])).unwrap();
+        let Load::Open(open) = c.load else {
+            panic!("{:?}", c.load)
+        };
+        // rate × timeout, at least 16 senders.
+        assert_eq!((open.rate, open.senders), (10.0, 50));
+        assert_eq!(c.stop, Stop::After(Duration::from_secs(10)));
+        let c = resolve(&args(&["-q", "hi", "-n", "7"])).unwrap();
+        assert_eq!(c.load, Load::Closed { clients: 1 });
+        assert_eq!(c.stop, Stop::Count(7));
+        assert_eq!(c.inputs.len(), 1);
+    }
+
+    #[test]
+    fn bad_options_are_usage_errors_and_bad_buckets_invalid() {
+        for bad in [
+            &["--rate", "0"][..],
+            &["--requests", "0"],
+            &["--concurrency", "0"],
+            &["--duration", "0s"],
+        ] {
+            let mut a = vec!["-q", "hi"];
+            a.extend_from_slice(bad);
+            let err = resolve(&args(&a)).unwrap_err();
+            assert_eq!(exit::code_for(&err), exit::USAGE, "{bad:?}: {err}");
+        }
+        let err = resolve(&args(&["-q", "hi", "--buckets", "64,8"])).unwrap_err();
+        assert_eq!(exit::code_for(&err), exit::INVALID, "{err}");
     }
 }

@@ -32,7 +32,8 @@ use rust_decimal::prelude::ToPrimitive;
 
 use super::common::OutputFormat;
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -240,8 +241,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     std::fs::write(&path, serde_json::to_string_pretty(&cal)? + "\n")
         .map_err(|e| invalid(format!("cannot write `{}`: {e}", path.display())))?;
     match a.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&cal)?),
-        OutputFormat::Table => print_table(&cal, &sums, runs, &path),
+        OutputFormat::Json => out::print_json(&cal)?,
+        OutputFormat::Table => out::print_text(&table(&cal, &sums, runs, &path))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -254,9 +255,9 @@ fn share(part: f64, total: f64) -> String {
     }
 }
 
-fn print_table(cal: &Calibration, sums: &BTreeMap<String, Sums>, runs: f64, path: &Path) {
-    println!(
-        "{} {} on {} ({}), {} measured runs",
+fn table(cal: &Calibration, sums: &BTreeMap<String, Sums>, runs: f64, path: &Path) -> String {
+    let mut out = format!(
+        "{} {} on {} ({}), {} measured runs\n",
         cal.topology, cal.version, cal.hardware, cal.date, runs
     );
     let wall_total: f64 = cal.nodes.iter().map(|n| n.wall_ms * n.calls as f64).sum();
@@ -305,17 +306,17 @@ fn print_table(cal: &Calibration, sums: &BTreeMap<String, Sums>, runs: f64, path
     align[0] = Align::Left;
     align[1] = Align::Left;
     align[8] = Align::Left;
-    println!(
-        "{}",
+    out.push_str(
         Table::new(&header)
             .rule()
             .align(&align)
             .rows(rows)
             .render()
-            .trim_end()
+            .trim_end(),
     );
-    println!(
-        "\nwrote {} — `glassbox run` and `serve` bill these nodes from it",
+    out.push_str(&format!(
+        "\n\nwrote {} — `glassbox run` and `serve` bill these nodes from it\n",
         path.display()
-    );
+    ));
+    out
 }

@@ -1,20 +1,12 @@
 //! Pieces shared by subcommands: loading topologies, `--format`, `--lang`.
 
-use std::io::IsTerminal;
-
 use glassbox_topology::{KindSet, Topology, TopologyError};
 
 use crate::exit::Coded;
+use crate::out;
 
-/// `--format` for commands that print either tables or JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum OutputFormat {
-    /// Human-readable text.
-    #[default]
-    Table,
-    /// Machine-readable JSON.
-    Json,
-}
+/// `--format`, defined with the output layer that acts on it.
+pub use crate::out::OutputFormat;
 
 /// `--lang`: the language of an explanation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -33,16 +25,6 @@ impl From<LangArg> for glassbox_trace::Lang {
     }
 }
 
-/// Whether to colour output written to stderr or stdout.
-pub fn color(stdout: bool) -> bool {
-    std::env::var_os("NO_COLOR").is_none()
-        && if stdout {
-            std::io::stdout().is_terminal()
-        } else {
-            std::io::stderr().is_terminal()
-        }
-}
-
 /// The node kinds this binary knows.
 pub fn kinds() -> KindSet {
     glassbox_nodes::builtin_kinds()
@@ -53,7 +35,7 @@ pub fn load(path: &str) -> anyhow::Result<Topology> {
     match glassbox_topology::load_path(path, &kinds()) {
         Ok(v) => {
             if !v.report.diagnostics.is_empty() {
-                eprint!("{}", v.report.render(color(false)));
+                out::diagnostics(&v.report);
             }
             Ok(v.topology)
         }
@@ -65,7 +47,7 @@ pub fn load(path: &str) -> anyhow::Result<Topology> {
 pub fn topology_error(err: TopologyError) -> anyhow::Error {
     match err {
         TopologyError::Invalid(report) => {
-            eprint!("{}", report.render(color(false)));
+            out::diagnostics(&report);
             Coded::invalid(format!(
                 "`{}` is not a valid topology ({})",
                 report.source.name(),

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use super::common::{OutputFormat, load};
 use crate::exit;
+use crate::out;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -27,8 +28,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let new = load(&args.new)?;
     let diff = glassbox_topology::diff::diff(&old.spec, &new.spec);
     match args.format {
-        OutputFormat::Table => print!("{}", diff.render()),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&diff)?),
+        OutputFormat::Table => out::print_text(&diff.render())?,
+        OutputFormat::Json => out::print_json(&diff)?,
     }
     let code = if args.exit_code && !diff.is_empty() {
         exit::FAILED

@@ -110,14 +110,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
     match args.format {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "ok": failed == 0,
-                "checks": checks,
-            }))?
-        ),
-        OutputFormat::Table => print_table(&checks, failed),
+        OutputFormat::Json => crate::out::print_json(&serde_json::json!({
+            "ok": failed == 0,
+            "checks": checks,
+        }))?,
+        OutputFormat::Table => crate::out::print_text(&table(&checks, failed))?,
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -126,26 +123,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_table(checks: &[Check], failed: usize) {
+fn table(checks: &[Check], failed: usize) -> String {
+    let mut out = String::new();
     for c in checks {
         let mark = match c.status {
             Status::Ok => "ok  ",
             Status::Fail => "FAIL",
         };
-        println!("[{mark}] {}", c.name);
+        out.push_str(&format!("[{mark}] {}\n", c.name));
         for d in &c.details {
-            println!("       {d}");
+            out.push_str(&format!("       {d}\n"));
         }
         if let Some(hint) = &c.hint {
-            println!("       hint: {hint}");
+            out.push_str(&format!("       hint: {hint}\n"));
         }
     }
-    println!();
+    out.push('\n');
     if failed == 0 {
-        println!("all {} checks passed", checks.len());
+        out.push_str(&format!("all {} checks passed\n", checks.len()));
     } else {
-        println!("{failed} of {} checks failed", checks.len());
+        out.push_str(&format!("{failed} of {} checks failed\n", checks.len()));
     }
+    out
 }
 
 fn feature_list(features: &[Feature]) -> String {

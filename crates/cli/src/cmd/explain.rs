@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::common::{LangArg, OutputFormat};
 use super::store::{StoreArg, load_trace};
+use crate::out;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -37,17 +38,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let lang = Lang::from(args.lang);
     let (text, rerendered) = explain(&trace.record, lang);
     match args.format {
-        OutputFormat::Table => println!("{text}"),
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "request_id": trace.record.request_id,
-                "lang": lang,
-                "text": text,
-                "rerendered": rerendered,
-                "facts": trace.record.explanation.facts,
-            }))?
-        ),
+        OutputFormat::Table => out::print_text(&format!("{text}\n"))?,
+        OutputFormat::Json => out::print_json(&json!({
+            "request_id": trace.record.request_id,
+            "lang": lang,
+            "text": text,
+            "rerendered": rerendered,
+            "facts": trace.record.explanation.facts,
+        }))?,
     }
     Ok(ExitCode::SUCCESS)
 }

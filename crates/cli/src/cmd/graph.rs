@@ -11,7 +11,7 @@ use glassbox_topology::render::{GraphFormat, render};
 
 use super::common::load;
 use super::store::{StoreArg, store_error};
-use crate::exit::{self, Coded};
+use crate::exit::Coded;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -60,11 +60,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let Some(id) = &args.discovered {
         let found = discovered(&args, id)?;
-        exit::emit(&drawing(&found).render(format))?;
+        crate::out::emit(&drawing(&found).render(format))?;
         return Ok(ExitCode::SUCCESS);
     }
     let topology = load(args.file.as_deref().unwrap_or("-"))?;
-    exit::emit(&render(&topology, format))?;
+    crate::out::emit(&render(&topology, format))?;
     Ok(ExitCode::SUCCESS)
 }
 

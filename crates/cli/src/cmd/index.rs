@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use glassbox_models::embed::{EmbedError, Embedder, EmbedderOptions};
 use glassbox_models::index::{BuildProgress, IndexError, VectorIndex, build_index};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::{Coded, INVALID, UNAVAILABLE};
+use crate::out::{self, progress};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -92,11 +92,12 @@ fn index_error(err: IndexError) -> anyhow::Error {
 
 fn build(docs: PathBuf, out: PathBuf, models: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let embedder = load_embedder(models)?;
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>10} {bar:30} {pos}/{len} chunks {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    // Its length is set once the documents are chunked.
+    let bar = progress::events(Some(0));
+    bar.set_style(progress::style(
+        "{msg:>10} {bar:30} {pos}/{len} chunks {per_sec} eta {eta}",
+        false,
+    ));
     bar.set_message("embedding");
     let summary = build_index(&docs, &embedder, &out, &mut |event| match event {
         BuildProgress::Chunked { chunks, .. } => bar.set_length(chunks as u64),
@@ -108,14 +109,14 @@ fn build(docs: PathBuf, out: PathBuf, models: Option<PathBuf>) -> anyhow::Result
     let summary = summary
         .map_err(index_error)
         .with_context(|| format!("building an index of `{}`", docs.display()))?;
-    println!(
-        "indexed {} documents as {} chunks ({}-d, {}) into {}",
+    out::print_text(&format!(
+        "indexed {} documents as {} chunks ({}-d, {}) into {}\n",
         summary.documents,
         summary.chunks,
         summary.dimensions,
         summary.embedder,
         summary.path.display()
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -131,27 +132,29 @@ fn search(
     if let Some(built_with) = loaded.embedder()
         && built_with != embedder.version()
     {
-        eprintln!(
-            "warning: the index was built with `{built_with}`, the query is embedded with `{}`",
+        out::warn(&format!(
+            "the index was built with `{built_with}`, the query is embedded with `{}`",
             embedder.version()
-        );
+        ));
     }
     let vector = embedder.embed_one(query).context("embedding the query")?;
     let hits = loaded
         .search(&vector, top_k, min_score)
         .map_err(index_error)?;
+    let mut text = String::new();
     for hit in &hits {
         let snippet: String = hit.text.chars().take(100).collect();
-        println!(
-            "{:.3}  {}  ({})  {}",
+        text.push_str(&format!(
+            "{:.3}  {}  ({})  {}\n",
             hit.score,
             hit.title,
             hit.chunk_id,
             snippet.replace('\n', " ")
-        );
+        ));
     }
     if hits.is_empty() {
-        println!("no hits");
+        text.push_str("no hits\n");
     }
+    out::print_text(&text)?;
     Ok(ExitCode::SUCCESS)
 }

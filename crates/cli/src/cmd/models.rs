@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use glassbox_models::fetch::{FetchError, FetchProgress, fetch_models};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::OutputFormat;
 use crate::exit::{Coded, UNAVAILABLE};
+use crate::out::{self, Out, progress};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -48,14 +48,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
-    let bar = ProgressBar::new_spinner();
+    let bar = progress::events(None);
     bar.enable_steady_tick(Duration::from_millis(120));
-    let spinner = ProgressStyle::with_template("{spinner} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    let bytes = ProgressStyle::with_template(
+    let spinner = progress::style("{spinner} {msg}", true);
+    let bytes = progress::style(
         "{bar:30} {bytes:>10}/{total_bytes:10} {bytes_per_sec:>12} {wide_msg}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
+        false,
+    );
     bar.set_style(spinner.clone());
     bar.set_message(format!("checking {}", dir.display()));
     let mut current: Option<PathBuf> = None;
@@ -83,15 +82,15 @@ fn fetch(dir: &Path) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     match result {
         Ok(summary) if summary.written.is_empty() => {
-            println!("models present in {}", dir.display());
+            out::print_text(&format!("models present in {}\n", dir.display()))?;
             Ok(ExitCode::SUCCESS)
         }
         Ok(summary) => {
-            println!(
-                "{} files written; models ready in {}",
+            out::print_text(&format!(
+                "{} files written; models ready in {}\n",
                 summary.written.len(),
                 dir.display()
-            );
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => Err(fetch_error(err)),
@@ -139,31 +138,31 @@ fn list(dir: &Path, format: OutputFormat) -> anyhow::Result<ExitCode> {
             &weights,
         )?,
     ];
-    match format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        OutputFormat::Table => {
-            println!(
-                "{:<22} {:<26} {:<8} {:>9}  {:<44} PATH",
-                "MODEL", "KIND", "STATUS", "SIZE", "VERSION"
-            );
-            for r in &rows {
-                println!(
-                    "{:<22} {:<26} {:<8} {:>9}  {:<44} {}",
-                    r.name,
-                    r.kind,
-                    if r.present { "present" } else { "missing" },
-                    r.bytes
-                        .map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", b as f64 / 1e6)),
-                    r.version.as_deref().unwrap_or("-"),
-                    r.path.display()
-                );
-            }
-            if rows.iter().any(|r| !r.present) {
-                println!("\nhint: run `glassbox models fetch` to download the missing models");
-            }
-        }
-    }
+    Out::new(format).result(&rows, || list_table(&rows))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn list_table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<22} {:<26} {:<8} {:>9}  {:<44} PATH\n",
+        "MODEL", "KIND", "STATUS", "SIZE", "VERSION"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<22} {:<26} {:<8} {:>9}  {:<44} {}\n",
+            r.name,
+            r.kind,
+            if r.present { "present" } else { "missing" },
+            r.bytes
+                .map_or_else(|| "-".to_owned(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+            r.version.as_deref().unwrap_or("-"),
+            r.path.display()
+        ));
+    }
+    if rows.iter().any(|r| !r.present) {
+        out.push_str("\nhint: run `glassbox models fetch` to download the missing models\n");
+    }
+    out
 }
 
 /// A model's row; `file` is what is hashed for its version tag.

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 use glassbox_store::report::{self, GroupBy, GroupReport, Percentiles, Report, ReportOptions};
 
 use super::store::{FilterArgs, StoreArg, store_error};
-use crate::table::{Align, Table};
+use crate::out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GroupArg {
@@ -94,9 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let rep = report::build(&mut *store, &options).map_err(store_error)?;
     match args.format {
-        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&rep)?),
-        ReportFormat::Csv => print!("{}", csv(&rep)),
-        ReportFormat::Table => print!("{}", table(&rep)),
+        ReportFormat::Json => out::print_json(&rep)?,
+        ReportFormat::Csv => out::print_text(&csv(&rep))?,
+        ReportFormat::Table => out::print_text(&table(&rep))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -146,8 +147,8 @@ fn run_compare(args: &Args, versions: &[String]) -> anyhow::Result<ExitCode> {
     let mut store = args.store.open()?;
     let c = glassbox_store::compare::compare(&mut *store, &options).map_err(store_error)?;
     match args.format {
-        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&c)?),
-        _ => print!("{}", compare::table(&c)),
+        ReportFormat::Json => out::print_json(&c)?,
+        _ => out::print_text(&compare::table(&c))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,10 +10,11 @@ use glassbox_engine::trace::{Lang, RequestRecord, SpanRecord};
 use glassbox_engine::{BuildError, Outcome, PipelineError, RunOptions};
 use serde_json::{Value, json};
 
-use super::common::{LangArg, OutputFormat, color, topology_error};
+use super::common::{LangArg, OutputFormat, topology_error};
 use super::store::{StoreArg, store_error};
 use crate::exit::{self, Coded};
-use crate::table::Table;
+use crate::out::table::Table;
+use crate::out::{self, Out};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -80,26 +81,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let outcome = local.run(input, run_options);
     // Age, hardware and version were told before the run.
     for w in local.record_warnings(&outcome) {
-        eprintln!("warning: {w}");
+        out::warn(&w);
     }
     match local.close() {
         Some((url, Ok(_))) if args.format == OutputFormat::Table => {
-            eprintln!("recorded as {} in {url}", outcome.trace.record.request_id);
+            out::status(&format!(
+                "recorded as {} in {url}",
+                outcome.trace.record.request_id
+            ));
         }
-        Some((url, Err(e))) => eprintln!("warning: the trace was not recorded in {url}: {e}"),
+        Some((url, Err(e))) => out::warn(&format!("the trace was not recorded in {url}: {e}")),
         _ => {}
     }
-    match args.format {
-        OutputFormat::Json => crate::exit::emit(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&to_json(&outcome))?
-        ))?,
-        OutputFormat::Table => crate::exit::emit(&render_table(&outcome))?,
-    }
+    Out::new(args.format).result(&to_json(&outcome), || render_table(&outcome))?;
     match &outcome.result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(err) => {
-            eprintln!("error: {err} [{}]", err.code());
+            out::status(&format!("error: {err} [{}]", err.code()));
             Ok(ExitCode::from(exit::FAILED))
         }
     }
@@ -108,8 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Prints a local run's warning on standard error.
 pub(crate) fn warn(w: Warning<'_>) {
     match w {
-        Warning::Topology(report) => eprint!("{}", report.render(color(false))),
-        Warning::Calibration(text) => eprintln!("warning: {text}"),
+        Warning::Topology(report) => out::diagnostics(report),
+        Warning::Calibration(text) => out::warn(&text),
     }
 }
 

@@ -9,6 +9,6 @@ use std::process::ExitCode;
 pub struct Args {}
 
 pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    print!("{}", glassbox_topology::schema::schema_text());
+    crate::out::print_text(&glassbox_topology::schema::schema_text())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -95,43 +95,45 @@ fn watch_cluster(
         .with_env()
         .map_err(etcd_error)?;
     if options.trust.key.is_none() {
-        eprintln!(
-            "glassbox serve: GLASSBOX_WORKER_KEY is not set: worker records in etcd are accepted unsigned; anyone who can write to etcd can add a worker (docs/cluster.md, \"Securing the cluster\")"
+        crate::out::status(
+            "glassbox serve: GLASSBOX_WORKER_KEY is not set: worker records in etcd are accepted unsigned; anyone who can write to etcd can add a worker (docs/cluster.md, \"Securing the cluster\")",
         );
     }
     options.prefix = prefix.to_owned();
     let pool = glassbox_cluster::Pool::new();
     let watch = glassbox_cluster::watch(options.clone(), pool.clone(), |event| match event {
-        WatchEvent::Joined(r) => eprintln!(
+        WatchEvent::Joined(r) => crate::out::status(&format!(
             "glassbox serve: worker `{}` joined: {} at {} ({}; models {})",
             r.id,
             r.engine,
             r.address,
             r.hardware.name(),
             r.models.join(", ")
-        ),
-        WatchEvent::Left { id } => eprintln!("glassbox serve: worker `{id}` left"),
-        WatchEvent::Interrupted { error } => {
-            eprintln!("glassbox serve: cluster watch interrupted: {error}; resuming")
+        )),
+        WatchEvent::Left { id } => {
+            crate::out::status(&format!("glassbox serve: worker `{id}` left"))
         }
-        WatchEvent::Resumed => eprintln!("glassbox serve: cluster watch resumed"),
-        WatchEvent::Skipped { key, reason } => {
-            eprintln!("glassbox serve: ignoring etcd key `{key}`: {reason}")
-        }
+        WatchEvent::Interrupted { error } => crate::out::status(&format!(
+            "glassbox serve: cluster watch interrupted: {error}; resuming"
+        )),
+        WatchEvent::Resumed => crate::out::status("glassbox serve: cluster watch resumed"),
+        WatchEvent::Skipped { key, reason } => crate::out::status(&format!(
+            "glassbox serve: ignoring etcd key `{key}`: {reason}"
+        )),
     })
     .map_err(etcd_error)?;
-    eprintln!(
+    crate::out::status(&format!(
         "glassbox serve: cluster pool from etcd at {} (prefix `{}`): {} worker(s)",
         options.endpoints_text(),
         options.prefix,
         pool.len()
-    );
+    ));
     Ok((pool, watch))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.openapi {
-        print!("{}", glassbox_server::openapi::json());
+        crate::out::print_text(&glassbox_server::openapi::json())?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some(dir) = args.topologies else {
@@ -165,20 +167,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     options.port = args.port;
     let stats = glassbox_server::serve_until_signal(options, |server| {
         for change in server.initial_changes() {
-            eprintln!("glassbox serve: {}", describe(change));
+            crate::out::status(&format!("glassbox serve: {}", describe(change)));
         }
         for note in server.notes() {
-            eprintln!("glassbox serve: {note}");
+            crate::out::status(&format!("glassbox serve: {note}"));
         }
-        eprintln!(
+        crate::out::status(&format!(
             "glassbox serve: listening on http://{} (traces in {store}); dashboard at /, API under /v1, metrics at /metrics",
             server.local_addr()
-        );
+        ));
     })
     .map_err(server_error)?;
-    eprintln!(
+    crate::out::status(&format!(
         "glassbox serve: stopped; {} requests and {} spans written to the trace store",
         stats.requests_written, stats.spans_written
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

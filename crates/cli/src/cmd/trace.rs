@@ -12,7 +12,8 @@ use serde_json::json;
 
 use super::common::OutputFormat;
 use super::store::{FilterArgs, StoreArg, format_time, load_trace, ms, store_error};
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
+use crate::out::{self, Out};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -137,10 +138,7 @@ fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
         limit: a.limit,
     };
     let rows = store.list(&query).map_err(store_error)?;
-    match a.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        OutputFormat::Table => print!("{}", list_table(&rows)),
-    }
+    Out::new(a.format).result(&rows, || list_table(&rows))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -193,10 +191,7 @@ pub fn list_table(rows: &[RequestSummary]) -> String {
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut store = a.store.open()?;
     let trace = load_trace(&mut *store, &a.id)?;
-    match a.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&with_critical(&trace))?),
-        OutputFormat::Table => print!("{}", waterfall(&trace, 40)),
-    }
+    Out::new(a.format).result(&with_critical(&trace), || waterfall(&trace, 40))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -388,8 +383,8 @@ fn export(a: ExportArgs) -> anyhow::Result<ExitCode> {
         exporter.export(&traces).map_err(store_error)?;
         sent += traces.len();
     }
-    eprintln!("exported {sent} request(s) to {}", a.endpoint);
-    println!("{}", json!({ "exported": sent }));
+    out::status(&format!("exported {sent} request(s) to {}", a.endpoint));
+    out::print_text(&format!("{}\n", json!({ "exported": sent })))?;
     Ok(ExitCode::SUCCESS)
 }
 

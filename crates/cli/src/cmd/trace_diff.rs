@@ -11,7 +11,8 @@ use serde_json::json;
 
 use super::common::{LangArg, OutputFormat};
 use super::store::{StoreArg, load_trace, ms};
-use crate::table::{Align, Table};
+use crate::out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -48,9 +49,9 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
             let mut v = serde_json::to_value(&diff)?;
             v["explanation"] = json!(diff.explain(lang));
             v["lang"] = json!(lang);
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            out::print_json(&v)?;
         }
-        OutputFormat::Table => print!("{}", render(&diff, lang)),
+        OutputFormat::Table => out::print_text(&render(&diff, lang))?,
     }
     Ok(ExitCode::SUCCESS)
 }

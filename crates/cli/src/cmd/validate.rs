@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use glassbox_topology::{Report, TopologyError};
 use serde_json::json;
 
-use super::common::{OutputFormat, color, kinds};
+use super::common::{OutputFormat, kinds};
 use crate::exit;
+use crate::out::{self, color};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -27,9 +28,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let kinds = kinds();
     if args.list_kinds {
-        for k in kinds.iter() {
-            println!("{:<14} {}", k.name(), k.summary());
-        }
+        let list: String = kinds
+            .iter()
+            .map(|k| format!("{:<14} {}\n", k.name(), k.summary()))
+            .collect();
+        out::print_text(&list)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut ok = true;
@@ -62,7 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         "diagnostics": [{"file": path, "code": "io", "severity": "error",
                             "message": format!("cannot read `{path}`: {source}"), "hint": "check the path"}]
                     })),
-                    OutputFormat::Table => eprintln!("error: cannot read `{path}`: {source}\n  hint: check the path"),
+                    OutputFormat::Table => out::status(&format!(
+                        "error: cannot read `{path}`: {source}\n  hint: check the path"
+                    )),
                 }
                 continue;
             }
@@ -77,16 +82,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "diagnostics": report.to_json(),
             })),
             OutputFormat::Table => {
-                print!("{}", report.render(color(true)));
-                match summary {
-                    Some(line) => println!("ok  {line}"),
-                    None => println!("invalid  {}: {}", file, report.summary()),
-                }
+                let verdict = match summary {
+                    Some(line) => format!("ok  {line}\n"),
+                    None => format!("invalid  {}: {}\n", file, report.summary()),
+                };
+                out::print_text(&(report.render(color(true)) + &verdict))?;
             }
         }
     }
     if args.format == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        out::print_json(&results)?;
     }
     Ok(ExitCode::from(if ok { exit::OK } else { exit::INVALID }))
 }

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use super::common::OutputFormat;
 use super::store::format_time;
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
+use crate::out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -131,8 +132,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let answer = call(&args, method, &path, body)?;
     match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
-        OutputFormat::Table => print!("{}", table(&answer)),
+        OutputFormat::Json => out::print_json(&answer)?,
+        OutputFormat::Table => out::print_text(&table(&answer))?,
     }
     Ok(ExitCode::SUCCESS)
 }

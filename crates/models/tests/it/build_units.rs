@@ -73,6 +73,7 @@ fn every_package_selection_builds_llama_cpp_with_the_workspaces_features() {
     );
     // The selections of scripts/*.sh and docs/BENCHMARKS.md that reach llama.cpp.
     for package in [
+        "glassbox-bench",
         "glassbox-cli",
         "glassbox-models",
         "glassbox-nodes",

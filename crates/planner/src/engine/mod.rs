@@ -257,12 +257,17 @@ impl Engine {
     }
 
     /// Prior adjustment for an engine with no data at the level used: eager
-    /// PyTorch (`transformers`) launches many more kernels per token and does
-    /// not fuse attention, so it is assumed to reach 60% of the class's
-    /// efficiency at 3× its overhead. Only a prior: calibrate to replace it.
+    /// PyTorch (`transformers`) launches many more kernels per token from
+    /// Python, so it is assumed to pay 3× the class's step overhead. Its
+    /// weight reads run at the class's efficiency: an unquantised linear
+    /// layer in eager PyTorch is `torch.nn.functional.linear`, the same
+    /// cuBLAS GEMV/GEMM that vLLM's `UnquantizedLinearMethod` calls, so
+    /// what eager execution adds is host time between kernels, not a slower
+    /// weight read (issue 37, docs/planner.md, "The seventh sealed file").
+    /// Only a prior: calibrate to replace it.
     pub(crate) fn prior_adjust(self) -> (f64, f64) {
         match self {
-            Self::Transformers => (0.6, 3.0),
+            Self::Transformers => (1.0, 3.0),
             _ => (1.0, 1.0),
         }
     }

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
-use super::inputs::parse_duration;
+use super::duration::parse_duration;
 use super::{chat, llm};
 use crate::cmd::common::OutputFormat;
 
@@ -90,11 +88,19 @@ pub enum Sub {
     Chat(Box<chat::ChatArgs>),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Arrivals {
     /// Exponential gaps: independent users.
     Poisson,
     /// Evenly spaced.
     Fixed,
+}
+
+impl From<Arrivals> for glassbox_bench::load::Arrivals {
+    fn from(a: Arrivals) -> Self {
+        match a {
+            Arrivals::Poisson => Self::Poisson,
+            Arrivals::Fixed => Self::Fixed,
+        }
+    }
 }

@@ -1,33 +1,11 @@
-//! What `glassbox bench` prints: the JSON document and the table.
+//! What `glassbox bench` prints as a table (the JSON document is the
+//! library's `glassbox_bench::load::Report` as it is).
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use glassbox_bench::load::{Arrivals, Report};
 
-use super::args::Arrivals;
-use super::client::TraceCheck;
-use super::stats::{Buckets, Summary};
-use crate::table::{Align, Table};
-
-/// The `--format json` document.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub url: String,
-    pub topology: String,
-    /// `open` or `closed`.
-    pub mode: &'static str,
-    pub rate: Option<f64>,
-    pub arrivals: Option<Arrivals>,
-    pub concurrency: Option<usize>,
-    /// Open loop: sender threads.
-    pub max_in_flight: Option<usize>,
-    pub warmup_s: f64,
-    /// Requests sent during warm-up (not in the figures).
-    pub warmup_requests: u64,
-    #[serde(flatten)]
-    pub summary: Summary,
-    pub traces: Option<TraceCheck>,
-}
+use crate::out::table::{Align, Table};
 
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
@@ -47,7 +25,7 @@ fn pct(v: f64) -> String {
 }
 
 /// The human-readable report.
-pub fn table(rep: &Report, buckets: &Buckets) -> String {
+pub fn table(rep: &Report) -> String {
     let s = &rep.summary;
     let c = &s.counts;
     let mut out = String::new();
@@ -150,7 +128,7 @@ pub fn table(rep: &Report, buckets: &Buckets) -> String {
             ]
         })
         .collect();
-    if buckets.len() > 1 {
+    if s.by_input_length.len() > 1 {
         out.push('\n');
         // Indented by one; the first column left-aligned, the figures right.
         let mut align = vec![Align::Right; header.len()];
@@ -191,7 +169,9 @@ pub fn table(rep: &Report, buckets: &Buckets) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stats::{Outcome, Sample, summarize};
+    use glassbox_bench::load::TraceCheck;
+    use glassbox_bench::stats::{Buckets, Outcome, Sample, summarize};
+
     use super::*;
 
     #[test]
@@ -236,7 +216,7 @@ mod tests {
                 ..TraceCheck::default()
             }),
         };
-        let t = table(&rep, &b);
+        let t = table(&rep);
         assert!(t.contains("offered 3.0 req/s"), "{t}");
         assert_eq!(
             (rps(0.0271), rps(0.0), rps(1918.26)),

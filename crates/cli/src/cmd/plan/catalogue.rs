@@ -122,7 +122,10 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             );
             std::fs::write(path, header + &text)
                 .with_context(|| format!("writing `{}`", path.display()))?;
-            eprintln!("wrote {} (use with --calibration)", path.display());
+            crate::out::status(&format!(
+                "wrote {} (use with --calibration)",
+                path.display()
+            ));
         }
         None => out!("{}", text.trim_end()),
     }
@@ -139,12 +142,11 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    eprintln!("median absolute percentage error:");
-    eprint!(
-        "{}",
-        planner_table(&["metric", "rows", "fitted", "held-out (LOO)", "baseline"])
+    crate::out::status("median absolute percentage error:");
+    crate::out::note(
+        &planner_table(&["metric", "rows", "fitted", "held-out (LOO)", "baseline"])
             .rows(summary)
-            .render()
+            .render(),
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -14,11 +14,14 @@ use glassbox_planner::{Estimator, ModelCatalogue};
 
 use crate::cmd::common::OutputFormat;
 
-/// Writes a line to stdout, ignoring a closed pipe (`glassbox plan ... | head`).
+/// Writes a line to stdout through the output layer (`crate::out::emit`),
+/// ignoring a closed pipe (`glassbox plan ... | head`).
 macro_rules! out {
+    () => {{
+        let _ = crate::out::emit("\n");
+    }};
     ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+        let _ = crate::out::emit(&format!("{}\n", format_args!($($t)*)));
     }};
 }
 

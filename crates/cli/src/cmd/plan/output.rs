@@ -1,6 +1,6 @@
 //! The planner's tables.
 
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 /// The planner's tables: a rule under the header, numbers right-aligned
 /// except in the last column.

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use glassbox_store::compare::{Comparison, Diff, Dist, Rate};
 use glassbox_store::stats::TestResult;
 
-use crate::table::{Align, Table};
+use crate::out::table::{Align, Table};
 
 fn lat(d: &Dist) -> String {
     format!("{:.1} / {:.1} / {:.1}", d.p.p50, d.p.p95, d.p.p99)

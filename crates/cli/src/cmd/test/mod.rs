@@ -1,37 +1,38 @@
 //! `glassbox test TOPOLOGY [CASES...] [--replay]`: regression tests for a
 //! topology, for CI.
 //!
-//! Cases (YAML, `glassbox_app::regress::cases`) each give an input and what the run must show:
-//! the path and labels, the guard outcome, checks on the answer (contains,
-//! regex, JSON schema), cost and latency bounds (`glassbox_app::regress::expect`). `--replay`
-//! runs stored requests again through this topology and reports every one
-//! whose path, guard outcome or cost changed ([`replay`]). The pipeline is
-//! read and validated once and built once, the way `glassbox run` builds it
-//! (`glassbox_app::Local`), and runs in-process; test runs are not recorded in the trace store.
+//! The work is library code, `glassbox_app::regress`: cases (YAML,
+//! `cases`) each give an input and what the run must show: the path and
+//! labels, the guard outcome, checks on the answer (contains, regex, JSON
+//! schema), cost and latency bounds (`expect`); they run into suites
+//! (`suite`). `--replay` runs stored requests again through this topology
+//! and reports every one whose path, guard outcome or cost changed
+//! (`replay`). The pipeline is read and validated once and built once, the
+//! way `glassbox run` builds it (`glassbox_app::Local`), and runs
+//! in-process; test runs are not recorded in the trace store. This module
+//! resolves the flags, calls those, and prints.
 //!
 //! Results print as a table (or JSON) and, with `--junit FILE`, as JUnit XML
-//! ([`junit`]). Exit codes: 0 every case passed and no replayed request
+//! (`glassbox_app::regress::junit`). Exit codes: 0 every case passed and no replayed request
 //! changed, 1 a case failed or a request changed, 2 usage, 69 a model or
 //! the store is unavailable, 78 an invalid topology, case file or option.
 
-mod junit;
-mod replay;
-
-use glassbox_app::local::Warning;
-use glassbox_app::regress::{cases, expect};
-use glassbox_app::{Local, LocalOptions, Record};
-use glassbox_engine::RunOptions;
-use glassbox_topology::Source;
-use glassbox_trace::diff::path_taken;
-use serde_json::json;
 use std::process::ExitCode;
 
-use super::common::{OutputFormat, color};
+use glassbox_app::local::Warning;
+use glassbox_app::regress::replay::{self, ReplayError, ReplayOptions};
+use glassbox_app::regress::suite::{self, CaseResult, Suite};
+use glassbox_app::regress::{cases, junit};
+use glassbox_app::{Local, LocalOptions, Record};
+use glassbox_topology::Source;
+use serde_json::json;
+
+use super::common::OutputFormat;
 use super::run::local_error;
-use super::store::{FilterArgs, StoreArg};
+use super::store::{FilterArgs, StoreArg, store_error};
 use crate::exit::{self, Coded};
-use crate::table::{Align, Table};
-use junit::{CaseResult, Suite};
+use crate::out::table::{Align, Table};
+use crate::out::{self, Out};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -76,6 +77,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let output = Out::new(args.format);
     if !(args.cost_tolerance.is_finite() && args.cost_tolerance >= 0.0) {
         return Err(Coded::invalid(format!(
             "`--cost-tolerance {}` must be a fraction of zero or more (0.25 is 25%)",
@@ -88,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // for a model to load.
     let validated = Local::validate(&args.file, &registry).map_err(local_error)?;
     if !validated.report.diagnostics.is_empty() {
-        eprint!("{}", validated.report.render(color(false)));
+        out::diagnostics(&validated.report);
     }
     let topology = &validated.topology;
     let mut files = Vec::new();
@@ -102,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match cases::read(Source::new(path.as_str(), text), topology) {
             Ok(c) => files.push((path.clone(), c)),
             Err(report) => {
-                eprint!("{}", report.render(color(false)));
+                out::diagnostics(&report);
                 bad.push(format!(
                     "`{path}` is not a valid case file ({})",
                     report.summary()
@@ -123,48 +125,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             calibrated: false,
             warn: &|w| {
                 if let Warning::Calibration(text) = w {
-                    eprintln!("warning: {text}");
+                    out::warn(&text);
                 }
             },
         },
     )
     .map_err(local_error)?;
-    let topology = local.topology.clone();
-    let label = format!("{}@{}", topology.id, topology.version);
-    let mut suites = Vec::new();
-    for (path, cases) in &files {
-        let mut results = Vec::with_capacity(cases.len());
-        for case in cases {
-            let outcome = local.run(case.input.clone(), RunOptions::default());
-            let r = &outcome.trace.record;
-            results.push(CaseResult {
-                name: case.name.clone(),
-                location: case.location.clone(),
-                seconds: r.duration_us as f64 / 1e6,
-                failures: expect::check(&case.expect, &outcome),
-                skipped: None,
-                request_id: r.request_id.to_string(),
-                path: path_taken(&r.path)
-                    .iter()
-                    .map(|n| &**n)
-                    .collect::<Vec<_>>()
-                    .join(" → "),
-                cost: expect::cost(r.receipt.total),
-            });
-        }
-        suites.push(Suite {
-            name: format!("{label} {path}"),
-            results,
-        });
-    }
+    let mut suites = suite::run_cases(&local, &files);
     if args.replay {
-        let options = replay::ReplayOptions {
-            store: &args.store,
-            filter: &args.filter,
-            limit: args.limit,
-            cost_tolerance: args.cost_tolerance,
-        };
-        suites.push(replay::replay(&local, &options)?);
+        suites.push(replay_stored(&local, &args)?);
     }
     drop(local);
     if let Some(file) = &args.junit {
@@ -172,16 +141,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Coded::invalid(format!("cannot write the JUnit report to `{file}`: {e}"))
         })?;
     }
-    match args.format {
-        OutputFormat::Table => print!("{}", render(&suites)),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&to_json(&suites))?),
-    }
-    let failed: usize = suites.iter().map(Suite::failed).sum();
+    output.result(&to_json(&suites), || render(&suites))?;
+    let (_, failed, _) = suite::totals(&suites);
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(exit::FAILED)
     })
+}
+
+/// `--replay`: the store and filter resolved from the flags, the stored
+/// requests replayed (a warning when none matched).
+fn replay_stored(local: &Local, args: &Args) -> anyhow::Result<Suite> {
+    let mut store = args.store.open()?;
+    let options = ReplayOptions {
+        filter: args.filter.filter(None)?,
+        limit: args.limit,
+        cost_tolerance: args.cost_tolerance,
+    };
+    let suite = replay::replay(local, &mut *store, &options).map_err(|e| match e {
+        ReplayError::Store(e) => store_error(e),
+        missing @ ReplayError::Missing(_) => Coded::invalid(missing.to_string()),
+    })?;
+    if suite.results.is_empty() {
+        let topology = options
+            .filter
+            .topology
+            .as_deref()
+            .unwrap_or(&local.topology.id);
+        out::warn(&format!(
+            "no stored requests of `{topology}` match, so nothing was replayed \
+             (hint: `glassbox trace list` shows what the store holds; `--store` picks the store)"
+        ));
+    }
+    Ok(suite)
 }
 
 fn to_json(suites: &[Suite]) -> serde_json::Value {
@@ -203,10 +196,11 @@ fn to_json(suites: &[Suite]) -> serde_json::Value {
             })
             .collect::<Vec<_>>()
     };
+    let (passed, failed, skipped) = suite::totals(suites);
     json!({
-        "passed": suites.iter().flat_map(|s| &s.results).filter(|r| r.passed()).count(),
-        "failed": suites.iter().map(Suite::failed).sum::<usize>(),
-        "skipped": suites.iter().map(Suite::skipped).sum::<usize>(),
+        "passed": passed,
+        "failed": failed,
+        "skipped": skipped,
         "suites": suites.iter().map(|s| json!({"name": s.name, "results": results(s)})).collect::<Vec<_>>(),
     })
 }

@@ -84,7 +84,7 @@ pub(super) fn run(args: Args, common: Common, url: &str) -> anyhow::Result<ExitC
         }) {
         Ok(load) => {
             if failing {
-                eprintln!("glassbox worker: `{scrape_url}` answers again");
+                crate::out::status(&format!("glassbox worker: `{scrape_url}` answers again"));
                 failing = false;
             }
             if let Ok(mut l) = shared.lock() {
@@ -94,7 +94,9 @@ pub(super) fn run(args: Args, common: Common, url: &str) -> anyhow::Result<ExitC
         }
         Err(e) => {
             if !failing {
-                eprintln!("glassbox worker: reading `{scrape_url}` failed: {e}");
+                crate::out::status(&format!(
+                    "glassbox worker: reading `{scrape_url}` failed: {e}"
+                ));
                 failing = true;
             }
             shared
@@ -103,11 +105,11 @@ pub(super) fn run(args: Args, common: Common, url: &str) -> anyhow::Result<ExitC
         }
     };
     let registration = common.register(record, load)?;
-    eprintln!(
+    crate::out::status(&format!(
         "glassbox worker: `{}` attached {engine} server {base} serving {}",
         common.id,
         models.join(", ")
-    );
+    ));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -41,10 +41,10 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
         common
             .labels
             .insert("test_slowdown".into(), format!("{factor}"));
-        eprintln!(
+        crate::out::status(&format!(
             "glassbox worker: TEST SLOWDOWN {factor}x: the local LLMs sleep {}x their compute time each step (for benchmarks only)",
             factor - 1.0
-        );
+        ));
     }
     // Named as no file on disk can be, so nothing (a calibration) is
     // looked up beside them.
@@ -77,7 +77,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
     let stats = runtime.block_on(async move {
         let server = Server::bind(options).await.map_err(server_error)?;
         for note in server.notes() {
-            eprintln!("glassbox worker: {note}");
+            crate::out::status(&format!("glassbox worker: {note}"));
         }
         check_served(server.initial_changes(), &models)?;
         let addr = server.local_addr();
@@ -100,7 +100,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             started_at: common.started_at,
         };
         let registration = tokio::task::block_in_place(|| common.register(record, engine_load()))?;
-        eprintln!(
+        crate::out::status(&format!(
             "glassbox worker: `{}` serving {} at {address} (listening on http://{addr}); /v1/chat/completions, /v1/embeddings, /metrics",
             common.id,
             models
@@ -108,7 +108,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
                 .map(|m| format!("{} ({})", m.name, m.kind))
                 .collect::<Vec<_>>()
                 .join(", "),
-        );
+        ));
         // On a signal the worker leaves the pool first, then drains.
         let shutdown = async move {
             glassbox_server::shutdown_signal().await;
@@ -116,10 +116,10 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
         };
         server.run(shutdown).await.map_err(server_error)
     })?;
-    eprintln!(
+    crate::out::status(&format!(
         "glassbox worker: stopped; {} requests written to the trace store",
         stats.requests_written
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 

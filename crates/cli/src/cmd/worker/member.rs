@@ -60,7 +60,7 @@ impl Common {
             self.registration.clone(),
             record,
             load,
-            move |event| eprintln!("glassbox worker: {}", describe(&id, &event)),
+            move |event| crate::out::status(&format!("glassbox worker: {}", describe(&id, &event))),
         )
         .map_err(etcd_error)
     }

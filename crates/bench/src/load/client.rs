@@ -1,5 +1,5 @@
-//! The HTTP side of `glassbox bench`: one `ureq` agent (a keep-alive pool)
-//! shared by every sender thread, the run call, and the trace check.
+//! The HTTP side of the load: one `ureq` agent (a keep-alive pool) shared
+//! by every sender thread, the run call, and the trace check.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::args::Args;
-use super::stats::Outcome;
+use super::config::Config;
+use crate::stats::Outcome;
 
 /// The HTTP side: one agent (keep-alive pool) shared by every thread.
 pub struct Client {
@@ -28,23 +28,20 @@ pub struct Answer {
 }
 
 impl Client {
-    pub fn new(args: &Args, connections: usize) -> Self {
+    pub fn new(config: &Config, connections: usize) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(args.timeout))
+            .timeout_global(Some(config.timeout))
             .http_status_as_error(false)
             .max_idle_connections(connections.max(1))
             .max_idle_connections_per_host(connections.max(1))
             .build()
             .into();
-        let base = args.url.trim_end_matches('/').to_string();
+        let base = config.url.trim_end_matches('/').to_string();
         Client {
             agent,
-            runs_url: format!(
-                "{base}/v1/topologies/{}/runs",
-                args.topology.as_deref().unwrap_or_default()
-            ),
+            runs_url: format!("{base}/v1/topologies/{}/runs", config.topology),
             base,
-            auth: args.api_key.as_ref().map(|k| format!("Bearer {k}")),
+            auth: config.api_key.as_ref().map(|k| format!("Bearer {k}")),
         }
     }
 

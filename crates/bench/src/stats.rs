@@ -69,8 +69,8 @@ impl Buckets {
         Ok(Buckets { bounds })
     }
 
-    /// How many buckets there are (one more than boundaries).
-    pub fn len(&self) -> usize {
+    /// How many buckets there are: one more than boundaries, so never 0.
+    pub fn count(&self) -> usize {
         self.bounds.len() + 1
     }
 
@@ -231,7 +231,7 @@ pub fn summarize(samples: &[Sample], buckets: &Buckets, window_s: f64) -> Summar
     let mut counts = Counts::default();
     let mut admitted = Vec::new();
     let mut rejected = Vec::new();
-    let mut per_bucket: Vec<(Counts, Vec<u64>)> = vec![Default::default(); buckets.len()];
+    let mut per_bucket: Vec<(Counts, Vec<u64>)> = vec![Default::default(); buckets.count()];
     let mut last_done_us = 0;
     let mut first_due_us = u64::MAX;
     for s in samples {
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn buckets_split_at_their_boundaries() {
         let b = Buckets::new(vec![64, 256, 1024]).unwrap();
-        assert_eq!(b.len(), 4);
+        assert_eq!(b.count(), 4);
         assert_eq!(b.index(0), 0);
         assert_eq!(b.index(63), 0);
         assert_eq!(b.index(64), 1);
@@ -372,13 +372,13 @@ mod tests {
         assert_eq!(b.index(1023), 2);
         assert_eq!(b.index(1024), 3);
         assert_eq!(b.index(1_000_000), 3);
-        let labels: Vec<String> = (0..b.len()).map(|i| b.label(i)).collect();
+        let labels: Vec<String> = (0..b.count()).map(|i| b.label(i)).collect();
         assert_eq!(labels, ["<64", "64–255", "256–1023", "≥1024"]);
         assert_eq!(b.range(0), (0, Some(63)));
         assert_eq!(b.range(3), (1024, None));
         let one = Buckets::new(vec![]).unwrap();
         assert_eq!(
-            (one.len(), one.index(5), one.label(0)),
+            (one.count(), one.index(5), one.label(0)),
             (1, 0, "all".into())
         );
     }

@@ -1,5 +1,5 @@
 //! The serving simulator's check against the local engine (`glassbox
-//! bench llm --rates`): the engine's step times profiled, the engine loaded
+//! bench llm --rates`/`--loads`): the engine's step times profiled, the engine loaded
 //! open loop at each rate, the same arrivals and token counts replayed in
 //! the simulator, measured against simulated P50/P99 TTFT and E2E.
 
@@ -13,15 +13,15 @@ use glassbox_planner::sim::{
 };
 use serde::Serialize;
 
-use crate::exit::Coded;
+use crate::BenchError;
 
 /// Context of the local engine for the benchmark.
 pub(super) const N_CTX: u32 = 2048;
 /// Prompt tokens the local engine evaluates in one batch.
 pub(super) const N_BATCH: u32 = 512;
 
-fn invalid(message: String) -> anyhow::Error {
-    Coded::invalid(message)
+fn invalid(message: String) -> BenchError {
+    BenchError::Invalid(message)
 }
 
 pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -124,7 +124,7 @@ pub(super) fn validate(
     llm: &LlmHandle,
     msgs: &[ChatMessage],
     runs: &[BenchRun],
-) -> anyhow::Result<Validation> {
+) -> Result<Validation, BenchError> {
     let msgs = msgs.to_vec();
     let seqs = a.max_num_seqs.max(1);
     let (profile, cost) = profile_steps(llm, &msgs, seqs, a.gen_tokens, runs)?;
@@ -206,7 +206,7 @@ fn profile_steps(
     seqs: u32,
     gen_tokens: u32,
     runs: &[BenchRun],
-) -> anyhow::Result<(StepProfile, ProfiledCost)> {
+) -> Result<(StepProfile, ProfiledCost), BenchError> {
     let mut p = StepProfile::default();
     for r in runs {
         if let Some(ms) = r.prefill_ms.filter(|ms| *ms > 0.0) {
@@ -265,37 +265,4 @@ fn profile_steps(
     }
     let cost = ProfiledCost::fit(&p).map_err(|e| invalid(e.to_string()))?;
     Ok((p, cost))
-}
-
-pub(super) fn print_validation(v: &Validation) {
-    let steps: Vec<String> = v.decode_step_ms.iter().map(|t| format!("{t:.1}")).collect();
-    println!(
-        "\nstep profile: prefill {:.2} ms/token; decode step ms at batch 1..{}: {}; capacity {:.3} req/s",
-        v.prefill_ms_per_token,
-        steps.len(),
-        steps.join(" / "),
-        v.capacity_rps
-    );
-    println!(
-        "\nopen loop, measured vs simulated (same arrivals and token counts; first 10% left out):"
-    );
-    println!(
-        "rate/s  load  reqs  TTFT p50 meas/sim   TTFT p99 meas/sim    err   E2E p99 meas/sim     err"
-    );
-    for c in &v.checks {
-        println!(
-            "{:>6.3} {:>5} {:>5} {:>8.0} / {:<8.0} {:>8.0} / {:<8.0} {:>+5.0}% {:>8.0} / {:<8.0} {:>+5.0}%",
-            c.rate,
-            c.load.map_or("-".into(), |l| format!("{:.0}%", l * 100.0)),
-            c.requests,
-            c.measured_ttft_ms.p50,
-            c.simulated_ttft_ms.p50,
-            c.measured_ttft_ms.p99,
-            c.simulated_ttft_ms.p99,
-            c.ttft_p99_error * 100.0,
-            c.measured_e2e_ms.p99,
-            c.simulated_e2e_ms.p99,
-            c.e2e_p99_error * 100.0,
-        );
-    }
 }

@@ -1,25 +1,19 @@
-//! How `glassbox bench` drives the load: the closed loop (C clients, each
-//! sending when answered), the open loop (arrivals on their own clock, handed
-//! to a pool of senders; a request no sender can take is recorded as not
-//! sent), and the progress bar.
+//! How the load is driven: the closed loop (C clients, each sending when
+//! answered) and the open loop (arrivals on their own clock, handed to a
+//! pool of senders; a request no sender can take is recorded as not sent).
+//! Each finished request adds one to a progress counter that the caller
+//! may show.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::args::Arrivals;
 use super::client::{Answer, Client};
+use super::config::{Arrivals, OpenLoop, Stop};
 use super::inputs::Input;
-use super::stats::{Outcome, Sample};
-
-/// When the load stops.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Stop {
-    After(Duration),
-    Count(u64),
-}
+use crate::stats::{Outcome, Sample};
 
 /// Shared state of one run: what to send, when measuring starts, results.
 pub(super) struct Run {
@@ -112,14 +106,6 @@ pub(super) fn closed_loop(run: &Run, c: usize, progress: &AtomicU64) {
     });
 }
 
-/// Open-loop settings.
-pub(super) struct OpenLoop {
-    pub(super) rate: f64,
-    pub(super) arrivals: Arrivals,
-    pub(super) senders: usize,
-    pub(super) seed: u64,
-}
-
 /// A job for an open-loop sender thread.
 pub(super) struct Job {
     pub(super) seq: u64,
@@ -200,54 +186,4 @@ pub(super) fn open_loop(run: &Run, open: &OpenLoop, progress: &AtomicU64) {
         }
         drop(jobs);
     });
-}
-
-/// A progress bar on stderr (hidden when stderr is not a terminal).
-pub(super) struct Progress {
-    pub(super) done: Arc<AtomicU64>,
-    pub(super) stop: Arc<AtomicBool>,
-    pub(super) handle: Option<thread::JoinHandle<()>>,
-}
-
-impl Progress {
-    pub(super) fn start(run: &Run, show: bool) -> Self {
-        let done = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = show.then(|| {
-            let (done, stop) = (done.clone(), stop.clone());
-            let start = run.start;
-            let (len, by_time) = match run.stop {
-                Stop::After(d) => (micros(d + run.warmup) / 1000, true),
-                Stop::Count(n) => (n, false),
-            };
-            thread::spawn(move || {
-                let bar = indicatif::ProgressBar::new(len);
-                let style = indicatif::ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:30} {msg}",
-                );
-                if let Ok(style) = style {
-                    bar.set_style(style);
-                }
-                while !stop.load(Ordering::Relaxed) {
-                    let n = done.load(Ordering::Relaxed);
-                    bar.set_position(if by_time {
-                        micros(start.elapsed()) / 1000
-                    } else {
-                        n
-                    });
-                    bar.set_message(format!("{n} requests"));
-                    thread::sleep(Duration::from_millis(200));
-                }
-                bar.finish_and_clear();
-            })
-        });
-        Progress { done, stop, handle }
-    }
-
-    pub(super) fn finish(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle {
-            let _ = h.join();
-        }
-    }
 }

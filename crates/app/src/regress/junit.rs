@@ -6,48 +6,7 @@
 
 use std::fmt::Write as _;
 
-/// How one case or replayed request ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseResult {
-    pub name: String,
-    /// `file:line` of the case, or the stored request id.
-    pub location: String,
-    pub seconds: f64,
-    /// Every miss; empty when it passed.
-    pub failures: Vec<String>,
-    /// Why it was not run (a request whose stored input is incomplete).
-    pub skipped: Option<String>,
-    /// The request the run made (for `trace show` / `trace diff`).
-    pub request_id: String,
-    pub path: String,
-    pub cost: String,
-}
-
-impl CaseResult {
-    pub fn passed(&self) -> bool {
-        self.failures.is_empty() && self.skipped.is_none()
-    }
-}
-
-/// A named list of results.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Suite {
-    pub name: String,
-    pub results: Vec<CaseResult>,
-}
-
-impl Suite {
-    pub fn failed(&self) -> usize {
-        self.results
-            .iter()
-            .filter(|r| !r.failures.is_empty())
-            .count()
-    }
-
-    pub fn skipped(&self) -> usize {
-        self.results.iter().filter(|r| r.skipped.is_some()).count()
-    }
-}
+use super::suite::Suite;
 
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -129,6 +88,7 @@ pub fn render(suites: &[Suite]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::regress::suite::CaseResult;
 
     fn result(name: &str, failures: &[&str], skipped: Option<&str>) -> CaseResult {
         CaseResult {

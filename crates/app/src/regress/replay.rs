@@ -1,6 +1,6 @@
-//! `glassbox test TOPOLOGY --replay`: stored requests run again through a
-//! (new) version of the topology, reporting every request whose path,
-//! labels, status, guard outcome or cost changed.
+//! Replay (`glassbox test TOPOLOGY --replay`): stored requests run again
+//! through a (new) version of the topology, reporting every request whose
+//! path, labels, status, guard outcome or cost changed.
 //!
 //! The input of a stored request is its input summary (the JSON of the
 //! input, redacted and cut to the store's summary length): a request whose
@@ -10,29 +10,43 @@
 //! first-divergence words as `trace diff`.
 
 use std::collections::BTreeSet;
+use std::str::FromStr;
 
-use glassbox_app::Local;
 use glassbox_engine::{Outcome, RunOptions};
-use glassbox_store::{ListQuery, Sort, StoredTrace};
+use glassbox_store::{Filter, ListQuery, Sort, StoreError, StoredTrace, TraceStore};
 use glassbox_trace::diff::{Side, TraceDiff, guard_outcomes, path_taken};
-use glassbox_trace::{Lang, RequestRecord, SpanRecord, Unit};
+use glassbox_trace::{Lang, RequestId, RequestRecord, SpanRecord, Unit};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use super::junit::{CaseResult, Suite};
-use crate::cmd::store::{FilterArgs, StoreArg, load_trace, store_error};
+use super::suite::{CaseResult, Suite};
+use crate::Local;
 
-/// What to replay and how strict to be about cost.
-pub struct ReplayOptions<'a> {
-    pub store: &'a StoreArg,
-    pub filter: &'a FilterArgs,
+/// Which stored requests to replay and how strict to be about cost.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The stored requests; with no topology, the topology under test's.
+    pub filter: Filter,
+    /// Most requests replayed (newest first).
     pub limit: u32,
     /// Relative change in a request's total cost that counts (0.25: 25%).
     pub cost_tolerance: f64,
 }
 
+/// Why a replay could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A listed request could not be read back.
+    #[error(
+        "no request `{0}` in the trace store (hint: `glassbox trace list` shows what is stored)"
+    )]
+    Missing(String),
+}
+
 /// The stored input, when the summary holds all of it.
-fn stored_input(record: &RequestRecord) -> Result<Value, String> {
+pub fn stored_input(record: &RequestRecord) -> Result<Value, String> {
     let text = record.input_summary.trim();
     if text.is_empty() {
         return Err("no input was stored for this request".into());
@@ -126,32 +140,28 @@ fn either(old: String, new: String) -> String {
     }
 }
 
-/// Replays the stored requests; one result per request.
-pub fn replay(local: &Local, options: &ReplayOptions<'_>) -> anyhow::Result<Suite> {
+/// Replays the stored requests of `store` that `options` selects through
+/// `local`; one result per request (none when nothing matched).
+pub fn replay(
+    local: &Local,
+    store: &mut dyn TraceStore,
+    options: &ReplayOptions,
+) -> Result<Suite, ReplayError> {
     let topology_id = local.topology.id.as_str();
-    let mut store = options.store.open()?;
-    let mut filter = options.filter.filter(None)?;
+    let mut filter = options.filter.clone();
     if filter.topology.is_none() {
         filter.topology = Some(topology_id.to_string());
     }
-    let query_topology = filter.topology.clone().unwrap_or_default();
-    let rows = store
-        .list(&ListQuery {
-            filter,
-            sort: Sort::Recent,
-            limit: options.limit,
-        })
-        .map_err(store_error)?;
-    if rows.is_empty() {
-        eprintln!(
-            "warning: no stored requests of `{}` match, so nothing was replayed \
-             (hint: `glassbox trace list` shows what the store holds; `--store` picks the store)",
-            query_topology
-        );
-    }
+    let rows = store.list(&ListQuery {
+        filter,
+        sort: Sort::Recent,
+        limit: options.limit,
+    })?;
     let mut results = Vec::with_capacity(rows.len());
     for row in rows {
-        let stored: StoredTrace = load_trace(&mut *store, &row.request_id)?;
+        let missing = || ReplayError::Missing(row.request_id.clone());
+        let id = RequestId::from_str(&row.request_id).map_err(|_| missing())?;
+        let stored: StoredTrace = store.get(id)?.ok_or_else(missing)?;
         let old = &stored.record;
         let name = format!(
             "{} {}",
