@@ -29,7 +29,10 @@
 # (one per line; default the example's product questions, then
 # examples/rag-chat/questions-more.txt), TOPOLOGY_SET (lines `key: value`
 # added to the `llm` node's config, e.g. "prefill_chunk: 128"), CHUNK_ORDER
-# (the `prompt` node's `chunk_order`; default: as in the example), PROFILE /
+# (the `prompt` node's `chunk_order`; default: as in the example), WARM (N:
+# before each level, the last N questions are sent to glassbox one at a time,
+# so a chunk cache (`kv_reuse: chunks`) holds their chunks as in service;
+# default 0: first-time questions on an empty cache), PROFILE /
 # BIN (as in bench-serving.sh), OUT (default target-models/bench).
 # Writes OUT/rag-STAMP.json. Exit 1 on a failed request.
 set -euo pipefail
@@ -183,12 +186,13 @@ stop_all
 echo "== machine: $(machine_line)"
 echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 [[ -n "$llama" ]] && echo "== llama-server: $llama"
-echo "== rag-chat: $(wc -l <"$questions") questions, $seqs sequences x $ctx context, $threads threads, greedy, max_tokens 80${TOPOLOGY_SET:+, llm: $TOPOLOGY_SET}${CHUNK_ORDER:+, chunk_order: $CHUNK_ORDER}"
+echo "== rag-chat: $(wc -l <"$questions") questions, $seqs sequences x $ctx context, $threads threads, greedy, max_tokens 80${TOPOLOGY_SET:+, llm: $TOPOLOGY_SET}${CHUNK_ORDER:+, chunk_order: $CHUNK_ORDER}${WARM:+, warmed with the last $WARM questions}"
 
 # --- the levels -------------------------------------------------------------
 # The prefix cache's counters of the glassbox server now running.
 prefix_stats() {
-  curl -fsS "http://127.0.0.1:$gport/metrics" | grep -E '^glassbox_llm_prefix_cache_(hits|queries)' || true
+  curl -fsS "http://127.0.0.1:$gport/metrics" |
+    grep -E '^glassbox_llm_(prefix_cache_(hits|queries)|chunk_cache_placed_tokens)' || true
 }
 status=0
 warm="$(jq -cn --arg q "$warm_question" '[{role: "user", content: $q}]')"
@@ -197,6 +201,9 @@ for c in $clients; do
   start_glassbox "$c"
   targets=(--target "glassbox=http://127.0.0.1:$gport=rag-chat")
   chat "http://127.0.0.1:$gport" rag-chat "$warm"
+  while IFS= read -r q; do
+    chat "http://127.0.0.1:$gport" rag-chat "$(jq -cn --arg q "$q" '[{role: "user", content: $q}]')"
+  done < <(tail -n "${WARM:-0}" "$questions" | head -n "${WARM:-0}")
   if [[ "${SIDE:-1}" == 1 ]]; then
     start_llama "$c"
     targets+=(--target "llama-server=http://127.0.0.1:$lport=smollm2" --messages "llama-server=$messages")
@@ -232,6 +239,8 @@ for c in levels:
     print(docs[c]["table"])
     if prefix.get("queries"):
         print(f"glassbox prefix cache: {prefix.get('hits', 0):.0f} of {prefix['queries']:.0f} prompt tokens reused ({100 * prefix.get('hits', 0) / prefix['queries']:.1f}%)")
+        if prefix.get("tokens"):
+            print(f"glassbox chunk cache (kv_reuse: chunks): {prefix['tokens']:.0f} of {prefix['queries']:.0f} prompt tokens placed ({100 * prefix['tokens'] / prefix['queries']:.1f}%)")
 by = {(lv["target"], lv["concurrency"]): lv for d in docs.values() for lv in d["levels"]}
 one = by.get(("glassbox", min(levels)))
 print("\ntargets:")

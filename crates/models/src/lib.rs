@@ -48,9 +48,10 @@ pub use index::{
     build_index, chunk_document,
 };
 pub use llm::{
-    ChatMessage, Completion, CompletionStream, EngineLoad, FinishReason, GenerateRequest,
-    HistogramSnapshot, LatencyStats, LlmError, LlmHandle, LlmOptions, ModelDims, ModelInfo,
-    PromptLookup, Role, Timing, Usage, set_test_slowdown, test_slowdown,
+    ChatMessage, ChunkReuse, Completion, CompletionStream, EngineLoad, FinishReason,
+    GenerateRequest, HistogramSnapshot, KvReuse, LatencyStats, LlmError, LlmHandle, LlmOptions,
+    ModelDims, ModelInfo, PromptChunk, PromptLookup, Role, Timing, Usage, set_test_slowdown,
+    test_slowdown,
 };
 pub use paths::{
     MINILM_DIR, ONNXRUNTIME_LIB, SMOLLM2_FILE, minilm_dir, models_dir, onnxruntime_path,

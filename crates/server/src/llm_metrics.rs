@@ -68,6 +68,8 @@ pub(crate) struct LlmMetrics {
     prefix_hits: Counts,
     prefix_host_hits: Counts,
     host_cache_bytes: Counts,
+    chunk_placed_tokens: Counts,
+    chunk_cache_bytes: Counts,
     spec_draft_tokens: Counts,
     spec_accepted_tokens: Counts,
     preemptions: Counts,
@@ -104,6 +106,14 @@ impl LlmMetrics {
         let prefix_host_hits = gauge(
             "llm_prefix_cache_host_hits",
             "Of the hits, tokens restored from host memory: a prompt whose slot another request had taken",
+        );
+        let chunk_placed_tokens = gauge(
+            "llm_chunk_cache_placed_tokens",
+            "Prompt tokens whose KV the local LLM placed from its chunk cache (kv_reuse: chunks), since start",
+        );
+        let chunk_cache_bytes = gauge(
+            "llm_chunk_cache_bytes",
+            "Bytes of retrieved chunks' KV the local LLM keeps in host memory now (kv_reuse: chunks)",
         );
         let host_cache_bytes = gauge(
             "llm_prefix_cache_host_bytes",
@@ -160,6 +170,8 @@ impl LlmMetrics {
             prefix_hits,
             prefix_host_hits,
             host_cache_bytes,
+            chunk_placed_tokens,
+            chunk_cache_bytes,
             spec_draft_tokens,
             spec_accepted_tokens,
             preemptions,
@@ -197,6 +209,12 @@ impl LlmMetrics {
             self.host_cache_bytes
                 .get_or_create(&labels)
                 .set(count(load.host_cache_bytes as u64));
+            self.chunk_placed_tokens
+                .get_or_create(&labels)
+                .set(count(load.chunk_placed_tokens));
+            self.chunk_cache_bytes
+                .get_or_create(&labels)
+                .set(count(load.chunk_cache_bytes as u64));
             self.spec_draft_tokens
                 .get_or_create(&labels)
                 .set(count(load.spec_draft_tokens));
@@ -241,6 +259,8 @@ mod tests {
             prefix_hits: 60,
             prefix_host_hits: 20,
             host_cache_bytes: 4096,
+            chunk_placed_tokens: 7,
+            chunk_cache_bytes: 0,
             spec_drafts: 1,
             spec_draft_tokens: 8,
             spec_accepted_tokens: 5,

@@ -66,6 +66,8 @@ mod tests {
             prefix_hits: 0,
             prefix_host_hits: 0,
             host_cache_bytes: 0,
+            chunk_placed_tokens: 0,
+            chunk_cache_bytes: 0,
             spec_drafts: 0,
             spec_draft_tokens: 0,
             spec_accepted_tokens: 0,

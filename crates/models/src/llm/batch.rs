@@ -147,6 +147,13 @@ impl<'m> Batch<'m> {
         self.load
             .host_cache_bytes
             .store(host_bytes, Ordering::Relaxed);
+        let (placed, chunk_bytes) = self.session.chunk_usage();
+        self.load
+            .chunk_placed_tokens
+            .store(placed, Ordering::Relaxed);
+        self.load
+            .chunk_cache_bytes
+            .store(chunk_bytes, Ordering::Relaxed);
         if self.pool.pooled {
             self.make_room();
         }

@@ -11,6 +11,7 @@
 //! metadata, and usage counts are the exact token counts the model saw.
 
 mod batch;
+mod chunks;
 mod constrain;
 mod dims;
 mod host_cache;
@@ -29,6 +30,7 @@ mod worker;
 
 use std::path::PathBuf;
 
+pub use chunks::{ChunkReuse, KvReuse, PromptChunk};
 pub use dims::ModelDims;
 pub use lookup::PromptLookup;
 pub use stats::EngineLoad;
@@ -121,6 +123,12 @@ pub struct GenerateRequest {
     /// by [`crate::grammar::json_schema_to_gbnf`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+    /// The retrieved chunks the messages quote (a RAG prompt's notes), for
+    /// per-chunk KV reuse; used only by an engine loaded with
+    /// [`KvReuse::Chunks`], ignored (the prompt is evaluated as usual)
+    /// otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<PromptChunk>,
 }
 
 impl Default for GenerateRequest {
@@ -134,6 +142,7 @@ impl Default for GenerateRequest {
             stop: Vec::new(),
             priority: 0,
             grammar: None,
+            chunks: Vec::new(),
         }
     }
 }
@@ -208,6 +217,10 @@ pub struct Completion {
     /// Prompt tokens whose KV was reused from the prefix cache.
     #[serde(default)]
     pub prompt_cached_tokens: u32,
+    /// Prompt tokens whose KV was placed from the chunk cache (approximate
+    /// reuse, [`KvReuse::Chunks`]); 0 in exact mode.
+    #[serde(default)]
+    pub prompt_placed_tokens: u32,
     /// Speculative decoding: draft tokens proposed, and of those accepted.
     #[serde(default)]
     pub draft_tokens: u32,
@@ -298,6 +311,10 @@ pub struct LlmOptions {
     /// matrix products, as llama-cpp-python does by default. Measured both
     /// ways in docs/BENCHMARKS.md ("Like with like", issue #41). Default on.
     pub flash_attention: bool,
+    /// How prompt KV is reused across requests: by prefix only (exact,
+    /// the default) or also per retrieved chunk (approximate, opt-in; see
+    /// [`KvReuse`] and ADR 0013).
+    pub kv_reuse: KvReuse,
 }
 
 impl LlmOptions {
@@ -317,6 +334,7 @@ impl LlmOptions {
             batch_invariant: false,
             kv_cache_cells: None,
             flash_attention: true,
+            kv_reuse: KvReuse::Exact,
         }
     }
 
@@ -335,6 +353,14 @@ impl LlmOptions {
     /// sequence (admission by prompt, preemption when it runs out).
     pub(crate) fn pooled(&self) -> bool {
         self.kv_cells() < self.n_ctx.saturating_mul(self.seqs())
+    }
+
+    /// The context's KV layout: whether it is one stream, and its
+    /// sequences. Chunk reuse takes one stream and a scratch sequence past
+    /// the slots (`session/reuse.rs`); exact mode keeps the engine's own.
+    pub(crate) fn kv_layout(&self) -> (bool, u32) {
+        let chunks = matches!(self.kv_reuse, KvReuse::Chunks(_));
+        (self.pooled() || chunks, self.seqs() + u32::from(chunks))
     }
 
     pub(crate) fn thread_count(&self) -> usize {

@@ -60,6 +60,11 @@ pub(super) struct Sequence {
     /// after the prompt, before generation goes on.
     pub(super) refeed: Vec<LlamaToken>,
     pub(super) preemptions: u32,
+    /// Per-chunk reuse: the prompt's retrieved chunks (token ranges, in
+    /// order), the next one not yet saved, and prompt tokens placed.
+    pub(super) spans: Vec<std::ops::Range<usize>>,
+    pub(super) saved: usize,
+    pub(super) placed: usize,
 }
 
 impl Sequence {
@@ -107,6 +112,8 @@ impl Sequence {
         };
         self.id = -1;
         self.fed = 0;
+        self.saved = 0;
+        self.placed = 0;
         self.logits_at = None;
         self.rows = 0;
         self.draft.clear();

@@ -16,8 +16,10 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+mod reuse;
 mod slots;
 
+use super::chunks::{ChunkCache, ChunkReuse};
 use super::constrain::Grammar;
 use super::host_cache::HostCache;
 use super::load::backend;
@@ -25,7 +27,9 @@ use super::lookup::PromptLookup;
 use super::sequence::{Sequence, emit, sampler};
 use super::shape;
 use super::stop::TextAssembler;
-use super::{ChatMessage, Completion, FinishReason, GenerateRequest, LlmError, LlmOptions, Usage};
+use super::{
+    ChatMessage, Completion, FinishReason, GenerateRequest, KvReuse, LlmError, LlmOptions, Usage,
+};
 
 /// A model with its context, template and batch, ready to serve requests.
 pub(super) struct Session<'m> {
@@ -54,6 +58,12 @@ pub(super) struct Session<'m> {
     batch_invariant: bool,
     /// One KV pool for every sequence rather than a stream per slot.
     pooled: bool,
+    /// Per-chunk KV reuse (approximate, opt-in): its settings, the saved
+    /// chunks, and the scratch sequence it works through (see [`reuse`]).
+    chunk_reuse: Option<ChunkReuse>,
+    chunk_cache: ChunkCache<LlamaToken, SeqState>,
+    scratch: i32,
+    chunk_placed: u64,
     version: String,
 }
 
@@ -70,11 +80,13 @@ impl<'m> Session<'m> {
             n_ctx: options.n_ctx,
             detail,
         };
+        // One pool when it is smaller than a context per sequence, or for
+        // chunk reuse (which also takes a scratch sequence).
+        let (unified, n_seq_max) = options.kv_layout();
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.kv_cells()))
-            .with_n_seq_max(options.seqs())
-            // One pool when it is smaller than a context per sequence.
-            .with_kv_unified(options.pooled())
+            .with_n_seq_max(n_seq_max)
+            .with_kv_unified(unified)
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch)
             .with_n_threads(threads)
@@ -119,6 +131,16 @@ impl<'m> Session<'m> {
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             batch_invariant: options.batch_invariant,
             pooled: options.pooled(),
+            chunk_reuse: match options.kv_reuse {
+                KvReuse::Exact => None,
+                KvReuse::Chunks(c) => Some(c),
+            },
+            chunk_cache: ChunkCache::new(match options.kv_reuse {
+                KvReuse::Exact => 0,
+                KvReuse::Chunks(c) => c.cache_bytes,
+            }),
+            scratch: i32::try_from(options.seqs()).unwrap_or(i32::MAX),
+            chunk_placed: 0,
             version,
         })
     }
@@ -199,6 +221,7 @@ impl<'m> Session<'m> {
         // Drafts are checked against the greedy choice, so only greedy
         // requests speculate (their text is the same either way).
         let lookup = self.lookup.filter(|_| request.temperature <= 0.0);
+        let spans = self.chunk_spans(request, &prompt, &tokens);
         let history = if lookup.is_some() {
             tokens.clone()
         } else {
@@ -214,6 +237,9 @@ impl<'m> Session<'m> {
             output: Vec::new(),
             refeed: Vec::new(),
             preemptions: 0,
+            spans,
+            saved: 0,
+            placed: 0,
             reused: 0,
             arrived,
             priority: request.priority,
@@ -345,6 +371,7 @@ impl<'m> Session<'m> {
     /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
     fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        self.place_chunks(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
         let mut room = if decoding {
             self.prefill_chunk
@@ -358,7 +385,7 @@ impl<'m> Session<'m> {
             if room < shape::MIN_ROWS || (self.batch_invariant && !chosen.is_empty()) {
                 break;
             }
-            let chunk = shape::prefill_chunk(seq.feed_len() - seq.fed, room, self.batch_invariant);
+            let chunk = shape::prefill_chunk(self.until_placed(seq), room, self.batch_invariant);
             room -= chunk;
             chosen.push((i, chunk));
         }
@@ -385,7 +412,11 @@ impl<'m> Session<'m> {
             }
             seq.fed = end;
         }
-        self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| decode_err(&e))?;
+        self.save_chunks(seqs);
+        Ok(())
     }
 
     /// Samples every sequence whose logits were computed this step: the
@@ -480,6 +511,7 @@ impl<'m> Session<'m> {
                 .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
             timing: seq.timing(),
             prompt_cached_tokens: u32::try_from(seq.reused).unwrap_or(u32::MAX),
+            prompt_placed_tokens: u32::try_from(seq.placed).unwrap_or(u32::MAX),
             draft_tokens: seq.drafted,
             accepted_tokens: seq.accepted,
             preemptions: seq.preemptions,

@@ -21,6 +21,8 @@ pub(super) struct Load {
     pub(super) prefix_hits: AtomicU64,
     pub(super) prefix_host_hits: AtomicU64,
     pub(super) host_cache_bytes: AtomicUsize,
+    pub(super) chunk_placed_tokens: AtomicU64,
+    pub(super) chunk_cache_bytes: AtomicUsize,
     pub(super) spec_drafts: AtomicU64,
     pub(super) spec_draft_tokens: AtomicU64,
     pub(super) spec_accepted_tokens: AtomicU64,
@@ -51,6 +53,10 @@ pub struct EngineLoad {
     pub prefix_host_hits: u64,
     /// Bytes of prompt KV held in host memory now.
     pub host_cache_bytes: usize,
+    /// Per-chunk KV reuse (`kv_reuse: chunks`): prompt tokens whose KV was
+    /// placed from the chunk cache so far, and the bytes it holds now.
+    pub chunk_placed_tokens: u64,
+    pub chunk_cache_bytes: usize,
     /// Speculative decoding: finished requests that drafted, their draft
     /// tokens, and of those the accepted ones (vLLM's
     /// `spec_decode_num_draft_tokens` and `…_num_accepted_tokens`).

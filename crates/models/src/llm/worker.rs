@@ -118,6 +118,8 @@ impl LlmHandle {
             prefix_hits: load.prefix_hits.load(Ordering::Relaxed),
             prefix_host_hits: load.prefix_host_hits.load(Ordering::Relaxed),
             host_cache_bytes: load.host_cache_bytes.load(Ordering::Relaxed),
+            chunk_placed_tokens: load.chunk_placed_tokens.load(Ordering::Relaxed),
+            chunk_cache_bytes: load.chunk_cache_bytes.load(Ordering::Relaxed),
             spec_drafts: load.spec_drafts.load(Ordering::Relaxed),
             spec_draft_tokens: load.spec_draft_tokens.load(Ordering::Relaxed),
             spec_accepted_tokens: load.spec_accepted_tokens.load(Ordering::Relaxed),

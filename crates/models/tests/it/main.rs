@@ -4,6 +4,7 @@
 
 mod bench_report;
 mod build_units;
+mod chunk_reuse;
 mod common;
 mod constrained;
 mod embed;

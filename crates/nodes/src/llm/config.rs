@@ -27,6 +27,9 @@ pub const FIELDS: &[&str] = &[
     "batch_invariant",
     "kv_cache_cells",
     "prefill_chunk",
+    "kv_reuse",
+    "chunk_recompute",
+    "chunk_cache_mib",
     "tools",
     "tool_choice",
     "response_format",
@@ -63,6 +66,13 @@ pub struct LlmConfig {
     /// Prompt tokens evaluated per step while other requests generate
     /// (chunked prefill); absent: the node's default.
     pub prefill_chunk: Option<u64>,
+    /// Per-chunk KV reuse of retrieved chunks (`kv_reuse: chunks`,
+    /// approximate, opt-in; ADR 0013): off (`exact`) unless set.
+    pub kv_chunks: bool,
+    /// Tokens at the start of each placed chunk evaluated anew.
+    pub chunk_recompute: Option<u64>,
+    /// MiB of host memory for saved chunk KV.
+    pub chunk_cache_mib: Option<u64>,
     /// Tools the model may call and the shape of its answer (the OpenAI
     /// API's `tools`, `tool_choice`, `response_format`); absent: the
     /// caller's, if the request brings any.
@@ -98,8 +108,25 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
             None
         }
     };
+    let kv_chunks = match obj.str(cx, "kv_reuse") {
+        None => false,
+        Some(v) if v.value == "exact" => false,
+        Some(v) if v.value == "chunks" => true,
+        Some(v) => {
+            cx.error(
+                Code::BadConfig,
+                v.span,
+                format!("`kv_reuse` is `{}`", v.value),
+                "use `exact` (the default: prefix reuse, outputs unchanged) or `chunks` (approximate per-chunk reuse, see docs/adr/0013)",
+            );
+            false
+        }
+    };
     LlmConfig {
         ask,
+        kv_chunks,
+        chunk_recompute: obj.uint(cx, "chunk_recompute", 0, 4096).map(|n| n.value),
+        chunk_cache_mib: obj.uint(cx, "chunk_cache_mib", 1, 1 << 20).map(|n| n.value),
         backend,
         system: obj.str(cx, "system").map(|s| s.value),
         prompt: obj.str(cx, "prompt").map(|s| s.value),
@@ -119,5 +146,37 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
             .uint(cx, "kv_cache_cells", 64, u64::from(u32::MAX))
             .map(|n| n.value),
         prefill_chunk: obj.uint(cx, "prefill_chunk", 2, 65_536).map(|n| n.value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use glassbox_topology::Cx;
+
+    use super::*;
+
+    /// The config and the diagnostics of `yaml`.
+    fn checked(yaml: &str) -> (LlmConfig, Vec<glassbox_topology::Diagnostic>) {
+        let source = glassbox_topology::Source::new("config.yaml", yaml);
+        let value = glassbox_topology::parse::parse(&source).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut diagnostics = Vec::new();
+        let config = check(Some(&value), &mut Cx::new(&mut diagnostics));
+        (config, diagnostics)
+    }
+
+    #[test]
+    fn per_chunk_kv_reuse_is_off_unless_set_and_a_bad_value_is_named() {
+        let (c, d) = checked("backend: local");
+        assert!(d.is_empty() && !c.kv_chunks, "exact by default");
+        let (c, _) = checked("kv_reuse: exact");
+        assert!(!c.kv_chunks);
+        let (c, d) = checked("kv_reuse: chunks\nchunk_recompute: 8\nchunk_cache_mib: 64");
+        assert!(d.is_empty(), "{d:?}");
+        assert!(c.kv_chunks);
+        assert_eq!((c.chunk_recompute, c.chunk_cache_mib), (Some(8), Some(64)));
+        let (c, d) = checked("kv_reuse: approximate");
+        assert!(!c.kv_chunks);
+        let message = format!("{d:?}");
+        assert!(message.contains("`kv_reuse` is `approximate`"), "{message}");
     }
 }

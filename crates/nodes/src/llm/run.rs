@@ -13,7 +13,8 @@ use std::sync::Arc;
 use glassbox_engine::trace::Fact;
 use glassbox_engine::{BuildError, Call, Node, NodeCx, NodeError, NodeOutput, text_of};
 use glassbox_models::{
-    ChatMessage, Completion, GenerateRequest, LlmError, LlmHandle, LlmOptions, PromptLookup,
+    ChatMessage, ChunkReuse, Completion, GenerateRequest, KvReuse, LlmError, LlmHandle, LlmOptions,
+    PromptChunk, PromptLookup,
 };
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value, json};
@@ -88,6 +89,17 @@ pub(super) fn build(
                 // Off unless set: its trade-off on a busy 2-core machine is
                 // not measured yet (docs/BENCHMARKS.md, "RAG serving").
                 options.prefill_chunk = c.prefill_chunk.map(|n| n as u32);
+                // Exact (prefix reuse only) unless `kv_reuse: chunks`.
+                if c.kv_chunks {
+                    let mut reuse = ChunkReuse::default();
+                    if let Some(n) = c.chunk_recompute {
+                        reuse.recompute = n as u32;
+                    }
+                    if let Some(mib) = c.chunk_cache_mib {
+                        reuse.cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+                    }
+                    options.kv_reuse = KvReuse::Chunks(reuse);
+                }
                 // On unless set to 0: a draft is made only where it is likely
                 // to pay (see `PromptLookup`), and the text is the same
                 // wherever batching keeps it (always with `batch_invariant`).
@@ -224,6 +236,18 @@ impl LlmNode {
     }
 }
 
+/// The retrieved chunks the upstream outputs name (a `template` node's
+/// `chunks`), for the engine's per-chunk KV reuse; it ignores them unless
+/// `kv_reuse: chunks`, and those the prompt does not quote.
+fn prompt_chunks(cx: &NodeCx) -> Vec<PromptChunk> {
+    cx.outputs_json()
+        .values()
+        .filter_map(|out| out.get("chunks").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| serde_json::from_value(c.clone()).ok())
+        .collect()
+}
+
 /// What the local engine measured about one request, as span tags (vLLM's
 /// per-request numbers): queue time, time to first token, time per output
 /// token, prompt tokens served from the prefix cache (and their share of
@@ -246,6 +270,9 @@ fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     if c.usage.prompt_tokens > 0 {
         let rate = f64::from(c.prompt_cached_tokens) / f64::from(c.usage.prompt_tokens);
         tags.push(("prompt_cache_hit_rate", format!("{rate:.3}")));
+    }
+    if c.prompt_placed_tokens > 0 {
+        tags.push(("prompt_placed_tokens", c.prompt_placed_tokens.to_string()));
     }
     if c.preemptions > 0 {
         tags.push(("preemptions", c.preemptions.to_string()));
@@ -329,6 +356,7 @@ impl Node for LlmNode {
                     // preempted first when its KV pool runs out.
                     priority: cx.priority().rank(),
                     grammar: plan.as_ref().map(|p| p.grammar.clone()),
+                    chunks: prompt_chunks(&cx),
                 };
                 let handle = handle.clone();
                 let this = self.meta.clone();

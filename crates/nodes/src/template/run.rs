@@ -168,6 +168,31 @@ fn canonical_hits(outputs: &mut serde_json::Map<String, serde_json::Value>) -> V
     ids
 }
 
+/// The retrieved chunks (`hits` of upstream outputs) the rendered `text`
+/// quotes, as `{"id", "text"}` in the order they appear: where an LLM
+/// node's per-chunk KV reuse finds them in its prompt.
+fn quoted_chunks(
+    outputs: &serde_json::Map<String, serde_json::Value>,
+    text: &str,
+) -> Vec<serde_json::Value> {
+    let mut quoted: Vec<(usize, serde_json::Value)> = outputs
+        .values()
+        .filter_map(|out| out.get("hits").and_then(serde_json::Value::as_array))
+        .flatten()
+        .filter_map(|hit| {
+            let chunk = hit.get("text")?.as_str().filter(|t| !t.is_empty())?;
+            let at = text.find(chunk)?;
+            let id = hit
+                .get("chunk_id")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            Some((at, json!({ "id": id, "text": chunk })))
+        })
+        .collect();
+    quoted.sort_by_key(|(at, _)| *at);
+    quoted.into_iter().map(|(_, c)| c).collect()
+}
+
 /// A chunk id's sort key: `doc#12` after `doc#2` (the index's ids end in
 /// the chunk's number), any other id as text.
 fn chunk_key(id: Option<&str>) -> (String, u64) {
@@ -224,7 +249,12 @@ fn render(
             NodeError::BadInput(format!("template `{template_id}` did not render JSON: {e}"))
         })?
     } else {
-        json!({ "text": text, "template_id": template_id })
+        let quoted = quoted_chunks(&outputs, &text);
+        let mut value = json!({ "text": text, "template_id": template_id });
+        if !quoted.is_empty() {
+            value["chunks"] = serde_json::Value::Array(quoted);
+        }
+        value
     };
     let mut out = NodeOutput::new(value).tag("template_id", template_id.to_string());
     if let Some(chunks) = chunks {

@@ -101,3 +101,32 @@ fn an_unknown_chunk_order_is_a_config_error_with_a_hint() {
         "{shown}"
     );
 }
+
+/// The output lists the chunks the text quotes, in the order it quotes
+/// them, for an LLM node's per-chunk KV reuse (`kv_reuse: chunks`).
+#[tokio::test]
+async fn the_output_names_the_quoted_chunks_in_prompt_order() {
+    for (order, ids) in [
+        (None, ["b#0", "a#10", "a#2"]),
+        (Some("canonical"), ["a#2", "a#10", "b#0"]),
+    ] {
+        let p = build("t.yaml", &rag(BA, order));
+        let out = p
+            .run(json!({"question": "Q?"}), RunOptions::default())
+            .await;
+        let value = out.result.unwrap();
+        let chunks = value["chunks"].as_array().expect("chunks listed");
+        let got: Vec<&str> = chunks.iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(got, ids, "{order:?}");
+        let text = value["text"].as_str().unwrap();
+        for c in chunks {
+            assert!(text.contains(c["text"].as_str().unwrap()));
+        }
+    }
+    // No hits, no list.
+    let p = build("t.yaml", &rag("[]", None));
+    let out = p
+        .run(json!({"question": "Q?"}), RunOptions::default())
+        .await;
+    assert!(out.result.unwrap().get("chunks").is_none());
+}
