@@ -1,22 +1,42 @@
 //! Constrained decoding on the local model: invalid JSON per 1,000
 //! generations with and without the grammar, and what constraining costs.
 //!
-//! Usage: `bench_constrained [--n N] [--threads T] [--seqs S] [--max-tokens M]`.
-//! Part of `scripts/bench-constrained.sh`, which prints the table.
+//! Usage: `bench_constrained [--n N] [--seqs S] [--max-tokens M]
+//! [--speed-n K] [--arm-s A] [--speed-s B] [--threads T]`. Part of
+//! `scripts/bench-constrained.sh`, which prints the table.
 //!
-//! Two tasks, each run N times per arm on SmolLM2-135M (varied questions,
-//! temperature 0.7, a different seed each run): a tool call among three
-//! tools with nested arguments, and a structured answer (an order with a
-//! list of items). Both arms get the same prompt (the tools, or the
-//! schema, described in the system prompt, as `llm_inference` writes
-//! it); one also gets the grammar. Counted per arm: answers that are not
-//! JSON, JSON that does not follow the schema, and answers cut off at
-//! `max_tokens`. Cost: time per output token (P50/P95/P99 over the runs)
-//! and output tokens per second over the whole arm, at S sequences at once.
+//! Time-bounded: an arm starts no new generation after A seconds (the
+//! speed arms after B), lets the ones in flight finish, and reports how
+//! many it ran; so on a slow or shared machine the counts come with their
+//! real N (every generation started is counted, none is dropped).
+//!
+//! Two tasks on the support agent's domain (`examples/agent/`): a tool call
+//! among six tools (the example's `lookup_order` and `search_kb`, and four
+//! more, two with nested arguments), and a `response_format: json_schema`
+//! answer with a nested object and a list. Each runs N times per arm
+//! (unguided, guided), S sequences at once through the engine's batch, on
+//! short questions, each generation with its own seed and a temperature of
+//! 0.6, 0.8 or 1.0. Both arms get the same prompt (tools or schema
+//! described in the system prompt, as `llm_inference` writes it); only the
+//! grammar differs.
+//!
+//! Each generation is exactly one of: valid (parses and follows the
+//! schema), off schema (parses, does not follow it), not JSON, or cut off
+//! (stopped at `max_tokens` before it parsed). An unguided generation is
+//! stopped as soon as its text can no longer become JSON (prose or a code
+//! fence at the start, a syntax error before the end, text after a
+//! complete value): it is not JSON whatever follows, and generating the
+//! rest would only take time.
+//!
+//! The speed cost is measured apart, on K generations per arm run to their
+//! end (no early stop), same prompts and seeds: time per output token
+//! (P50/P95/P99) and output tokens per second over the arm.
 
 use std::time::Instant;
 
-use glassbox_models::{ChatMessage, Completion, GenerateRequest, LlmHandle, LlmOptions};
+use glassbox_models::{
+    ChatMessage, Completion, FinishReason, GenerateRequest, LlmHandle, LlmOptions,
+};
 use glassbox_nodes::llm::tools::{Ask, LocalPlan, RawAsk};
 use glassbox_nodes::schema_subset;
 use serde_json::{Value, json};
@@ -40,34 +60,82 @@ fn pct(v: &[f64], p: f64) -> f64 {
 
 const QUESTIONS: &[&str] = &[
     "Where is my order 1042?",
-    "What is the weather in Lisbon tomorrow?",
-    "Find the manual for the kettle K2.",
     "Has order 77 shipped yet?",
-    "Will it rain in Osaka on Friday?",
-    "How do I descale the coffee machine?",
-    "Track order 5 please.",
-    "Is it warm in Cairo this week?",
-    "Search the help pages for warranty terms.",
-    "I ordered a lamp, order 310, where is it?",
+    "How do I descale the Lumen Kettle Pro?",
+    "Order 310, where is it?",
+    "Is the kettle's warranty two years?",
+    "Cancel order 1043 please.",
+    "The lid of my kettle is stuck, what now?",
+    "Will it rain in Lisbon on Friday?",
+    "I want to open a ticket: my kettle leaks.",
+    "What is the status of order 5?",
+    "Can I boil milk in the kettle?",
+    "Track my order 1042 and tell me the carrier.",
 ];
 
-/// The tool-call task: three tools, nested arguments.
+/// Temperatures cycled over the generations (all above 0: sampled).
+const TEMPERATURES: &[f32] = &[0.6, 0.8, 1.0];
+
+fn tool(name: &str, description: &str, parameters: Value) -> Value {
+    json!({"type": "function", "function": {
+        "name": name, "description": description, "parameters": parameters}})
+}
+
+/// The many-tool task: the agent example's two tools and four more.
 fn tools_task() -> (RawAsk, Value) {
     let tools = json!([
-        {"type": "function", "function": {"name": "lookup_order", "description": "Finds an order by its number.",
-            "parameters": {"type": "object", "properties": {
+        // As in examples/agent/topology.yaml.
+        tool(
+            "lookup_order",
+            "Looks up an order by its number and tells its status.",
+            json!({"type": "object", "properties": {"order_id": {"type": "integer"}},
+                   "required": ["order_id"]})
+        ),
+        tool(
+            "search_kb",
+            "Searches the Lumen Kettle Pro knowledge base.",
+            json!({"type": "object", "properties": {"query": {"type": "string", "maxLength": 80}},
+                   "required": ["query"]})
+        ),
+        tool(
+            "cancel_order",
+            "Cancels an order that has not shipped.",
+            json!({"type": "object", "properties": {
                 "order_id": {"type": "integer"},
-                "fields": {"type": "array", "items": {"enum": ["status", "items", "address"]}, "maxItems": 3}
-            }, "required": ["order_id"]}}},
-        {"type": "function", "function": {"name": "weather", "description": "The forecast for a place and day.",
-            "parameters": {"type": "object", "properties": {
-                "place": {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}}, "required": ["city"]},
-                "day": {"type": "string"}
-            }, "required": ["place", "day"]}}},
-        {"type": "function", "function": {"name": "search_docs", "description": "Searches the help pages.",
-            "parameters": {"type": "object", "properties": {
-                "query": {"type": "string"}, "top_k": {"type": "integer"}
-            }, "required": ["query"]}}}
+                "reason": {"enum": ["changed_mind", "late", "duplicate", "other"]}
+            }, "required": ["order_id", "reason"]})
+        ),
+        tool(
+            "open_ticket",
+            "Opens a support ticket about a product.",
+            json!({"type": "object", "properties": {
+                "product": {"type": "object", "properties": {
+                    "model": {"enum": ["Lumen Kettle Pro", "Lumen Kettle Mini"]},
+                    "serial": {"type": "string", "maxLength": 20}
+                }, "required": ["model"]},
+                "problem": {"type": "string", "maxLength": 120},
+                "urgent": {"type": "boolean"}
+            }, "required": ["product", "problem"]})
+        ),
+        tool(
+            "weather",
+            "The forecast for a place and day.",
+            json!({"type": "object", "properties": {
+                "place": {"type": "object", "properties": {
+                    "city": {"type": "string", "maxLength": 40},
+                    "country": {"type": "string", "maxLength": 40}
+                }, "required": ["city"]},
+                "day": {"type": "string", "maxLength": 20}
+            }, "required": ["place", "day"]})
+        ),
+        tool(
+            "list_orders",
+            "Lists a customer's recent orders.",
+            json!({"type": "object", "properties": {
+                "email": {"type": "string", "maxLength": 60},
+                "limit": {"type": "integer"}
+            }, "required": ["email"]})
+        )
     ]);
     // What a valid reply is: one of the calls, with its arguments.
     let alts: Vec<Value> = tools
@@ -89,17 +157,19 @@ fn tools_task() -> (RawAsk, Value) {
     (raw, json!({ "anyOf": alts }))
 }
 
-/// The structured-answer task: an order summary with a list of items.
-fn format_task() -> (RawAsk, Value) {
+/// The nested-schema task: a triage of the question, with the order and
+/// a list of its items. Free text is bounded (`maxLength`), as
+/// docs/agents.md advises, so a guided answer can finish.
+fn nested_task() -> (RawAsk, Value) {
     let schema = json!({"type": "object", "properties": {
-        "intent": {"enum": ["order_status", "weather", "how_to", "other"]},
+        "intent": {"enum": ["order_status", "product_help", "complaint", "other"]},
         "order": {"type": "object", "properties": {
             "id": {"type": ["integer", "null"]},
-            "items": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "quantity": {"type": "integer"}
+            "items": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {
+                "name": {"type": "string", "maxLength": 40}, "quantity": {"type": "integer"}
             }, "required": ["name", "quantity"]}}
         }, "required": ["id", "items"]},
-        "reply": {"type": "string"}
+        "reply": {"type": "string", "maxLength": 120}
     }, "required": ["intent", "order", "reply"]});
     let raw = RawAsk {
         tools: None,
@@ -111,7 +181,7 @@ fn format_task() -> (RawAsk, Value) {
     (raw, schema)
 }
 
-/// Validity under `any_of` alternatives (the subset validator has no `anyOf`).
+/// Validity under `anyOf` alternatives.
 fn follows(schema: &Value, v: &Value) -> bool {
     match schema.get("anyOf").and_then(Value::as_array) {
         Some(alts) => alts.iter().any(|s| follows(s, v)),
@@ -119,116 +189,245 @@ fn follows(schema: &Value, v: &Value) -> bool {
     }
 }
 
-struct Arm {
-    not_json: usize,
-    off_schema: usize,
-    cut_off: usize,
-    tpot_ms: Vec<f64>,
-    tokens: u64,
-    wall_s: f64,
-    n: usize,
-}
-
-fn run_arm(
-    llm: &LlmHandle,
-    plan: &LocalPlan,
-    schema: &Value,
-    constrained: bool,
-    n: usize,
-    seqs: usize,
-    max_tokens: u32,
-) -> Arm {
-    let request = |i: usize| GenerateRequest {
-        max_tokens,
-        temperature: 0.7,
-        top_p: 0.95,
-        seed: Some(1000 + i as u32),
-        grammar: constrained.then(|| plan.grammar.clone()),
-        ..GenerateRequest::chat(vec![
-            ChatMessage::system(format!(
-                "You are a support assistant.\n\n{}",
-                plan.instructions
-            )),
-            ChatMessage::user(QUESTIONS[i % QUESTIONS.len()]),
-        ])
+/// Whether no continuation of `text` can parse as JSON (after trimming).
+fn hopeless(text: &str) -> bool {
+    let t = text.trim_start();
+    let Some(first) = t.chars().next() else {
+        return false;
     };
-    let start = Instant::now();
-    let done: Vec<Completion> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..seqs)
-            .map(|w| {
-                s.spawn(move || {
-                    (w..n)
-                        .step_by(seqs)
-                        .filter_map(|i| llm.generate_blocking(request(i)).ok())
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    let wall_s = start.elapsed().as_secs_f64();
-    let mut arm = Arm {
-        not_json: 0,
-        off_schema: 0,
-        cut_off: 0,
-        tpot_ms: Vec::new(),
-        tokens: 0,
-        wall_s,
-        n: done.len(),
-    };
-    for c in &done {
-        arm.tokens += u64::from(c.usage.completion_tokens);
-        if let Some(t) = c.timing.tpot_ms {
-            arm.tpot_ms.push(t);
-        }
-        if c.finish_reason == glassbox_models::FinishReason::Length {
-            arm.cut_off += 1;
-        }
-        match serde_json::from_str::<Value>(c.text.trim()) {
-            Err(_) => arm.not_json += 1,
-            Ok(v) if !follows(schema, &v) => arm.off_schema += 1,
-            Ok(_) => {}
+    if !matches!(first, '{' | '[' | '"' | '-' | '0'..='9' | 't' | 'f' | 'n') {
+        return true;
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(_) => false,
+        Err(e) if e.is_eof() => false,
+        Err(e) => {
+            // A syntax error well before the end stays one whatever comes
+            // next (the parser reads left to right); text after a complete
+            // value is "trailing characters".
+            let offset: usize = t
+                .split_inclusive('\n')
+                .take(e.line().saturating_sub(1))
+                .map(str::len)
+                .sum::<usize>()
+                + e.column();
+            offset + 4 < t.len()
         }
     }
-    arm
+}
+
+#[derive(Default)]
+struct Arm {
+    n: usize,
+    valid: usize,
+    off_schema: usize,
+    not_json: usize,
+    cut_off: usize,
+    stopped_early: usize,
+    errors: usize,
+    tokens: u64,
+    prompt_tokens: u64,
+    cached_tokens: u64,
+    tpot_ms: Vec<f64>,
+    wall_s: f64,
+}
+
+enum Outcome {
+    Done(Completion),
+    Hopeless(u64),
+    Failed,
+}
+
+struct Setup<'a> {
+    llm: &'a LlmHandle,
+    plan: &'a LocalPlan,
+    seqs: usize,
+    max_tokens: u32,
+}
+
+/// How long an arm may keep starting generations.
+struct Deadline(Instant);
+
+impl Deadline {
+    fn open(&self) -> bool {
+        Instant::now() < self.0
+    }
+}
+
+impl Setup<'_> {
+    fn request(&self, i: usize, constrained: bool) -> GenerateRequest {
+        GenerateRequest {
+            max_tokens: self.max_tokens,
+            temperature: TEMPERATURES[i % TEMPERATURES.len()],
+            top_p: 0.95,
+            seed: Some(1000 + i as u32),
+            grammar: constrained.then(|| self.plan.grammar.clone()),
+            ..GenerateRequest::chat(vec![
+                ChatMessage::system(format!(
+                    "You are a support assistant.\n\n{}",
+                    self.plan.instructions
+                )),
+                ChatMessage::user(QUESTIONS[i % QUESTIONS.len()]),
+            ])
+        }
+    }
+
+    /// One generation; unguided ones with `early` stop once hopeless.
+    fn one(&self, i: usize, constrained: bool, early: bool) -> Outcome {
+        let request = self.request(i, constrained);
+        if !early || constrained {
+            return match self.llm.generate_blocking(request) {
+                Ok(c) => Outcome::Done(c),
+                Err(_) => Outcome::Failed,
+            };
+        }
+        let Ok(mut stream) = self.llm.stream(request) else {
+            return Outcome::Failed;
+        };
+        let mut text = String::new();
+        let mut pieces = 0u64;
+        while let Some(piece) = stream.next_blocking() {
+            text.push_str(&piece);
+            pieces += 1;
+            if hopeless(&text) {
+                // Dropping the stream cancels the generation.
+                return Outcome::Hopeless(pieces);
+            }
+        }
+        match stream.finish_blocking() {
+            Ok(c) => Outcome::Done(c),
+            Err(_) => Outcome::Failed,
+        }
+    }
+
+    fn arm(
+        &self,
+        schema: &Value,
+        constrained: bool,
+        n: usize,
+        early: bool,
+        seconds: f64,
+    ) -> Arm {
+        let start = Instant::now();
+        let deadline = &Deadline(start + std::time::Duration::from_secs_f64(seconds));
+        let outcomes: Vec<Outcome> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..self.seqs)
+                .map(|w| {
+                    s.spawn(move || {
+                        (w..n)
+                            .step_by(self.seqs)
+                            .take_while(|_| deadline.open())
+                            .map(|i| self.one(i, constrained, early))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut arm = Arm {
+            wall_s: start.elapsed().as_secs_f64(),
+            ..Arm::default()
+        };
+        for o in outcomes {
+            arm.n += 1;
+            let c = match o {
+                Outcome::Done(c) => c,
+                Outcome::Hopeless(pieces) => {
+                    arm.tokens += pieces;
+                    arm.not_json += 1;
+                    arm.stopped_early += 1;
+                    continue;
+                }
+                Outcome::Failed => {
+                    arm.errors += 1;
+                    continue;
+                }
+            };
+            arm.tokens += u64::from(c.usage.completion_tokens);
+            arm.prompt_tokens += u64::from(c.usage.prompt_tokens);
+            arm.cached_tokens += u64::from(c.prompt_cached_tokens);
+            if let Some(t) = c.timing.tpot_ms {
+                arm.tpot_ms.push(t);
+            }
+            match serde_json::from_str::<Value>(c.text.trim()) {
+                Ok(v) if follows(schema, &v) => arm.valid += 1,
+                Ok(_) => arm.off_schema += 1,
+                Err(_) if c.finish_reason == FinishReason::Length => arm.cut_off += 1,
+                Err(_) => arm.not_json += 1,
+            }
+        }
+        arm
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = arg("--n", "250").parse()?;
+    let n: usize = arg("--n", "1000").parse()?;
     let threads: usize = arg("--threads", "2").parse()?;
-    let seqs: usize = arg("--seqs", "8").parse()?;
-    let max_tokens: u32 = arg("--max-tokens", "160").parse()?;
+    let seqs: usize = arg("--seqs", "16").parse()?;
+    let max_tokens: u32 = arg("--max-tokens", "256").parse()?;
+    let speed_n: usize = arg("--speed-n", "32").parse()?;
+    let arm_s: f64 = arg("--arm-s", "3600").parse()?;
+    let speed_s: f64 = arg("--speed-s", "3600").parse()?;
     let models = glassbox_models::models_dir();
     let llm = LlmHandle::load(LlmOptions {
         threads: Some(threads),
-        n_ctx: 8192,
+        // Per sequence: the longest prompt (six tools described) and the answer.
+        n_ctx: 1536,
         max_num_seqs: seqs as u32,
+        host_cache_bytes: 0,
         ..LlmOptions::new(glassbox_models::smollm2_path(&models))
     })?;
     let mut rows = Vec::new();
-    for (task, (raw, schema)) in [("tool call", tools_task()), ("json_schema", format_task())] {
+    let tasks = [
+        ("tool call (6 tools)", tools_task()),
+        ("json_schema (nested)", nested_task()),
+    ];
+    for (task, (raw, schema)) in tasks {
         let ask = Ask::read(raw)?.ok_or("the task asks for nothing")?;
         let plan = ask.local_plan()?;
+        let setup = Setup {
+            llm: &llm,
+            plan: &plan,
+            seqs,
+            max_tokens,
+        };
         for constrained in [false, true] {
-            let arm = run_arm(&llm, &plan, &schema, constrained, n, seqs, max_tokens);
-            let per_k = |x: usize| x as f64 * 1000.0 / arm.n.max(1) as f64;
+            eprintln!("{task}, grammar {constrained}: {n} generations ...");
+            let arm = setup.arm(&schema, constrained, n, true, arm_s);
+            eprintln!(
+                "  {:.0} s; valid {}, not JSON {} ({} stopped early), off schema {}, cut off {}",
+                arm.wall_s, arm.valid, arm.not_json, arm.stopped_early, arm.off_schema, arm.cut_off
+            );
+            eprintln!("{task}, grammar {constrained}: speed, {speed_n} generations ...");
+            let speed = setup.arm(&schema, constrained, speed_n, false, speed_s);
+            eprintln!(
+                "  {:.0} s; {:.1} output tokens per generation, prompt {:.0} tokens ({:.0} from the prefix cache)",
+                speed.wall_s,
+                speed.tokens as f64 / speed.n.max(1) as f64,
+                speed.prompt_tokens as f64 / speed.n.max(1) as f64,
+                speed.cached_tokens as f64 / speed.n.max(1) as f64,
+            );
             rows.push(json!({
                 "task": task,
                 "grammar": constrained,
                 "n": arm.n,
-                "not_json": arm.not_json,
+                "valid": arm.valid,
                 "off_schema": arm.off_schema,
+                "not_json": arm.not_json,
                 "cut_off": arm.cut_off,
-                "invalid_per_1000": per_k(arm.not_json + arm.off_schema),
-                "not_json_per_1000": per_k(arm.not_json),
-                "tpot_p50_ms": pct(&arm.tpot_ms, 0.5),
-                "tpot_p95_ms": pct(&arm.tpot_ms, 0.95),
-                "tpot_p99_ms": pct(&arm.tpot_ms, 0.99),
-                "tokens_per_s": arm.tokens as f64 / arm.wall_s,
+                "stopped_early": arm.stopped_early,
+                "errors": arm.errors,
+                "wall_s": arm.wall_s,
                 "mean_tokens": arm.tokens as f64 / arm.n.max(1) as f64,
+                "speed_n": speed.n,
+                "speed_mean_tokens": speed.tokens as f64 / speed.n.max(1) as f64,
+                "tpot_p50_ms": pct(&speed.tpot_ms, 0.5),
+                "tpot_p95_ms": pct(&speed.tpot_ms, 0.95),
+                "tpot_p99_ms": pct(&speed.tpot_ms, 0.99),
+                "tokens_per_s": speed.tokens as f64 / speed.wall_s,
             }));
         }
     }

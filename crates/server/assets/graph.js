@@ -9,8 +9,10 @@
 //     crossings;
 //  4. each layer is centred horizontally; edges are drawn as smooth curves
 //     through their waypoints, with the condition as a label.
-// Topologies are validated acyclic; a cycle here (a bad payload) is broken by
-// ignoring the back edge rather than looping.
+// A loop's back edge (from a node up to one on an earlier or the same layer)
+// takes no part in the layering: it is drawn apart, leaving the source's right
+// side and curving up the right of the graph into the target's right side,
+// labelled with its bound when the payload gives one (`max_iterations`).
 
 import { s } from './dom.js';
 
@@ -21,6 +23,8 @@ const GAP_Y = 78;
 const WAYPOINT_W = 18;
 const LABEL_W = 120;
 const PAD = 16;
+/** Room right of the nodes for each back edge's curve. */
+const BACK_GAP = 40;
 
 /**
  * Computes positions. `nodes`: [{id}], `edges`: [{from, to}].
@@ -61,6 +65,7 @@ export function layout(nodes, edges) {
     layer.set(id, l);
   }
   const forward = good.filter((e) => layer.get(e.from) < layer.get(e.to));
+  const backward = good.filter((e) => layer.get(e.from) >= layer.get(e.to));
   const depth = Math.max(0, ...layer.values()) + 1;
 
   // 2. Waypoints for long edges: chains of virtual vertices.
@@ -133,10 +138,11 @@ export function layout(nodes, edges) {
   // 4. Coordinates: each layer centred.
   const widthOf = (v) => (v.real ? NODE_W : v.wide ? LABEL_W : WAYPOINT_W);
   const rowWidth = (row) => row.reduce((a, v) => a + widthOf(v), 0) + GAP_X * Math.max(0, row.length - 1);
-  const width = Math.max(NODE_W, ...layers.map(rowWidth)) + 2 * PAD;
+  const inner = Math.max(NODE_W, ...layers.map(rowWidth)) + 2 * PAD;
+  const width = inner + (backward.length ? BACK_GAP * backward.length + 24 : 0);
   const centre = new Map();
   layers.forEach((row, l) => {
-    let x = (width - rowWidth(row)) / 2;
+    let x = (inner - rowWidth(row)) / 2;
     const y = PAD + l * (NODE_H + GAP_Y);
     for (const v of row) {
       centre.set(v.id, { x: x + widthOf(v) / 2, y, layer: l });
@@ -158,8 +164,36 @@ export function layout(nodes, edges) {
     });
     return { edge, points };
   });
+  // Back edges: right side of the source, out past every node they pass,
+  // up, and into the right side of the target; each further out than the last.
+  const back = backward.map((edge, i) => {
+    const a = placed.get(edge.from);
+    const b = placed.get(edge.to);
+    const top = Math.min(a.layer, b.layer);
+    const bottom = Math.max(a.layer, b.layer);
+    let right = Math.max(a.x, b.x) + NODE_W;
+    for (let l = top; l <= bottom; l++) {
+      for (const v of layers[l]) right = Math.max(right, centre.get(v.id).x + widthOf(v) / 2);
+    }
+    const out = Math.min(width - 28, right + BACK_GAP * (i + 1));
+    const points = [
+      { x: a.x + NODE_W, y: a.y + NODE_H / 2 },
+      { x: out, y: a.y + NODE_H / 2 },
+      { x: out, y: b.y + NODE_H / 2 },
+      { x: b.x + NODE_W, y: b.y + NODE_H / 2 },
+    ];
+    return { edge, points };
+  });
   const height = PAD * 2 + depth * NODE_H + (depth - 1) * GAP_Y;
-  return { nodes: placed, edges: routed, width, height, crossings: bestCount };
+  return { nodes: placed, edges: routed, back, width, height, crossings: bestCount };
+}
+
+/** A back edge's path: out to the right, up, and back in, corners rounded. */
+function loopCurve([a, b, c, d]) {
+  const r = Math.min(14, Math.abs(b.y - c.y) / 2, (b.x - a.x) / 2);
+  const up = c.y < b.y ? -1 : 1;
+  return `M${a.x},${a.y} H${b.x - r} Q${b.x},${b.y} ${b.x},${b.y + up * r}`
+    + ` V${c.y - up * r} Q${c.x},${c.y} ${c.x - r},${c.y} H${d.x}`;
 }
 
 /** A smooth path through the points (vertical cubic segments). */
@@ -239,6 +273,36 @@ export function drawGraph({ nodes, edges, label, testid = 'graph' }) {
         ),
       );
     }
+  }
+  for (const { edge, points } of g.back) {
+    const state = edge.state || 'plain';
+    const bound = edge.max_iterations ? `at most ${edge.max_iterations} times` : '';
+    const desc = `${edge.from} back to ${edge.to} (a loop${bound ? `, ${bound}` : ''})`
+      + `${edge.condition ? ` when ${edge.condition}` : ''}${edge.title ? `: ${edge.title}` : ''}`;
+    const path = s('path', {
+      d: loopCurve(points),
+      class: ['edge', 'edge-back', `edge-${state}`],
+      'marker-end': `url(#${uid}-arrow-${state === 'taken' || state === 'skipped' ? state : 'plain'})`,
+      testid: 'graph-edge',
+      'data-from': edge.from,
+      'data-to': edge.to,
+      'data-state': state,
+      'data-back': 'true',
+    });
+    path.append(s('title', {}, desc));
+    edgeLayer.append(path);
+    // The label is short (the bound); the condition is in the tooltip.
+    const text = edge.max_iterations ? `≤ ${edge.max_iterations}×` : 'loop';
+    const w = text.length * 6.6 + 10;
+    const x = points[1].x;
+    const y = (points[1].y + points[2].y) / 2;
+    labelLayer.append(
+      s('g', { class: ['edge-label', 'edge-back', `edge-${state}`], testid: 'graph-edge-label' },
+        s('rect', { x: x - w / 2, y: y - 9, width: w, height: 18, rx: 4 }),
+        s('text', { x, y: y + 4, 'text-anchor': 'middle' }, text),
+        s('title', {}, desc),
+      ),
+    );
   }
   const nodeLayer = s('g', { class: 'nodes' });
   for (const n of nodes) {

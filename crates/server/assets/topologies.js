@@ -168,7 +168,9 @@ export async function topologyPage(view, id) {
       title: `${n.id}: ${type}${res ? ` on ${res}` : ''}${n.description ? ` — ${n.description}` : ''}`,
     };
   });
-  const gedges = edges.map((e) => ({ from: e.from, to: e.to, condition: e.condition ?? e.when ?? null }));
+  const gedges = edges.map((e) => ({
+    from: e.from, to: e.to, condition: e.condition ?? e.when ?? null, max_iterations: e.max_iterations ?? null,
+  }));
   view.append(h('section', { 'aria-labelledby': 'graph-h' },
     h('h2', { id: 'graph-h' }, 'Graph'),
     h('div', { class: 'graph-wrap' },
@@ -189,7 +191,8 @@ export async function topologyPage(view, id) {
       h('h2', { id: 'edges-h' }, 'Edges'),
       h('ul', { class: 'edge-list' }, edges.map((e) => h('li', {},
         h('code', {}, e.from), ' → ', h('code', {}, e.to),
-        e.condition ? h('span', { class: 'muted' }, ` when ${e.condition}`) : '')))));
+        e.condition ? h('span', { class: 'muted' }, ` when ${e.condition}`) : '',
+        e.max_iterations ? h('span', { class: 'muted' }, ` (back edge: the loop runs at most ${e.max_iterations} times)`) : '')))));
   }
 }
 

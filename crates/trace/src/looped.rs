@@ -139,13 +139,22 @@ impl LoopRun {
             Lang::Zh => {
                 let why = match &self.stopped {
                     LoopStop::Condition { why } => {
-                        format!("回边 `{} → {}` 未被选中：{why}", self.from, self.to)
+                        format!(
+                            "回边 `{} → {}` 未被选中：{}",
+                            self.from,
+                            self.to,
+                            why_zh(why)
+                        )
                     }
                     LoopStop::Bound {
                         bound,
                         limit,
                         spent,
-                    } => format!("达到上限 `{bound}` {limit}（已用：{spent}）"),
+                    } => format!(
+                        "达到{}上限 `{bound}` {limit}（已用：{}）",
+                        bound_zh(bound),
+                        spent_zh(spent)
+                    ),
                     LoopStop::Ended => "请求在最后一次迭代中结束".to_string(),
                 };
                 format!(
@@ -154,6 +163,64 @@ impl LoopRun {
                 )
             }
         }
+    }
+}
+
+/// What a loop bound limits, in Chinese.
+fn bound_zh(bound: &str) -> &'static str {
+    match bound {
+        "max_iterations" => "迭代次数",
+        "max_tokens" => " token ",
+        "max_cost" => "费用",
+        "max_time_ms" => "时间",
+        _ => "",
+    }
+}
+
+/// What a loop had spent, as the engine writes it ("3 iterations",
+/// "30 tokens", "1200 ms", "0.02 USD"), in Chinese.
+fn spent_zh(spent: &str) -> String {
+    let (n, unit) = spent.split_once(' ').unwrap_or((spent, ""));
+    match unit {
+        "iteration" | "iterations" => format!("{n} 次迭代"),
+        "tokens" => format!("{n} 个 token"),
+        "ms" => format!("{n} 毫秒"),
+        _ => spent.to_string(),
+    }
+}
+
+/// Why a back edge was not taken, as the engine words it, in Chinese:
+/// the label and skip cases; a condition's own text (a CEL expression
+/// and the values it read) is kept as written.
+fn why_zh(why: &str) -> String {
+    if let Some((who, rest)) = why.split_once(" emitted label ")
+        && let Some((got, want)) = rest.split_once(", not ")
+    {
+        return format!("{who} 输出的标签是 {got}，而不是 {want}");
+    }
+    if let Some((who, want)) = why.split_once(" emitted no label (wanted ")
+        && let Some(want) = want.strip_suffix(')')
+    {
+        return format!("{who} 没有输出标签（需要 {want}）");
+    }
+    if let Some((name, rest)) = why.split_once(" did not run (")
+        && let Some(rest) = rest.strip_suffix(')')
+    {
+        let rest: Vec<String> = rest.split("; ").map(why_zh).collect();
+        return format!("{name} 未运行（{}）", rest.join("；"));
+    }
+    if let Some((expr, values)) = why.split_once(" is false") {
+        let values = values
+            .strip_prefix(" (")
+            .and_then(|v| v.strip_suffix(')'))
+            .map(|v| format!("（{v}）"))
+            .unwrap_or_default();
+        return format!("{expr} 为 false{values}");
+    }
+    match why {
+        "source failed" => "源节点失败".to_string(),
+        "source skipped" => "源节点被跳过".to_string(),
+        _ => why.to_string(),
     }
 }
 
@@ -203,7 +270,7 @@ mod tests {
             r.sentence(Lang::Zh),
             "循环 `revise → check` 运行了 3 次：第 1 次：revise → check (needs_work)；\
              第 2 次：revise → check (needs_work)；第 3 次：revise → check (ok)；停止原因：\
-             回边 `check → revise` 未被选中：check emitted label ok, not needs_work。"
+             回边 `check → revise` 未被选中：check 输出的标签是 ok，而不是 needs_work。"
         );
         assert_eq!(r.tokens(), 30);
         assert_eq!(r.cost(), Decimal::new(3, 3));
@@ -244,7 +311,57 @@ mod tests {
         ));
         assert!(
             r.sentence(Lang::Zh)
-                .ends_with("停止原因：达到上限 `max_tokens` 25（已用：30 tokens）。")
+                .ends_with("停止原因：达到 token 上限 `max_tokens` 25（已用：30 个 token）。")
         );
+    }
+
+    #[test]
+    fn a_stop_in_chinese_says_the_bound_the_spend_and_the_reason_in_chinese() {
+        for (bound, limit, spent, want) in [
+            (
+                "max_iterations",
+                "4",
+                "4 iterations",
+                "达到迭代次数上限 `max_iterations` 4（已用：4 次迭代）",
+            ),
+            (
+                "max_time_ms",
+                "500",
+                "731 ms",
+                "达到时间上限 `max_time_ms` 500（已用：731 毫秒）",
+            ),
+            (
+                "max_cost",
+                "0.01",
+                "0.012 USD",
+                "达到费用上限 `max_cost` 0.01（已用：0.012 USD）",
+            ),
+        ] {
+            let zh = run(LoopStop::Bound {
+                bound: bound.into(),
+                limit: limit.into(),
+                spent: spent.into(),
+            })
+            .sentence(Lang::Zh);
+            assert!(zh.ends_with(&format!("停止原因：{want}。")), "{zh}");
+            assert!(!zh.contains("iteration") && !zh.contains(" ms"), "{zh}");
+        }
+        for (why, want) in [
+            (
+                "check emitted no label (wanted needs_work)",
+                "check 没有输出标签（需要 needs_work）",
+            ),
+            (
+                "check did not run (source failed; revise emitted label ok, not again)",
+                "check 未运行（源节点失败；revise 输出的标签是 ok，而不是 again）",
+            ),
+            (
+                "outputs.check.score < 0.5 is false (outputs.check.score = 0.9)",
+                "outputs.check.score < 0.5 为 false（outputs.check.score = 0.9）",
+            ),
+        ] {
+            let zh = run(LoopStop::Condition { why: why.into() }).sentence(Lang::Zh);
+            assert!(zh.ends_with(&format!("未被选中：{want}。")), "{zh}");
+        }
     }
 }

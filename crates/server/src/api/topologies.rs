@@ -96,6 +96,9 @@ pub struct GraphEdge {
     /// A label or a CEL expression; absent: always taken.
     pub condition: Option<String>,
     pub description: Option<String>,
+    /// Set on a loop's back edge: the most times the loop's body runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -213,6 +216,7 @@ pub fn graph(s: &Served, redactor: &Redactor) -> Graph {
             .edges
             .iter()
             .map(|e| GraphEdge {
+                max_iterations: e.bound.as_ref().map(|b| b.max_iterations),
                 from: t.node(e.from).id.clone(),
                 to: t.node(e.to).id.clone(),
                 condition: e.condition.as_ref().map(|c| c.as_str().to_string()),

@@ -702,6 +702,58 @@ fn graph_layout_layers_by_longest_path_and_removes_crossings() {
     assert!(problems.is_empty(), "{problems:?}");
 }
 
+/// A loop's back edge stays out of the layering and is drawn up the right
+/// of the graph, from the source's right side into the target's, with its bound.
+#[test]
+fn graph_draws_a_loops_back_edge_up_the_right_side_with_its_bound() {
+    let server = serve(Config::default());
+    let mut b = Browser::launch();
+    b.open(&format!("{}/#/", server.base));
+    let result = b.wait_for(
+        r#"import('/assets/graph.js').then(({ layout, drawGraph }) => {
+            const nodes = ['draft','check','publish'].map(id => ({ id, type: 'llm' }));
+            const edges = [
+                { from: 'draft', to: 'check' },
+                { from: 'check', to: 'draft', condition: 'needs_work', max_iterations: 3 },
+                { from: 'check', to: 'publish', condition: 'ok' },
+            ];
+            const g = layout(nodes, edges);
+            const right = Math.max(...[...g.nodes.values()].map(p => p.x + 184));
+            const svg = drawGraph({ nodes, edges, label: 'loop' });
+            const back = svg.querySelectorAll('[data-testid=graph-edge][data-back=true]');
+            return {
+                layers: ['draft','check','publish'].map(id => g.nodes.get(id).layer),
+                forward: g.edges.length,
+                back: g.back.map(({ edge, points }) => ({
+                    from: edge.from, to: edge.to,
+                    outside: points[1].x > right && points[1].x < g.width,
+                    up: points[2].y < points[1].y,
+                })),
+                drawn: [...back].map(p => [p.dataset.from, p.dataset.to]),
+                edges: svg.querySelectorAll('[data-testid=graph-edge]').length,
+                labels: [...svg.querySelectorAll('[data-testid=graph-edge-label] text')].map(t => t.textContent),
+                title: back[0] && back[0].querySelector('title').textContent,
+            };
+        })"#,
+        "the layout module",
+    );
+    assert_eq!(result["layers"], json!([0, 1, 2]));
+    assert_eq!(result["forward"], 2);
+    assert_eq!(
+        result["back"],
+        json!([{"from": "check", "to": "draft", "outside": true, "up": true}])
+    );
+    assert_eq!(result["drawn"], json!([["check", "draft"]]));
+    assert_eq!(result["edges"], 3);
+    assert_eq!(result["labels"], json!(["ok", "≤ 3×"]));
+    assert_eq!(
+        result["title"],
+        "check back to draft (a loop, at most 3 times) when needs_work"
+    );
+    let problems = b.problems();
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
 /// With an API key configured, the dashboard asks for it on the first 401,
 /// keeps asking while it is wrong, and once given keeps it across loads.
 #[test]
