@@ -17,6 +17,9 @@
 #   BENCH_SEQS     sequences generated at once, one batch (default 16)
 #   BENCH_MAX_TOKENS  max_tokens per generation (default 256)
 #   BENCH_SPEED_N  generations per arm for the speed rows (default 32)
+#   BENCH_ARM_S    seconds an arm may start generations (default 3600); the
+#                  ones in flight then finish and the table gives the n run
+#   BENCH_SPEED_S  the same for the speed rows (default 3600)
 #   BENCH_THREADS  llama.cpp threads (default 2)
 #   PROFILE        cargo profile (default release)
 #   SHORT=1        a smoke run (32 generations per arm, 16 for speed)
@@ -39,6 +42,8 @@ else
 fi
 seqs=${BENCH_SEQS:-16}
 max_tokens=${BENCH_MAX_TOKENS:-256}
+arm_s=${BENCH_ARM_S:-3600}
+speed_s=${BENCH_SPEED_S:-3600}
 threads=${BENCH_THREADS:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 source scripts/bench-lib.sh
@@ -55,7 +60,8 @@ echo "running $n generations per task and arm, $seqs at once ..." >&2
 start=$(date +%s)
 # The example sits one folder below the llama.cpp libraries it links.
 json=$(LD_LIBRARY_PATH="$(profile_dir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" \
-  --n "$n" --seqs "$seqs" --max-tokens "$max_tokens" --speed-n "$speed_n" --threads "$threads")
+  --n "$n" --seqs "$seqs" --max-tokens "$max_tokens" --speed-n "$speed_n" \
+  --arm-s "$arm_s" --speed-s "$speed_s" --threads "$threads")
 python3 - "$json" "$n" "$seqs" "$max_tokens" "$(($(date +%s) - start))" <<'PY'
 import json, math, sys
 rows = json.loads(sys.argv[1])
@@ -70,7 +76,7 @@ def wilson(k, n, z=1.96):
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h) * 1000, min(1.0, c + h) * 1000)
 
-print(f"Constrained decoding, SmolLM2-135M Q4_1: {n} generations per task and arm, {seqs} at once, "
+print(f"Constrained decoding, SmolLM2-135M Q4_1: up to {n} generations per task and arm, {seqs} at once, "
       f"max_tokens {max_tokens}, temperatures 0.6/0.8/1.0, a seed each; {took} s in all\n")
 print("| task | grammar | n | valid | not JSON | off schema | cut off | invalid / 1,000 (95% CI) | took s |")
 print("|---|---|--:|--:|--:|--:|--:|--:|--:|")

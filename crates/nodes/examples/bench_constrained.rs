@@ -414,6 +414,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "task": task,
                 "grammar": constrained,
                 "n": arm.n,
+                "n_asked": n,
                 "valid": arm.valid,
                 "off_schema": arm.off_schema,
                 "not_json": arm.not_json,

@@ -193,6 +193,12 @@ fn spent_zh(spent: &str) -> String {
 /// the label and skip cases; a condition's own text (a CEL expression
 /// and the values it read) is kept as written.
 fn why_zh(why: &str) -> String {
+    if let Some((name, rest)) = why.split_once(" did not run (")
+        && let Some(rest) = rest.strip_suffix(')')
+    {
+        let rest: Vec<String> = rest.split("; ").map(why_zh).collect();
+        return format!("{name} 未运行（{}）", rest.join("；"));
+    }
     if let Some((who, rest)) = why.split_once(" emitted label ")
         && let Some((got, want)) = rest.split_once(", not ")
     {
@@ -202,12 +208,6 @@ fn why_zh(why: &str) -> String {
         && let Some(want) = want.strip_suffix(')')
     {
         return format!("{who} 没有输出标签（需要 {want}）");
-    }
-    if let Some((name, rest)) = why.split_once(" did not run (")
-        && let Some(rest) = rest.strip_suffix(')')
-    {
-        let rest: Vec<String> = rest.split("; ").map(why_zh).collect();
-        return format!("{name} 未运行（{}）", rest.join("；"));
     }
     if let Some((expr, values)) = why.split_once(" is false") {
         let values = values
@@ -344,7 +344,7 @@ mod tests {
             })
             .sentence(Lang::Zh);
             assert!(zh.ends_with(&format!("停止原因：{want}。")), "{zh}");
-            assert!(!zh.contains("iteration") && !zh.contains(" ms"), "{zh}");
+            assert!(!zh.contains(" iteration") && !zh.contains(" ms"), "{zh}");
         }
         for (why, want) in [
             (
