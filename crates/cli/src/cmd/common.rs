@@ -76,3 +76,18 @@ pub fn request_input(
         })),
     }
 }
+
+/// Parses one subcommand's flags on their own, `argv[0]` being the program name: the tests of
+/// each subcommand check how its flags resolve without going through the whole command tree.
+#[cfg(test)]
+pub fn parse_flags<A: clap::Args>(argv: &[&str]) -> A {
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+
+    Cli::<A>::parse_from(argv).args
+}
