@@ -151,7 +151,10 @@ mod tests {
         let before = process_cpu_time();
         let (_, used) = measure(|| (0..2_000_000u64).fold(0u64, |a, b| a.wrapping_add(b * b)));
         if let (Some(before), Some(after), Some(used)) = (before, process_cpu_time(), used) {
-            assert!(after.saturating_sub(before) >= used, "{before:?} {after:?} {used:?}");
+            assert!(
+                after.saturating_sub(before) >= used,
+                "{before:?} {after:?} {used:?}"
+            );
         } else {
             assert!(!cfg!(unix), "both clocks exist on every supported Unix");
         }
