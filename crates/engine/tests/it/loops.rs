@@ -33,6 +33,20 @@ edges:
     )
 }
 
+/// The revise loop with a condition that always holds: only `bound` stops it.
+async fn run_until_bound(bound: &str) -> glassbox_engine::Outcome {
+    run_once(&revise_loop("1 == 1", "1 == 1", bound)).await
+}
+
+/// A loop stopped by one of its bounds.
+fn stopped_by(bound: &str, limit: &str, spent: &str) -> LoopStop {
+    LoopStop::Bound {
+        bound: bound.into(),
+        limit: limit.into(),
+        spent: spent.into(),
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_body_runs_again_while_the_back_edge_condition_holds() {
     let out = run_once(&revise_loop(
@@ -125,19 +139,12 @@ async fn the_body_runs_again_while_the_back_edge_condition_holds() {
 
 #[tokio::test(start_paused = true)]
 async fn max_iterations_stops_a_loop_whose_condition_always_holds() {
-    let out = run_once(&revise_loop("1 == 1", "1 == 1", "{ max_iterations: 2 }")).await;
+    let out = run_until_bound("{ max_iterations: 2 }").await;
     assert_eq!(out.result.unwrap(), json!("published"));
     let r = &out.trace.record;
     let l = &r.path.loops[0];
     assert_eq!(l.iterations.len(), 2);
-    assert_eq!(
-        l.stopped,
-        LoopStop::Bound {
-            bound: "max_iterations".into(),
-            limit: "2".into(),
-            spent: "2 iterations".into(),
-        }
-    );
+    assert_eq!(l.stopped, stopped_by("max_iterations", "2", "2 iterations"));
     let back = r.path.edge("check", "revise").unwrap();
     assert!(!back.taken);
     assert!(
@@ -158,30 +165,13 @@ async fn max_iterations_stops_a_loop_whose_condition_always_holds() {
 #[tokio::test(start_paused = true)]
 async fn a_token_budget_stops_the_loop_before_the_next_iteration() {
     // Each check uses 15 tokens: after two iterations 30 ≥ 30.
-    let out = run_once(&revise_loop(
-        "1 == 1",
-        "1 == 1",
-        "{ max_iterations: 10, max_tokens: 30 }",
-    ))
-    .await;
+    let out = run_until_bound("{ max_iterations: 10, max_tokens: 30 }").await;
     let r = &out.trace.record;
     let l = &r.path.loops[0];
     assert_eq!(l.iterations.len(), 2);
-    assert_eq!(
-        l.stopped,
-        LoopStop::Bound {
-            bound: "max_tokens".into(),
-            limit: "30".into(),
-            spent: "30 tokens".into(),
-        }
-    );
+    assert_eq!(l.stopped, stopped_by("max_tokens", "30", "30 tokens"));
     // And a cost budget: each iteration costs 0.01.
-    let out = run_once(&revise_loop(
-        "1 == 1",
-        "1 == 1",
-        "{ max_iterations: 10, max_cost: 0.025 }",
-    ))
-    .await;
+    let out = run_until_bound("{ max_iterations: 10, max_cost: 0.025 }").await;
     let l = &out.trace.record.path.loops[0];
     assert_eq!(l.iterations.len(), 3);
     assert!(
