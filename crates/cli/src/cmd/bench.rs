@@ -128,9 +128,7 @@ mod tests {
     use super::*;
 
     fn args(extra: &[&str]) -> Args {
-        let mut argv = vec!["bench", "--topology", "t"];
-        argv.extend_from_slice(extra);
-        crate::cmd::common::parse_flags(&argv)
+        crate::cmd::common::parse_flags(&["bench", "--topology", "t"], extra)
     }
 
     #[test]

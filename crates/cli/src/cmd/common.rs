@@ -77,10 +77,11 @@ pub fn request_input(
     }
 }
 
-/// Parses one subcommand's flags on their own, `argv[0]` being the program name: the tests of
-/// each subcommand check how its flags resolve without going through the whole command tree.
+/// Parses one subcommand's flags on their own, `base` (the program name and
+/// the flags every case needs) then `extra`: the tests of each subcommand
+/// check how its flags resolve without going through the whole command tree.
 #[cfg(test)]
-pub fn parse_flags<A: clap::Args>(argv: &[&str]) -> A {
+pub fn parse_flags<A: clap::Args>(base: &[&str], extra: &[&str]) -> A {
     use clap::Parser;
 
     #[derive(Debug, clap::Parser)]
@@ -89,5 +90,5 @@ pub fn parse_flags<A: clap::Args>(argv: &[&str]) -> A {
         args: A,
     }
 
-    Cli::<A>::parse_from(argv).args
+    Cli::<A>::parse_from(base.iter().chain(extra)).args
 }

@@ -155,9 +155,7 @@ mod tests {
     use super::*;
 
     fn args(extra: &[&str]) -> ChatArgs {
-        let mut argv = vec!["chat", "--model", "chat"];
-        argv.extend_from_slice(extra);
-        crate::cmd::common::parse_flags(&argv)
+        crate::cmd::common::parse_flags(&["chat", "--model", "chat"], extra)
     }
 
     #[test]
