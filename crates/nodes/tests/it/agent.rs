@@ -240,10 +240,10 @@ async fn a_token_budget_stops_the_loop_naming_the_budget() {
     assert!(!zh.text.is_empty());
 }
 
-#[test]
-fn an_agent_without_a_bound_or_tools_is_invalid() {
+/// Validates `text` as `a.yaml`, which must be invalid: the report and
+/// its rendering.
+fn invalid(text: &str) -> (glassbox_topology::Report, String) {
     let registry = glassbox_nodes::registry();
-    let text = "topology_id: a\nversion: \"1\"\nnodes:\n  - id: a\n    type: agent\n    config: { backend: local }\n";
     let err = glassbox_topology::load_source(
         glassbox_topology::Source::new("a.yaml", text),
         &registry.kind_set(),
@@ -253,6 +253,13 @@ fn an_agent_without_a_bound_or_tools_is_invalid() {
         panic!("{err}")
     };
     let shown = r.render(false);
+    (*r, shown)
+}
+
+#[test]
+fn an_agent_without_a_bound_or_tools_is_invalid() {
+    let text = "topology_id: a\nversion: \"1\"\nnodes:\n  - id: a\n    type: agent\n    config: { backend: local }\n";
+    let (_, shown) = invalid(text);
     assert!(shown.contains("max_iterations"), "{shown}");
     assert!(shown.contains("tools"), "{shown}");
     assert!(shown.contains("a.yaml:6"), "located: {shown}");
@@ -361,16 +368,7 @@ fn a_broken_inline_tool_topology_is_reported_at_its_line_in_the_agents_file() {
 #[test]
 fn a_tool_topology_that_is_neither_a_file_nor_a_map_is_invalid_where_written() {
     let text = inline_agent("").replace("topology:\n", "topology: 3\n");
-    let registry = glassbox_nodes::registry();
-    let err = glassbox_topology::load_source(
-        glassbox_topology::Source::new("a.yaml", text),
-        &registry.kind_set(),
-    )
-    .unwrap_err();
-    let glassbox_topology::TopologyError::Invalid(r) = err else {
-        panic!("{err}")
-    };
-    let shown = r.render(false);
+    let (r, shown) = invalid(&text);
     assert!(
         shown.contains("file name or a topology written inline"),
         "{shown}"
