@@ -300,14 +300,7 @@ impl Setup<'_> {
         }
     }
 
-    fn arm(
-        &self,
-        schema: &Value,
-        constrained: bool,
-        n: usize,
-        early: bool,
-        seconds: f64,
-    ) -> Arm {
+    fn arm(&self, schema: &Value, constrained: bool, n: usize, early: bool, seconds: f64) -> Arm {
         let start = Instant::now();
         let deadline = &Deadline(start + std::time::Duration::from_secs_f64(seconds));
         let outcomes: Vec<Outcome> = std::thread::scope(|s| {
