@@ -16,14 +16,14 @@
 # examples/rag-chat/questions-more.txt), PROFILE / BIN (as in
 # bench-serving.sh), OUT (default target-models/bench), SHORT_QUESTIONS (N:
 # the first N questions only). SHORT=1: a smoke run
-# (scripts/check-script-order.sh), 2 questions; figures meaningless. Writes
+# (scripts/check-script-order.sh), 1 question; figures meaningless. Writes
 # OUT/rag-reuse-STAMP.json.
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
 if [[ ${SHORT:-0} == 1 ]]; then
-  : "${SHORT_QUESTIONS:=2}"
+  : "${SHORT_QUESTIONS:=1}"
 fi
 profile="${PROFILE:-release}"
 out="${OUT:-target-models/bench}"
