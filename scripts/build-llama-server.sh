@@ -62,6 +62,10 @@ wrap() {
   printf '%s\n' '#include <stdlib.h>' 'void ggml_backend_load_all_from_path(const char *dir);' \
     'void ggml_backend_load_all(void) { ggml_backend_load_all_from_path(getenv("GLASSBOX_PEER_CPU")); }' \
     >"$dir/llama-peer-cpu.c"
+  command -v cc >/dev/null || {
+    echo "build-llama-server: cc is needed for the wrapper (scripts/install-deps.sh installs it)" >&2
+    exit 2
+  }
   cc -shared -fPIC -O2 -o "$dir/llama-peer-cpu.so" "$dir/llama-peer-cpu.c"
   {
     echo '#!/bin/sh'
