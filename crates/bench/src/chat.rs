@@ -76,6 +76,19 @@ struct Outcome {
     result: Result<u64, String>,
 }
 
+impl Outcome {
+    /// A request due (or sent) at `due`, from what `send` returned: when its
+    /// first content came and when it ended, both counted from `due`.
+    fn of(start: Instant, due: Instant, sent: (Option<Instant>, Result<Instant, String>)) -> Self {
+        let (first, done) = sent;
+        Outcome {
+            due_us: micros(due - start),
+            ttft_us: first.map(|f| micros(f.saturating_duration_since(due))),
+            result: done.map(|d| micros(d.saturating_duration_since(due))),
+        }
+    }
+}
+
 /// Requests that met one SLO.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Goodput {
@@ -189,12 +202,7 @@ fn open_loop(
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
             let out = &out;
             s.spawn(move || {
-                let (first, done) = send(i);
-                let o = Outcome {
-                    due_us: micros(due - start),
-                    ttft_us: first.map(|f| micros(f.saturating_duration_since(due))),
-                    result: done.map(|d| micros(d.saturating_duration_since(due))),
-                };
+                let o = Outcome::of(start, due, send(i));
                 out.lock().unwrap_or_else(|e| e.into_inner()).push(o);
             });
         }
@@ -219,12 +227,7 @@ fn closed_loop(
                         break;
                     }
                     let sent = Instant::now();
-                    let (first, done) = send(i);
-                    let o = Outcome {
-                        due_us: micros(sent - start),
-                        ttft_us: first.map(|f| micros(f.saturating_duration_since(sent))),
-                        result: done.map(|d| micros(d.saturating_duration_since(sent))),
-                    };
+                    let o = Outcome::of(start, sent, send(i));
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(o);
                 }
             });

@@ -4,6 +4,12 @@
 //! Usage: `bench_constrained [--n N] [--threads T] [--seqs S] [--max-tokens M]`.
 //! Part of `scripts/bench-constrained.sh`, which prints the table.
 //!
+//! Every string in the schemas has a `maxLength` and every list a
+//! `maxItems` (as docs/agents.md advises), so a constrained answer has a
+//! bounded length and `max_tokens` (512) is above it: a guided answer is
+//! cut off only if the model writes long numbers. Cut-offs are counted
+//! apart from answers that finished invalid.
+//!
 //! Two tasks, each run N times per arm on SmolLM2-135M (varied questions,
 //! temperature 0.7, a different seed each run): a tool call among three
 //! tools with nested arguments, and a structured answer (an order with a
@@ -61,12 +67,12 @@ fn tools_task() -> (RawAsk, Value) {
             }, "required": ["order_id"]}}},
         {"type": "function", "function": {"name": "weather", "description": "The forecast for a place and day.",
             "parameters": {"type": "object", "properties": {
-                "place": {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}}, "required": ["city"]},
-                "day": {"type": "string"}
+                "place": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}, "country": {"type": "string", "maxLength": 40}}, "required": ["city"]},
+                "day": {"type": "string", "maxLength": 20}
             }, "required": ["place", "day"]}}},
         {"type": "function", "function": {"name": "search_docs", "description": "Searches the help pages.",
             "parameters": {"type": "object", "properties": {
-                "query": {"type": "string"}, "top_k": {"type": "integer"}
+                "query": {"type": "string", "maxLength": 80}, "top_k": {"type": "integer"}
             }, "required": ["query"]}}}
     ]);
     // What a valid reply is: one of the calls, with its arguments.
@@ -95,11 +101,13 @@ fn format_task() -> (RawAsk, Value) {
         "intent": {"enum": ["order_status", "weather", "how_to", "other"]},
         "order": {"type": "object", "properties": {
             "id": {"type": ["integer", "null"]},
-            "items": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "quantity": {"type": "integer"}
+            "items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {
+                "name": {"type": "string", "maxLength": 40}, "quantity": {"type": "integer"}
             }, "required": ["name", "quantity"]}}
         }, "required": ["id", "items"]},
-        "reply": {"type": "string"}
+        // Free text bounded, as docs/agents.md advises: an unbounded string
+        // lets a small model write until `max_tokens` cuts the object off.
+        "reply": {"type": "string", "maxLength": 200}
     }, "required": ["intent", "order", "reply"]});
     let raw = RawAsk {
         tools: None,
@@ -124,6 +132,8 @@ struct Arm {
     off_schema: usize,
     cut_off: usize,
     tpot_ms: Vec<f64>,
+    /// Invalid answers among those not cut off at `max_tokens`.
+    invalid_finished: usize,
     tokens: u64,
     wall_s: f64,
     n: usize,
@@ -174,6 +184,7 @@ fn run_arm(
         not_json: 0,
         off_schema: 0,
         cut_off: 0,
+        invalid_finished: 0,
         tpot_ms: Vec::new(),
         tokens: 0,
         wall_s,
@@ -184,14 +195,20 @@ fn run_arm(
         if let Some(t) = c.timing.tpot_ms {
             arm.tpot_ms.push(t);
         }
-        if c.finish_reason == glassbox_models::FinishReason::Length {
-            arm.cut_off += 1;
-        }
-        match serde_json::from_str::<Value>(c.text.trim()) {
-            Err(_) => arm.not_json += 1,
-            Ok(v) if !follows(schema, &v) => arm.off_schema += 1,
-            Ok(_) => {}
-        }
+        let cut = c.finish_reason == glassbox_models::FinishReason::Length;
+        arm.cut_off += usize::from(cut);
+        let valid = match serde_json::from_str::<Value>(c.text.trim()) {
+            Err(_) => {
+                arm.not_json += 1;
+                false
+            }
+            Ok(v) if !follows(schema, &v) => {
+                arm.off_schema += 1;
+                false
+            }
+            Ok(_) => true,
+        };
+        arm.invalid_finished += usize::from(!valid && !cut);
     }
     arm
 }
@@ -200,7 +217,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = arg("--n", "250").parse()?;
     let threads: usize = arg("--threads", "2").parse()?;
     let seqs: usize = arg("--seqs", "8").parse()?;
-    let max_tokens: u32 = arg("--max-tokens", "160").parse()?;
+    let max_tokens: u32 = arg("--max-tokens", "512").parse()?;
     let models = glassbox_models::models_dir();
     let llm = LlmHandle::load(LlmOptions {
         threads: Some(threads),
@@ -223,6 +240,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "off_schema": arm.off_schema,
                 "cut_off": arm.cut_off,
                 "invalid_per_1000": per_k(arm.not_json + arm.off_schema),
+                "invalid_finished": arm.invalid_finished,
+                "finished": arm.n - arm.cut_off,
                 "not_json_per_1000": per_k(arm.not_json),
                 "tpot_p50_ms": pct(&arm.tpot_ms, 0.5),
                 "tpot_p95_ms": pct(&arm.tpot_ms, 0.95),

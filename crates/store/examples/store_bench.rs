@@ -112,18 +112,8 @@ fn ingest(kind: &str, n: u64, days: u64) {
 
 /// CPU seconds (user + system) this process has used so far, every thread
 /// (the writer's included); NaN where the kernel will not say.
-#[allow(unsafe_code)]
 fn cpu_secs() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `getrusage` writes one `rusage` through the pointer, which
-    // points at a zeroed value of that type; it is read only on success.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return f64::NAN;
-    }
-    // SAFETY: initialised by the successful call above (and zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    glassbox_engine::cpu::process_cpu_time().map_or(f64::NAN, |t| t.as_secs_f64())
 }
 
 fn seed(url: &str, n: u64, days: u64) {

@@ -126,18 +126,9 @@ pub fn resolve(args: &Args) -> anyhow::Result<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: Args,
-    }
 
     fn args(extra: &[&str]) -> Args {
-        let mut argv = vec!["bench", "--topology", "t"];
-        argv.extend_from_slice(extra);
-        Cli::parse_from(argv).args
+        crate::cmd::common::parse_flags(&["bench", "--topology", "t"], extra)
     }
 
     #[test]

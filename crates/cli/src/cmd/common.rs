@@ -76,3 +76,19 @@ pub fn request_input(
         })),
     }
 }
+
+/// Parses one subcommand's flags on their own, `base` (the program name and
+/// the flags every case needs) then `extra`: the tests of each subcommand
+/// check how its flags resolve without going through the whole command tree.
+#[cfg(test)]
+pub fn parse_flags<A: clap::Args>(base: &[&str], extra: &[&str]) -> A {
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+
+    Cli::<A>::parse_from(base.iter().chain(extra)).args
+}

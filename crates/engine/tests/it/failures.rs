@@ -6,7 +6,7 @@ use glassbox_engine::trace::{RequestStatus, SpanRole, SpanStatus};
 use glassbox_engine::{CancellationToken, ExecError, RunOptions};
 use serde_json::json;
 
-use crate::support::{pipeline, status};
+use crate::support::{pipeline, run_once, status};
 
 #[tokio::test(start_paused = true)]
 async fn retries_then_success() {
@@ -51,7 +51,7 @@ nodes:
 
 #[tokio::test(start_paused = true)]
 async fn retries_exhausted_then_fallback() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: fallback
 version: "1"
@@ -64,8 +64,7 @@ edges:
   - { from: route, to: llm }
   - { from: llm, to: guard, condition: ok }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ).await;
     assert_eq!(out.result.unwrap(), json!("checked"));
     let r = &out.trace.record;
     assert!(r.degraded);
@@ -187,15 +186,15 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn bad_input_is_not_retried() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: bad
 version: "1"
 nodes:
   - { id: a, type: test, retries: 3, config: { bad_input: true } }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap_err().attempt(), Some(1));
     assert_eq!(out.trace.spans.len(), 1);
 }
@@ -244,7 +243,7 @@ edges:
 async fn a_deadline_names_the_retry_it_cut_short() {
     // Attempt 1 fails at 100 ms, attempt 2 starts by 110 ms and would end
     // by 210 ms: the 150 ms deadline cuts attempt 2.
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: deadline_retry
 version: "1"
@@ -252,8 +251,8 @@ defaults: { deadline_ms: 150 }
 nodes:
   - { id: flaky, type: test, retries: 2, backoff_ms: 10, config: { fail_times: 1, sleep_ms: 100 } }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     let err = out.result.unwrap_err();
     assert_eq!(err.node(), Some("flaky"));
     assert_eq!(err.attempt(), Some(2));
@@ -274,7 +273,7 @@ nodes:
 
 #[tokio::test(start_paused = true)]
 async fn a_deadline_names_the_fallback_it_cut_short() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: deadline_fallback
 version: "1"
@@ -283,8 +282,8 @@ nodes:
   - { id: llm, type: test, fallback: llm_small, config: { fail_times: 5 } }
   - { id: llm_small, type: test, config: { sleep_ms: 5000 } }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     let err = out.result.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -361,7 +360,7 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn guards_can_rerun_their_upstream() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: rerun
 version: "1"
@@ -371,8 +370,8 @@ nodes:
 edges:
   - { from: gen, to: guard }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap(), json!("fine"));
     let gen_spans: Vec<_> = out
         .trace
@@ -394,7 +393,7 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn a_node_names_its_spans_worker_and_learns_when_its_attempt_is_over() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: placed
 version: "1"
@@ -404,8 +403,7 @@ nodes:
 edges:
   - { from: first, to: placed_hang }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ).await;
     assert!(out.result.is_err());
     let workers: Vec<(&str, &str)> = out
         .trace
@@ -441,7 +439,7 @@ async fn a_node_knows_how_long_the_engine_will_still_wait_for_it() {
     // 300 ms go to `slow` first; `left_deadline` then has 700 ms of the
     // request's deadline, less than its own timeout; `left_timeout`'s own
     // 200 ms end first.
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: left
 version: "1"
@@ -454,8 +452,8 @@ edges:
   - { from: slow, to: left_deadline }
   - { from: slow, to: left_timeout }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert!(out.result.is_ok(), "{:?}", out.result);
     let mut left: Vec<(String, Option<Duration>)> = crate::support::LEFT
         .lock()

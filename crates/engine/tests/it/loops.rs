@@ -10,7 +10,7 @@ use glassbox_engine::trace::{
 use rust_decimal::Decimal;
 use serde_json::json;
 
-use crate::support::{pipeline, status};
+use crate::support::{pipeline, run_once, status};
 
 /// draft → revise → check; check goes back to revise while `more` holds,
 /// and on to publish when `done` holds (an edge held until the loop ends).
@@ -33,14 +33,28 @@ edges:
     )
 }
 
+/// The revise loop with a condition that always holds: only `bound` stops it.
+async fn run_until_bound(bound: &str) -> glassbox_engine::Outcome {
+    run_once(&revise_loop("1 == 1", "1 == 1", bound)).await
+}
+
+/// A loop stopped by one of its bounds.
+fn stopped_by(bound: &str, limit: &str, spent: &str) -> LoopStop {
+    LoopStop::Bound {
+        bound: bound.into(),
+        limit: limit.into(),
+        spent: spent.into(),
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_body_runs_again_while_the_back_edge_condition_holds() {
-    let (p, _sink) = pipeline(&revise_loop(
+    let out = run_once(&revise_loop(
         "outputs.check.n < 3",
         "outputs.check.n >= 3",
         "{ max_iterations: 5 }",
-    ));
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ))
+    .await;
     assert_eq!(out.result.unwrap(), json!("published"));
     let r = &out.trace.record;
     for n in ["draft", "revise", "check", "publish"] {
@@ -125,20 +139,12 @@ async fn the_body_runs_again_while_the_back_edge_condition_holds() {
 
 #[tokio::test(start_paused = true)]
 async fn max_iterations_stops_a_loop_whose_condition_always_holds() {
-    let (p, _sink) = pipeline(&revise_loop("1 == 1", "1 == 1", "{ max_iterations: 2 }"));
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_until_bound("{ max_iterations: 2 }").await;
     assert_eq!(out.result.unwrap(), json!("published"));
     let r = &out.trace.record;
     let l = &r.path.loops[0];
     assert_eq!(l.iterations.len(), 2);
-    assert_eq!(
-        l.stopped,
-        LoopStop::Bound {
-            bound: "max_iterations".into(),
-            limit: "2".into(),
-            spent: "2 iterations".into(),
-        }
-    );
+    assert_eq!(l.stopped, stopped_by("max_iterations", "2", "2 iterations"));
     let back = r.path.edge("check", "revise").unwrap();
     assert!(!back.taken);
     assert!(
@@ -159,30 +165,13 @@ async fn max_iterations_stops_a_loop_whose_condition_always_holds() {
 #[tokio::test(start_paused = true)]
 async fn a_token_budget_stops_the_loop_before_the_next_iteration() {
     // Each check uses 15 tokens: after two iterations 30 ≥ 30.
-    let (p, _sink) = pipeline(&revise_loop(
-        "1 == 1",
-        "1 == 1",
-        "{ max_iterations: 10, max_tokens: 30 }",
-    ));
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_until_bound("{ max_iterations: 10, max_tokens: 30 }").await;
     let r = &out.trace.record;
     let l = &r.path.loops[0];
     assert_eq!(l.iterations.len(), 2);
-    assert_eq!(
-        l.stopped,
-        LoopStop::Bound {
-            bound: "max_tokens".into(),
-            limit: "30".into(),
-            spent: "30 tokens".into(),
-        }
-    );
+    assert_eq!(l.stopped, stopped_by("max_tokens", "30", "30 tokens"));
     // And a cost budget: each iteration costs 0.01.
-    let (p, _sink) = pipeline(&revise_loop(
-        "1 == 1",
-        "1 == 1",
-        "{ max_iterations: 10, max_cost: 0.025 }",
-    ));
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_until_bound("{ max_iterations: 10, max_cost: 0.025 }").await;
     let l = &out.trace.record.path.loops[0];
     assert_eq!(l.iterations.len(), 3);
     assert!(
@@ -212,8 +201,7 @@ edges:
   - { from: revise, to: check, loop: { max_iterations: 4 } }
   - { from: gate, to: publish, condition: 'outputs.check.n >= 2' }
 "#;
-    let (p, _sink) = pipeline(yaml);
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_once(yaml).await;
     assert_eq!(out.result.unwrap(), json!("out"));
     let r = &out.trace.record;
     let l = &r.path.loops[0];
@@ -310,8 +298,7 @@ nodes:
 edges:
   - { from: poll, to: poll, condition: 'outputs.poll.n < 4', loop: { max_iterations: 10 } }
 "#;
-    let (p, _sink) = pipeline(yaml);
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_once(yaml).await;
     assert_eq!(out.result.unwrap(), json!({"n": 4}));
     assert_eq!(out.trace.record.path.loops[0].iterations.len(), 4);
     assert_eq!(out.trace.spans.len(), 4);
@@ -330,8 +317,7 @@ edges:
   - { from: work, to: work, loop: { max_iterations: 10, max_time_ms: 100 } }
   - { from: work, to: done }
 "#;
-    let (p, _sink) = pipeline(yaml);
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_once(yaml).await;
     assert_eq!(out.result.unwrap(), json!("done"));
     let l = &out.trace.record.path.loops[0];
     assert_eq!(l.iterations.len(), 3);
@@ -353,8 +339,7 @@ nodes:
 edges:
   - { from: work, to: work, loop: { max_iterations: 10 } }
 "#;
-    let (p, _sink) = pipeline(yaml);
-    let out = p.run(json!({}), RunOptions::default()).await;
+    let out = run_once(yaml).await;
     assert!(out.result.is_err());
     let r = &out.trace.record;
     let l = &r.path.loops[0];

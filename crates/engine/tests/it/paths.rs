@@ -5,11 +5,11 @@ use std::time::Duration;
 use glassbox_engine::RunOptions;
 use serde_json::json;
 
-use crate::support::{pipeline, status};
+use crate::support::{pipeline, run_once, status};
 
 #[tokio::test(start_paused = true)]
 async fn diamond_join_waits_for_both_branches() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: diamond
 version: "1"
@@ -24,8 +24,8 @@ edges:
   - { from: b, to: d }
   - { from: c, to: d }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap(), json!("done"));
     let r = &out.trace.record;
     for n in ["a", "b", "c", "d"] {
@@ -46,7 +46,7 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn skips_propagate_through_several_levels() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: skip
 version: "1"
@@ -65,8 +65,8 @@ edges:
   - { from: r3, to: join }
   - { from: l1, to: join }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap(), json!("joined"));
     let r = &out.trace.record;
     assert_eq!(status(r, "l1"), "succeeded");
@@ -88,7 +88,7 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn when_everything_upstream_is_dead_the_exit_is_skipped() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: dead
 version: "1"
@@ -100,8 +100,8 @@ edges:
   - { from: route, to: x, condition: yes }
   - { from: x, to: y }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap(), json!(null));
     assert_eq!(status(&out.trace.record, "y"), "skipped");
 }
@@ -200,15 +200,15 @@ edges:
 
 #[tokio::test(start_paused = true)]
 async fn blocking_nodes_run_off_the_reactor() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: blocking
 version: "1"
 nodes:
   - { id: cpu, type: test, config: { blocking: true, value: crunched } }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    )
+    .await;
     assert_eq!(out.result.unwrap(), json!("crunched"));
     assert!(out.trace.spans[0].usage.cpu_us.is_some());
 }

@@ -3,11 +3,20 @@
 use std::str::FromStr;
 
 use glassbox_engine::RunOptions;
-use glassbox_engine::trace::Unit;
+use glassbox_engine::trace::{Receipt, Unit};
 use rust_decimal::Decimal;
 use serde_json::json;
 
-use crate::support::pipeline;
+use crate::support::{pipeline, run_once};
+
+/// A receipt's lines as (step, unit, amount).
+fn step_lines(receipt: &Receipt) -> Vec<(Option<&str>, Unit, Decimal)> {
+    receipt
+        .lines
+        .iter()
+        .map(|l| (l.step.as_deref(), l.unit, l.amount))
+        .collect()
+}
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -15,7 +24,7 @@ fn d(s: &str) -> Decimal {
 
 #[tokio::test(start_paused = true)]
 async fn receipts_add_up_exactly() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: priced
 version: "1"
@@ -33,8 +42,7 @@ edges:
   - { from: route, to: llm }
   - { from: llm, to: guard }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ).await;
     out.result.unwrap();
     let r = &out.trace.record;
     let receipt = &r.receipt;
@@ -239,7 +247,7 @@ edges:
 
 #[tokio::test]
 async fn steps_inside_an_attempt_are_spans_and_receipt_lines_of_their_own() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: stepped
 version: "1"
@@ -255,8 +263,7 @@ nodes:
         - { kind: tool, name: search, iteration: 1, error: "error: no index", input: { q: x }, output: "error: no index" }
         - { kind: model, name: m, iteration: 2, tokens: [200, 20], input: "Result of lookup", output: "{\"answer\":\"shipped\"}" }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ).await;
     out.result.unwrap();
     let spans = &out.trace.spans;
     let steps: Vec<_> = spans
@@ -282,13 +289,8 @@ nodes:
     assert_eq!(receipt.sum_of_lines(), receipt.total);
     // The call at node level, each step's tokens and the tool's own cost
     // on lines naming the step.
-    let lines: Vec<(Option<&str>, Unit, Decimal)> = receipt
-        .lines
-        .iter()
-        .map(|l| (l.step.as_deref(), l.unit, l.amount))
-        .collect();
     assert_eq!(
-        lines,
+        step_lines(receipt),
         [
             (None, Unit::Call, d("0.01")),
             (Some("agent#1"), Unit::InputTokens1k, d("0.0001")),
@@ -314,7 +316,7 @@ nodes:
 /// steps it had done; they stay in the trace and the receipt.
 #[tokio::test(start_paused = true)]
 async fn steps_done_before_a_timeout_stay_in_the_trace_and_receipt() {
-    let (p, _sink) = pipeline(
+    let out = run_once(
         r#"
 topology_id: timed-out
 version: "1"
@@ -329,8 +331,7 @@ nodes:
         - { kind: model, name: m, iteration: 1, tokens: [100, 10], input: "where is 7?", output: "{\"name\":\"lookup\"}" }
         - { kind: tool, name: lookup, iteration: 1, cost: "0.005", input: { order_id: 7 }, output: "Order 7: shipped" }
 "#,
-    );
-    let out = p.run(json!({}), RunOptions::default()).await;
+    ).await;
     assert!(out.result.is_err());
     let spans = &out.trace.spans;
     let attempt = spans.iter().find(|s| &*s.node == "agent").unwrap();
@@ -346,13 +347,8 @@ nodes:
         .collect();
     assert_eq!(steps, ["agent#1", "agent#2"]);
     let receipt = &out.trace.record.receipt;
-    let lines: Vec<(Option<&str>, Unit, Decimal)> = receipt
-        .lines
-        .iter()
-        .map(|l| (l.step.as_deref(), l.unit, l.amount))
-        .collect();
     assert_eq!(
-        lines,
+        step_lines(receipt),
         [
             (Some("agent#1"), Unit::InputTokens1k, d("0.0001")),
             (Some("agent#1"), Unit::OutputTokens1k, d("0.00002")),

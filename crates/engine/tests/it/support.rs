@@ -272,6 +272,16 @@ pub fn pipeline(yaml: &str) -> (Pipeline, Arc<MemorySink>) {
     (p, sink)
 }
 
+/// Builds the pipeline and runs it once, on `{}` with the default options.
+pub async fn run_once(yaml: &str) -> glassbox_engine::Outcome {
+    let (p, _sink) = pipeline(yaml);
+    p.run(
+        serde_json::json!({}),
+        glassbox_engine::RunOptions::default(),
+    )
+    .await
+}
+
 /// Status of a node in a record's path, as a string.
 pub fn status(record: &glassbox_engine::trace::RequestRecord, node: &str) -> &'static str {
     record

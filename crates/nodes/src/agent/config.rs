@@ -1,6 +1,7 @@
 //! The `agent` config, read once: the model (as `llm_inference` reads it),
 //! the tools (each a JSON Schema for its arguments and what runs it: a
-//! sub-topology file or an `http` call) and the budgets that bound the
+//! sub-topology, in its own file or written inline in this one, or an
+//! `http` call) and the budgets that bound the
 //! loop. `max_iterations` is required: an agent loop is never unbounded.
 
 use std::time::Duration;
@@ -37,6 +38,10 @@ pub enum Runs {
     /// A topology file (relative to this one), run with the arguments as
     /// its input; its output is the observation.
     Topology(String),
+    /// A topology written inline, in this file, under the tool's
+    /// `topology` key; run like a file's. `value` is that map as written
+    /// (its spans point into this file).
+    Inline(Box<Value>),
     /// An `http` call (the `http` kind's config; the arguments are the
     /// body of a POST, or ignored by a GET).
     Http(HttpConfig),
@@ -137,18 +142,46 @@ fn tools(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<ToolConfig> {
         );
         let description = t.str(&mut tcx, "description").map(|d| d.value);
         let parameters = t.get("parameters").map(Value::to_json);
-        let topology = t.str(&mut tcx, "topology").map(|s| s.value);
+        let written = t.get("topology").is_some();
+        let topology = match t.get("topology") {
+            None => None,
+            Some(v) if v.as_map().is_some() => Some(Runs::Inline(Box::new(v.clone()))),
+            Some(v) => match v.as_str() {
+                Some(file) => Some(Runs::Topology(file.to_string())),
+                None => {
+                    tcx.field("topology").report(
+                        Diagnostic::error(
+                            Code::BadConfig,
+                            v.span,
+                            format!(
+                                "a tool's `topology` is a file name or a topology written \
+                                 inline, not {}",
+                                v.type_name()
+                            ),
+                        )
+                        .hint(
+                            "e.g. `topology: kb_search.yaml`, or `topology: {topology_id: \
+                             lookup, version: 1.0.0, nodes: [...], edges: []}`",
+                        ),
+                    );
+                    None
+                }
+            },
+        };
         let http = t
             .get("http")
             .map(|h| crate::http::config::check(Some(h), &mut tcx.field("http")));
         let runs = match (topology, http) {
-            (Some(file), None) => Some(Runs::Topology(file)),
+            (Some(runs), None) => Some(runs),
             (None, Some(h)) => Some(Runs::Http(h)),
+            // A `topology` of the wrong type was reported above.
+            (None, None) if written => None,
             (a, b) => {
                 let message = if a.is_some() && b.is_some() {
                     "a tool runs either a `topology` or an `http` call, not both"
                 } else {
-                    "a tool needs what runs it: `topology: FILE` or `http: {url: ...}`"
+                    "a tool needs what runs it: `topology: FILE`, a topology written inline \
+                     under `topology`, or `http: {url: ...}`"
                 };
                 tcx.report(
                     Diagnostic::error(Code::BadConfig, item.span, message)

@@ -1,4 +1,5 @@
-//! What runs an agent's tool: a sub-topology (built once, with the same
+//! What runs an agent's tool: a sub-topology (its own file, or written
+//! inline in the agent's file; built once, with the same
 //! kinds, models and outbound policy as the topology that holds it) or an
 //! `http` call. Each call gives an observation (the text the model reads
 //! next), the cost it ran up, and whether it failed.
@@ -60,51 +61,124 @@ pub fn build(
             cx.resources.outbound(),
         )?),
         Runs::Topology(file) => {
-            let depth = NESTING.with(std::cell::Cell::get);
-            if depth >= MAX_NESTING {
-                return Err(BuildError::config(format!(
-                    "tool `{}`: topology `{file}` nests tool topologies more than \
-                     {MAX_NESTING} deep (does it name itself?)",
-                    t.name
-                )));
-            }
             let path = cx.topology.resolve_path(file);
-            let registry = cx.resources.registry.as_ref().ok_or_else(|| {
-                BuildError::config(format!(
-                    "tool `{}`: topology tools are built only by \
-                     `glassbox_nodes::assemble` (which knows the kinds)",
-                    t.name
-                ))
-            })?;
-            let options = |_: &glassbox_topology::Topology, _: &glassbox_topology::Report| {
-                Ok::<_, std::convert::Infallible>(PipelineOptions::default())
-            };
-            let with = crate::assemble::Assembly {
-                registry,
-                options: &options,
-                outbound: cx.resources.outbound.clone(),
-                models: cx.resources.models.clone(),
-                cluster: None,
-            };
-            NESTING.with(|n| n.set(depth + 1));
-            let assembled = crate::assemble::assemble(
-                crate::assemble::TopologyInput::Path(path.display().to_string()),
-                &with,
-            );
-            NESTING.with(|n| n.set(depth));
-            let assembled = assembled.map_err(|e| {
-                BuildError::config(format!(
-                    "tool `{}`: topology `{file}` could not be built: {e}",
-                    t.name
-                ))
-            })?;
-            Runner::Topology(Arc::new(assembled.pipeline))
+            let input = crate::assemble::TopologyInput::Path(path.display().to_string());
+            Runner::Topology(Arc::new(sub_topology(t, &format!("`{file}`"), input, cx)?))
+        }
+        Runs::Inline(value) => {
+            let source = inline_source(&cx.topology.source_name, value);
+            let input = crate::assemble::TopologyInput::Source(source);
+            Runner::Topology(Arc::new(sub_topology(t, "written inline", input, cx)?))
         }
     };
     Ok(Tool {
         name: t.name.clone(),
         runner,
     })
+}
+
+/// Validates and builds a tool's topology with the kinds, models and
+/// outbound policy of the topology that holds it.
+fn sub_topology(
+    t: &ToolConfig,
+    what: &str,
+    input: crate::assemble::TopologyInput,
+    cx: &BuildContext,
+) -> Result<Pipeline, BuildError> {
+    let depth = NESTING.with(std::cell::Cell::get);
+    if depth >= MAX_NESTING {
+        return Err(BuildError::config(format!(
+            "tool `{}`: topology {what} nests tool topologies more than \
+             {MAX_NESTING} deep (does it name itself?)",
+            t.name
+        )));
+    }
+    let registry = cx.resources.registry.as_ref().ok_or_else(|| {
+        BuildError::config(format!(
+            "tool `{}`: topology tools are built only by \
+             `glassbox_nodes::assemble` (which knows the kinds)",
+            t.name
+        ))
+    })?;
+    let options = |_: &glassbox_topology::Topology, _: &glassbox_topology::Report| {
+        Ok::<_, std::convert::Infallible>(PipelineOptions::default())
+    };
+    let with = crate::assemble::Assembly {
+        registry,
+        options: &options,
+        outbound: cx.resources.outbound.clone(),
+        models: cx.resources.models.clone(),
+        cluster: None,
+    };
+    NESTING.with(|n| n.set(depth + 1));
+    let assembled = crate::assemble::assemble(input, &with);
+    NESTING.with(|n| n.set(depth));
+    let assembled = assembled.map_err(|e| {
+        // The diagnostics themselves (file:line:column), not only a count.
+        let detail = match &e {
+            crate::assemble::AssembleError::Topology(
+                glassbox_topology::TopologyError::Invalid(report),
+            ) => format!(":\n{}", report.render_without_source().trim_end()),
+            _ => String::new(),
+        };
+        BuildError::config(format!(
+            "tool `{}`: topology {what} could not be built: {e}{detail}",
+            t.name
+        ))
+    })?;
+    Ok(assembled.pipeline)
+}
+
+/// The source of a topology written inline under a tool's `topology` key.
+/// When the file that holds it can be read, the source is that file with
+/// everything outside the inline map blanked (line breaks kept), so every
+/// diagnostic names the file's own line and column and relative paths
+/// resolve beside it; otherwise the map as JSON.
+fn inline_source(holder: &str, value: &glassbox_topology::Value) -> glassbox_topology::Source {
+    let (start, end) = extent(value);
+    let text = (!holder.starts_with('<'))
+        .then(|| std::fs::read_to_string(holder).ok())
+        .flatten()
+        .filter(|text| end <= text.len() && text.is_char_boundary(start) && start < end);
+    match text {
+        Some(text) => {
+            let blanked: String = text
+                .char_indices()
+                .map(|(i, c)| {
+                    if (start..end).contains(&i) || c == '\n' || c == '\r' {
+                        c
+                    } else {
+                        ' '
+                    }
+                })
+                .collect();
+            glassbox_topology::Source::new(holder, blanked)
+        }
+        None => glassbox_topology::Source::new(
+            format!("{holder} (inline tool topology).json"),
+            serde_json::to_string_pretty(&value.to_json()).unwrap_or_default(),
+        ),
+    }
+}
+
+/// The bytes a value was written over, its keys and children included.
+fn extent(value: &glassbox_topology::Value) -> (usize, usize) {
+    let mut span = (value.span.start, value.span.end);
+    let mut widen = |(s, e): (usize, usize)| {
+        span.0 = span.0.min(s);
+        span.1 = span.1.max(e);
+    };
+    if let Some(map) = value.as_map() {
+        for (key, v) in &map.entries {
+            widen((key.span.start, key.span.end));
+            widen(extent(v));
+        }
+    } else if let Some(items) = value.as_seq() {
+        for v in items {
+            widen(extent(v));
+        }
+    }
+    span
 }
 
 impl Tool {

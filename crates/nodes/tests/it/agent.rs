@@ -240,10 +240,10 @@ async fn a_token_budget_stops_the_loop_naming_the_budget() {
     assert!(!zh.text.is_empty());
 }
 
-#[test]
-fn an_agent_without_a_bound_or_tools_is_invalid() {
+/// Validates `text` as `a.yaml`, which must be invalid: the report and
+/// its rendering.
+fn invalid(text: &str) -> (glassbox_topology::Report, String) {
     let registry = glassbox_nodes::registry();
-    let text = "topology_id: a\nversion: \"1\"\nnodes:\n  - id: a\n    type: agent\n    config: { backend: local }\n";
     let err = glassbox_topology::load_source(
         glassbox_topology::Source::new("a.yaml", text),
         &registry.kind_set(),
@@ -253,7 +253,130 @@ fn an_agent_without_a_bound_or_tools_is_invalid() {
         panic!("{err}")
     };
     let shown = r.render(false);
+    (*r, shown)
+}
+
+#[test]
+fn an_agent_without_a_bound_or_tools_is_invalid() {
+    let text = "topology_id: a\nversion: \"1\"\nnodes:\n  - id: a\n    type: agent\n    config: { backend: local }\n";
+    let (_, shown) = invalid(text);
     assert!(shown.contains("max_iterations"), "{shown}");
     assert!(shown.contains("tools"), "{shown}");
     assert!(shown.contains("a.yaml:6"), "located: {shown}");
+}
+
+/// An agent whose `lookup_order` tool is a topology written inline, in the
+/// agent's own file; `tool` is spliced in under the tool's `topology` key.
+fn inline_agent(tool: &str) -> String {
+    format!(
+        r#"topology_id: agent-inline
+version: "1"
+defaults: {{ timeout_ms: 600000, deadline_ms: 900000 }}
+nodes:
+  - id: agent
+    type: agent
+    resource: {{ type: cpu, cost_per_1k_input_tokens: 0.001 }}
+    config:
+      backend: local
+      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+      system: You are a support assistant. Use lookup_order for order numbers.
+      max_tokens: 64
+      temperature: 0
+      seed: 42
+      max_iterations: 1
+      tools:
+        - name: lookup_order
+          description: Looks up an order by its number and tells its status.
+          parameters: {{ type: object, properties: {{ order_id: {{ type: integer }} }}, required: [order_id] }}
+          topology:
+{tool}"#
+    )
+}
+
+/// Writes `text` as a topology file in a fresh folder and builds it from
+/// there (an inline tool topology is read back from its holder's file).
+fn build_file(text: &str) -> (tempfile::TempDir, Result<glassbox_engine::Pipeline, String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.yaml");
+    std::fs::write(&path, text).unwrap();
+    let built =
+        crate::support::try_build(&path.display().to_string(), text).map_err(|e| e.to_string());
+    (dir, built)
+}
+
+#[tokio::test]
+async fn a_tool_topology_written_inline_runs_like_one_in_its_own_file() {
+    let tool = r#"            topology_id: order-lookup
+            version: 1.0.0
+            nodes:
+              - id: lookup
+                type: template
+                resource: { type: cpu, cost_per_call: 0.00001 }
+                config:
+                  template_id: inline-orders
+                  template: "Order {{ input.order_id }}: Lumen Kettle Pro; status shipped."
+"#;
+    let (_dir, built) = build_file(&inline_agent(tool));
+    let p = built.expect("the agent and its inline tool build");
+    let out = p
+        .run(
+            json!({"question": "Where is my order 1042?"}),
+            RunOptions::default(),
+        )
+        .await;
+    let v = out.result.expect("the agent runs");
+    let calls: Vec<&Value> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "tool")
+        .collect();
+    assert!(!calls.is_empty(), "the model called no tool: {v}");
+    for call in calls {
+        let order = call["arguments"]["order_id"].as_i64().unwrap();
+        assert_eq!(
+            call["observation"].as_str().unwrap(),
+            format!("Order {order}: Lumen Kettle Pro; status shipped."),
+            "{call}"
+        );
+        // The inline topology's own receipt is the step's cost.
+        assert!(
+            (call["cost"].as_f64().unwrap() - 0.00001).abs() < 1e-12,
+            "{call}"
+        );
+    }
+}
+
+#[test]
+fn a_broken_inline_tool_topology_is_reported_at_its_line_in_the_agents_file() {
+    // Line 25 of the file: the inline node's kind, misspelt.
+    let tool = "            topology_id: order-lookup\n            version: 1.0.0\n            nodes:\n              - id: lookup\n                type: templat\n                config: { template_id: t, template: x }\n";
+    let text = inline_agent(tool);
+    assert_eq!(text.lines().nth(24).map(str::trim), Some("type: templat"));
+    let (dir, built) = build_file(&text);
+    let err = built.expect_err("an unknown kind in the inline topology");
+    let file = dir.path().join("agent.yaml").display().to_string();
+    assert!(err.contains("tool `lookup_order`"), "{err}");
+    assert!(err.contains("written inline"), "{err}");
+    assert!(
+        err.contains(&format!("{file}:25:")),
+        "located in the file: {err}"
+    );
+    assert!(err.contains("templat"), "{err}");
+}
+
+#[test]
+fn a_tool_topology_that_is_neither_a_file_nor_a_map_is_invalid_where_written() {
+    let text = inline_agent("").replace("topology:\n", "topology: 3\n");
+    let (r, shown) = invalid(&text);
+    assert!(
+        shown.contains("file name or a topology written inline"),
+        "{shown}"
+    );
+    assert!(shown.contains("a.yaml:20"), "located: {shown}");
+    assert_eq!(
+        r.error_count(),
+        1,
+        "one error, not a second one for the missing runner: {shown}"
+    );
 }

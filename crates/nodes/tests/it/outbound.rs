@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use glassbox_engine::RunOptions;
 use serde_json::json;
 
-use crate::support::{build, try_build};
+use crate::support::{build, http_topology, try_build};
 
 /// A server on 127.0.0.1 that answers each connection with the next of
 /// `responses` (`{port}` in them is replaced later by the caller) and
@@ -50,19 +50,6 @@ pub(crate) fn ok(body: &str) -> String {
 fn redirect(to: &str) -> String {
     format!(
         "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    )
-}
-
-fn http_topology(config: &str) -> String {
-    format!(
-        r#"
-topology_id: h
-version: "1"
-nodes:
-  - id: fetch
-    type: http
-    config: {config}
-"#
     )
 }
 

@@ -12,7 +12,7 @@ use glassbox_topology::{Source, TopologyError};
 use serde_json::json;
 
 use crate::outbound::{ok, stub};
-use crate::support::{try_build, try_build_with};
+use crate::support::{http_topology, try_build, try_build_with};
 
 /// F1: a `template` printed `${env:GLASSBOX_API_KEY}` and
 /// `${file:/etc/hostname}` to a run-scope caller. Validation now reports
@@ -78,23 +78,21 @@ edges:
     assert!(!rendered.contains("config.headers"), "{rendered}");
 }
 
+/// An `http` node calling the local stub on `port` with one header
+/// (`Name: "value"`).
+fn fetch_with_header(port: u16, header: &str) -> String {
+    http_topology(&format!(
+        r#"{{ url: "http://127.0.0.1:{port}/", allow_hosts: ["127.0.0.1"], headers: {{ {header} }} }}"#
+    ))
+}
+
 /// F1: any readable absolute path was accepted (`/etc/hostname` reached
 /// an upstream as a header). Files are read only under the allowed
 /// directories; the upstream receives nothing.
 #[tokio::test]
 async fn secrets_files_outside_the_allowed_directories_are_not_read() {
     let upstream = stub(vec![ok("{}")]);
-    let text = format!(
-        r#"
-topology_id: h
-version: "1"
-nodes:
-  - id: fetch
-    type: http
-    config: {{ url: "http://127.0.0.1:{}/", allow_hosts: ["127.0.0.1"], headers: {{ X-Host: "${{file:/etc/hostname}}" }} }}
-"#,
-        upstream.port
-    );
+    let text = fetch_with_header(upstream.port, r#"X-Host: "${file:/etc/hostname}""#);
     let err = try_build("h.yaml", &text).err().unwrap().to_string();
     assert!(err.contains("`/etc/hostname`"), "{err}");
     assert!(err.contains("/run/secrets"), "{err}");
@@ -141,17 +139,7 @@ nodes:
             None
         }
     };
-    let http = format!(
-        r#"
-topology_id: h
-version: "1"
-nodes:
-  - id: fetch
-    type: http
-    config: {{ url: "http://127.0.0.1:{}/", allow_hosts: ["127.0.0.1"], headers: {{ Authorization: "Bearer ${{env:PATH}}" }} }}
-"#,
-        upstream.port
-    );
+    let http = fetch_with_header(upstream.port, r#"Authorization: "Bearer ${env:PATH}""#);
     if let Ok(p) = try_build_with("h.yaml", &http, allow()) {
         let _ = p.run(json!({}), RunOptions::default()).await;
     }
@@ -185,17 +173,7 @@ nodes:
 #[tokio::test]
 async fn secrets_a_referenced_config_is_typed_at_validation_and_resolved_at_build() {
     let upstream = stub(vec![ok(r#"{"ok":true}"#)]);
-    let text = format!(
-        r#"
-topology_id: h
-version: "1"
-nodes:
-  - id: fetch
-    type: http
-    config: {{ url: "http://127.0.0.1:{}/", allow_hosts: ["127.0.0.1"], headers: {{ X-Key: "k ${{env:PATH}}" }} }}
-"#,
-        upstream.port
-    );
+    let text = fetch_with_header(upstream.port, r#"X-Key: "k ${env:PATH}""#);
     let registry = glassbox_nodes::registry();
     let validated =
         glassbox_topology::load_source(Source::new("h.yaml", text.as_str()), &registry.kind_set())

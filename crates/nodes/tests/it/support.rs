@@ -41,3 +41,17 @@ pub fn try_build_with(
 pub fn build(name: &str, text: &str) -> Pipeline {
     try_build(name, text).unwrap()
 }
+
+/// A one-node topology: an `http` node `fetch` with this config (a YAML flow mapping).
+pub fn http_topology(config: &str) -> String {
+    format!(
+        r#"
+topology_id: h
+version: "1"
+nodes:
+  - id: fetch
+    type: http
+    config: {config}
+"#
+    )
+}

@@ -14,6 +14,7 @@ use glassbox_store::synth::SynthRequest;
 use glassbox_store::{Result, SqliteStore, StoreError, StoreWriter, TraceStore, WriterOptions};
 use glassbox_trace::RequestId;
 
+use crate::fixture::sqlite_writer;
 use crate::suite::T0;
 use crate::writer::{Gated, send};
 
@@ -153,12 +154,7 @@ fn a_failed_commit_fails_its_tickets() {
 
 #[test]
 fn a_ticket_whose_request_never_came_or_whose_writer_closed_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let writer = StoreWriter::spawn(
-        Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
-        WriterOptions::default(),
-    )
-    .unwrap();
+    let (_dir, writer) = sqlite_writer();
     // Never sent: answered at once instead of waiting forever.
     let never = writer.durable(SynthRequest::new(1, T0 + 1).id);
     assert_eq!(never.wait().unwrap_err().code(), "store_not_recorded");
@@ -216,12 +212,7 @@ fn encoded_requests_commit_with_their_spans_before_their_tickets_complete() {
 
 #[test]
 fn encoded_requests_handed_to_a_closed_writer_fail_their_tickets() {
-    let dir = tempfile::tempdir().unwrap();
-    let writer = StoreWriter::spawn(
-        Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
-        WriterOptions::default(),
-    )
-    .unwrap();
+    let (_dir, writer) = sqlite_writer();
     writer.close().unwrap();
     let late = writer.durable(SynthRequest::new(3, T0 + 3).id);
     let err = writer.write_encoded(vec![encoded(&writer, 3)]).unwrap_err();

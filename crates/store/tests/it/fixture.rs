@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use glassbox_store::pg_temp::{TempPostgres, TempPostgresOptions};
-use glassbox_store::{PostgresStore, SqliteStore, TraceStore};
+use glassbox_store::{PostgresStore, SqliteStore, StoreWriter, TraceStore, WriterOptions};
 
 /// A store for one test, with what keeps it alive (a temp dir, a server).
 pub struct Fixture {
@@ -29,6 +29,15 @@ pub fn sqlite() -> Fixture {
         reopen: Box::new(move || Box::new(SqliteStore::open(&p2).unwrap())),
         _guard: Box::new(dir),
     }
+}
+
+/// A writer with the default options over a fresh SQLite file, and the
+/// temp dir that holds it (keep it alive as long as the writer).
+pub fn sqlite_writer() -> (tempfile::TempDir, StoreWriter) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+    let writer = StoreWriter::spawn(Box::new(store), WriterOptions::default()).unwrap();
+    (dir, writer)
 }
 
 static SERVER: Mutex<Weak<TempPostgres>> = Mutex::new(Weak::new());

@@ -11,6 +11,7 @@ use glassbox_store::synth::{SynthRequest, build};
 use glassbox_store::{Result, SqliteStore, StoreWriter, TraceStore, WriterOptions};
 use glassbox_trace::{RequestId, TraceSink};
 
+use crate::fixture::sqlite_writer;
 use crate::suite::T0;
 
 /// Wraps a store; each write waits for a token from the test.
@@ -234,12 +235,7 @@ fn commit_hook_reports_ids_after_commit() {
 
 #[test]
 fn a_closed_writer_reports_instead_of_dropping() {
-    let dir = tempfile::tempdir().unwrap();
-    let writer = StoreWriter::spawn(
-        Box::new(SqliteStore::open(&dir.path().join("t.db")).unwrap()),
-        WriterOptions::default(),
-    )
-    .unwrap();
+    let (_dir, writer) = sqlite_writer();
     writer.close().unwrap();
     send(&writer, 1);
     assert_eq!(writer.flush().unwrap_err().code(), "store_writer_closed");
@@ -309,9 +305,7 @@ fn nice_of_threads(prefix: &str) -> Vec<(String, i64)> {
 #[cfg(target_os = "linux")]
 #[test]
 fn encode_and_free_threads_yield_to_requests_and_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
-    let writer = StoreWriter::spawn(Box::new(store), WriterOptions::default()).unwrap();
+    let (_dir, writer) = sqlite_writer();
     send(&writer, 1);
     writer.flush().unwrap();
     // Field 19 of the process's own stat line: the nice value it started with.

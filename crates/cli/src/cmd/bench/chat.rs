@@ -153,18 +153,9 @@ fn table(r: &ChatReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: ChatArgs,
-    }
 
     fn args(extra: &[&str]) -> ChatArgs {
-        let mut argv = vec!["chat", "--model", "chat"];
-        argv.extend_from_slice(extra);
-        Cli::parse_from(argv).args
+        crate::cmd::common::parse_flags(&["chat", "--model", "chat"], extra)
     }
 
     #[test]

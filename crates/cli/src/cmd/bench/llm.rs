@@ -16,6 +16,7 @@ use super::errors::bench_error;
 use crate::cmd::common::OutputFormat;
 use crate::exit::Coded;
 use crate::out::Out;
+use crate::out::table::{Align, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -172,22 +173,26 @@ fn table(r: &LlmReport) -> String {
         "{} ({}) on {}, engine {}",
         t.model, r.version, t.gpu, t.engine
     );
-    let _ = writeln!(
-        out,
-        "run                 prompt  out  TTFT ms  prefill ms  TPOT ms"
+    let rows = r
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.prompt_tokens.to_string(),
+                r.gen_tokens.to_string(),
+                format!("{:.1}", r.ttft_ms),
+                r.prefill_ms.map_or("-".into(), |v| format!("{v:.1}")),
+                r.tpot_ms.map_or("-".into(), |v| format!("{v:.2}")),
+            ]
+        })
+        .collect();
+    out.push_str(
+        &Table::new(&["run", "prompt", "out", "TTFT ms", "prefill ms", "TPOT ms"])
+            .align(&[Align::Number; 6])
+            .rows(rows)
+            .render(),
     );
-    for r in &r.runs {
-        let _ = writeln!(
-            out,
-            "{:<18} {:>7} {:>4} {:>8.1} {:>11} {:>8}",
-            r.name,
-            r.prompt_tokens,
-            r.gen_tokens,
-            r.ttft_ms,
-            r.prefill_ms.map_or("-".into(), |v| format!("{v:.1}")),
-            r.tpot_ms.map_or("-".into(), |v| format!("{v:.2}")),
-        );
-    }
     let _ = writeln!(
         out,
         "\nmeasurements: {} (fit with `glassbox plan calibrate {} -o factors.toml`)",
@@ -214,25 +219,116 @@ fn validation_text(v: &Validation, out: &mut String) {
         out,
         "\nopen loop, measured vs simulated (same arrivals and token counts; first 10% left out):"
     );
-    let _ = writeln!(
-        out,
-        "rate/s  load  reqs  TTFT p50 meas/sim   TTFT p99 meas/sim    err   E2E p99 meas/sim     err"
+    let pair = |measured: f64, simulated: f64| format!("{measured:.0} / {simulated:.0}");
+    let err = |e: f64| format!("{:+.0}%", e * 100.0);
+    let rows = v
+        .checks
+        .iter()
+        .map(|c| {
+            vec![
+                format!("{:.3}", c.rate),
+                c.load.map_or("-".into(), |l| format!("{:.0}%", l * 100.0)),
+                c.requests.to_string(),
+                pair(c.measured_ttft_ms.p50, c.simulated_ttft_ms.p50),
+                pair(c.measured_ttft_ms.p99, c.simulated_ttft_ms.p99),
+                err(c.ttft_p99_error),
+                pair(c.measured_e2e_ms.p99, c.simulated_e2e_ms.p99),
+                err(c.e2e_p99_error),
+            ]
+        })
+        .collect();
+    let header = [
+        "rate/s",
+        "load",
+        "reqs",
+        "TTFT p50 meas/sim",
+        "TTFT p99 meas/sim",
+        "err",
+        "E2E p99 meas/sim",
+        "err",
+    ];
+    out.push_str(
+        &Table::new(&header)
+            .align(&[Align::Right; 8])
+            .rows(rows)
+            .render(),
     );
-    for c in &v.checks {
-        let _ = writeln!(
-            out,
-            "{:>6.3} {:>5} {:>5} {:>8.0} / {:<8.0} {:>8.0} / {:<8.0} {:>+5.0}% {:>8.0} / {:<8.0} {:>+5.0}%",
-            c.rate,
-            c.load.map_or("-".into(), |l| format!("{:.0}%", l * 100.0)),
-            c.requests,
-            c.measured_ttft_ms.p50,
-            c.simulated_ttft_ms.p50,
-            c.measured_ttft_ms.p99,
-            c.simulated_ttft_ms.p99,
-            c.ttft_p99_error * 100.0,
-            c.measured_e2e_ms.p99,
-            c.simulated_e2e_ms.p99,
-            c.e2e_p99_error * 100.0,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glassbox_bench::llm::RateCheck;
+    use glassbox_planner::calibrate::{BenchRun, BenchTarget};
+    use glassbox_planner::sim::Percentiles;
+
+    fn ms(p50: f64, p99: f64) -> Percentiles {
+        Percentiles {
+            count: 10,
+            mean: p50,
+            p50,
+            p95: p99,
+            p99,
+        }
+    }
+
+    #[test]
+    fn the_tables_align_runs_and_measured_against_simulated() {
+        let run = |name: &str, prefill_ms| BenchRun {
+            name: name.into(),
+            prompt_tokens: 512,
+            gen_tokens: 256,
+            ttft_ms: 1234.5,
+            prefill_ms,
+            tpot_ms: Some(41.25),
+        };
+        let report = LlmReport {
+            target: BenchTarget {
+                gpu: "cpu".into(),
+                engine: "llama.cpp".into(),
+                model: "smollm2".into(),
+                quant: "q4".into(),
+                kv_dtype: "f16".into(),
+                source: "local".into(),
+            },
+            version: "v1".into(),
+            runs: vec![
+                run("seed001-200", None),
+                run("seed000-512x256", Some(980.0)),
+            ],
+            output: PathBuf::from("m.csv"),
+            validation: Some(Validation {
+                prefill_ms_per_token: 1.5,
+                decode_step_ms: vec![40.0, 44.0],
+                capacity_rps: 0.25,
+                checks: vec![RateCheck {
+                    rate: 0.125,
+                    load: Some(0.5),
+                    requests: 40,
+                    measured_ttft_ms: ms(900.0, 2000.0),
+                    simulated_ttft_ms: ms(950.0, 1800.0),
+                    measured_e2e_ms: ms(9000.0, 12000.0),
+                    simulated_e2e_ms: ms(9100.0, 13200.0),
+                    ttft_p99_error: -0.1,
+                    e2e_p99_error: 0.1,
+                }],
+            }),
+        };
+        let text = table(&report);
+        assert!(text.contains("run              prompt  out  TTFT ms  prefill ms  TPOT ms\n"));
+        assert!(text.contains("seed001-200         512  256   1234.5           -    41.25\n"));
+        assert!(text.contains("seed000-512x256     512  256   1234.5       980.0    41.25\n"));
+        assert!(
+            text.contains(
+                "rate/s  load  reqs  TTFT p50 meas/sim  TTFT p99 meas/sim   err  E2E p99 meas/sim   err\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                " 0.125   50%    40          900 / 950        2000 / 1800  -10%     12000 / 13200  +10%\n"
+            ),
+            "{text}"
         );
     }
 }
