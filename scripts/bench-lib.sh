@@ -65,3 +65,39 @@ wait_for() {
 machine_line() {
   echo "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# yaml_python DIR NAME: sets `py` to a python3 with PyYAML: the system one's,
+# else a virtualenv of its own under DIR (made once, from PyPI). NAME goes in
+# the error when neither works.
+yaml_python() {
+  py=python3
+  python3 -c 'import yaml' 2>/dev/null && return 0
+  local venv="$1/bench-python"
+  if ! { [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import yaml' 2>/dev/null; }; then
+    python3 -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check pyyaml || {
+      echo "$2: python3 with PyYAML is needed (pip install pyyaml; or apt-get install python3-venv for the script to make its own)" >&2
+      exit 2
+    }
+  fi
+  py="$venv/bin/python"
+}
+
+# rag_setup DIR: the rag-chat benchmarks' inputs in DIR: questions.txt (one
+# per line: QUESTIONS when set, else the example's product questions, then
+# examples/rag-chat/questions-more.txt; at most SHORT_QUESTIONS of them when
+# that is set) and topologies/kb with its index built by `bin`.
+rag_setup() {
+  mkdir -p "$1/topologies"
+  if [[ -n "${QUESTIONS:-}" ]]; then
+    grep -v '^\s*$' "$QUESTIONS" >"$1/questions.txt"
+  else
+    { sed '/^---$/,$d' examples/rag-chat/questions.txt; cat examples/rag-chat/questions-more.txt; } |
+      grep -v '^\s*$' >"$1/questions.txt"
+  fi
+  if [[ -n "${SHORT_QUESTIONS:-}" ]]; then
+    sed -i "$((SHORT_QUESTIONS + 1)),\$d" "$1/questions.txt"
+  fi
+  cp -r examples/rag-chat/kb "$1/topologies/"
+  "$bin" index build "$1/topologies/kb" --out "$1/topologies/kb.index" >"$1/index.log" 2>&1 ||
+    { cat "$1/index.log" >&2; exit 1; }
+}

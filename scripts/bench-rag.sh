@@ -33,14 +33,17 @@
 # before each level, the last N questions are sent to glassbox one at a time,
 # so a chunk cache (`kv_reuse: chunks`) holds their chunks as in service;
 # default 0: first-time questions on an empty cache), PROFILE /
-# BIN (as in bench-serving.sh), OUT (default target-models/bench).
+# BIN (as in bench-serving.sh), OUT (default target-models/bench),
+# SHORT_QUESTIONS (N: the first N questions only). SHORT=1: a smoke run
+# (scripts/check-script-order.sh): glassbox alone, 1 client, 1 request,
+# WARM=1, 4 questions; figures meaningless.
 # Writes OUT/rag-STAMP.json. Exit 1 on a failed request.
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
 if [[ ${SHORT:-0} == 1 ]]; then
-  : "${SIDE:=0}" "${CLIENTS:=1}" "${REQUESTS:=1}"
+  : "${SIDE:=0}" "${CLIENTS:=1}" "${REQUESTS:=1}" "${WARM:=1}" "${SHORT_QUESTIONS:=4}"
 fi
 threads="${THREADS:-2}"
 ctx="${CTX:-2048}"
@@ -56,18 +59,7 @@ die() {
 }
 [[ -f "$model" ]] || die "no model at $model (scripts/fetch-models.sh fetches it)"
 command -v jq >/dev/null || die "jq is needed"
-# PyYAML: the system python3's, else a virtualenv of its own under the
-# target directory (made once, from PyPI).
-py=python3
-if ! python3 -c 'import yaml' 2>/dev/null; then
-  venv="${CARGO_TARGET_DIR:-target}/bench-python"
-  if ! { [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import yaml' 2>/dev/null; }; then
-    python3 -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check pyyaml ||
-      die "python3 with PyYAML is needed (pip install pyyaml; or apt-get install python3-venv for the script to make its own)"
-  fi
-  py="$venv/bin/python"
-fi
-
+yaml_python "${CARGO_TARGET_DIR:-target}" bench-rag
 bench_bin
 llama="${LLAMA_SERVER:-}"
 if [[ -z "$llama" && -n "${LLAMA_CPP_SRC:-}" ]]; then
@@ -96,20 +88,12 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
-mkdir -p "$out" "$tmp/topologies"
+mkdir -p "$out"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 
 # --- the questions and the topologies ---------------------------------------
+rag_setup "$tmp"
 questions="$tmp/questions.txt"
-if [[ -n "${QUESTIONS:-}" ]]; then
-  grep -v '^\s*$' "$QUESTIONS" >"$questions"
-else
-  { sed '/^---$/,$d' examples/rag-chat/questions.txt; cat examples/rag-chat/questions-more.txt; } |
-    grep -v '^\s*$' >"$questions"
-fi
-cp -r examples/rag-chat/kb "$tmp/topologies/"
-"$bin" index build "$tmp/topologies/kb" --out "$tmp/topologies/kb.index" >"$tmp/index.log" 2>&1 ||
-  { cat "$tmp/index.log" >&2; exit 1; }
 # rag-chat with the benchmark's settings, and rag-prompts: the same
 # topology up to the `llm` node, whose output is the user message that
 # node renders (its `prompt` template), and the system message.

@@ -39,6 +39,12 @@ if [[ ${1:-} == --libs ]]; then
 fi
 
 # On glassbox's libraries: a directory of links, and a wrapper that uses it.
+# The CPU kernels too: llama-server calls ggml_backend_load_all(), which
+# picks the best-scoring variant among glassbox's libggml build folder (the
+# AMX `sapphirerapids` variant included, which faults on AMX Xeons; see
+# crates/models/src/cpu/mod.rs), the executable's folder and the working
+# directory. A preloaded shim (llama-peer-cpu.so) makes that call load from
+# one folder instead: links to the variants glassbox ships (ggml-backends/).
 wrap() {
   local dir lib wrapper
   dir="$(realpath "$build")/glassbox-libs"
@@ -48,10 +54,23 @@ wrap() {
     ln -sfn "$libs/$lib" "$dir/$lib"
   done
   ln -sfn "$(realpath "$build/bin/libllama-common.so.0")" "$dir/libllama-common.so.0"
+  mkdir -p "$dir/cpu"
+  rm -f "$dir"/cpu/libggml-cpu-*.so
+  for lib in "$libs"/ggml-backends/libggml-cpu-*.so; do
+    [[ -e $lib ]] && ln -sfn "$lib" "$dir/cpu/$(basename "$lib")"
+  done
+  printf '%s\n' '#include <stdlib.h>' 'void ggml_backend_load_all_from_path(const char *dir);' \
+    'void ggml_backend_load_all(void) { ggml_backend_load_all_from_path(getenv("GLASSBOX_PEER_CPU")); }' \
+    >"$dir/llama-peer-cpu.c"
+  command -v cc >/dev/null || {
+    echo "build-llama-server: cc is needed for the wrapper (scripts/install-deps.sh installs it)" >&2
+    exit 2
+  }
+  cc -shared -fPIC -O2 -o "$dir/llama-peer-cpu.so" "$dir/llama-peer-cpu.c"
   {
     echo '#!/bin/sh'
-    echo "# llama-server on glassbox's libllama and ggml ($libs); scripts/build-llama-server.sh"
-    echo "LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
+    echo "# llama-server on glassbox's libllama, ggml and CPU kernels ($libs); scripts/build-llama-server.sh"
+    echo "GLASSBOX_PEER_CPU='$dir/cpu' LD_PRELOAD='$dir/llama-peer-cpu.so' LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
   } >"$wrapper"
   chmod +x "$wrapper"
   realpath "$wrapper"

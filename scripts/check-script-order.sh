@@ -24,7 +24,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 export PROFILE="${PROFILE:-dev}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 logs="$CARGO_TARGET_DIR/script-order"
-steps="${STEPS:-demo bench-engine bench-wasm bench-store bench-server bench-otlp bench-models bench-constrained bench-serving bench-rag bench-cluster bench-failover package demo}"
+steps="${STEPS:-demo bench-engine bench-wasm bench-store bench-server bench-otlp bench-models bench-constrained bench-serving bench-rag rag-reuse-quality bench-cluster bench-failover package demo}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

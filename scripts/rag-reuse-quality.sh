@@ -14,33 +14,30 @@
 # Environment: RECOMPUTE (`chunk_recompute`, default the engine's, 16),
 # QUESTIONS (one per line; default the example's questions, then
 # examples/rag-chat/questions-more.txt), PROFILE / BIN (as in
-# bench-serving.sh), OUT (default target-models/bench). Writes
+# bench-serving.sh), OUT (default target-models/bench), SHORT_QUESTIONS (N:
+# the first N questions only). SHORT=1: a smoke run
+# (scripts/check-script-order.sh), 1 question; figures meaningless. Writes
 # OUT/rag-reuse-STAMP.json.
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
+if [[ ${SHORT:-0} == 1 ]]; then
+  : "${SHORT_QUESTIONS:=1}"
+fi
 profile="${PROFILE:-release}"
 out="${OUT:-target-models/bench}"
 command -v jq >/dev/null || { echo "rag-reuse-quality: jq is needed" >&2; exit 2; }
-python3 -c 'import yaml' 2>/dev/null || { echo "rag-reuse-quality: python3 with PyYAML is needed" >&2; exit 2; }
 bench_bin
+yaml_python "${CARGO_TARGET_DIR:-target}" rag-reuse-quality
 
 tmp="$(mktemp -d)"
 pid=""
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-mkdir -p "$out" "$tmp/topologies"
+mkdir -p "$out"
+rag_setup "$tmp"
 questions="$tmp/questions.txt"
-if [[ -n "${QUESTIONS:-}" ]]; then
-  grep -v '^\s*$' "$QUESTIONS" >"$questions"
-else
-  { sed '/^---$/,$d' examples/rag-chat/questions.txt; cat examples/rag-chat/questions-more.txt; } |
-    grep -v '^\s*$' >"$questions"
-fi
-cp -r examples/rag-chat/kb "$tmp/topologies/"
-"$bin" index build "$tmp/topologies/kb" --out "$tmp/topologies/kb.index" >"$tmp/index.log" 2>&1 ||
-  { cat "$tmp/index.log" >&2; exit 1; }
-RECOMPUTE="${RECOMPUTE:-}" python3 - "$tmp/topologies" <<'EOF'
+RECOMPUTE="${RECOMPUTE:-}" "$py" - "$tmp/topologies" <<'EOF'
 import os, sys, yaml
 dest = sys.argv[1]
 with open("examples/rag-chat/topology.yaml", encoding="utf-8") as f:

@@ -17,6 +17,9 @@
 //!   and validated once, priced from its calibration, recorded in the trace
 //!   store (or nowhere), on a runtime of its own. `glassbox run`, `test`,
 //!   `test --replay` and `calibrate` run through it;
+//! - [`models`]: the models a cluster worker serves, registered by name
+//!   and kind, looked up with a typed error, run through the request
+//!   service like every other request;
 //! - [`regress`]: regression cases of a topology, read and checked
 //!   (`glassbox test`);
 //! - [`service`]: the request service's protocol-free parts, and its
@@ -31,6 +34,7 @@ pub mod calibrated;
 pub mod calibration;
 pub mod catalog;
 pub mod local;
+pub mod models;
 pub mod regress;
 pub mod served;
 pub mod service;

@@ -266,7 +266,7 @@ pub struct LlmOptions {
     /// cost the new prompt a decode step per chunk on its time to first
     /// token. A step with nobody generating evaluates up to `n_batch`.
     /// `None` (default): `n_batch` always (no chunking beyond it). See
-    /// docs/BENCHMARKS.md ("RAG serving") and `examples/bench_prefill.rs`.
+    /// docs/BENCHMARKS.md ("Chunked prefill under RAG arrivals") and `examples/bench_prefill.rs`.
     pub prefill_chunk: Option<u32>,
     /// Requests that may wait in the queue; more are refused with
     /// [`LlmError::QueueFull`].

@@ -1,19 +1,21 @@
-//! A worker that serves local models: each `--llm` / `--embedding` becomes
-//! a one-node topology (the model's name is its id), served by the same
-//! server as `glassbox serve`, so `/v1/chat/completions` (streaming too),
+//! A worker that serves local models: each `--llm` / `--embedding` is
+//! registered with the application layer's model door
+//! (`glassbox_app::models`), whose pipelines the same server as
+//! `glassbox serve` runs in memory (`ServerOptions::given`: nothing is
+//! written to disk), so `/v1/chat/completions` (streaming too),
 //! `/v1/embeddings`, `/v1/models`, `/metrics` and `/healthz` answer as
-//! they do there. The topologies are given to the server's catalog in
-//! memory (`ServerOptions::given`): nothing is written to disk.
+//! they do there. This module only turns flags into registrations and
+//! registers the worker in the pool.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use glassbox_app::models::{LlmSettings, ModelKind, Models};
 use glassbox_cluster::{Load, WorkerRecord};
 use glassbox_server::api::system::describe;
 use glassbox_server::{Change, Config, Server, ServerOptions};
 use glassbox_store::StoreUrl;
-use serde_json::{Value, json};
 
 use super::args::Args;
 use super::member::{Common, usage};
@@ -23,15 +25,6 @@ use crate::exit::{self, Coded};
 
 /// The port a worker listens on unless told otherwise.
 const DEFAULT_PORT: u16 = 8090;
-
-/// One model to serve.
-#[derive(Debug, Clone, PartialEq)]
-struct Model {
-    name: String,
-    kind: &'static str,
-    /// As given: absolute, or relative to the models directory.
-    path: String,
-}
 
 pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
     let models = models(&args)?;
@@ -46,15 +39,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             factor - 1.0
         ));
     }
-    // Named as no file on disk can be, so nothing (a calibration) is
-    // looked up beside them.
-    let given = models
-        .iter()
-        .map(|m| {
-            let name = std::path::PathBuf::from(format!("<worker>/{}.json", m.name));
-            (name, topology(m, &args).to_string().into_bytes())
-        })
-        .collect();
+    let given = models.pipelines();
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(server_error)?,
         None => Config::default(),
@@ -94,8 +79,8 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             engine: "glassbox".into(),
             // GPUs through NVML (none without a driver), CPU and memory.
             hardware: throttled(glassbox_cluster::host::hardware(), slowdown),
-            models: models.iter().map(|m| m.name.clone()).collect(),
-            node_kinds: node_kinds(&models),
+            models: models.names(),
+            node_kinds: models.node_kinds(),
             labels: common.labels.clone(),
             started_at: common.started_at,
         };
@@ -105,7 +90,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             common.id,
             models
                 .iter()
-                .map(|m| format!("{} ({})", m.name, m.kind))
+                .map(|m| format!("{} ({})", m.name, m.kind.node_kind()))
                 .collect::<Vec<_>>()
                 .join(", "),
         ));
@@ -153,11 +138,16 @@ fn throttled(
 }
 
 /// The models to serve: as given, else the fetched defaults.
-fn models(args: &Args) -> anyhow::Result<Vec<Model>> {
-    let mut out = Vec::new();
+fn models(args: &Args) -> anyhow::Result<Models> {
+    let mut out = Models::new(LlmSettings {
+        max_tokens: args.max_tokens,
+        threads: args.threads,
+        context_size: args.context_size,
+        max_num_seqs: args.max_num_seqs,
+    });
     for (flag, kind, values) in [
-        ("--llm", "llm_inference", &args.llm),
-        ("--embedding", "embedding", &args.embedding),
+        ("--llm", ModelKind::Llm, &args.llm),
+        ("--embedding", ModelKind::Embedding, &args.embedding),
     ] {
         for v in values {
             let Some((name, path)) = v
@@ -166,21 +156,14 @@ fn models(args: &Args) -> anyhow::Result<Vec<Model>> {
             else {
                 return Err(usage(format!(
                     "`{flag} {v}` is not NAME=PATH (for example `{flag} {}`)",
-                    if kind == "embedding" {
-                        "minilm=all-minilm-l6-v2"
-                    } else {
-                        "smollm2=smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+                    match kind {
+                        ModelKind::Embedding => "minilm=all-minilm-l6-v2",
+                        ModelKind::Llm => "smollm2=smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
                     }
                 )));
             };
-            if out.iter().any(|m: &Model| m.name == name) {
-                return Err(usage(format!("model name `{name}` is given twice")));
-            }
-            out.push(Model {
-                name: name.to_owned(),
-                kind,
-                path: path.to_owned(),
-            });
+            out.register(name, kind, path)
+                .map_err(|e| usage(e.to_string()))?;
         }
     }
     if !out.is_empty() {
@@ -190,17 +173,14 @@ fn models(args: &Args) -> anyhow::Result<Vec<Model>> {
     for (name, kind, path) in [
         (
             "smollm2",
-            "llm_inference",
+            ModelKind::Llm,
             "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         ),
-        ("all-minilm-l6-v2", "embedding", "all-minilm-l6-v2"),
+        ("all-minilm-l6-v2", ModelKind::Embedding, "all-minilm-l6-v2"),
     ] {
         if dir.join(path).exists() {
-            out.push(Model {
-                name: name.into(),
-                kind,
-                path: path.into(),
-            });
+            out.register(name, kind, path)
+                .map_err(|e| usage(e.to_string()))?;
         }
     }
     if out.is_empty() {
@@ -215,48 +195,10 @@ fn models(args: &Args) -> anyhow::Result<Vec<Model>> {
     Ok(out)
 }
 
-/// The one-node topology that serves `m`.
-fn topology(m: &Model, args: &Args) -> Value {
-    let node = if m.kind == "embedding" {
-        json!({"id": "embed", "type": "embedding",
-               "resource": {"type": "gpu", "model": m.name},
-               "config": {"backend": "local", "model": m.path, "text": "input.question"}})
-    } else {
-        let mut config = json!({"backend": "local", "model": m.path,
-            "prompt": "{{ input.question }}", "max_tokens": args.max_tokens});
-        for (key, value) in [
-            ("threads", args.threads),
-            ("context_size", args.context_size),
-            ("max_num_seqs", args.max_num_seqs),
-        ] {
-            if let Some(v) = value {
-                config[key] = json!(v);
-            }
-        }
-        json!({"id": "llm", "type": "llm_inference",
-               "resource": {"type": "gpu", "model": m.name}, "config": config})
-    };
-    json!({
-        "topology_id": m.name,
-        "version": "1.0.0",
-        "description": format!("`glassbox worker` serving {} ({})", m.name, m.kind),
-        "defaults": {"timeout_ms": 600000, "retries": 0},
-        "nodes": [node],
-        "edges": [],
-    })
-}
-
-fn node_kinds(models: &[Model]) -> Vec<String> {
-    let mut kinds: Vec<String> = models.iter().map(|m| m.kind.to_owned()).collect();
-    kinds.sort();
-    kinds.dedup();
-    kinds
-}
-
 /// Fails (exit 69) unless every model's topology was loaded, naming why.
-fn check_served(changes: &[Change], models: &[Model]) -> anyhow::Result<()> {
+fn check_served(changes: &[Change], models: &Models) -> anyhow::Result<()> {
     let mut problems = Vec::new();
-    for m in models {
+    for m in models.iter() {
         let loaded = changes
             .iter()
             .any(|c| matches!(c, Change::Loaded { id, .. } if *id == m.name));
@@ -320,6 +262,7 @@ fn engine_load() -> impl FnMut() -> Load + Send + 'static {
 mod tests {
     use super::*;
     use clap::Parser;
+    use serde_json::Value;
 
     #[derive(Debug, clap::Parser)]
     struct Cli {
@@ -334,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn each_model_is_a_one_node_topology_named_after_it() {
+    fn each_flag_registers_a_model_with_the_engine_settings() {
         let a = args(&[
             "--llm",
             "small=/m/s.gguf",
@@ -344,27 +287,15 @@ mod tests {
             "4",
         ]);
         let ms = models(&a).unwrap();
-        assert_eq!(ms.len(), 2);
-        let llm = topology(&ms[0], &a);
-        assert_eq!(llm["topology_id"], "small");
-        assert_eq!(llm["nodes"][0]["type"], "llm_inference");
-        assert_eq!(llm["nodes"][0]["config"]["model"], "/m/s.gguf");
+        assert_eq!(ms.names(), vec!["small", "mini"]);
+        assert_eq!(ms.get("small").unwrap().kind, ModelKind::Llm);
+        assert_eq!(ms.get("mini").unwrap().path, "all-minilm-l6-v2");
+        assert_eq!(ms.node_kinds(), vec!["embedding", "llm_inference"]);
+        let llm: Value =
+            serde_json::from_slice(&ms.pipelines()[std::path::Path::new("<worker>/small.json")])
+                .unwrap();
         assert_eq!(llm["nodes"][0]["config"]["threads"], 4);
         assert_eq!(llm["nodes"][0]["config"]["max_tokens"], 256);
-        assert!(llm["nodes"][0]["config"].get("context_size").is_none());
-        let emb = topology(&ms[1], &a);
-        assert_eq!(emb["nodes"][0]["type"], "embedding");
-        assert_eq!(emb["nodes"][0]["config"]["text"], "input.question");
-        assert_eq!(node_kinds(&ms), vec!["embedding", "llm_inference"]);
-        // Both become valid topologies of the kinds this binary knows.
-        for t in [llm, emb] {
-            let text = t.to_string();
-            let v = glassbox_topology::load_source(
-                glassbox_topology::Source::new("t.json", text.clone()),
-                &crate::cmd::common::kinds(),
-            );
-            assert!(v.is_ok(), "{text}: {:?}", v.err());
-        }
     }
 
     #[test]
