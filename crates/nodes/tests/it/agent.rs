@@ -268,28 +268,9 @@ fn an_agent_without_a_bound_or_tools_is_invalid() {
 /// An agent whose `lookup_order` tool is a topology written inline, in the
 /// agent's own file; `tool` is spliced in under the tool's `topology` key.
 fn inline_agent(tool: &str) -> String {
-    format!(
-        r#"topology_id: agent-inline
-version: "1"
-defaults: {{ timeout_ms: 600000, deadline_ms: 900000 }}
-nodes:
-  - id: agent
-    type: agent
-    resource: {{ type: cpu, cost_per_1k_input_tokens: 0.001 }}
-    config:
-      backend: local
-      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-      system: You are a support assistant. Use lookup_order for order numbers.
-      max_tokens: 64
-      temperature: 0
-      seed: 42
-      max_iterations: 1
-      tools:
-        - name: lookup_order
-          description: Looks up an order by its number and tells its status.
-          parameters: {{ type: object, properties: {{ order_id: {{ type: integer }} }}, required: [order_id] }}
-          topology:
-{tool}"#
+    agent("max_iterations: 1").replace(
+        "topology: order_lookup.yaml\n",
+        &format!("topology:\n{tool}"),
     )
 }
 
@@ -349,17 +330,17 @@ async fn a_tool_topology_written_inline_runs_like_one_in_its_own_file() {
 
 #[test]
 fn a_broken_inline_tool_topology_is_reported_at_its_line_in_the_agents_file() {
-    // Line 25 of the file: the inline node's kind, misspelt.
+    // Line 26 of the file: the inline node's kind, misspelt.
     let tool = "            topology_id: order-lookup\n            version: 1.0.0\n            nodes:\n              - id: lookup\n                type: templat\n                config: { template_id: t, template: x }\n";
     let text = inline_agent(tool);
-    assert_eq!(text.lines().nth(24).map(str::trim), Some("type: templat"));
+    assert_eq!(text.lines().nth(25).map(str::trim), Some("type: templat"));
     let (dir, built) = build_file(&text);
     let err = built.expect_err("an unknown kind in the inline topology");
     let file = dir.path().join("agent.yaml").display().to_string();
     assert!(err.contains("tool `lookup_order`"), "{err}");
     assert!(err.contains("written inline"), "{err}");
     assert!(
-        err.contains(&format!("{file}:25:")),
+        err.contains(&format!("{file}:26:")),
         "located in the file: {err}"
     );
     assert!(err.contains("templat"), "{err}");
@@ -373,7 +354,7 @@ fn a_tool_topology_that_is_neither_a_file_nor_a_map_is_invalid_where_written() {
         shown.contains("file name or a topology written inline"),
         "{shown}"
     );
-    assert!(shown.contains("a.yaml:20"), "located: {shown}");
+    assert!(shown.contains("a.yaml:21"), "located: {shown}");
     assert_eq!(
         r.error_count(),
         1,
