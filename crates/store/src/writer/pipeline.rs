@@ -25,10 +25,12 @@ pub(super) struct Encoder {
     pub(super) pending: HashMap<RequestId, Vec<Arc<SpanRecord>>>,
 }
 
-/// Nice value of the encode and free threads (Linux).
+/// How much lower the encode and free threads run than the process
+/// (Linux nice values; 19 is the lowest).
 const BACKGROUND_NICE: i32 = 10;
 
-/// Lowers the calling thread's CPU priority to nice +10 (Linux; elsewhere,
+/// Lowers the calling thread's CPU priority by nice +10 from the process's
+/// own (a process started under `nice` keeps the same gap; Linux; elsewhere,
 /// or where refused, it keeps its priority). The encode and free threads
 /// run so: when the CPU is contended, the engine's workers and the commit
 /// thread (the writer's bottleneck) come first, and the bounded queue takes
@@ -42,7 +44,10 @@ pub(super) fn run_in_background() {
     // only, and raising one's own nice value needs no privilege.
     let tid = unsafe { libc::gettid() };
     if let Ok(tid) = libc::id_t::try_from(tid) {
-        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE) };
+        // The thread starts with the nice value of the thread that made it.
+        let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+        let low = (current + BACKGROUND_NICE).min(19);
+        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, low) };
     }
 }
 
