@@ -34,6 +34,12 @@ nodes:
     )
 }
 
+/// Asks the agent `question` with the default run options.
+async fn ask(p: &glassbox_engine::Pipeline, question: &str) -> glassbox_engine::Outcome {
+    p.run(json!({"question": question}), RunOptions::default())
+        .await
+}
+
 fn name() -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agent");
     root.join("agent-test.yaml").display().to_string()
@@ -42,12 +48,7 @@ fn name() -> String {
 #[tokio::test]
 async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
     let p = build(&name(), &agent("max_iterations: 3"));
-    let out = p
-        .run(
-            json!({"question": "Where is my order 1042?"}),
-            RunOptions::default(),
-        )
-        .await;
+    let out = ask(&p, "Where is my order 1042?").await;
     let v = out.result.expect("the agent runs");
     let steps = v["steps"].as_array().unwrap();
     let iterations = v["iterations"].as_u64().unwrap();
@@ -137,9 +138,7 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
 /// Runs the agent until its first budget check after one model call.
 async fn stopped_by(budget: &str, question: &str) -> Option<Value> {
     let p = build(&name(), &agent(budget));
-    let out = p
-        .run(json!({"question": question}), RunOptions::default())
-        .await;
+    let out = ask(&p, question).await;
     let v: Value = out.result.expect("the agent runs");
     // The model may answer at once: one model call, no budget involved.
     if v["status"] == "answered" {
@@ -210,12 +209,7 @@ async fn a_token_budget_stops_the_loop_naming_the_budget() {
         &name(),
         &agent("max_iterations: 5\n      budget: { max_tokens: 1 }"),
     );
-    let out = p
-        .run(
-            json!({"question": "Where is my order 77?"}),
-            RunOptions::default(),
-        )
-        .await;
+    let out = ask(&p, "Where is my order 77?").await;
     let v: Value = out.result.expect("the agent runs");
     if v["status"] == "answered" {
         // It answered at once: one model call, no budget involved.
@@ -299,12 +293,7 @@ async fn a_tool_topology_written_inline_runs_like_one_in_its_own_file() {
 "#;
     let (_dir, built) = build_file(&inline_agent(tool));
     let p = built.expect("the agent and its inline tool build");
-    let out = p
-        .run(
-            json!({"question": "Where is my order 1042?"}),
-            RunOptions::default(),
-        )
-        .await;
+    let out = ask(&p, "Where is my order 1042?").await;
     let v = out.result.expect("the agent runs");
     let calls: Vec<&Value> = v["steps"]
         .as_array()
