@@ -91,21 +91,3 @@ fn builder() -> Builder {
         cluster: None,
     }
 }
-
-#[test]
-fn topologies_given_in_memory_are_served_without_a_directory() {
-    let text = format!("topology_id: greet\nversion: 1.0.0\nnodes:\n{TEMPLATE}edges: []\n");
-    let name = PathBuf::from("<worker>/greet.yaml");
-    let catalog = Catalog::given(Given::from([(name.clone(), text.into_bytes())]), builder());
-    let changes = catalog.rescan().unwrap();
-    assert!(
-        matches!(&changes[..], [Change::Loaded { id, file, .. }] if id == "greet" && *file == name),
-        "{changes:?}"
-    );
-    assert_eq!(catalog.ids(), vec!["greet".to_string()]);
-    assert!(
-        catalog.rescan().unwrap().is_empty(),
-        "a rescan finds them unchanged"
-    );
-    assert!(catalog.get("greet").is_some());
-}
