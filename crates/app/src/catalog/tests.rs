@@ -91,3 +91,23 @@ fn builder() -> Builder {
         cluster: None,
     }
 }
+
+#[test]
+fn a_directory_is_served_and_a_rescan_finds_it_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("topology_id: greet\nversion: 1.0.0\nnodes:\n{TEMPLATE}edges: []\n");
+    let file = dir.path().join("greet.yaml");
+    std::fs::write(&file, text).unwrap();
+    let catalog = Catalog::new(dir.path().to_path_buf(), builder());
+    let changes = catalog.rescan().unwrap();
+    assert!(
+        matches!(&changes[..], [Change::Loaded { id, file: f, .. }] if id == "greet" && *f == file),
+        "{changes:?}"
+    );
+    assert_eq!(catalog.ids(), vec!["greet".to_string()]);
+    assert!(
+        catalog.rescan().unwrap().is_empty(),
+        "a rescan finds it unchanged"
+    );
+    assert!(catalog.get("greet").is_some());
+}
