@@ -21,6 +21,9 @@
 //! the metrics registry and the GPU monitor.
 
 pub mod routes;
+pub mod state;
+
+pub use state::WorkerState;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,18 +56,6 @@ pub struct WorkerOptions {
     pub host: Option<String>,
     /// Overrides the config's `port` (0: any free port).
     pub port: Option<u16>,
-}
-
-/// What the worker's handlers share.
-#[derive(Clone)]
-pub struct WorkerState {
-    pub door: Arc<ModelDoor>,
-    pub keys: Arc<Keys>,
-    pub limiter: Arc<RateLimiter>,
-    pub metrics: Arc<Metrics>,
-    pub config: Arc<Config>,
-    /// False until it serves, and again once it drains.
-    pub ready: Arc<AtomicBool>,
 }
 
 /// A bound worker, not yet accepting calls.

@@ -23,7 +23,7 @@ use glassbox_app::models::door::{Admit, ChatAsk, ChatCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::WorkerState;
+use super::state::WorkerState;
 use crate::api::body::JsonBody;
 use crate::api::openai::chat::{ChatMessage, StreamOptions, content_text};
 use crate::api::openai::stream::{Chunks, PROGRESS_EVERY, done, progress};
