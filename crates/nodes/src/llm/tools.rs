@@ -175,6 +175,23 @@ impl Ask {
         })
     }
 
+    /// A plan that allows only the answer, `{"answer": TEXT}`: no tool
+    /// call (an agent's model that repeats a call it already made is then
+    /// asked for its answer). Read back by [`Ask::reply`] as text.
+    pub fn answer_plan() -> Result<LocalPlan, String> {
+        let grammar = json_schema_to_gbnf(&json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"]
+        }))
+        .map_err(|e| format!("{e}"))?;
+        Ok(LocalPlan {
+            instructions: "Reply with {\"answer\": TEXT}.".to_string(),
+            grammar,
+            tool_reply: true,
+        })
+    }
+
     /// Reads the local model's `text` back. `seq` makes call ids unique
     /// within a request (the span's attempt and position).
     pub fn reply(&self, plan: &LocalPlan, text: &str, seq: &str) -> Reply {
@@ -373,6 +390,20 @@ mod tests {
             a.reply(&plan, r#"{"name": "weath"#, "1"),
             Reply::Text(r#"{"name": "weath"#.into()),
             "cut off: the text as it stands"
+        );
+    }
+
+    #[test]
+    fn the_answer_plan_allows_only_an_answer_and_reads_it_as_text() {
+        let plan = Ask::answer_plan().unwrap();
+        assert!(plan.tool_reply);
+        assert!(plan.grammar.contains(r#""\"answer\"""#), "{}", plan.grammar);
+        assert!(!plan.grammar.contains(r#""\"name\"""#), "{}", plan.grammar);
+        assert!(!plan.grammar.contains("parameters"), "{}", plan.grammar);
+        let a = ask(Some(weather()), None, None).unwrap();
+        assert_eq!(
+            a.reply(&plan, r#"{"answer": "Sunny in Oslo."}"#, "1"),
+            Reply::Text("Sunny in Oslo.".into())
         );
     }
 
