@@ -56,6 +56,11 @@ impl Calls {
             .find(|m| m.tool == tool && &m.arguments == arguments)
     }
 
+    /// The calls that ran, first to last.
+    pub fn all(&self) -> &[Made] {
+        &self.made
+    }
+
     /// Keeps a call that ran.
     pub fn record(&mut self, made: Made) {
         self.made.push(made);

@@ -204,6 +204,28 @@ impl Inner {
         }
     }
 
+    /// The turns of a model call that may only answer: the question and
+    /// what the tools found, in one short conversation (a small model
+    /// loses the question in a long one of JSON calls).
+    fn answer_turns(&self, question: &str, made: &Calls) -> Vec<ChatMessage> {
+        let found: Vec<String> = made
+            .all()
+            .iter()
+            .map(|m| format!("- {}({}): {}", m.tool, m.arguments, m.observation))
+            .collect();
+        vec![
+            ChatMessage::system(format!(
+                "{}\n\n{}",
+                self.system, self.answer_plan.instructions
+            )),
+            ChatMessage::user(format!(
+                "{question}\n\nWhat the tools found:\n{}\n\nAnswer my question from this, in \
+                 one short sentence.",
+                found.join("\n")
+            )),
+        ]
+    }
+
     fn run(&self, cx: &NodeCx, question: String) -> Result<NodeOutput, NodeError> {
         let start = Instant::now();
         let rid: String = cx
@@ -241,7 +263,13 @@ impl Inner {
             }
             let t0 = Instant::now();
             let seq = format!("{rid}{}", spent.iterations);
-            let step = self.model_call(cx, &turns, &seq, std::mem::take(&mut answer_only))?;
+            let asked = if std::mem::take(&mut answer_only) {
+                Some(self.answer_turns(&question, &made))
+            } else {
+                None
+            };
+            let sent = asked.as_deref().unwrap_or(&turns);
+            let step = self.model_call(cx, sent, &seq, asked.is_some())?;
             spent.iterations += 1;
             spans.push(StepSpan {
                 kind: "model",
@@ -250,7 +278,7 @@ impl Inner {
                 started: t0,
                 ended: Instant::now(),
                 // What the model was asked this time: the last turn.
-                input: json!(turns.last().map(|t| t.content.clone())),
+                input: json!(sent.last().map(|t| t.content.clone())),
                 output: json!(step.raw),
                 error: None,
                 tokens: Some((step.tokens_in, step.tokens_out)),
@@ -321,15 +349,15 @@ impl Inner {
                 if self.on_repeat == OnRepeat::Stop {
                     break Stop::Repeated { tool: name };
                 }
-                // The next call may only answer: the result is already
-                // there, and the question is said again for a small model.
+                // The next call may only answer, from what the tools found
+                // ([`Inner::answer_turns`]); should the loop go on after it
+                // (a server that calls a tool all the same), the history
+                // says the call was a repeat.
                 turns.push(ChatMessage::assistant(
                     json!({"name": name, "parameters": args}).to_string(),
                 ));
                 turns.push(ChatMessage::user(format!(
-                    "You already called `{name}` with these arguments. Its result: {}\n\
-                     My question: {question}\nAnswer it now from that result, with \
-                     {{\"answer\": ...}}.",
+                    "You already called `{name}` with these arguments; its result was: {}",
                     earlier.observation
                 )));
                 doing = Doing::Answering(name);
