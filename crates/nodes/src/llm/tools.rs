@@ -427,7 +427,11 @@ mod tests {
             "cut off: the text as it stands"
         );
         assert_eq!(
-            a.reply(&plan, "{\n  \"answer\": \"Step 1: \\\"fill\\\" it.\\nStep 2: b", "1"),
+            a.reply(
+                &plan,
+                "{\n  \"answer\": \"Step 1: \\\"fill\\\" it.\\nStep 2: b",
+                "1"
+            ),
             Reply::Text("Step 1: \"fill\" it.\nStep 2: b".into()),
             "an answer cut off in its string: as far as it was written"
         );
