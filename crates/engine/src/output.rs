@@ -61,14 +61,16 @@ impl std::ops::Deref for Steps {
     }
 }
 
-/// One step inside a node's attempt: an agent's model call or tool call.
+/// One step inside a node's attempt: an agent's model call or tool call
+/// (or a tool call its model repeated, answered from the earlier result).
 /// The engine records it as a span of role `step` (node `ID#N`, kind
-/// `KIND.model` or `KIND.tool`, tag `iteration`) with its arguments and
+/// `KIND.model`, `KIND.tool` or `KIND.repeat`, tag `iteration`, and tag
+/// `model` or `tool` naming what ran) with its arguments and
 /// result as the span's input and output (summarised, and redacted by the
 /// store like every summary), and bills it on its own receipt lines.
 #[derive(Debug, Clone)]
 pub struct Step {
-    /// `model` or `tool`.
+    /// `model`, `tool` or `repeat`.
     pub kind: &'static str,
     /// The model or the tool that ran (tag `model` or `tool`).
     pub name: String,

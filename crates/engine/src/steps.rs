@@ -74,7 +74,12 @@ pub(crate) fn record(
             tags.insert(glassbox_trace::ITERATION_TAG.into(), k.to_string());
         }
         tags.insert(
-            if step.kind == "tool" { "tool" } else { "model" }.into(),
+            if step.kind == "model" {
+                "model"
+            } else {
+                "tool"
+            }
+            .into(),
             step.name.clone(),
         );
         req.record_span(SpanRecord {

@@ -1,6 +1,7 @@
 //! `glassbox run`'s table of an agent's steps: each model and tool call
-//! with its iteration, what it did, its tokens, cost and time, then why
-//! the loop stopped. Shown when the answer came from an `agent` node
+//! (and each tool call the model repeated, answered from the earlier
+//! step) with its iteration, what it did, its tokens, cost and time, then
+//! why the loop stopped. Shown when the answer came from an `agent` node
 //! (its output carries `steps` and `status`).
 
 use serde_json::Value;
@@ -29,6 +30,12 @@ pub fn render(output: &Value) -> String {
                         .get("observation")
                         .and_then(Value::as_str)
                         .unwrap_or_default())
+                ),
+                "repeat" => format!(
+                    "{}({}) again: not run, answered from step {}",
+                    s.get("tool").and_then(Value::as_str).unwrap_or_default(),
+                    s.get("arguments").map(Value::to_string).unwrap_or_default(),
+                    num(s, "repeat_of")
                 ),
                 _ => cut(s.get("reply").and_then(Value::as_str).unwrap_or_default()),
             };
@@ -107,5 +114,18 @@ mod tests {
             "{text}"
         );
         assert_eq!(render(&json!({"text": "plain"})), "");
+    }
+
+    #[test]
+    fn a_repeated_call_names_the_step_that_answered_it() {
+        let out = json!({"text": "shipped", "status": "answered", "stopped_by": null, "steps": [
+            {"step": 4, "iteration": 2, "kind": "repeat", "tool": "lookup_order", "arguments": {"order_id": 7}, "repeat_of": 2, "observation": "Order 7: shipped", "cost": 0.0, "ms": 0.0}
+        ]});
+        let text = render(&out);
+        assert!(
+            text.contains(r#"lookup_order({"order_id":7}) again: not run, answered from step 2"#),
+            "{text}"
+        );
+        assert!(text.contains("stopped: answered\n"), "{text}");
     }
 }

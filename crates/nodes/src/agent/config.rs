@@ -1,14 +1,16 @@
 //! The `agent` config, read once: the model (as `llm_inference` reads it),
 //! the tools (each a JSON Schema for its arguments and what runs it: a
 //! sub-topology, in its own file or written inline in this one, or an
-//! `http` call) and the budgets that bound the
-//! loop. `max_iterations` is required: an agent loop is never unbounded.
+//! `http` call), the budgets that bound the loop and what a repeated tool
+//! call does (`on_repeat`). `max_iterations` is required: an agent loop is
+//! never unbounded.
 
 use std::time::Duration;
 
 use glassbox_topology::{Code, Cx, Diagnostic, Obj, Value};
 
 use super::budget::Budget;
+use super::repeat::{ON_REPEAT, OnRepeat};
 use crate::check::{self, Backend};
 use crate::http::config::HttpConfig;
 use crate::llm::tools::{Ask, RawAsk};
@@ -27,6 +29,7 @@ pub const FIELDS: &[&str] = &[
     "tools",
     "max_iterations",
     "budget",
+    "on_repeat",
 ];
 
 const TOOL_FIELDS: &[&str] = &["name", "description", "parameters", "topology", "http"];
@@ -69,6 +72,8 @@ pub struct AgentConfig {
     /// The tools as the model is offered them (`tool_choice: auto`).
     pub ask: Option<Ask>,
     pub budget: Budget,
+    /// What a tool call the model already made in this run does.
+    pub on_repeat: OnRepeat,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
@@ -109,6 +114,14 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
             .uint(&mut bcx, "max_time_ms", 1, 86_400_000)
             .map(|n| Duration::from_millis(n.value));
     }
+    let mut on_repeat = OnRepeat::default();
+    if let Some(on) = obj.str(cx, "on_repeat") {
+        let names: Vec<&str> = ON_REPEAT.iter().map(|(name, _)| *name).collect();
+        check::one_of(&on, &names, cx, "on_repeat");
+        if let Some((_, mode)) = ON_REPEAT.iter().find(|(name, _)| *name == on.value) {
+            on_repeat = *mode;
+        }
+    }
     let tools = tools(&obj, cx);
     let ask = read_ask(&obj, cx, &tools);
     AgentConfig {
@@ -121,6 +134,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
         tools,
         ask,
         budget,
+        on_repeat,
     }
 }
 

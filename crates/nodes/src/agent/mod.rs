@@ -3,10 +3,13 @@
 //! topology files (sub-topologies beside this one) or `http` calls, each
 //! described by a JSON Schema for its arguments ([`config`]). The loop is
 //! always bounded: `max_iterations` is required, and token, cost and time
-//! budgets may be added ([`budget`]).
+//! budgets may be added ([`budget`]). A tool call the model already made
+//! in the run is not run again by default: the model is asked to answer
+//! from the earlier result ([`repeat`]).
 
 pub mod budget;
 pub mod config;
+pub mod repeat;
 pub mod run;
 pub mod tool;
 
@@ -38,9 +41,15 @@ impl TypedKind<Resources> for Agent {
         config::check(config, cx)
     }
 
-    /// `answered`, or `budget_exhausted` when a budget stopped the loop.
-    fn labels(&self, _config: &AgentConfig) -> Labels {
-        Labels::Declared(vec!["answered".into(), "budget_exhausted".into()])
+    /// `answered`, or `budget_exhausted` when a budget stopped the loop;
+    /// with `on_repeat: stop`, `repeated_call` when a repeated tool call
+    /// did.
+    fn labels(&self, config: &AgentConfig) -> Labels {
+        let mut labels = vec!["answered".into(), "budget_exhausted".into()];
+        if config.on_repeat == repeat::OnRepeat::Stop {
+            labels.push("repeated_call".into());
+        }
+        Labels::Declared(labels)
     }
 
     fn build(

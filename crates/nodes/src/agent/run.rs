@@ -12,6 +12,14 @@
 //! stored and redacted like any output; each step is also told to the
 //! engine as it finishes, so an attempt cut short by its timeout or the
 //! request's deadline keeps the steps it did in the trace and receipt.
+//!
+//! A tool call identical to one the model already made in the run (same
+//! tool, same arguments) is handled as `on_repeat` says: by default the
+//! tool is not run again, the step is recorded as a `repeat` of the
+//! earlier one with its observation, and the next model call may only
+//! answer (an answer-only grammar locally, `tool_choice: none` on an
+//! OpenAI-compatible server), so a small model that keeps repeating its
+//! call still ends with an answer built on what the tool found.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +31,7 @@ use serde_json::{Value, json};
 
 use super::budget::{Budget, Doing, Spent, Stop, explain};
 use super::config::AgentConfig;
+use super::repeat::{Calls, Made, OnRepeat};
 use super::tool::{self, Tool};
 use crate::check::BackendKind;
 use crate::llm::tools::{Ask, LocalPlan, Reply};
@@ -44,8 +53,11 @@ struct Inner {
     seed: Option<u32>,
     ask: Ask,
     plan: LocalPlan,
+    /// The plan of a model call that may only answer (after a repeat).
+    answer_plan: LocalPlan,
     tools: Vec<Tool>,
     budget: Budget,
+    on_repeat: OnRepeat,
     /// Price per 1k input and output tokens.
     prices: (f64, f64),
 }
@@ -69,6 +81,7 @@ pub(super) fn build(
         .clone()
         .ok_or_else(|| BuildError::config("the agent has no usable tools"))?;
     let plan = ask.local_plan().map_err(BuildError::config)?;
+    let answer_plan = Ask::answer_plan().map_err(BuildError::config)?;
     let model = match c.backend.kind {
         BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(
             &c.backend,
@@ -109,8 +122,10 @@ pub(super) fn build(
             seed: c.seed.map(|s| s as u32),
             ask,
             plan,
+            answer_plan,
             tools,
             budget: c.budget.clone(),
+            on_repeat: c.on_repeat,
             prices: (
                 price(p.cost_per_1k_input_tokens),
                 price(p.cost_per_1k_output_tokens),
@@ -128,21 +143,33 @@ struct Step {
 }
 
 impl Inner {
-    fn model_call(&self, cx: &NodeCx, turns: &[ChatMessage], seq: &str) -> Result<Step, NodeError> {
+    /// One model call; `answer_only`: the reply may not call a tool.
+    fn model_call(
+        &self,
+        cx: &NodeCx,
+        turns: &[ChatMessage],
+        seq: &str,
+        answer_only: bool,
+    ) -> Result<Step, NodeError> {
         match &self.model {
             Model::Local(handle) => {
+                let plan = if answer_only {
+                    &self.answer_plan
+                } else {
+                    &self.plan
+                };
                 let c = handle
                     .generate_blocking(GenerateRequest {
                         max_tokens: self.max_tokens,
                         temperature: self.temperature,
                         seed: self.seed,
                         priority: cx.priority().rank(),
-                        grammar: Some(self.plan.grammar.clone()),
+                        grammar: Some(plan.grammar.clone()),
                         ..GenerateRequest::chat(turns.to_vec())
                     })
                     .map_err(|e| NodeError::failed(e.to_string()))?;
                 Ok(Step {
-                    reply: self.ask.reply(&self.plan, &c.text, seq),
+                    reply: self.ask.reply(plan, &c.text, seq),
                     raw: c.text,
                     tokens_in: u64::from(c.usage.prompt_tokens),
                     tokens_out: u64::from(c.usage.completion_tokens),
@@ -157,7 +184,7 @@ impl Inner {
                     json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
                 if let Some(tools) = &self.ask.raw.tools {
                     params["tools"] = tools.clone();
-                    params["tool_choice"] = json!("auto");
+                    params["tool_choice"] = json!(if answer_only { "none" } else { "auto" });
                 }
                 let r = endpoint.chat_reply(Value::Array(msgs), &params)?;
                 let reply = match &r.tool_calls {
@@ -177,6 +204,28 @@ impl Inner {
         }
     }
 
+    /// The turns of a model call that may only answer: the question and
+    /// what the tools found, in one short conversation (a small model
+    /// loses the question in a long one of JSON calls).
+    fn answer_turns(&self, question: &str, made: &Calls) -> Vec<ChatMessage> {
+        let found: Vec<String> = made
+            .all()
+            .iter()
+            .map(|m| format!("- {}({}): {}", m.tool, m.arguments, m.observation))
+            .collect();
+        vec![
+            ChatMessage::system(format!(
+                "{}\n\n{}",
+                self.system, self.answer_plan.instructions
+            )),
+            ChatMessage::user(format!(
+                "{question}\n\nWhat the tools found:\n{}\n\nAnswer my question from this, in \
+                 one short sentence.",
+                found.join("\n")
+            )),
+        ]
+    }
+
     fn run(&self, cx: &NodeCx, question: String) -> Result<NodeOutput, NodeError> {
         let start = Instant::now();
         let rid: String = cx
@@ -188,12 +237,16 @@ impl Inner {
             .collect();
         let mut turns = vec![
             ChatMessage::system(format!("{}\n\n{}", self.system, self.plan.instructions)),
-            ChatMessage::user(question),
+            ChatMessage::user(question.clone()),
         ];
         let mut spent = Spent::default();
         let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
         let mut steps: Vec<Value> = Vec::new();
         let mut used: Vec<String> = Vec::new();
+        // The calls that ran, and the tools of those the model repeated.
+        let mut made = Calls::default();
+        let mut repeated: Vec<String> = Vec::new();
+        let mut answer_only = false;
         let mut doing = Doing::Starting;
         let mut answer = String::new();
         // Each model and tool call, for its own span and receipt lines.
@@ -209,7 +262,14 @@ impl Inner {
                 ));
             }
             let t0 = Instant::now();
-            let step = self.model_call(cx, &turns, &format!("{rid}{}", spent.iterations))?;
+            let seq = format!("{rid}{}", spent.iterations);
+            let asked = if std::mem::take(&mut answer_only) {
+                Some(self.answer_turns(&question, &made))
+            } else {
+                None
+            };
+            let sent = asked.as_deref().unwrap_or(&turns);
+            let step = self.model_call(cx, sent, &seq, asked.is_some())?;
             spent.iterations += 1;
             spans.push(StepSpan {
                 kind: "model",
@@ -218,7 +278,7 @@ impl Inner {
                 started: t0,
                 ended: Instant::now(),
                 // What the model was asked this time: the last turn.
-                input: json!(turns.last().map(|t| t.content.clone())),
+                input: json!(sent.last().map(|t| t.content.clone())),
                 output: json!(step.raw),
                 error: None,
                 tokens: Some((step.tokens_in, step.tokens_out)),
@@ -260,6 +320,50 @@ impl Inner {
                 .and_then(Value::as_str)
                 .and_then(|a| serde_json::from_str(a).ok())
                 .unwrap_or_else(|| json!({}));
+            if self.on_repeat != OnRepeat::Run
+                && let Some(earlier) = made.earlier(&name, &args).cloned()
+            {
+                let t1 = Instant::now();
+                spans.push(StepSpan {
+                    kind: "repeat",
+                    name: name.clone(),
+                    iteration: spent.iterations,
+                    started: t1,
+                    ended: Instant::now(),
+                    input: args.clone(),
+                    output: json!(earlier.observation),
+                    error: None,
+                    tokens: None,
+                    cost: None,
+                });
+                if let Some(done) = spans.last() {
+                    cx.step_done(done.clone());
+                }
+                steps.push(json!({
+                    "step": steps.len() + 1, "iteration": spent.iterations, "kind": "repeat",
+                    "tool": name, "arguments": args, "repeat_of": earlier.step,
+                    "observation": earlier.observation, "ok": earlier.ok, "cost": 0.0,
+                    "ms": t1.elapsed().as_secs_f64() * 1e3,
+                }));
+                repeated.push(name.clone());
+                if self.on_repeat == OnRepeat::Stop {
+                    break Stop::Repeated { tool: name };
+                }
+                // The next call may only answer, from what the tools found
+                // ([`Inner::answer_turns`]); should the loop go on after it
+                // (a server that calls a tool all the same), the history
+                // says the call was a repeat.
+                turns.push(ChatMessage::assistant(
+                    json!({"name": name, "parameters": args}).to_string(),
+                ));
+                turns.push(ChatMessage::user(format!(
+                    "You already called `{name}` with these arguments; its result was: {}",
+                    earlier.observation
+                )));
+                doing = Doing::Answering(name);
+                answer_only = true;
+                continue;
+            }
             doing = Doing::Using(name.clone());
             let t1 = Instant::now();
             let obs = match self.tools.iter().find(|t| t.name == name) {
@@ -292,6 +396,13 @@ impl Inner {
                 "tool": name, "arguments": args, "observation": obs.text, "ok": obs.ok,
                 "cost": obs.cost, "ms": t1.elapsed().as_secs_f64() * 1e3,
             }));
+            made.record(Made {
+                tool: name.clone(),
+                arguments: args.clone(),
+                step: steps.len(),
+                observation: obs.text.clone(),
+                ok: obs.ok,
+            });
             turns.push(ChatMessage::assistant(
                 json!({"name": name, "parameters": args}).to_string(),
             ));
@@ -304,9 +415,10 @@ impl Inner {
             used.push(name);
         };
         spent.elapsed = start.elapsed();
-        let (en, zh) = explain(&stop, &self.budget, &spent, &used);
+        let (en, zh) = explain(&stop, &self.budget, &spent, &used, &repeated);
         let stopped_by = match &stop {
             Stop::Budget { bound, .. } => json!(bound.field()),
+            Stop::Repeated { .. } => json!("on_repeat"),
             Stop::Answered => Value::Null,
         };
         let text = if stop == Stop::Answered {
@@ -321,6 +433,7 @@ impl Inner {
             "stopped_by": stopped_by,
             "iterations": spent.iterations,
             "tool_calls": used.len(),
+            "repeated_calls": repeated.len(),
             "cost": spent.cost,
             "explanation": en,
             "steps": steps,

@@ -175,6 +175,23 @@ impl Ask {
         })
     }
 
+    /// A plan that allows only the answer, `{"answer": TEXT}`: no tool
+    /// call (an agent's model that repeats a call it already made is then
+    /// asked for its answer). Read back by [`Ask::reply`] as text.
+    pub fn answer_plan() -> Result<LocalPlan, String> {
+        let grammar = json_schema_to_gbnf(&json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"]
+        }))
+        .map_err(|e| format!("{e}"))?;
+        Ok(LocalPlan {
+            instructions: "Reply with {\"answer\": TEXT}.".to_string(),
+            grammar,
+            tool_reply: true,
+        })
+    }
+
     /// Reads the local model's `text` back. `seq` makes call ids unique
     /// within a request (the span's attempt and position).
     pub fn reply(&self, plan: &LocalPlan, text: &str, seq: &str) -> Reply {
@@ -182,8 +199,9 @@ impl Ask {
             return Reply::Text(text.to_string());
         }
         let Ok(v) = serde_json::from_str::<Value>(text) else {
-            // Cut off by `max_tokens`: the text as it stands.
-            return Reply::Text(text.to_string());
+            // Cut off by `max_tokens`: an answer as far as it was written,
+            // else the text as it stands.
+            return Reply::Text(cut_answer(text).unwrap_or_else(|| text.to_string()));
         };
         if let Some(answer) = v.get("answer").and_then(Value::as_str) {
             return Reply::Text(answer.to_string());
@@ -195,6 +213,40 @@ impl Ask {
             _ => Reply::Text(text.to_string()),
         }
     }
+}
+
+/// The text of an answer object cut off inside its string (`{"answer":
+/// "The order was shipp`) or before its closing brace, as far as it was
+/// written; `None` for anything else (a cut-off tool call stays as it
+/// stands).
+fn cut_answer(text: &str) -> Option<String> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix("\"answer\"")?.trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let mut chars = rest.strip_prefix('"')?.chars();
+    let mut out = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            // The string ended: cut before the closing brace, or not cut.
+            '"' => return chars.as_str().trim().is_empty().then_some(out),
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('r') => out.push('\r'),
+                Some('u') => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                        Some(c) if hex.len() == 4 => out.push(c),
+                        _ => break,
+                    }
+                }
+                Some(c) => out.push(c),
+                None => break,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(out.trim_end().to_string())
 }
 
 /// One OpenAI tool call; `arguments` is the JSON text of `args`.
@@ -373,6 +425,39 @@ mod tests {
             a.reply(&plan, r#"{"name": "weath"#, "1"),
             Reply::Text(r#"{"name": "weath"#.into()),
             "cut off: the text as it stands"
+        );
+        assert_eq!(
+            a.reply(
+                &plan,
+                "{\n  \"answer\": \"Step 1: \\\"fill\\\" it.\\nStep 2: b",
+                "1"
+            ),
+            Reply::Text("Step 1: \"fill\" it.\nStep 2: b".into()),
+            "an answer cut off in its string: as far as it was written"
+        );
+        assert_eq!(
+            a.reply(&plan, r#"{"answer": "done", "x"#, "1"),
+            Reply::Text(r#"{"answer": "done", "x"#.into()),
+            "cut off after the answer's string: the text as it stands"
+        );
+        assert_eq!(
+            a.reply(&plan, r#"{"answer": "shipped""#, "1"),
+            Reply::Text("shipped".into()),
+            "cut off before the closing brace"
+        );
+    }
+
+    #[test]
+    fn the_answer_plan_allows_only_an_answer_and_reads_it_as_text() {
+        let plan = Ask::answer_plan().unwrap();
+        assert!(plan.tool_reply);
+        assert!(plan.grammar.contains(r#""\"answer\"""#), "{}", plan.grammar);
+        assert!(!plan.grammar.contains(r#""\"name\"""#), "{}", plan.grammar);
+        assert!(!plan.grammar.contains("parameters"), "{}", plan.grammar);
+        let a = ask(Some(weather()), None, None).unwrap();
+        assert_eq!(
+            a.reply(&plan, r#"{"answer": "Sunny in Oslo."}"#, "1"),
+            Reply::Text("Sunny in Oslo.".into())
         );
     }
 

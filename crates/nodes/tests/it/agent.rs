@@ -1,5 +1,8 @@
 //! The `agent` kind on the real local model (SmolLM2-135M, constrained by
 //! the tools' grammar) with a sub-topology tool: the example's order table.
+//! The model decodes greedily, so each question gets the same run every
+//! time: for order 1042 it calls `lookup_order`, then repeats that call,
+//! which `on_repeat` answers from the first call's result.
 
 use glassbox_engine::RunOptions;
 use serde_json::{Value, json};
@@ -55,7 +58,7 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
     assert!((1..=3).contains(&iterations), "{v}");
     let model_steps = steps.iter().filter(|s| s["kind"] == "model").count() as u64;
     assert_eq!(model_steps, iterations, "{v}");
-    for s in steps.iter().filter(|s| s["kind"] == "tool") {
+    for s in steps.iter().filter(|s| s["kind"] != "model") {
         assert_eq!(s["tool"], "lookup_order", "{s}");
         // The grammar makes every call's arguments follow the schema.
         assert!(s["arguments"]["order_id"].is_i64(), "{s}");
@@ -105,7 +108,7 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
             format!("agent.{}", step["kind"].as_str().unwrap())
         );
         assert_eq!(span.tags["iteration"], step["iteration"].to_string());
-        if step["kind"] == "tool" {
+        if step["kind"] != "model" {
             assert_eq!(*span.input_summary, step["arguments"].to_string());
             assert_eq!(span.tags["tool"], "lookup_order");
             let head: String = span.output_summary.chars().take(20).collect();
@@ -131,8 +134,160 @@ async fn every_step_is_itemised_and_the_loop_ends_answered_or_on_its_budget() {
             .map(|l| l.amount)
             .sum();
         assert_eq!(billed, span.cost, "{span:?} {receipt:?}");
-        assert!(span.cost > rust_decimal::Decimal::ZERO, "{span:?}");
+        // A repeat ran nothing and costs nothing; every call did.
+        if &*span.kind == "agent.repeat" {
+            assert_eq!(span.cost, rust_decimal::Decimal::ZERO, "{span:?}");
+        } else {
+            assert!(span.cost > rust_decimal::Decimal::ZERO, "{span:?}");
+        }
     }
+}
+
+/// The steps' kinds, in order.
+fn kinds(v: &Value) -> Vec<&str> {
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_repeated_call_is_not_run_again_and_the_model_answers_from_its_result() {
+    let p = build(&name(), &agent("max_iterations: 3"));
+    let out = ask(&p, "Where is my order 1042?").await;
+    let v = out.result.expect("the agent runs");
+    // The run the model makes: a call, the same call again, an answer.
+    assert_eq!(
+        kinds(&v),
+        ["model", "tool", "model", "repeat", "model"],
+        "{v}"
+    );
+    assert_eq!(v["status"], "answered", "{v}");
+    assert_eq!(out.trace.record.labels["agent"], "answered");
+    assert_eq!(
+        (v["tool_calls"].as_u64(), v["repeated_calls"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let (call, again) = (&v["steps"][1], &v["steps"][3]);
+    assert_eq!(again["repeat_of"], 2, "{v}");
+    assert_eq!(again["arguments"], call["arguments"], "{v}");
+    assert_eq!(again["observation"], call["observation"], "{v}");
+    assert_eq!(again["cost"], 0.0, "{v}");
+    assert!(
+        call["observation"]
+            .as_str()
+            .unwrap()
+            .starts_with("Order 1042: Lumen Kettle Pro"),
+        "{v}"
+    );
+    // The last call could only answer: its reply is the answer object, and
+    // the answer uses what the tool found.
+    let last = v["steps"][4]["reply"].as_str().unwrap();
+    let reply: Value = serde_json::from_str(last).expect("the answer object, whole");
+    assert_eq!(reply.as_object().map(|o| o.len()), Some(1), "{last}");
+    let text = v["text"].as_str().unwrap();
+    assert_eq!(reply["answer"], text, "{v}");
+    assert!(
+        ["shipped", "DHL", "Lumen"].iter().any(|w| text.contains(w)),
+        "the answer does not use the observation: {text}"
+    );
+    // The repeat is a span of its own, after the call it repeats; the
+    // explanation says what happened, in English and Chinese.
+    let span = out
+        .trace
+        .spans
+        .iter()
+        .find(|s| &*s.node == "agent#4")
+        .expect("the repeat's span");
+    assert_eq!(&*span.kind, "agent.repeat");
+    assert_eq!(span.tags["tool"], "lookup_order");
+    let en = &out.trace.record.explanation.text;
+    assert!(
+        en.contains(
+            "its model repeated a call it had already made (`lookup_order` with the same \
+             arguments), so the tool was not run again and the model was asked to answer from \
+             the earlier result"
+        ),
+        "{en}"
+    );
+    assert!(
+        note_zh(&out.trace).contains("模型重复了已做过的调用（`lookup_order`，参数相同）"),
+        "{en}"
+    );
+}
+
+#[tokio::test]
+async fn on_repeat_run_runs_the_repeated_call_again_until_the_budget() {
+    let p = build(&name(), &agent("max_iterations: 2\n      on_repeat: run"));
+    let out = ask(&p, "Where is my order 1042?").await;
+    let v = out.result.expect("the agent runs");
+    assert_eq!(kinds(&v), ["model", "tool", "model", "tool"], "{v}");
+    assert_eq!(
+        v["steps"][3]["arguments"], v["steps"][1]["arguments"],
+        "{v}"
+    );
+    assert_eq!(v["status"], "budget_exhausted", "{v}");
+    assert_eq!(v["repeated_calls"], 0, "{v}");
+    assert!(
+        !out.trace.record.explanation.text.contains("repeated"),
+        "{}",
+        out.trace.record.explanation.text
+    );
+}
+
+#[tokio::test]
+async fn on_repeat_stop_ends_the_loop_at_the_repeat_with_its_own_status() {
+    let p = build(&name(), &agent("max_iterations: 3\n      on_repeat: stop"));
+    let out = ask(&p, "Where is my order 1042?").await;
+    let v = out.result.expect("the agent runs");
+    assert_eq!(kinds(&v), ["model", "tool", "model", "repeat"], "{v}");
+    assert_eq!(v["status"], "repeated_call", "{v}");
+    assert_eq!(v["stopped_by"], "on_repeat", "{v}");
+    assert_eq!(out.trace.record.labels["agent"], "repeated_call");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "its model repeated a call it had already made (`lookup_order` with the same \
+             arguments), and `on_repeat: stop` ends the loop there"
+        ),
+        "{text}"
+    );
+    assert!(
+        note_zh(&out.trace).contains("`on_repeat: stop` 在此结束循环"),
+        "{v}"
+    );
+}
+
+#[test]
+fn on_repeat_must_be_one_of_its_modes_where_written() {
+    let text = agent("max_iterations: 3\n      on_repeat: ansewr");
+    let (r, shown) = invalid(&text);
+    assert_eq!(r.error_count(), 1, "{shown}");
+    assert!(shown.contains("`on_repeat` is `ansewr`"), "{shown}");
+    assert!(shown.contains("did you mean `answer`"), "{shown}");
+    assert!(shown.contains("allowed: answer, run, stop"), "{shown}");
+    let line = text.lines().position(|l| l.contains("ansewr")).unwrap() + 1;
+    assert!(
+        shown.contains(&format!("a.yaml:{line}:")),
+        "located: {shown}"
+    );
+}
+
+/// The Chinese of the agent's note in the request's explanation.
+fn note_zh(trace: &glassbox_engine::Trace) -> String {
+    trace
+        .record
+        .explanation
+        .facts
+        .iter()
+        .flat_map(|f| f.facts.iter())
+        .find_map(|f| match f {
+            glassbox_engine::trace::Fact::Note { zh, .. } => Some(zh.clone()),
+            _ => None,
+        })
+        .expect("the agent's note")
 }
 
 /// Runs the agent until its first budget check after one model call.
@@ -148,18 +303,7 @@ async fn stopped_by(budget: &str, question: &str) -> Option<Value> {
     assert_eq!(v["status"], "budget_exhausted", "{v}");
     assert_eq!(v["iterations"], 1, "{v}");
     assert_eq!(v["steps"][1]["kind"], "tool", "{v}");
-    let zh = out
-        .trace
-        .record
-        .explanation
-        .facts
-        .iter()
-        .flat_map(|f| f.facts.iter())
-        .find_map(|f| match f {
-            glassbox_engine::trace::Fact::Note { zh, .. } => Some(zh.clone()),
-            _ => None,
-        })
-        .expect("the agent's note");
+    let zh = note_zh(&out.trace);
     assert!(zh.contains("当时正在处理 `lookup_order` 的结果"), "{zh}");
     Some(v)
 }
