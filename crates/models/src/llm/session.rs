@@ -17,6 +17,7 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
 mod reuse;
+mod share;
 mod slots;
 
 use super::chunks::{ChunkCache, ChunkReuse};
@@ -58,6 +59,11 @@ pub(super) struct Session<'m> {
     batch_invariant: bool,
     /// One KV pool for every sequence rather than a stream per slot.
     pooled: bool,
+    /// One KV stream for every sequence (a pool, or chunk reuse): running
+    /// sequences share a common prefix's cells (see [`share`]).
+    unified: bool,
+    /// Prompt tokens taken from running sequences, not yet counted.
+    shared_hits: u64,
     /// Per-chunk KV reuse (approximate, opt-in): its settings, the saved
     /// chunks, and the scratch sequence it works through (see [`reuse`]).
     chunk_reuse: Option<ChunkReuse>,
@@ -131,6 +137,8 @@ impl<'m> Session<'m> {
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             batch_invariant: options.batch_invariant,
             pooled: options.pooled(),
+            unified,
+            shared_hits: 0,
             chunk_reuse: match options.kv_reuse {
                 KvReuse::Exact => None,
                 KvReuse::Chunks(c) => Some(c),
@@ -371,7 +379,9 @@ impl<'m> Session<'m> {
     /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
     fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        self.share_prefixes(seqs);
         self.place_chunks(seqs);
+        let waits = self.waiting(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
         let mut room = if decoding {
             self.prefill_chunk
@@ -379,7 +389,7 @@ impl<'m> Session<'m> {
             self.n_batch
         };
         for (i, seq) in seqs.iter().enumerate() {
-            if seq.finish.is_some() || !seq.in_prefill() {
+            if seq.finish.is_some() || !seq.in_prefill() || waits[i] {
                 continue;
             }
             if room < shape::MIN_ROWS || (self.batch_invariant && !chosen.is_empty()) {
