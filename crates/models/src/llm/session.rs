@@ -69,6 +69,9 @@ pub(super) struct Session<'m> {
     chunk_reuse: Option<ChunkReuse>,
     chunk_cache: ChunkCache<LlamaToken, SeqState>,
     scratch: i32,
+    /// Sequences in the context: staging sequences past the scratch one
+    /// exist where this allows (see [`reuse`]).
+    n_seq_max: u32,
     chunk_placed: u64,
     version: String,
 }
@@ -148,6 +151,7 @@ impl<'m> Session<'m> {
                 KvReuse::Chunks(c) => c.cache_bytes,
             }),
             scratch: i32::try_from(options.seqs()).unwrap_or(i32::MAX),
+            n_seq_max,
             chunk_placed: 0,
             version,
         })
@@ -248,6 +252,7 @@ impl<'m> Session<'m> {
             spans,
             saved: 0,
             placed: 0,
+            staged: Vec::new(),
             reused: 0,
             arrived,
             priority: request.priority,
@@ -380,6 +385,7 @@ impl<'m> Session<'m> {
     fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         self.share_prefixes(seqs);
+        self.stage_chunks(seqs);
         self.place_chunks(seqs);
         let waits = self.waiting(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
@@ -499,6 +505,7 @@ impl<'m> Session<'m> {
         on_text: &mut dyn FnMut(&str),
     ) -> Completion {
         let evaluated = seq.fed.min(seq.prompt.len());
+        self.unstage(&mut seq);
         self.keep_prefix(seq.id, &seq.prompt[..evaluated]);
         let finish = seq.finish.unwrap_or(FinishReason::Cancelled);
         let (rest, full) =
