@@ -305,21 +305,40 @@ impl<'m> Session<'m> {
             .iter()
             .map(|seq| seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill())
             .collect();
+        let decoding = generating.iter().filter(|&&g| g).count();
+        if self.chunk_reuse.is_some() {
+            // Chunk reuse promises no batch invariance (one KV stream,
+            // placed KV): prompts and generated tokens go in one call, one
+            // pass over the weights rather than two. Room is kept for each
+            // generating sequence's token and a draft.
+            self.prefill_step(seqs, decoding > 0, decoding * shape::MIN_ROWS, false)?;
+            self.decode_step(seqs, &generating, false)?;
+            if self.batch.n_tokens() > 0 {
+                self.ctx
+                    .decode(&mut self.batch)
+                    .map_err(|e| LlmError::Decode(e.to_string()))?;
+                self.save_chunks(seqs);
+            }
+            return self.take_tokens(seqs, on_text);
+        }
         // Prompts first: a new request's first token does not wait for the
         // running ones' decode call (the step costs the same in either order).
         // Logits live until the next decode: take each call's tokens first.
-        self.prefill_step(seqs, generating.contains(&true))?;
+        self.prefill_step(seqs, decoding > 0, 0, true)?;
         self.take_tokens(seqs, on_text)?;
-        self.decode_step(seqs, &generating)?;
+        self.decode_step(seqs, &generating, true)?;
         self.take_tokens(seqs, on_text)
     }
 
     /// The generating sequences' rows: each its next token, then its draft,
-    /// then padding up to the row count of its run (see [`shape`]).
+    /// then padding up to the row count of its run (see [`shape`]); in a
+    /// batch of their own and evaluated when `own_batch`, else added to
+    /// the prompt rows already in the batch.
     fn decode_step(
         &mut self,
         seqs: &mut [&mut Sequence],
         generating: &[bool],
+        own_batch: bool,
     ) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         let mut order: Vec<usize> = (0..seqs.len())
@@ -330,9 +349,15 @@ impl<'m> Session<'m> {
         }
         // llama.cpp batches only consecutive sequence ids, in order.
         order.sort_by_key(|&i| seqs[i].id);
+        if own_batch {
+            self.batch.clear();
+        }
         // Runs pad to their longest draft: cap drafts so that every row of
         // the step fits the batch.
-        let per_seq = (self.n_batch / order.len()).saturating_sub(shape::MIN_ROWS);
+        let free = self
+            .n_batch
+            .saturating_sub(self.batch.n_tokens().max(0) as usize);
+        let per_seq = (free / order.len()).saturating_sub(shape::MIN_ROWS);
         for &i in &order {
             let seq = &mut *seqs[i];
             let Some(lookup) = seq.lookup else { continue };
@@ -343,7 +368,6 @@ impl<'m> Session<'m> {
             let proposal = lookup.draft(&seq.history, order.len(), most);
             seq.draft.extend_from_slice(proposal);
         }
-        self.batch.clear();
         let ids: Vec<i32> = order.iter().map(|&i| seqs[i].id).collect();
         for run in shape::runs(&ids) {
             let members = &order[run.clone()];
@@ -375,14 +399,24 @@ impl<'m> Session<'m> {
                 }
             }
         }
+        if !own_batch {
+            return Ok(());
+        }
         self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
     }
 
     /// Prompt chunks of the sequences still in prefill, oldest first, up to
     /// `n_batch` tokens in all (`prefill_chunk` while others are
-    /// `decoding`: chunked prefill), in one `llama_decode` (with
-    /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
-    fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
+    /// `decoding`: chunked prefill) less `reserve`, in a fresh batch;
+    /// evaluated in one `llama_decode` when `run` (with `batch_invariant`,
+    /// one sequence's chunk at a time: see [`shape`]).
+    fn prefill_step(
+        &mut self,
+        seqs: &mut [&mut Sequence],
+        decoding: bool,
+        reserve: usize,
+        run: bool,
+    ) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         self.share_prefixes(seqs);
         self.stage_chunks(seqs);
@@ -393,7 +427,9 @@ impl<'m> Session<'m> {
             self.prefill_chunk
         } else {
             self.n_batch
-        };
+        }
+        .min(self.n_batch.saturating_sub(reserve));
+        self.batch.clear();
         for (i, seq) in seqs.iter().enumerate() {
             if seq.finish.is_some() || !seq.in_prefill() || waits[i] {
                 continue;
@@ -410,7 +446,6 @@ impl<'m> Session<'m> {
         }
         // llama.cpp batches only consecutive sequence ids, in order.
         chosen.sort_by_key(|&(i, _)| seqs[i].id);
-        self.batch.clear();
         for (i, chunk) in chosen {
             let seq = &mut *seqs[i];
             let end = seq.fed + chunk;
@@ -427,6 +462,9 @@ impl<'m> Session<'m> {
                     .map_err(|e| decode_err(&e))?;
             }
             seq.fed = end;
+        }
+        if !run {
+            return Ok(());
         }
         self.ctx
             .decode(&mut self.batch)

@@ -188,11 +188,9 @@ impl Session<'_> {
     /// Hands positions `anchor..end` of slot `id`'s staging sequence to
     /// `id`; whether it worked (if not, nothing of it is left in `id`).
     fn take_staged(&mut self, id: i32, anchor: usize, end: usize) -> bool {
-        let (Some(stage), Ok(p0), Ok(p1)) = (
-            self.stage_of(id),
-            u32::try_from(anchor),
-            u32::try_from(end),
-        ) else {
+        let (Some(stage), Ok(p0), Ok(p1)) =
+            (self.stage_of(id), u32::try_from(anchor), u32::try_from(end))
+        else {
             return false;
         };
         let ok = self
@@ -203,7 +201,9 @@ impl Session<'_> {
         if ok && i64::from(self.ctx.kv_cache_seq_pos_max(id)) == end as i64 - 1 {
             return true;
         }
-        let _ = self.ctx.clear_kv_cache_seq(u32::try_from(id).ok(), Some(p0), None);
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(id).ok(), Some(p0), None);
         false
     }
 

@@ -53,7 +53,10 @@ impl Session<'_> {
                 .map(|j| {
                     let other = &*seqs[j];
                     let done = other.fed.min(other.prompt.len());
-                    (common_prefix(&seqs[i].prompt[..limit], &other.prompt[..done]), j)
+                    (
+                        common_prefix(&seqs[i].prompt[..limit], &other.prompt[..done]),
+                        j,
+                    )
                 })
                 .max();
             if let Some((common, j)) = donor
@@ -67,7 +70,9 @@ impl Session<'_> {
                     self.shared_hits += (common - fed) as u64;
                 }
                 seq.fed = held;
-                seq.saved = seq.saved.min(seq.spans.iter().take_while(|s| s.end <= held).count());
+                seq.saved = seq
+                    .saved
+                    .min(seq.spans.iter().take_while(|s| s.end <= held).count());
             }
         }
     }
@@ -102,7 +107,8 @@ impl Session<'_> {
     /// positions `id` holds after: `common`, or `fed` if that failed (0 if
     /// a failed copy emptied it).
     fn take_prefix(&mut self, id: i32, from: i32, fed: usize, common: usize) -> usize {
-        let (Ok(dst), Ok(p0), Ok(p1)) = (u32::try_from(id), u32::try_from(fed), u32::try_from(common))
+        let (Ok(dst), Ok(p0), Ok(p1)) =
+            (u32::try_from(id), u32::try_from(fed), u32::try_from(common))
         else {
             return fed;
         };
@@ -111,7 +117,9 @@ impl Session<'_> {
         };
         let ok = if self.unified {
             let _ = self.ctx.clear_kv_cache_seq(Some(dst), Some(p0), None);
-            self.ctx.kv_cache_seq_cp(from, id, Some(p0), Some(p1)).is_ok()
+            self.ctx
+                .kv_cache_seq_cp(from, id, Some(p0), Some(p1))
+                .is_ok()
         } else {
             // A stream per slot: copy the donor's state over this one (its
             // first `fed` positions are the same tokens), then cut it.
