@@ -47,11 +47,12 @@ fn together(h: &LlmHandle, a: GenerateRequest, b: GenerateRequest) -> (Completio
         let (h, start) = (h.clone(), Arc::clone(&start));
         std::thread::spawn(move || {
             start.wait();
-            h.generate_blocking(r).unwrap()
+            h.generate_blocking(r).expect("a completion")
         })
     };
     let (a, b) = (spawn(a), spawn(b));
-    (a.join().unwrap(), b.join().unwrap())
+    let join = |t: std::thread::JoinHandle<Completion>| t.join().expect("the request's thread");
+    (join(a), join(b))
 }
 
 #[test]
@@ -94,8 +95,10 @@ fn requests_arriving_together_evaluate_their_common_prefix_once() {
 /// Prompt tokens `a` and `b` have in common, as the engine renders them.
 fn shared_prefix(h: &LlmHandle, a: &GenerateRequest, b: &GenerateRequest) -> usize {
     let tokens = |r: &GenerateRequest| {
-        let text = h.render_prompt_blocking(r.messages.clone()).unwrap();
-        h.tokenize_blocking(&text, true).unwrap()
+        let text = h
+            .render_prompt_blocking(r.messages.clone())
+            .expect("a rendered prompt");
+        h.tokenize_blocking(&text, true).expect("tokens")
     };
     let (a, b) = (tokens(a), tokens(b));
     a.iter().zip(&b).take_while(|(x, y)| x == y).count()
