@@ -112,16 +112,12 @@ pub struct Builder {
     pub cluster: Option<Arc<glassbox_nodes::cluster::Dispatcher>>,
 }
 
-/// Topologies a program gives the catalog in memory, by the name each is
-/// known by (shown where a file path would be): a worker's one model each.
-pub type Given = BTreeMap<PathBuf, Vec<u8>>;
+/// The topology files of a directory and their bytes.
+type Present = BTreeMap<PathBuf, Vec<u8>>;
 
-/// The topologies of one directory, or of a set given in memory.
+/// The topologies of one directory.
 pub struct Catalog {
     dir: PathBuf,
-    /// Served instead of the directory's files when set: nothing is read
-    /// from disk, and a rescan finds them unchanged.
-    given: Option<Given>,
     builder: Builder,
     inner: RwLock<Inner>,
     /// One rescan at a time (the poller and `/v1/admin/reload`).
@@ -151,20 +147,6 @@ impl Catalog {
     pub fn new(dir: PathBuf, builder: Builder) -> Catalog {
         Catalog {
             dir,
-            given: None,
-            builder,
-            inner: RwLock::default(),
-            scanning: Mutex::default(),
-        }
-    }
-
-    /// A catalog of the topologies `given` in memory (no directory, no
-    /// temporary files): a cluster worker's one-node topologies, one per
-    /// model it serves.
-    pub fn given(given: Given, builder: Builder) -> Catalog {
-        Catalog {
-            dir: PathBuf::new(),
-            given: Some(given),
             builder,
             inner: RwLock::default(),
             scanning: Mutex::default(),
@@ -253,10 +235,7 @@ impl Catalog {
     /// may load models): call it from a blocking thread.
     pub fn rescan(&self) -> Result<Vec<Change>, DirError> {
         let _one_at_a_time = self.scanning.lock().unwrap_or_else(PoisonError::into_inner);
-        let present = match &self.given {
-            Some(given) => given.clone(),
-            None => self.read_dir()?,
-        };
+        let present = self.read_dir()?;
         let mut changes = Vec::new();
         // Work out what changed under the read lock, build outside any lock.
         let (gone, changed): (Vec<PathBuf>, Vec<Edited>) = {
@@ -379,12 +358,12 @@ impl Catalog {
     }
 
     /// The topology files of the directory and their bytes.
-    fn read_dir(&self) -> Result<Given, DirError> {
+    fn read_dir(&self) -> Result<Present, DirError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|source| DirError {
             path: self.dir.display().to_string(),
             source,
         })?;
-        let mut present = Given::new();
+        let mut present = Present::new();
         for entry in entries.flatten() {
             let path = entry.path();
             if !is_topology_file(&path) {
@@ -402,10 +381,6 @@ impl Catalog {
     /// outside the topologies directory. Such a file may be anything (a
     /// secrets file): its diagnostics never quote it.
     fn is_outside(&self, path: &Path) -> bool {
-        if self.given.is_some() {
-            // Written by the program itself, not read from a file.
-            return false;
-        }
         match (
             std::fs::canonicalize(path),
             std::fs::canonicalize(&self.dir),

@@ -30,9 +30,11 @@
 //! command and again in the server; here it is written once, below the
 //! doors, with nothing of HTTP or the command line in it.
 
+pub mod calibrate;
 pub mod calibrated;
 pub mod calibration;
 pub mod catalog;
+pub mod doctor;
 pub mod local;
 pub mod models;
 pub mod regress;

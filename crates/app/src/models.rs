@@ -2,22 +2,22 @@
 //! "Membership"): registered by name and kind ([`Models::register`]),
 //! looked up by the name a coordinator's call carries ([`Models::get`]:
 //! an unknown name is a typed [`ModelError::Unknown`] that lists what is
-//! served), and handed to the request service as the pipelines that run
-//! them ([`Models::pipelines`]), built in memory: nothing is written to
-//! disk, and nothing but this module knows how a model becomes a pipeline.
+//! served), and served straight from their engines by the model door
+//! ([`door::ModelDoor`]): admission, then a llama.cpp generation or an
+//! embedding, with no topology or pipeline built for them.
 //!
 //! Why here and not in the CLI: the worker is a door like the server and
 //! the CLI; what it serves, and the checks on it, belong to the layer the
 //! doors share, so the worker's command only turns flags into
-//! registrations and the server only translates HTTP. Calls then go through
-//! the request service ([`crate::service`]) like every other request:
-//! admission, bounded queue, quotas, traces and drain are its.
+//! registrations and the server's worker routes only translate HTTP.
+//! Why not through the request service: a worker's call is one model
+//! call that a coordinator's pipeline already traces, prices and explains;
+//! running it as a one-node pipeline of its own would record it twice and
+//! put a topology between the caller and the engine for nothing.
 
-use std::path::PathBuf;
+pub mod door;
 
-use serde_json::{Value, json};
-
-use crate::catalog::Given;
+use std::path::{Path, PathBuf};
 
 /// What a model does, and the node kind that runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,8 +65,16 @@ pub enum ModelError {
     Empty { name: String, path: String },
     #[error("model name `{0}` is given twice")]
     Duplicate(String),
-    #[error("this worker does not serve model `{name}`; it serves: {}", served.join(", "))]
+    #[error("this worker does not serve model `{name}`; it serves: {}", served_list(.served))]
     Unknown { name: String, served: Vec<String> },
+}
+
+fn served_list(served: &[String]) -> String {
+    if served.is_empty() {
+        "nothing".to_owned()
+    } else {
+        served.join(", ")
+    }
 }
 
 /// The models one worker serves, in the order registered.
@@ -142,49 +150,22 @@ impl Models {
         names
     }
 
-    /// The pipeline each model runs on, for the request service's catalog
-    /// ([`crate::catalog::Catalog::given`]), keyed by a name no file on
-    /// disk can have, so nothing (a calibration) is looked up beside them.
-    pub fn pipelines(&self) -> Given {
-        self.models
-            .iter()
-            .map(|m| {
-                let key = PathBuf::from(format!("<worker>/{}.json", m.name));
-                (key, self.pipeline(m).to_string().into_bytes())
-            })
-            .collect()
+    /// How its LLM engines run.
+    pub fn llm_settings(&self) -> LlmSettings {
+        self.llm
     }
+}
 
-    /// The model's name as its pipeline's id, its one node the engine.
-    fn pipeline(&self, m: &Model) -> Value {
-        let node = match m.kind {
-            ModelKind::Embedding => json!({"id": "embed", "type": "embedding",
-                "resource": {"type": "gpu", "model": m.name},
-                "config": {"backend": "local", "model": m.path, "text": "input.question"}}),
-            ModelKind::Llm => {
-                let mut config = json!({"backend": "local", "model": m.path,
-                    "prompt": "{{ input.question }}", "max_tokens": self.llm.max_tokens});
-                for (key, value) in [
-                    ("threads", self.llm.threads),
-                    ("context_size", self.llm.context_size),
-                    ("max_num_seqs", self.llm.max_num_seqs),
-                ] {
-                    if let Some(v) = value {
-                        config[key] = json!(v);
-                    }
-                }
-                json!({"id": "llm", "type": "llm_inference",
-                    "resource": {"type": "gpu", "model": m.name}, "config": config})
-            }
-        };
-        json!({
-            "topology_id": m.name,
-            "version": "1.0.0",
-            "description": format!("`glassbox worker` serving {} ({})", m.name, m.kind.node_kind()),
-            "defaults": {"timeout_ms": 600000, "retries": 0},
-            "nodes": [node],
-            "edges": [],
-        })
+impl Model {
+    /// Where its files are: the path as given when absolute, else inside
+    /// the models directory (`glassbox models fetch` fills it).
+    pub fn location(&self) -> PathBuf {
+        let path = Path::new(&self.path);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            glassbox_models::models_dir().join(path)
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Registration, lookup and the pipelines of a worker's models.
+//! Registration, lookup and the files of a worker's models.
 
 use super::*;
 
@@ -52,32 +52,15 @@ fn empty_and_repeated_registrations_are_refused() {
 }
 
 #[test]
-fn each_model_runs_on_a_valid_pipeline_named_after_it() {
+fn a_relative_path_is_inside_the_models_directory() {
     let m = models();
-    let pipelines = m.pipelines();
-    assert_eq!(pipelines.len(), 2);
-    for (key, text) in &pipelines {
-        let text = String::from_utf8(text.clone()).unwrap();
-        let loaded = glassbox_topology::load_source(
-            glassbox_topology::Source::new(key.display().to_string(), text.clone()),
-            &glassbox_nodes::builtin_kinds(),
-        );
-        let loaded = match loaded {
-            Ok(v) => v,
-            Err(e) => panic!("{text}: {e}"),
-        };
-        let id = loaded.topology.spec.topology_id.value.clone();
-        let model = m.get(&id).unwrap();
-        let v: Value = serde_json::from_str(&text).unwrap();
-        let node = &v["nodes"][0];
-        assert_eq!(node["type"], model.kind.node_kind());
-        assert_eq!(node["config"]["model"], model.path.as_str());
-        if model.kind == ModelKind::Llm {
-            assert_eq!(node["config"]["threads"], 4);
-            assert_eq!(node["config"]["max_tokens"], 256);
-            assert!(node["config"].get("context_size").is_none());
-        } else {
-            assert_eq!(node["config"]["text"], "input.question");
-        }
-    }
+    assert_eq!(
+        m.get("small").unwrap().location(),
+        PathBuf::from("/m/s.gguf")
+    );
+    assert_eq!(
+        m.get("mini").unwrap().location(),
+        glassbox_models::models_dir().join("all-minilm-l6-v2")
+    );
+    assert_eq!(m.llm_settings().threads, Some(4));
 }

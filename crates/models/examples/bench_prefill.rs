@@ -8,7 +8,7 @@
 //! Prints a Markdown table.
 //!
 //! Usage (release build):
-//! `bench_prefill [--clients 4] [--requests 16] [--chunks 512,256,128,64,32] [--threads 2] [--kb examples/rag-chat/kb]`
+//! `bench_prefill [--clients 4] [--requests 16] [--chunks auto,512,256,128,64,32] [--threads 2] [--kb examples/rag-chat/kb]`
 //! (`--requests` per setting; each setting gets a fresh model, prefix cache
 //! off so every prompt is evaluated in full).
 
@@ -78,9 +78,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let requests: usize = arg("--requests", "16").parse()?;
     let threads: usize = arg("--threads", "2").parse()?;
     let kb = arg("--kb", "examples/rag-chat/kb");
-    let chunks: Vec<u32> = arg("--chunks", "512,256,128,64,32")
+    // `auto`: the engine's default, sized from its measured prefill rate.
+    let chunks: Vec<Option<u32>> = arg("--chunks", "auto,512,256,128,64,32")
         .split(',')
-        .map(str::parse)
+        .map(|c| {
+            if c == "auto" {
+                Ok(None)
+            } else {
+                c.parse().map(Some)
+            }
+        })
         .collect::<Result<_, _>>()?;
     let mut paths: Vec<_> = std::fs::read_dir(&kb)?
         .filter_map(Result::ok)
@@ -98,12 +105,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &chunk in &chunks {
+        let label = chunk.map_or_else(|| "auto".to_string(), |c| c.to_string());
         let options = LlmOptions {
             threads: Some(threads),
             n_ctx: 2048,
             max_num_seqs: clients.max(1) as u32,
             prefix_cache: false,
-            prefill_chunk: Some(chunk),
+            prefill_chunk: chunk,
             ..LlmOptions::new(glassbox_models::smollm2_path(&glassbox_models::models_dir()))
         };
         let h = LlmHandle::load(options)?;
@@ -152,7 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut s = samples.lock().map_err(|e| e.to_string())?;
         let max_gap = s.gaps.iter().copied().fold(0.0, f64::max);
         println!(
-            "| {chunk} | {clients} | {:.3} | {:.0} / {:.0} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} | {} | {:.1} |",
+            "| {label} | {clients} | {:.3} | {:.0} / {:.0} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} | {} | {:.1} |",
             requests as f64 / wall,
             percentile(&mut s.ttft, 0.5),
             percentile(&mut s.ttft, 0.99),

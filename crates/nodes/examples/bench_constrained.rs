@@ -347,7 +347,13 @@ impl Setup<'_> {
             }
             match serde_json::from_str::<Value>(c.text.trim()) {
                 Ok(v) if follows(schema, &v) => arm.valid += 1,
-                Ok(_) => arm.off_schema += 1,
+                Ok(_) => {
+                    arm.off_schema += 1;
+                    // Kept so that a guided miss can be traced to its cause.
+                    if arm.off_schema <= 5 {
+                        eprintln!("  off schema: {}", c.text.trim());
+                    }
+                }
                 Err(_) if c.finish_reason == FinishReason::Length => arm.cut_off += 1,
                 Err(_) => arm.not_json += 1,
             }

@@ -78,7 +78,13 @@ fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        // JSON Schema: an integer is any number without a fractional part
+        // (`-0` and `1.0` included, which parsers read as floats).
+        Value::Number(n)
+            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|x| x.fract() == 0.0) =>
+        {
+            "integer"
+        }
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
@@ -321,6 +327,19 @@ mod tests {
             .is_err()
         );
         assert!(check_schema(&json!({"oneOf": []}), "json_schema").is_err());
+    }
+
+    #[test]
+    fn an_integer_is_any_number_without_a_fraction() {
+        let schema = json!({"type": "integer"});
+        for text in ["0", "-0", "7", "-7", "1.0", "2e3"] {
+            let v: Value = serde_json::from_str(text).unwrap_or_default();
+            assert!(validate(&schema, &v, "$").is_ok(), "{text}");
+        }
+        for text in ["1.5", "-0.25", "\"1\""] {
+            let v: Value = serde_json::from_str(text).unwrap_or_default();
+            assert!(validate(&schema, &v, "$").is_err(), "{text}");
+        }
     }
 
     #[test]

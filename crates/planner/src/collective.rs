@@ -14,7 +14,10 @@
 //!   [`ONE_SHOT_LATENCY_S`], the planner's long-standing figure.
 //! - **NCCL's ring**: gpt-fast (`funcol.all_reduce` in its `tp.py`), TGI
 //!   (`torch.distributed.all_reduce` in its row-parallel linear layers) and
-//!   FasterTransformer (`ftNcclAllReduceSum`). NCCL's own cost model (`src/graph/tuning.cc`) puts a
+//!   FasterTransformer (`ftNcclAllReduceSum`), and TensorRT-LLM engines
+//!   built by NeMo's 2023–24 export, which sets TensorRT-LLM's NCCL plugin
+//!   (`set_nccl_plugin` in `nemo/export/trt_llm/tensorrt_llm_build.py`)
+//!   rather than its custom all-reduce. NCCL's own cost model (`src/graph/tuning.cc`) puts a
 //!   ring all-reduce with its low-latency protocol at a base latency plus
 //!   one hop latency per step, and a ring all-reduce over `n` GPUs takes
 //!   `2(n − 1)` steps: [`NCCL_RING_BASE_S`] + `2(n − 1)` ×
@@ -57,7 +60,9 @@ fn is_nvlink_class(link: &Interconnect) -> bool {
 /// How `engine` all-reduces.
 pub fn kind(engine: Engine) -> AllReduce {
     match engine {
-        Engine::GptFast | Engine::Tgi | Engine::FasterTransformer => AllReduce::NcclRing,
+        Engine::GptFast | Engine::Tgi | Engine::FasterTransformer | Engine::Nemo => {
+            AllReduce::NcclRing
+        }
         _ => AllReduce::OneShot,
     }
 }

@@ -171,3 +171,44 @@ fn out_of_range_factor_is_rejected() {
         "planner.invalid"
     );
 }
+
+#[test]
+fn nemo_export_pays_the_class_step_overhead_and_nccl_all_reduces() {
+    // NeMo's 2023–24 TensorRT-LLM export: the same engine kernels as
+    // TensorRT-LLM (its family), but each step is driven from TensorRT-LLM's
+    // Python GenerationSession without CUDA graphs, and the engine is built
+    // with the NCCL plugin.
+    let t = EfficiencyTable::defaults().unwrap();
+    let class = HardwareClass::Datacenter;
+    assert_eq!(Engine::parse("nemo").unwrap(), Engine::Nemo);
+    assert_eq!(Engine::parse("NeMo-TRTLLM").unwrap(), Engine::Nemo);
+    assert_eq!(Engine::Nemo.family(), Engine::TrtLlm);
+    assert_eq!(Engine::Nemo.step_launch(), StepLaunch::PerKernel);
+    assert_eq!(
+        Engine::Nemo.step_overhead_cap_ms(Some(class), Phase::Decode),
+        None
+    );
+    let nemo = t.lookup(class, Engine::Nemo, Phase::Decode).factor;
+    let trt = t.lookup(class, Engine::TrtLlm, Phase::Decode).factor;
+    let pooled = t.find("datacenter", "*", Phase::Decode).unwrap();
+    assert_eq!(nemo, pooled, "the class's per-kernel overhead, uncapped");
+    assert!(nemo.overhead_ms > trt.overhead_ms, "{nemo:?} vs {trt:?}");
+    assert_eq!(nemo.efficiency, trt.efficiency);
+    // Prefill uses TensorRT-LLM's own fit: the same context kernels.
+    assert_eq!(
+        t.lookup(class, Engine::Nemo, Phase::Prefill).factor,
+        t.lookup(class, Engine::TrtLlm, Phase::Prefill).factor
+    );
+    let link = crate::hardware::Interconnect {
+        name: "NVLink 4".into(),
+        gbps: 450.0,
+    };
+    let at = |e, n| crate::collective::latency_s(e, n, &link);
+    assert!(at(Engine::Nemo, 8) > at(Engine::Nemo, 2));
+    assert_eq!(at(Engine::TrtLlm, 8), at(Engine::TrtLlm, 2));
+    // One static batch, prompts as one pass of their own.
+    let hw = HardwareCatalogue::builtin().unwrap();
+    let p = Engine::Nemo.profile(hw.get("h100-sxm").unwrap());
+    assert!(!p.chunked_prefill && p.max_running.is_none());
+    assert!(!Engine::Nemo.pipelines_micro_batches());
+}

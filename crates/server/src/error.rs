@@ -14,6 +14,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use glassbox_app::ServiceError;
+use glassbox_app::models::door::CallError;
 use glassbox_engine::{ExecError, NodeError};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -220,6 +221,28 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+impl From<CallError> for ApiError {
+    /// A worker's model call: an unknown model is OpenAI's 404
+    /// `model_not_found` naming what is served; a refusal is the request
+    /// service's 429; an engine failure a 500 the coordinator fails over.
+    fn from(err: CallError) -> ApiError {
+        let message = err.to_string();
+        match err {
+            CallError::Refused(e) => ApiError::from(e),
+            CallError::Unknown(_) => ApiError::not_found("model_not_found", message)
+                .hint("GET /v1/models lists the models this worker serves"),
+            CallError::WrongKind { .. } => ApiError::bad_request("wrong_model_kind", message),
+            CallError::BadInput(_) => ApiError::bad_request("bad_input", message),
+            CallError::Overloaded(_) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "overloaded", message).retry_after(1)
+            }
+            CallError::Failed { .. } => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "model_failed", message)
+            }
+        }
+    }
+}
+
 /// Why the server could not start, or could not stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -247,6 +270,9 @@ pub enum ServerError {
     Store(#[from] glassbox_store::StoreError),
     #[error("the server stopped with an I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A worker's models did not all load (one line per model).
+    #[error("cannot serve every model:\n{0}")]
+    Models(#[from] glassbox_app::models::door::LoadError),
 }
 
 impl From<glassbox_app::catalog::DirError> for ServerError {
@@ -267,6 +293,7 @@ impl ServerError {
             ServerError::Bind { .. } => "bind_failed",
             ServerError::Store(e) => e.code(),
             ServerError::Io(_) => "io",
+            ServerError::Models(_) => "model_not_loaded",
         }
     }
 }

@@ -18,6 +18,9 @@
 //!   drift alerts ([`alerts`]).
 //! - `/v1/cluster/workers`: the worker pool of `glassbox serve --cluster`
 //!   ([`api::cluster`]).
+//! - [`worker`]: a cluster worker's own, smaller surface (`glassbox
+//!   worker`): its models through the application layer's model door,
+//!   no topologies, no pipelines, no trace store.
 //!
 //! Main types: [`Server`] (bind, then run until a shutdown signal),
 //! [`ServerOptions`], [`Config`] (the TOML config file: keys, limits, CORS),
@@ -53,6 +56,7 @@ pub mod openapi;
 pub mod read_pool;
 pub mod service;
 pub mod state;
+pub mod worker;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -85,9 +89,6 @@ use glassbox_app::catalog::Builder;
 pub struct ServerOptions {
     /// The directory of topology files (json, yaml, yml).
     pub topologies_dir: PathBuf,
-    /// Topologies given in memory, served instead of the directory's
-    /// files (a cluster worker's one node per model; no temporary files).
-    pub given: Option<glassbox_app::catalog::Given>,
     pub store: StoreUrl,
     pub config: Config,
     /// Overrides the config's `host`.
@@ -111,7 +112,6 @@ impl ServerOptions {
     pub fn new(topologies_dir: PathBuf, store: StoreUrl) -> ServerOptions {
         ServerOptions {
             topologies_dir,
-            given: None,
             store,
             config: Config::default(),
             host: None,
@@ -148,7 +148,6 @@ impl Server {
     pub async fn bind(options: ServerOptions) -> Result<Server, ServerError> {
         let ServerOptions {
             topologies_dir,
-            given,
             store,
             config,
             host,
@@ -209,45 +208,14 @@ impl Server {
             }),
             cluster,
         };
-        let catalog = Arc::new(match given {
-            Some(given) => Catalog::given(given, builder),
-            None => Catalog::new(topologies_dir, builder),
-        });
+        let catalog = Arc::new(Catalog::new(topologies_dir, builder));
         let scan = catalog.clone();
         let initial = tokio::task::spawn_blocking(move || scan.rescan())
             .await
             .map_err(blocking_error)??;
 
         let mut notes = Vec::new();
-        let requested = host.or_else(|| config.host.clone());
-        let host = if config.auth_required() {
-            requested.unwrap_or_else(|| "0.0.0.0".into())
-        } else {
-            let loopback = "127.0.0.1".to_string();
-            match requested {
-                Some(h) if h != loopback && h != "localhost" => notes.push(format!(
-                    "no API key is configured, so listening on 127.0.0.1 only (not {h}); \
-                     set GLASSBOX_API_KEY or add keys to the config file to listen elsewhere"
-                )),
-                _ => notes.push(
-                    "no API key is configured: listening on 127.0.0.1 only, every caller has every scope"
-                        .into(),
-                ),
-            }
-            loopback
-        };
-        let port = port.unwrap_or(config.port);
-        let addr = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .map_err(|source| ServerError::Bind {
-                addr: addr.clone(),
-                source,
-            })?;
+        let listener = connection::listen(&config, host, port, &mut notes).await?;
         let addr = listener.local_addr()?;
         let gpus = Arc::new(gpu_monitor::GpuMonitor::new(
             Arc::new(glassbox_cluster::gpu::shared()),

@@ -470,6 +470,14 @@ impl Metrics {
         self.encode_registry()
     }
 
+    /// The text exposition without a trace store (a cluster worker keeps
+    /// none), with the local LLM engines sampled now.
+    pub fn encode_engines(&self) -> String {
+        self.llm
+            .sample(glassbox_nodes::model_cache::global().llm_loads());
+        self.encode_registry()
+    }
+
     /// The text exposition of the registry as it is.
     pub(crate) fn encode_registry(&self) -> String {
         let mut out = String::new();

@@ -93,19 +93,21 @@ fn builder() -> Builder {
 }
 
 #[test]
-fn topologies_given_in_memory_are_served_without_a_directory() {
+fn a_directory_is_served_and_a_rescan_finds_it_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
     let text = format!("topology_id: greet\nversion: 1.0.0\nnodes:\n{TEMPLATE}edges: []\n");
-    let name = PathBuf::from("<worker>/greet.yaml");
-    let catalog = Catalog::given(Given::from([(name.clone(), text.into_bytes())]), builder());
+    let file = dir.path().join("greet.yaml");
+    std::fs::write(&file, text).unwrap();
+    let catalog = Catalog::new(dir.path().to_path_buf(), builder());
     let changes = catalog.rescan().unwrap();
     assert!(
-        matches!(&changes[..], [Change::Loaded { id, file, .. }] if id == "greet" && *file == name),
+        matches!(&changes[..], [Change::Loaded { id, file: f, .. }] if id == "greet" && *f == file),
         "{changes:?}"
     );
     assert_eq!(catalog.ids(), vec!["greet".to_string()]);
     assert!(
         catalog.rescan().unwrap().is_empty(),
-        "a rescan finds them unchanged"
+        "a rescan finds it unchanged"
     );
     assert!(catalog.get("greet").is_some());
 }

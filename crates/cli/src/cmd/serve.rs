@@ -63,7 +63,7 @@ pub(crate) fn server_error(err: ServerError) -> anyhow::Error {
         ServerError::ConfigIo { .. }
         | ServerError::Config { .. }
         | ServerError::TopologiesDir { .. } => exit::INVALID,
-        ServerError::Bind { .. } => exit::UNAVAILABLE,
+        ServerError::Bind { .. } | ServerError::Models(_) => exit::UNAVAILABLE,
         ServerError::Io(_) => exit::FAILED,
     };
     anyhow::Error::new(Coded {

@@ -123,7 +123,6 @@ fn workers_join_serve_die_and_return_as_new_members() {
     assert!(workers(&coordinator.url).is_empty());
 
     let port = free_port().to_string();
-    let worker_store = format!("sqlite://{}", dir.path().join("worker.db").display());
     let args = [
         "--etcd",
         &endpoint,
@@ -135,8 +134,6 @@ fn workers_join_serve_die_and_return_as_new_members() {
         "8",
         "--port",
         &port,
-        "--store",
-        &worker_store,
         "--lease-ttl",
         "2",
         "--label",
@@ -191,6 +188,27 @@ fn workers_join_serve_die_and_return_as_new_members() {
         let reply = agent().get(format!("{address}{path}")).call().unwrap();
         assert_eq!(reply.status().as_u16(), 200, "{path}");
     }
+    // The model door serves, not a pipeline: an unknown model is its
+    // typed error naming what is served, and there are no topologies.
+    let mut unknown = chat.clone();
+    unknown["model"] = json!("large");
+    let (status, body) = post(&format!("{address}/v1/chat/completions"), &unknown);
+    assert_eq!(status, 404, "{body}");
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["error"]["code"], "model_not_found", "{err}");
+    assert_eq!(
+        err["error"]["message"], "this worker does not serve model `large`; it serves: smollm2",
+        "{err}"
+    );
+    let topologies = agent()
+        .get(format!("{address}/v1/topologies"))
+        .call()
+        .unwrap();
+    assert_eq!(
+        topologies.status().as_u16(),
+        404,
+        "a worker builds no topology"
+    );
 
     // An existing server attached beside it (here: the worker's own API,
     // read through its glassbox_llm_* metrics).

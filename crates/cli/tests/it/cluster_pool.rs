@@ -92,7 +92,6 @@ struct WorkerSpec<'a> {
 fn start_worker(dir: &Path, w: WorkerSpec<'_>) -> (Proc, String) {
     let port = free_port().to_string();
     let address = format!("http://{}:{port}", w.host);
-    let store = format!("sqlite://{}", dir.join(format!("{}.db", w.id)).display());
     let etcd = w.etcd.join(",");
     let args = [
         "--etcd",
@@ -109,8 +108,6 @@ fn start_worker(dir: &Path, w: WorkerSpec<'_>) -> (Proc, String) {
         &port,
         "--advertise",
         &address,
-        "--store",
-        &store,
         "--lease-ttl",
         w.ttl,
         "--id",
@@ -271,7 +268,11 @@ pub fn until_decoding(address: &str, what: &str) {
             return;
         }
         seen.push_back((t, now));
-        assert!(Instant::now() < until, "{what}: it never decoded a request");
+        assert!(
+            Instant::now() < until,
+            "{what}: it never decoded a request (now {now} tokens generated, {} running)",
+            running(address)
+        );
     }
 }
 

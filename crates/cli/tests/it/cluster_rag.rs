@@ -65,7 +65,6 @@ fn questions() -> Vec<String> {
 fn start_worker(dir: &Path, id: &str, etcd: &str, ttl: &str) -> (Proc, String) {
     let port = free_port().to_string();
     let address = format!("http://127.0.0.1:{port}");
-    let store = format!("sqlite://{}", dir.join(format!("{id}.db")).display());
     let args = [
         "--etcd",
         etcd,
@@ -81,8 +80,6 @@ fn start_worker(dir: &Path, id: &str, etcd: &str, ttl: &str) -> (Proc, String) {
         &port,
         "--advertise",
         &address,
-        "--store",
-        &store,
         "--lease-ttl",
         ttl,
         "--id",

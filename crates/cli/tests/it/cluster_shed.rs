@@ -37,7 +37,6 @@ nodes:
 fn start_worker(dir: &Path, id: &str, etcd: &str, config: &Path) -> (Proc, String) {
     let port = free_port().to_string();
     let address = format!("http://127.0.0.1:{port}");
-    let store = format!("sqlite://{}", dir.join(format!("{id}.db")).display());
     let args = [
         "--etcd",
         etcd,
@@ -57,8 +56,6 @@ fn start_worker(dir: &Path, id: &str, etcd: &str, config: &Path) -> (Proc, Strin
         &port,
         "--advertise",
         &address,
-        "--store",
-        &store,
         "--lease-ttl",
         "2",
         "--id",

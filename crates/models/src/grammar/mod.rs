@@ -111,10 +111,11 @@ const PRIMITIVES: &[(&str, &str)] = &[
         "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})",
     ),
     ("string", "\"\\\"\" char* \"\\\"\""),
-    ("integer", "\"-\"? ([0-9] | [1-9] [0-9]{1,15})"),
+    // No `-0`: JSON parsers such as serde_json read it as a float.
+    ("integer", "\"0\" | \"-\"? [1-9] [0-9]{0,15}"),
     (
         "number",
-        "integer (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?",
+        "\"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?",
     ),
     ("boolean", "\"true\" | \"false\""),
     ("null", "\"null\""),
@@ -130,7 +131,6 @@ const PRIMITIVES: &[(&str, &str)] = &[
 fn uses(name: &str) -> &'static [&'static str] {
     match name {
         "string" => &["char"],
-        "number" => &["integer"],
         "value" => &[
             "object", "array", "string", "number", "boolean", "null", "ws",
         ],

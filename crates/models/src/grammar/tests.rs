@@ -207,3 +207,18 @@ fn rule_names_are_safe_and_unique() {
         "{g}"
     );
 }
+
+#[test]
+fn integers_are_written_without_a_negative_zero_and_numbers_keep_their_sign() {
+    let g = gbnf(json!({"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number"}
+    }, "required": ["n", "x"]}));
+    // `-0` is read as a float by serde_json, so an `integer` must not be
+    // written that way; `0`, `-7` and sixteen digits still can.
+    assert_eq!(rule(&g, "integer"), r#""0" | "-"? [1-9] [0-9]{0,15}"#);
+    assert!(
+        rule(&g, "number").starts_with(r#""-"? ([0-9] | [1-9] [0-9]{1,15})"#),
+        "{g}"
+    );
+    assert!(!rule(&g, "number").contains("integer"), "{g}");
+}

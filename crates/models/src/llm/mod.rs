@@ -17,6 +17,7 @@ mod dims;
 mod host_cache;
 mod load;
 mod lookup;
+mod pace;
 mod pool;
 mod schedule;
 mod sequence;
@@ -268,8 +269,11 @@ pub struct LlmOptions {
     /// Smaller chunks keep running streams' time per output token low and
     /// cost the new prompt a decode step per chunk on its time to first
     /// token. A step with nobody generating evaluates up to `n_batch`.
-    /// `None` (default): `n_batch` always (no chunking beyond it). See
-    /// docs/BENCHMARKS.md ("Chunked prefill under RAG arrivals") and `examples/bench_prefill.rs`.
+    /// `None` (default): sized for the CPU, the prompt tokens the engine's
+    /// own prefill steps evaluate in about half a second (at least 64, at
+    /// most `n_batch`; `pace`). `Some(n_batch)` turns chunking off. See
+    /// docs/BENCHMARKS.md ("Chunked prefill with the CPU to itself") and
+    /// `examples/bench_prefill.rs`.
     pub prefill_chunk: Option<u32>,
     /// Requests that may wait in the queue; more are refused with
     /// [`LlmError::QueueFull`].

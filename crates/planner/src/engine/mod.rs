@@ -79,6 +79,11 @@ pub enum Engine {
     /// NVIDIA FasterTransformer (static batching; TensorRT-LLM's predecessor).
     #[serde(rename = "fastertransformer")]
     FasterTransformer,
+    /// NeMo Framework's TensorRT-LLM export (`nemo.export`, 2023–24): a
+    /// TensorRT-LLM engine built with the NCCL plugin and run by TensorRT-LLM's
+    /// Python `GenerationSession`, one static batch, no CUDA graphs.
+    #[serde(rename = "nemo")]
+    Nemo,
 }
 
 /// How an engine spreads one replica over several GPUs when it is given
@@ -95,7 +100,7 @@ pub enum MultiGpu {
 }
 
 impl Engine {
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::Vllm,
         Self::VllmV0,
         Self::Sglang,
@@ -110,6 +115,7 @@ impl Engine {
         Self::ExLlamaV2,
         Self::Lmdeploy,
         Self::FasterTransformer,
+        Self::Nemo,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -128,6 +134,7 @@ impl Engine {
             Self::ExLlamaV2 => "exllamav2",
             Self::Lmdeploy => "lmdeploy",
             Self::FasterTransformer => "fastertransformer",
+            Self::Nemo => "nemo",
         }
     }
 
@@ -135,12 +142,13 @@ impl Engine {
     /// kernels underneath. Ollama runs llama.cpp; vLLM before 0.6 ran the
     /// same kernels as today's vLLM (its change was on the host); LMDeploy's
     /// TurboMind is "developed based on NVIDIA's FasterTransformer" (its
-    /// docs, `turbomind.md`), whose kernels TensorRT-LLM also took over.
+    /// docs, `turbomind.md`), whose kernels TensorRT-LLM also took over;
+    /// NeMo's export builds a TensorRT-LLM engine.
     pub fn family(self) -> Self {
         match self {
             Self::Ollama | Self::LlamaCppNoFa => Self::LlamaCpp,
             Self::VllmV0 => Self::Vllm,
-            Self::Lmdeploy | Self::FasterTransformer => Self::TrtLlm,
+            Self::Lmdeploy | Self::FasterTransformer | Self::Nemo => Self::TrtLlm,
             other => other,
         }
     }
@@ -205,6 +213,7 @@ impl Engine {
             "exllama" | "exllama2" | "exllama-v2" | "exl2" | "tabbyapi" => "exllamav2",
             "turbomind" => "lmdeploy",
             "faster-transformer" | "faster_transformer" | "ft" => "fastertransformer",
+            "nemo-trtllm" | "nemo-trt-llm" | "nemo-export" | "nemo-framework" => "nemo",
             other => other,
         }
     }
@@ -238,6 +247,10 @@ impl Engine {
             Self::ExLlamaV2 => "ExLlamaV2 dynamic generator: layers split over GPUs (gpu_split)",
             Self::Lmdeploy => "LMDeploy TurboMind: FasterTransformer kernels, persistent batching",
             Self::FasterTransformer => "FasterTransformer: static batches, no continuous batching",
+            Self::Nemo => {
+                "NeMo's TensorRT-LLM export (2023–24): Python GenerationSession, one static \
+                 batch, no CUDA graphs, NCCL all-reduce"
+            }
         }
     }
 

@@ -121,6 +121,10 @@ impl Engine {
     ///   `cache_max_entry_count` 0.8 of the memory left after the weights,
     ///   prompts split at `max_prefill_token_num` 8192.
     /// - FasterTransformer: a static batch, prompts as a pass of their own.
+    /// - NeMo's TensorRT-LLM export (`nemo.export.trt_llm`, 2023–24): its
+    ///   `tensorrt_llm_run.py` calls `GenerationSession.setup(batch_size, ...)`
+    ///   and `decode` on the whole batch, a static batch with the prompts as
+    ///   one context pass; per running sequence it is TensorRT-LLM's figure.
     pub fn profile(self, hw: &Hardware) -> EngineProfile {
         let memory_gb = hw.memory_gb;
         let vllm_large = memory_gb >= 70.0 && !hw.is_a100();
@@ -140,7 +144,7 @@ impl Engine {
             // 0.2 of what the weights leave, counted here over the whole
             // device: a little more reserve than LMDeploy keeps.
             Self::Lmdeploy => (Some(if datacenter { 256 } else { 128 }), 0.004, 0.20, true),
-            Self::FasterTransformer => (None, 0.004, 0.0, false),
+            Self::FasterTransformer | Self::Nemo => (None, 0.004, 0.0, false),
         };
         let max_batched_tokens = match self {
             Self::Vllm if vllm_large => 8192,
@@ -153,7 +157,11 @@ impl Engine {
             Self::LlamaCpp | Self::LlamaCppNoFa | Self::Ollama => 512,
             Self::Mlc | Self::ExLlamaV2 => 2048,
             // Whole prompts in one pass of their own.
-            Self::Transformers | Self::VllmV0 | Self::GptFast | Self::FasterTransformer => u32::MAX,
+            Self::Transformers
+            | Self::VllmV0
+            | Self::GptFast
+            | Self::FasterTransformer
+            | Self::Nemo => u32::MAX,
         };
         EngineProfile {
             max_running,
@@ -243,6 +251,13 @@ impl Engine {
     /// - LMDeploy's TurboMind and FasterTransformer launch kernels from a
     ///   C++ loop that runs ahead of the GPU ([`StepLaunch::HostLoop`]).
     /// - ExLlamaV2 launches its kernels from Python each step.
+    /// - NeMo's TensorRT-LLM export (2023–24) runs the engine from
+    ///   TensorRT-LLM's Python `GenerationSession` (`nemo/export/trt_llm/
+    ///   tensorrt_llm_run.py`), created without `cuda_graph_mode` (default
+    ///   `False`): each step the Python loop binds the engine's inputs and
+    ///   outputs, enqueues it, runs the sampling and checks the stop
+    ///   condition on the host before the next step, so nothing hides the
+    ///   host time and it pays the class's per-kernel overhead.
     pub fn step_launch(self) -> StepLaunch {
         match self {
             Self::Vllm | Self::VllmV0 | Self::Sglang | Self::TrtLlm | Self::Tgi | Self::GptFast => {
@@ -254,7 +269,8 @@ impl Engine {
             | Self::Ollama
             | Self::Mlc
             | Self::Transformers
-            | Self::ExLlamaV2 => StepLaunch::PerKernel,
+            | Self::ExLlamaV2
+            | Self::Nemo => StepLaunch::PerKernel,
         }
     }
 

@@ -1,4 +1,5 @@
-//! The accept loop and each connection's time limits.
+//! The listening socket ([`listen`]), the accept loop and each
+//! connection's time limits.
 //!
 //! `axum::serve` sets no timeouts: a client that sends its headers one byte
 //! at a time, trickles a body, or opens a connection and says nothing holds
@@ -54,6 +55,43 @@ pub use slots::{ClientSlots, Slot, client_key};
 use crate::config::Connections;
 use crate::metrics::Metrics;
 use activity::{ActivityIo, ConnService};
+
+/// Binds the socket of a server or worker: the host asked for (else the
+/// config's), but loopback only while no API key is configured (with a
+/// note why); the port asked for, else the config's.
+pub async fn listen(
+    config: &crate::Config,
+    host: Option<String>,
+    port: Option<u16>,
+    notes: &mut Vec<String>,
+) -> Result<TcpListener, crate::ServerError> {
+    let requested = host.or_else(|| config.host.clone());
+    let host = if config.auth_required() {
+        requested.unwrap_or_else(|| "0.0.0.0".into())
+    } else {
+        let loopback = "127.0.0.1".to_string();
+        match requested {
+            Some(h) if h != loopback && h != "localhost" => notes.push(format!(
+                "no API key is configured, so listening on 127.0.0.1 only (not {h}); \
+                 set GLASSBOX_API_KEY or add keys to the config file to listen elsewhere"
+            )),
+            _ => notes.push(
+                "no API key is configured: listening on 127.0.0.1 only, every caller has every scope"
+                    .into(),
+            ),
+        }
+        loopback
+    };
+    let port = port.unwrap_or(config.port);
+    let addr = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| crate::ServerError::Bind { addr, source })
+}
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for open connections to finish their requests.

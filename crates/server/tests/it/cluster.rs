@@ -1,6 +1,7 @@
-//! Placement and failover with real workers: in-process glassbox servers
-//! on loopback, each serving SmolLM2 (a few tokens) as the OpenAI model
-//! `smollm2`, put in a pool by hand; a coordinator server whose GPU-tagged
+//! Placement and failover with real workers: in-process worker servers
+//! (`glassbox_server::worker`) on loopback, each serving SmolLM2 (a few
+//! tokens) as the OpenAI model `smollm2` through its model door, put in a
+//! pool by hand; a coordinator server whose GPU-tagged
 //! LLM nodes are placed on them. Membership from etcd is another test's
 //! business: here the pool is filled directly.
 
@@ -15,22 +16,7 @@ use glassbox_server::Config;
 use serde_json::{Value, json};
 
 use crate::support::TestServer;
-
-/// What every worker serves: SmolLM2 as the model `smollm2`.
-const WORKER: &str = r#"topology_id: smollm2
-version: 1.0.0
-defaults: { timeout_ms: 300000, deadline_ms: 600000 }
-nodes:
-  - id: llm
-    type: llm_inference
-    resource: { type: cpu, cost_per_call: 0.0001 }
-    config:
-      backend: local
-      model: smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-      max_tokens: 4
-      temperature: 0
-      seed: 42
-"#;
+use crate::worker::TestWorker;
 
 /// The coordinator's topology: one GPU-tagged LLM node.
 const CHAT: &str = r#"topology_id: chat
@@ -66,16 +52,6 @@ edges:
     )
 }
 
-/// A worker serving MiniLM embeddings as the model `minilm`.
-const EMBED_WORKER: &str = r#"topology_id: minilm
-version: 1.0.0
-nodes:
-  - id: embed
-    type: embedding
-    resource: { type: cpu, cost_per_call: 0.00001 }
-    config: { backend: local, model: all-minilm-l6-v2 }
-"#;
-
 /// The coordinator's embedding topology: one GPU-tagged embedding node.
 const EMBED: &str = r#"topology_id: embed
 version: 1.0.0
@@ -85,8 +61,9 @@ nodes:
     resource: { type: gpu, model: minilm, cost_per_1k_tokens: 0.0001 }
 "#;
 
-fn worker() -> TestServer {
-    TestServer::start(&[("smollm2.yaml", WORKER)], Config::default())
+/// A worker serving SmolLM2 as the model `smollm2` through its model door.
+fn worker() -> TestWorker {
+    TestWorker::smollm2()
 }
 
 fn record(id: &str, address: &str) -> WorkerRecord {
@@ -178,12 +155,10 @@ fn workers(trace: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Waits until a worker stored `n` traces of `smollm2` (calls that reached
-/// it; its trace writer commits asynchronously).
-fn served(w: &TestServer, n: usize) {
-    w.wait_for("/v1/traces?topology=smollm2&limit=100", None, |r| {
-        r.json()["traces"].as_array().map(Vec::len) == Some(n)
-    });
+/// Asserts that a worker's model door answered `n` calls (it counts a
+/// call when its engine starts it; the coordinator's run ends after).
+fn served(w: &TestWorker, n: u64) {
+    assert_eq!(w.door.answered(), n, "calls {} answered", w.base);
 }
 
 #[test]
@@ -319,7 +294,7 @@ fn a_worker_shut_down_mid_run_fails_over_and_the_trace_shows_both_attempts() {
 
     // w1 goes away; its lease has not expired, so the pool still lists it.
     // A stream moves over, before its first byte.
-    let _ = w1.stop();
+    w1.stop();
     let r = c.post(
         "/v1/chat/completions",
         None,
@@ -376,7 +351,7 @@ fn hung_server() -> String {
 fn a_hung_worker_times_out_is_probed_out_and_avoided() {
     // Embeddings: a real worker answers them in milliseconds even on a
     // loaded machine, so the silence allowed can be short.
-    let w2 = TestServer::start(&[("minilm.yaml", EMBED_WORKER)], Config::default());
+    let w2 = TestWorker::minilm();
     let pool = Pool::new();
     for (id, address) in [("hung", hung_server()), ("w2", w2.base.clone())] {
         let mut r = record(id, &address);
@@ -427,7 +402,7 @@ fn a_hung_worker_times_out_is_probed_out_and_avoided() {
 fn a_failover_the_retry_budget_refuses_is_named_in_the_trace_and_the_explanation() {
     // w2 could answer, but the budget allows no failover at all, so the
     // call that meets the dead worker first ends there.
-    let w2 = TestServer::start(&[("minilm.yaml", EMBED_WORKER)], Config::default());
+    let w2 = TestWorker::minilm();
     let gone = {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())

@@ -28,3 +28,4 @@ mod support;
 mod trace_diff;
 mod versions;
 mod wasm;
+mod worker;

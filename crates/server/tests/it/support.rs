@@ -248,7 +248,7 @@ impl Drop for TestServer {
     }
 }
 
-fn reply(mut r: ureq::http::Response<ureq::Body>) -> Reply {
+pub fn reply(mut r: ureq::http::Response<ureq::Body>) -> Reply {
     let status = r.status().as_u16();
     let headers = r
         .headers()

@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use crate::cmd::store::StoreArg;
-
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     glassbox worker --etcd http://10.0.0.5:2379 --port 8090 --label zone=a\n  \
@@ -62,8 +60,6 @@ pub struct Args {
     /// Address to listen on [default: 0.0.0.0 with keys, 127.0.0.1 without].
     #[arg(long)]
     pub host: Option<String>,
-    #[command(flatten)]
-    pub store: StoreArg,
     /// Server config file (TOML): keys, limits; as for `glassbox serve`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

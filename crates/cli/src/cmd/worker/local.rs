@@ -1,26 +1,23 @@
 //! A worker that serves local models: each `--llm` / `--embedding` is
 //! registered with the application layer's model door
-//! (`glassbox_app::models`), whose pipelines the same server as
-//! `glassbox serve` runs in memory (`ServerOptions::given`: nothing is
-//! written to disk), so `/v1/chat/completions` (streaming too),
-//! `/v1/embeddings`, `/v1/models`, `/metrics` and `/healthz` answer as
-//! they do there. This module only turns flags into registrations and
-//! registers the worker in the pool.
+//! (`glassbox_app::models`), which the server's worker surface
+//! (`glassbox_server::worker`) serves straight from the engines:
+//! `/v1/chat/completions` (streaming too), `/v1/embeddings`,
+//! `/v1/models`, `/metrics` and `/health`. No topology or pipeline is
+//! built for a model. This module only turns flags into registrations
+//! and registers the worker in the pool.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use glassbox_app::models::{LlmSettings, ModelKind, Models};
 use glassbox_cluster::{Load, WorkerRecord};
-use glassbox_server::api::system::describe;
-use glassbox_server::{Change, Config, Server, ServerOptions};
-use glassbox_store::StoreUrl;
+use glassbox_server::Config;
+use glassbox_server::worker::{WorkerOptions, WorkerServer};
 
 use super::args::Args;
 use super::member::{Common, usage};
 use crate::cmd::serve::{API_KEY_ENV, server_error};
-use crate::cmd::store::store_error;
 use crate::exit::{self, Coded};
 
 /// The port a worker listens on unless told otherwise.
@@ -39,7 +36,6 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
             factor - 1.0
         ));
     }
-    let given = models.pipelines();
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(server_error)?,
         None => Config::default(),
@@ -49,22 +45,21 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
     {
         config.add_env_key(&key);
     }
-    let store = StoreUrl::resolve(args.store.store.as_deref()).map_err(store_error)?;
-    let mut options = ServerOptions::new(std::path::PathBuf::new(), store);
-    options.given = Some(given);
-    options.config = config;
-    options.host = args.host.clone();
-    options.port = Some(args.port.unwrap_or(DEFAULT_PORT));
+    let options = WorkerOptions {
+        models: models.clone(),
+        config,
+        host: args.host.clone(),
+        port: Some(args.port.unwrap_or(DEFAULT_PORT)),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("glassbox-worker")
         .build()?;
-    let stats = runtime.block_on(async move {
-        let server = Server::bind(options).await.map_err(server_error)?;
+    let answered = runtime.block_on(async move {
+        let server = WorkerServer::bind(options).await.map_err(server_error)?;
         for note in server.notes() {
             crate::out::status(&format!("glassbox worker: {note}"));
         }
-        check_served(server.initial_changes(), &models)?;
         let addr = server.local_addr();
         let address = match &args.advertise {
             Some(a) => a.trim_end_matches('/').to_owned(),
@@ -102,8 +97,7 @@ pub(super) fn run(args: Args, mut common: Common) -> anyhow::Result<ExitCode> {
         server.run(shutdown).await.map_err(server_error)
     })?;
     crate::out::status(&format!(
-        "glassbox worker: stopped; {} requests written to the trace store",
-        stats.requests_written
+        "glassbox worker: stopped; {answered} calls answered"
     ));
     Ok(ExitCode::SUCCESS)
 }
@@ -195,33 +189,6 @@ fn models(args: &Args) -> anyhow::Result<Models> {
     Ok(out)
 }
 
-/// Fails (exit 69) unless every model's topology was loaded, naming why.
-fn check_served(changes: &[Change], models: &Models) -> anyhow::Result<()> {
-    let mut problems = Vec::new();
-    for m in models.iter() {
-        let loaded = changes
-            .iter()
-            .any(|c| matches!(c, Change::Loaded { id, .. } if *id == m.name));
-        if !loaded {
-            let why = changes
-                .iter()
-                .find(|c| {
-                    matches!(c, Change::Rejected(p)
-                        if p.file.file_stem() == Some(Path::new(&m.name).as_os_str()))
-                })
-                .map_or_else(|| "not loaded".to_owned(), describe);
-            problems.push(format!("model `{}` ({}): {why}", m.name, m.path));
-        }
-    }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(anyhow::Error::new(Coded {
-        code: exit::UNAVAILABLE,
-        message: problems.join("\n"),
-    }))
-}
-
 /// The load of every local LLM together, in vLLM's terms; output tok/s
 /// from the engines' token counters between two calls.
 fn engine_load() -> impl FnMut() -> Load + Send + 'static {
@@ -262,7 +229,6 @@ fn engine_load() -> impl FnMut() -> Load + Send + 'static {
 mod tests {
     use super::*;
     use clap::Parser;
-    use serde_json::Value;
 
     #[derive(Debug, clap::Parser)]
     struct Cli {
@@ -291,11 +257,8 @@ mod tests {
         assert_eq!(ms.get("small").unwrap().kind, ModelKind::Llm);
         assert_eq!(ms.get("mini").unwrap().path, "all-minilm-l6-v2");
         assert_eq!(ms.node_kinds(), vec!["embedding", "llm_inference"]);
-        let llm: Value =
-            serde_json::from_slice(&ms.pipelines()[std::path::Path::new("<worker>/small.json")])
-                .unwrap();
-        assert_eq!(llm["nodes"][0]["config"]["threads"], 4);
-        assert_eq!(llm["nodes"][0]["config"]["max_tokens"], 256);
+        assert_eq!(ms.llm_settings().threads, Some(4));
+        assert_eq!(ms.llm_settings().max_tokens, 256);
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub struct ChatCompletion {
 }
 
 /// The text of a message's content.
-fn content_text(content: &Value) -> Option<String> {
+pub(crate) fn content_text(content: &Value) -> Option<String> {
     match content {
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => {

@@ -31,14 +31,14 @@ use crate::error::ApiError;
 use crate::service::{Finished, StreamEvent, Streaming};
 
 /// The chunks of one completion: its id, model and creation time.
-struct Chunks {
-    id: String,
-    model: String,
-    created: u64,
+pub(crate) struct Chunks {
+    pub(crate) id: String,
+    pub(crate) model: String,
+    pub(crate) created: u64,
 }
 
 impl Chunks {
-    fn delta(&self, delta: Value, finish: Option<&str>) -> Event {
+    pub(crate) fn delta(&self, delta: Value, finish: Option<&str>) -> Event {
         Event::default().data(
             json!({
                 "id": self.id,
@@ -51,7 +51,7 @@ impl Chunks {
         )
     }
 
-    fn usage(&self, usage: Usage) -> Event {
+    pub(crate) fn usage(&self, usage: Usage) -> Event {
         Event::default().data(
             json!({
                 "id": self.id,
@@ -97,7 +97,7 @@ impl Chunks {
     }
 }
 
-fn done() -> Event {
+pub(crate) fn done() -> Event {
     Event::default().data("[DONE]")
 }
 
@@ -105,7 +105,7 @@ fn done() -> Event {
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// A progress comment: what this process's LLM engines are doing now.
-fn progress() -> Event {
+pub(crate) fn progress() -> Event {
     let loads = glassbox_nodes::model_cache::global().llm_loads();
     if loads.is_empty() {
         // No local engine (a coordinator): the run is on its way.
