@@ -371,6 +371,9 @@ impl<'m> Batch<'m> {
         if let Some(t) = throttle.as_mut() {
             t.pause();
         }
+        self.load
+            .prefix_hits
+            .fetch_add(self.session.take_shared_hits(), Ordering::Relaxed);
         let failure = match stepped {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),

@@ -42,6 +42,9 @@ pub use worker::{LlmHandle, ModelInfo};
 
 use crate::paths::FETCH_HINT;
 
+/// llama.cpp's limit on a context's sequences (`LLAMA_MAX_SEQ`).
+const MAX_SEQUENCES: u32 = 256;
+
 /// Who said a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -360,11 +363,17 @@ impl LlmOptions {
     }
 
     /// The context's KV layout: whether it is one stream, and its
-    /// sequences. Chunk reuse takes one stream and a scratch sequence past
-    /// the slots (`session/reuse.rs`); exact mode keeps the engine's own.
+    /// sequences. Chunk reuse takes one stream, a scratch sequence past
+    /// the slots and, as llama.cpp's sequence limit allows, one staging
+    /// sequence per slot (`session/reuse.rs`); exact mode keeps the
+    /// engine's own.
     pub(crate) fn kv_layout(&self) -> (bool, u32) {
-        let chunks = matches!(self.kv_reuse, KvReuse::Chunks(_));
-        (self.pooled() || chunks, self.seqs() + u32::from(chunks))
+        if !matches!(self.kv_reuse, KvReuse::Chunks(_)) {
+            return (self.pooled(), self.seqs());
+        }
+        let with_stages = self.seqs().saturating_mul(2).saturating_add(1);
+        let most = (self.seqs() + 1).max(MAX_SEQUENCES);
+        (true, with_stages.min(most))
     }
 
     pub(crate) fn thread_count(&self) -> usize {

@@ -65,6 +65,8 @@ pub(super) struct Sequence {
     pub(super) spans: Vec<std::ops::Range<usize>>,
     pub(super) saved: usize,
     pub(super) placed: usize,
+    /// The spans (indexes) whose KV waits in the slot's staging sequence.
+    pub(super) staged: Vec<usize>,
 }
 
 impl Sequence {
@@ -114,6 +116,7 @@ impl Sequence {
         self.fed = 0;
         self.saved = 0;
         self.placed = 0;
+        self.staged.clear();
         self.logits_at = None;
         self.rows = 0;
         self.draft.clear();

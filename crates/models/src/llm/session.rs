@@ -17,6 +17,7 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
 mod reuse;
+mod share;
 mod slots;
 
 use super::chunks::{ChunkCache, ChunkReuse};
@@ -62,11 +63,19 @@ pub(super) struct Session<'m> {
     batch_invariant: bool,
     /// One KV pool for every sequence rather than a stream per slot.
     pooled: bool,
+    /// One KV stream for every sequence (a pool, or chunk reuse): running
+    /// sequences share a common prefix's cells (see [`share`]).
+    unified: bool,
+    /// Prompt tokens taken from running sequences, not yet counted.
+    shared_hits: u64,
     /// Per-chunk KV reuse (approximate, opt-in): its settings, the saved
     /// chunks, and the scratch sequence it works through (see [`reuse`]).
     chunk_reuse: Option<ChunkReuse>,
     chunk_cache: ChunkCache<LlamaToken, SeqState>,
     scratch: i32,
+    /// Sequences in the context: staging sequences past the scratch one
+    /// exist where this allows (see [`reuse`]).
+    n_seq_max: u32,
     chunk_placed: u64,
     version: String,
 }
@@ -135,6 +144,8 @@ impl<'m> Session<'m> {
             lookup: options.prompt_lookup.filter(|l| l.num_tokens > 0),
             batch_invariant: options.batch_invariant,
             pooled: options.pooled(),
+            unified,
+            shared_hits: 0,
             chunk_reuse: match options.kv_reuse {
                 KvReuse::Exact => None,
                 KvReuse::Chunks(c) => Some(c),
@@ -144,6 +155,7 @@ impl<'m> Session<'m> {
                 KvReuse::Chunks(c) => c.cache_bytes,
             }),
             scratch: i32::try_from(options.seqs()).unwrap_or(i32::MAX),
+            n_seq_max,
             chunk_placed: 0,
             version,
         })
@@ -244,6 +256,7 @@ impl<'m> Session<'m> {
             spans,
             saved: 0,
             placed: 0,
+            staged: Vec::new(),
             reused: 0,
             arrived,
             priority: request.priority,
@@ -296,21 +309,46 @@ impl<'m> Session<'m> {
             .iter()
             .map(|seq| seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill())
             .collect();
+        let decoding = generating.iter().filter(|&&g| g).count();
+        if self.chunk_reuse.is_some() {
+            // Chunk reuse promises no batch invariance (one KV stream,
+            // placed KV): prompts and generated tokens go in one call, one
+            // pass over the weights rather than two. Room is kept for each
+            // generating sequence's token and a draft.
+            self.prefill_step(seqs, decoding > 0, decoding * shape::MIN_ROWS, false)?;
+            let prompt_rows = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
+            self.decode_step(seqs, &generating, false)?;
+            if self.batch.n_tokens() > 0 {
+                let started = Instant::now();
+                self.ctx
+                    .decode(&mut self.batch)
+                    .map_err(|e| LlmError::Decode(e.to_string()))?;
+                if prompt_rows > 0 {
+                    let rows = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
+                    self.pace.observe(rows, started.elapsed());
+                }
+                self.save_chunks(seqs);
+            }
+            return self.take_tokens(seqs, on_text);
+        }
         // Prompts first: a new request's first token does not wait for the
         // running ones' decode call (the step costs the same in either order).
         // Logits live until the next decode: take each call's tokens first.
-        self.prefill_step(seqs, generating.contains(&true))?;
+        self.prefill_step(seqs, decoding > 0, 0, true)?;
         self.take_tokens(seqs, on_text)?;
-        self.decode_step(seqs, &generating)?;
+        self.decode_step(seqs, &generating, true)?;
         self.take_tokens(seqs, on_text)
     }
 
     /// The generating sequences' rows: each its next token, then its draft,
-    /// then padding up to the row count of its run (see [`shape`]).
+    /// then padding up to the row count of its run (see [`shape`]); in a
+    /// batch of their own and evaluated when `own_batch`, else added to
+    /// the prompt rows already in the batch.
     fn decode_step(
         &mut self,
         seqs: &mut [&mut Sequence],
         generating: &[bool],
+        own_batch: bool,
     ) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
         let mut order: Vec<usize> = (0..seqs.len())
@@ -321,9 +359,15 @@ impl<'m> Session<'m> {
         }
         // llama.cpp batches only consecutive sequence ids, in order.
         order.sort_by_key(|&i| seqs[i].id);
+        if own_batch {
+            self.batch.clear();
+        }
         // Runs pad to their longest draft: cap drafts so that every row of
         // the step fits the batch.
-        let per_seq = (self.n_batch / order.len()).saturating_sub(shape::MIN_ROWS);
+        let free = self
+            .n_batch
+            .saturating_sub(self.batch.n_tokens().max(0) as usize);
+        let per_seq = (free / order.len()).saturating_sub(shape::MIN_ROWS);
         for &i in &order {
             let seq = &mut *seqs[i];
             let Some(lookup) = seq.lookup else { continue };
@@ -334,7 +378,6 @@ impl<'m> Session<'m> {
             let proposal = lookup.draft(&seq.history, order.len(), most);
             seq.draft.extend_from_slice(proposal);
         }
-        self.batch.clear();
         let ids: Vec<i32> = order.iter().map(|&i| seqs[i].id).collect();
         for run in shape::runs(&ids) {
             let members = &order[run.clone()];
@@ -366,24 +409,39 @@ impl<'m> Session<'m> {
                 }
             }
         }
+        if !own_batch {
+            return Ok(());
+        }
         self.ctx.decode(&mut self.batch).map_err(|e| decode_err(&e))
     }
 
     /// Prompt chunks of the sequences still in prefill, oldest first, up to
     /// `n_batch` tokens in all (`prefill_chunk` while others are
-    /// `decoding`: chunked prefill), in one `llama_decode` (with
-    /// `batch_invariant`, one sequence's chunk at a time: see [`shape`]).
-    fn prefill_step(&mut self, seqs: &mut [&mut Sequence], decoding: bool) -> Result<(), LlmError> {
+    /// `decoding`: chunked prefill) less `reserve`, in a fresh batch;
+    /// evaluated in one `llama_decode` when `run` (with `batch_invariant`,
+    /// one sequence's chunk at a time: see [`shape`]).
+    fn prefill_step(
+        &mut self,
+        seqs: &mut [&mut Sequence],
+        decoding: bool,
+        reserve: usize,
+        run: bool,
+    ) -> Result<(), LlmError> {
         let decode_err = |e: &dyn std::fmt::Display| LlmError::Decode(e.to_string());
+        self.share_prefixes(seqs);
+        self.stage_chunks(seqs);
         self.place_chunks(seqs);
+        let waits = self.waiting(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
         let mut room = match (decoding, self.prefill_chunk) {
             (false, _) => self.n_batch,
             (true, Some(chunk)) => chunk,
             (true, None) => self.pace.chunk(self.n_batch),
-        };
+        }
+        .min(self.n_batch.saturating_sub(reserve));
+        self.batch.clear();
         for (i, seq) in seqs.iter().enumerate() {
-            if seq.finish.is_some() || !seq.in_prefill() {
+            if seq.finish.is_some() || !seq.in_prefill() || waits[i] {
                 continue;
             }
             if room < shape::MIN_ROWS || (self.batch_invariant && !chosen.is_empty()) {
@@ -398,7 +456,6 @@ impl<'m> Session<'m> {
         }
         // llama.cpp batches only consecutive sequence ids, in order.
         chosen.sort_by_key(|&(i, _)| seqs[i].id);
-        self.batch.clear();
         for (i, chunk) in chosen {
             let seq = &mut *seqs[i];
             let end = seq.fed + chunk;
@@ -415,6 +472,9 @@ impl<'m> Session<'m> {
                     .map_err(|e| decode_err(&e))?;
             }
             seq.fed = end;
+        }
+        if !run {
+            return Ok(());
         }
         let started = Instant::now();
         self.ctx
@@ -496,6 +556,7 @@ impl<'m> Session<'m> {
         on_text: &mut dyn FnMut(&str),
     ) -> Completion {
         let evaluated = seq.fed.min(seq.prompt.len());
+        self.unstage(&mut seq);
         self.keep_prefix(seq.id, &seq.prompt[..evaluated]);
         let finish = seq.finish.unwrap_or(FinishReason::Cancelled);
         let (rest, full) =

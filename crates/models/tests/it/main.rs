@@ -13,3 +13,4 @@ mod fetch;
 mod index;
 mod llm;
 mod prefill;
+mod prefix_sharing;

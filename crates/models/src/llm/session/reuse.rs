@@ -23,6 +23,7 @@ use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use super::Session;
 use crate::llm::GenerateRequest;
 use crate::llm::chunks::{find_chunks, token_spans};
+use crate::llm::host_cache::common_prefix;
 use crate::llm::sequence::Sequence;
 use crate::llm::shape;
 
@@ -93,7 +94,9 @@ impl Session<'_> {
     }
 
     /// Places the cached chunks whose first reused token is where each
-    /// sequence's prefill stands.
+    /// sequence's prefill stands: from the slot's staging sequence when
+    /// staged, else loaded now. A staged chunk prefill went past (its
+    /// tokens came from another request) is dropped.
     pub(super) fn place_chunks(&mut self, seqs: &mut [&mut Sequence]) {
         if self.chunk_reuse.is_none() {
             return;
@@ -105,10 +108,24 @@ impl Session<'_> {
             for i in 0..seq.spans.len() {
                 let span = seq.spans[i].clone();
                 let anchor = self.anchor(&span);
+                let staged = seq.staged.iter().position(|&k| k == i);
+                if let Some(at) = staged.filter(|_| anchor != seq.fed) {
+                    if anchor < seq.fed {
+                        seq.staged.swap_remove(at);
+                        self.drop_staged(seq.id, anchor, span.end);
+                    }
+                    continue;
+                }
                 if anchor != seq.fed || anchor >= span.end {
                     continue;
                 }
-                if self.place_chunk(seq.id, &seq.prompt[span.clone()], span.start, anchor) {
+                let from_stage = staged.is_some_and(|at| {
+                    seq.staged.swap_remove(at);
+                    self.take_staged(seq.id, anchor, span.end)
+                });
+                if from_stage
+                    || self.load_chunk(seq.id, &seq.prompt[span.clone()], span.start, anchor)
+                {
                     seq.placed += span.end - anchor;
                     self.chunk_placed += (span.end - anchor) as u64;
                     seq.fed = span.end;
@@ -117,10 +134,107 @@ impl Session<'_> {
         }
     }
 
-    /// Places the cached KV of `tokens` (a chunk starting at `start`) into
-    /// sequence `id` from position `anchor` on; whether it worked (if not,
-    /// nothing of it is left in `id`).
-    fn place_chunk(
+    /// The sequence where slot `id` stages chunks, if the context has it.
+    fn stage_of(&self, id: i32) -> Option<i32> {
+        let stage = self.scratch.checked_add(1)?.checked_add(id)?;
+        (u32::try_from(stage).ok()? < self.n_seq_max).then_some(stage)
+    }
+
+    /// Stages, for each sequence in prefill, the cached chunks its prefill
+    /// has not reached: each is loaded and moved to its position in the
+    /// slot's staging sequence now, and [`Self::place_chunks`] hands it to
+    /// the sequence when prefill gets there. llama.cpp applies a move at
+    /// the next decode by re-applying RoPE to every cell of the cache,
+    /// whatever moved (`llama_kv_cache::build_graph_shift`), so moves made
+    /// together cost one such pass rather than one per chunk. Chunks that
+    /// another running request shares the prefix of are left to sharing
+    /// (`share.rs`); none are staged in a pool, whose cells the scheduler
+    /// counts per sequence.
+    pub(super) fn stage_chunks(&mut self, seqs: &mut [&mut Sequence]) {
+        if self.chunk_reuse.is_none() || self.pooled {
+            return;
+        }
+        for i in 0..seqs.len() {
+            let seq = &*seqs[i];
+            if seq.id < 0 || seq.finish.is_some() || !seq.in_prefill() {
+                continue;
+            }
+            let Some(stage) = self.stage_of(seq.id) else {
+                continue;
+            };
+            let shared = (0..seqs.len())
+                .filter(|&j| j != i && seqs[j].id >= 0)
+                .map(|j| common_prefix(&seq.prompt, &seqs[j].prompt))
+                .max()
+                .unwrap_or(0);
+            for k in 0..seq.spans.len() {
+                let seq = &*seqs[i];
+                let span = seq.spans[k].clone();
+                let anchor = self.anchor(&span);
+                if anchor <= seq.fed
+                    || anchor >= span.end
+                    || span.start < shared
+                    || seq.staged.contains(&k)
+                {
+                    continue;
+                }
+                if self.load_chunk(stage, &seq.prompt[span.clone()], span.start, anchor) {
+                    seqs[i].staged.push(k);
+                }
+            }
+        }
+    }
+
+    /// Hands positions `anchor..end` of slot `id`'s staging sequence to
+    /// `id`; whether it worked (if not, nothing of it is left in `id`).
+    fn take_staged(&mut self, id: i32, anchor: usize, end: usize) -> bool {
+        let (Some(stage), Ok(p0), Ok(p1)) =
+            (self.stage_of(id), u32::try_from(anchor), u32::try_from(end))
+        else {
+            return false;
+        };
+        let ok = self
+            .ctx
+            .kv_cache_seq_cp(stage, id, Some(p0), Some(p1))
+            .is_ok();
+        self.drop_staged(id, anchor, end);
+        if ok && i64::from(self.ctx.kv_cache_seq_pos_max(id)) == end as i64 - 1 {
+            return true;
+        }
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(u32::try_from(id).ok(), Some(p0), None);
+        false
+    }
+
+    /// Frees positions `anchor..end` of slot `id`'s staging sequence.
+    fn drop_staged(&mut self, id: i32, anchor: usize, end: usize) {
+        if let Some(stage) = self.stage_of(id) {
+            let _ = self.ctx.clear_kv_cache_seq(
+                u32::try_from(stage).ok(),
+                u32::try_from(anchor).ok(),
+                u32::try_from(end).ok(),
+            );
+        }
+    }
+
+    /// Frees every chunk staged for `seq` (it ends or is preempted).
+    pub(super) fn unstage(&mut self, seq: &mut Sequence) {
+        if seq.staged.is_empty() {
+            return;
+        }
+        seq.staged.clear();
+        if let Some(stage) = self.stage_of(seq.id) {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(u32::try_from(stage).ok(), None, None);
+        }
+    }
+
+    /// Loads the cached KV of `tokens` (a chunk starting at `start`) into
+    /// sequence `id` at positions from `anchor` on; whether it worked (if
+    /// not, nothing of it is left in `id`).
+    fn load_chunk(
         &mut self,
         id: i32,
         tokens: &[llama_cpp_2::token::LlamaToken],
@@ -146,12 +260,17 @@ impl Session<'_> {
         let ok = ctx.state_seq_set(state, t).is_ok()
             && ctx.kv_cache_seq_rm(t, Some(first), Some(skip)).is_ok()
             && ctx.kv_cache_seq_add(t, Some(skip), None, shift).is_ok()
+            && ctx.kv_cache_seq_pos_max(t) == end - 1
             && ctx.kv_cache_seq_cp(t, id, None, None).is_ok();
         let _ = ctx.clear_kv_cache_seq(u32::try_from(t).ok(), None, None);
-        if ok && ctx.kv_cache_seq_pos_max(id) == end - 1 {
+        if ok && ctx.kv_cache_seq_pos_max(id) >= end - 1 {
             return true;
         }
-        let _ = ctx.clear_kv_cache_seq(u32::try_from(id).ok(), u32::try_from(anchor).ok(), None);
+        let _ = ctx.clear_kv_cache_seq(
+            u32::try_from(id).ok(),
+            u32::try_from(anchor).ok(),
+            u32::try_from(end).ok(),
+        );
         false
     }
 

@@ -197,6 +197,7 @@ impl Session<'_> {
     /// caller returns to the free list, and resets it to evaluate its prompt
     /// and output again when it resumes.
     pub(in crate::llm) fn preempt(&mut self, seq: &mut Sequence) {
+        self.unstage(seq);
         let _ = self
             .ctx
             .clear_kv_cache_seq(u32::try_from(seq.id).ok(), None, None);
