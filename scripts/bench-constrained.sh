@@ -22,6 +22,8 @@
 #   BENCH_SPEED_S  the same for the speed rows (default 3600)
 #   BENCH_THREADS  llama.cpp threads (default 2)
 #   PROFILE        cargo profile (default release)
+#   BENCH_TASKS    `tool`, `nested` or `tool,nested` (default both)
+#   BENCH_GRAMMAR  the arms: `no`, `yes` or `no,yes` (default both)
 #   SHORT=1        a smoke run (32 generations per arm, 16 for speed)
 #
 # The same prompts go to both arms (the tools or the schema described in
@@ -61,7 +63,8 @@ start=$(date +%s)
 # The example sits one folder below the llama.cpp libraries it links.
 json=$(LD_LIBRARY_PATH="$(profile_dir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" \
   --n "$n" --seqs "$seqs" --max-tokens "$max_tokens" --speed-n "$speed_n" \
-  --arm-s "$arm_s" --speed-s "$speed_s" --threads "$threads")
+  --arm-s "$arm_s" --speed-s "$speed_s" --threads "$threads" \
+  --tasks "${BENCH_TASKS:-tool,nested}" --grammar "${BENCH_GRAMMAR:-no,yes}")
 python3 - "$json" "$n" "$seqs" "$max_tokens" "$(($(date +%s) - start))" <<'PY'
 import json, math, sys
 rows = json.loads(sys.argv[1])

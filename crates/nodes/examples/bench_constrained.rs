@@ -370,6 +370,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let speed_n: usize = arg("--speed-n", "32").parse()?;
     let arm_s: f64 = arg("--arm-s", "3600").parse()?;
     let speed_s: f64 = arg("--speed-s", "3600").parse()?;
+    // `tool`, `nested` or both; `no`, `yes` or both (the grammar arms).
+    let only_tasks = arg("--tasks", "tool,nested");
+    let only_arms = arg("--grammar", "no,yes");
     let models = glassbox_models::models_dir();
     let llm = LlmHandle::load(LlmOptions {
         threads: Some(threads),
@@ -384,7 +387,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("tool call (6 tools)", tools_task()),
         ("json_schema (nested)", nested_task()),
     ];
-    for (task, (raw, schema)) in tasks {
+    let tasks = tasks.into_iter().zip(["tool", "nested"]);
+    for ((task, (raw, schema)), key) in tasks {
+        if !only_tasks.split(',').any(|t| t == key) {
+            continue;
+        }
         let ask = Ask::read(raw)?.ok_or("the task asks for nothing")?;
         let plan = ask.local_plan()?;
         let setup = Setup {
@@ -394,6 +401,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_tokens,
         };
         for constrained in [false, true] {
+            let arm = if constrained { "yes" } else { "no" };
+            if !only_arms.split(',').any(|a| a == arm) {
+                continue;
+            }
             eprintln!("{task}, grammar {constrained}: {n} generations ...");
             let arm = setup.arm(&schema, constrained, n, true, arm_s);
             eprintln!(
