@@ -132,7 +132,7 @@ for factor in $slowdowns; do
   "$bin" worker --etcd "$etcd_url" --id "$id" --host 127.0.0.1 --port "$port" \
     --llm "smollm2=$model" --threads "$threads" --max-num-seqs "$seqs" \
     --max-tokens "$max_tokens" --lease-ttl "$lease_ttl" --test-slowdown "$factor" \
-    --store "sqlite://$tmp/$id.db" >"$tmp/$id.log" 2>&1 &
+    >"$tmp/$id.log" 2>&1 &
   pids+=($!)
   wait_for "http://127.0.0.1:$port/healthz" "$!" "$tmp/$id.log" "worker $id"
   wids+=("$id")

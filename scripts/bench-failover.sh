@@ -128,7 +128,7 @@ pool_up() {
     port="$(free_port)"
     "$b" worker --etcd "$etcd_url" --id "$id" --host 127.0.0.1 --port "$port" \
       --llm "smollm2-135m=$llm" --embedding "all-minilm-l6-v2=$embedding" \
-      --threads "$threads" --store "sqlite://$dir/$id.db" "${extra[@]}" \
+      --threads "$threads" "${extra[@]}" \
       >"$dir/$id.log" 2>&1 &
     pids+=($!) && up+=($!)
     wait_for "http://127.0.0.1:$port/healthz" "$!" "$dir/$id.log" "$label worker $id"

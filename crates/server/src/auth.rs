@@ -22,9 +22,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 /// The rate limit itself is protocol-free, in the application layer.
 pub use glassbox_app::service::limiter::{Caller, RateLimiter, Remaining, Work, estimate_tokens};
@@ -148,6 +149,26 @@ pub struct Guard {
     /// Where refusals are counted.
     pub metrics: Arc<Metrics>,
     pub scopes: &'static [Scope],
+}
+
+impl Guard {
+    /// `routes` behind the guard: each request authenticated, authorised
+    /// for `scopes` and rate-limited before it reaches them.
+    pub fn around<S: Clone + Send + Sync + 'static>(
+        keys: &Arc<Keys>,
+        limiter: &Arc<RateLimiter>,
+        metrics: &Arc<Metrics>,
+        scopes: &'static [Scope],
+        routes: Router<S>,
+    ) -> Router<S> {
+        let guard_state = Self {
+            keys: keys.clone(),
+            limiter: limiter.clone(),
+            metrics: metrics.clone(),
+            scopes,
+        };
+        routes.route_layer(from_fn_with_state(guard_state, guard))
+    }
 }
 
 /// The middleware: authenticate, authorise, rate-limit.

@@ -78,7 +78,7 @@ pub use error::{ApiError, ServerError};
 pub use glassbox_app::catalog::{Catalog, Change};
 pub use state::AppState;
 
-use crate::auth::{Guard, Keys, RateLimiter, guard};
+use crate::auth::{Guard, Keys, RateLimiter};
 use crate::metrics::{MeteredSink, Metrics};
 use crate::read_pool::ReadPool;
 use crate::service::Service;
@@ -381,15 +381,7 @@ fn guarded(
     scopes: &'static [Scope],
     routes: Router<AppState>,
 ) -> Router<AppState> {
-    routes.route_layer(from_fn_with_state(
-        Guard {
-            keys: state.keys.clone(),
-            limiter: state.limiter.clone(),
-            metrics: state.metrics.clone(),
-            scopes,
-        },
-        guard,
-    ))
+    Guard::around(&state.keys, &state.limiter, &state.metrics, scopes, routes)
 }
 
 async fn not_found() -> ApiError {

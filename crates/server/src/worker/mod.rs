@@ -38,7 +38,7 @@ use glassbox_app::models::Models;
 use glassbox_app::models::door::ModelDoor;
 use glassbox_app::service::Settings;
 
-use crate::auth::{Guard, Keys, RateLimiter, guard};
+use crate::auth::{Guard, Keys, RateLimiter};
 use crate::config::{Config, Scope};
 use crate::error::{ApiError, ServerError};
 use crate::gpu_monitor::{self, GpuMonitor};
@@ -179,15 +179,7 @@ fn guarded(
     scopes: &'static [Scope],
     routes: Router<WorkerState>,
 ) -> Router<WorkerState> {
-    routes.route_layer(from_fn_with_state(
-        Guard {
-            keys: state.keys.clone(),
-            limiter: state.limiter.clone(),
-            metrics: state.metrics.clone(),
-            scopes,
-        },
-        guard,
-    ))
+    Guard::around(&state.keys, &state.limiter, &state.metrics, scopes, routes)
 }
 
 async fn not_found() -> ApiError {
