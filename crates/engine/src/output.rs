@@ -62,15 +62,16 @@ impl std::ops::Deref for Steps {
 }
 
 /// One step inside a node's attempt: an agent's model call or tool call
-/// (or a tool call its model repeated, answered from the earlier result).
+/// (or a tool call its model repeated, answered from the earlier result,
+/// or the embedding model's pick of the tools offered).
 /// The engine records it as a span of role `step` (node `ID#N`, kind
-/// `KIND.model`, `KIND.tool` or `KIND.repeat`, tag `iteration`, and tag
+/// `KIND.model`, `KIND.tool`, `KIND.repeat` or `KIND.pick`, tag `iteration`, and tag
 /// `model` or `tool` naming what ran) with its arguments and
 /// result as the span's input and output (summarised, and redacted by the
 /// store like every summary), and bills it on its own receipt lines.
 #[derive(Debug, Clone)]
 pub struct Step {
-    /// `model`, `tool` or `repeat`.
+    /// `model`, `tool`, `repeat` or `pick`.
     pub kind: &'static str,
     /// The model or the tool that ran (tag `model` or `tool`).
     pub name: String,

@@ -74,7 +74,8 @@ pub(crate) fn record(
             tags.insert(glassbox_trace::ITERATION_TAG.into(), k.to_string());
         }
         tags.insert(
-            if step.kind == "model" {
+            // A model call, or the embedding model that picked the tools.
+            if matches!(step.kind, "model" | "pick") {
                 "model"
             } else {
                 "tool"

@@ -57,6 +57,13 @@ pub struct Expr {
     variables: Vec<String>,
 }
 
+/// Shown as its source text (the compiled program has nothing to add).
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Expr").field(&self.source).finish()
+    }
+}
+
 /// Why a condition could not be parsed: message and 1-based line/column
 /// within the condition text.
 #[derive(Debug, Clone, PartialEq)]

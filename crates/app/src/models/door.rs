@@ -285,6 +285,8 @@ impl ModelDoor {
                 as f32,
             top_p: ask.top_p.unwrap_or(1.0) as f32,
             seed: ask.seed.map(|s| s as u32),
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             stop: ask.stop,
             priority: admit.priority.rank(),
             grammar: None,

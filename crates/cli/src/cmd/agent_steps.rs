@@ -1,7 +1,8 @@
 //! `glassbox run`'s table of an agent's steps: each model and tool call
 //! (and each tool call the model repeated, answered from the earlier
-//! step) with its iteration, what it did, its tokens, cost and time, then
-//! why the loop stopped. Shown when the answer came from an `agent` node
+//! step, and the tools picked for the question with `tool_retrieval`)
+//! with its iteration, what it did, its tokens, cost and time, then why
+//! the loop stopped. Shown when the answer came from an `agent` node
 //! (its output carries `steps` and `status`).
 
 use serde_json::Value;
@@ -37,6 +38,30 @@ pub fn render(output: &Value) -> String {
                     s.get("arguments").map(Value::to_string).unwrap_or_default(),
                     num(s, "repeat_of")
                 ),
+                "pick" => {
+                    let names = |k: &str| -> String {
+                        s.get(k)
+                            .and_then(Value::as_array)
+                            .map(|a| {
+                                a.iter()
+                                    .map(|t| {
+                                        format!(
+                                            "{} {:.2}",
+                                            t.get("tool").and_then(Value::as_str).unwrap_or("?"),
+                                            num(t, "similarity")
+                                        )
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
+                            .unwrap_or_default()
+                    };
+                    format!(
+                        "offered {}; not offered {}",
+                        names("offered"),
+                        names("left_out")
+                    )
+                }
                 _ => cut(s.get("reply").and_then(Value::as_str).unwrap_or_default()),
             };
             let tokens = if kind == "model" {
@@ -114,6 +139,19 @@ mod tests {
             "{text}"
         );
         assert_eq!(render(&json!({"text": "plain"})), "");
+    }
+
+    #[test]
+    fn the_tools_picked_for_the_question_are_shown_with_their_similarity() {
+        let out = json!({"text": "x", "status": "answered", "steps": [
+            {"step": 1, "iteration": 1, "kind": "pick", "offered": [{"tool": "search_kb", "similarity": 0.4123}],
+             "left_out": [{"tool": "lookup_order", "similarity": 0.05}], "cost": 0.0, "ms": 4.0}
+        ]});
+        let text = render(&out);
+        assert!(
+            text.contains("offered search_kb 0.41; not offered lookup_order 0.05"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -109,6 +109,14 @@ pub struct GenerateRequest {
     /// Seed of the sampler; the same seed, request and model give the same
     /// text. `None` picks one (reported in [`Completion::seed`]).
     pub seed: Option<u32>,
+    /// OpenAI's `frequency_penalty` (-2..=2, 0 off): each token's logit is
+    /// lowered by this much per time it already occurs among the last 64
+    /// tokens generated, so a small model stops repeating a word (at
+    /// temperature 0 too). Applied before the grammar, per sequence.
+    pub frequency_penalty: f32,
+    /// OpenAI's `presence_penalty` (-2..=2, 0 off): lowered once for any
+    /// token that occurs among the last 64 tokens generated.
+    pub presence_penalty: f32,
     /// Generation stops before the first occurrence of any of these; the stop
     /// sequence itself is not part of the text.
     pub stop: Vec<String>,
@@ -143,6 +151,8 @@ impl Default for GenerateRequest {
             temperature: 0.7,
             top_p: 0.95,
             seed: None,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
             stop: Vec::new(),
             priority: 0,
             grammar: None,

@@ -197,17 +197,35 @@ pub(super) fn emit(
 
 /// The sampler chain for a request, and the seed it uses.
 pub(super) fn sampler(request: &GenerateRequest) -> (LlamaSampler, u32) {
+    // The frequency and presence penalties (llama.cpp's, over the last
+    // PENALTY_LAST_N tokens) go first, then greedy or nucleus sampling.
+    let penalties =
+        (request.frequency_penalty != 0.0 || request.presence_penalty != 0.0).then(|| {
+            LlamaSampler::penalties(
+                -1,
+                PENALTY_LAST_N,
+                1.0,
+                request.frequency_penalty,
+                request.presence_penalty,
+            )
+        });
     if request.temperature <= 0.0 {
-        return (LlamaSampler::greedy(), 0);
+        return match penalties {
+            None => (LlamaSampler::greedy(), 0),
+            Some(p) => (LlamaSampler::chain_simple([p, LlamaSampler::greedy()]), 0),
+        };
     }
     let seed = request.seed.unwrap_or_else(random_seed);
-    let chain = LlamaSampler::chain_simple([
+    let chain = LlamaSampler::chain_simple(penalties.into_iter().chain([
         LlamaSampler::top_p(request.top_p, 1),
         LlamaSampler::temp(request.temperature),
         LlamaSampler::dist(seed),
-    ]);
+    ]));
     (chain, seed)
 }
+
+/// How many of the last tokens the repetition penalties look at.
+const PENALTY_LAST_N: i32 = 64;
 
 /// A seed from the clock and a counter: unpredictable enough for sampling,
 /// and reported back so a surprising answer can be reproduced.

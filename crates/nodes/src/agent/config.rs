@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use glassbox_topology::{Code, Cx, Diagnostic, Obj, Value};
+use glassbox_topology::{Code, Cx, Diagnostic, Expr, Obj, Value};
 
 use super::budget::Budget;
+use super::pick::RetrievalConfig;
 use super::repeat::{ON_REPEAT, OnRepeat};
 use crate::check::{self, Backend};
 use crate::http::config::HttpConfig;
@@ -25,15 +26,27 @@ pub const FIELDS: &[&str] = &[
     "max_tokens",
     "temperature",
     "seed",
+    "frequency_penalty",
+    "presence_penalty",
     "context_size",
     "tools",
     "max_iterations",
     "budget",
     "on_repeat",
+    "tool_retrieval",
+    "tool_first",
 ];
 
-const TOOL_FIELDS: &[&str] = &["name", "description", "parameters", "topology", "http"];
+const TOOL_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "parameters",
+    "inject",
+    "topology",
+    "http",
+];
 const BUDGET_FIELDS: &[&str] = &["max_tokens", "max_cost", "max_time_ms"];
+const RETRIEVAL_FIELDS: &[&str] = &["top_k", "model"];
 
 /// What runs a tool.
 #[derive(Debug, Clone)]
@@ -55,7 +68,13 @@ pub enum Runs {
 pub struct ToolConfig {
     pub name: String,
     pub description: String,
+    /// The arguments' schema as the model is shown it (without the
+    /// injected ones).
     pub parameters: serde_json::Value,
+    /// Arguments the runtime fills, not the model: each a string
+    /// parameter and the CEL expression over the agent's `input`,
+    /// `outputs` and `labels` that gives it.
+    pub inject: Vec<(String, Expr)>,
     pub runs: Runs,
 }
 
@@ -67,6 +86,9 @@ pub struct AgentConfig {
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
     pub seed: Option<u64>,
+    /// OpenAI's repetition penalties, -2..=2 (0 off).
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
     pub context_size: Option<u64>,
     pub tools: Vec<ToolConfig>,
     /// The tools as the model is offered them (`tool_choice: auto`).
@@ -74,6 +96,11 @@ pub struct AgentConfig {
     pub budget: Budget,
     /// What a tool call the model already made in this run does.
     pub on_repeat: OnRepeat,
+    /// Offer each run only the tools closest to its question.
+    pub tool_retrieval: Option<RetrievalConfig>,
+    /// The first model call must call a tool (answers come after a tool
+    /// result): a small model otherwise answers from what it believes.
+    pub tool_first: bool,
 }
 
 pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
@@ -124,18 +151,65 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
     }
     let tools = tools(&obj, cx);
     let ask = read_ask(&obj, cx, &tools);
+    let tool_retrieval = retrieval(&obj, cx, tools.len());
     AgentConfig {
         backend,
         system: obj.str(cx, "system").map(|s| s.value),
         max_tokens: obj.uint(cx, "max_tokens", 1, 131_072).map(|n| n.value),
         temperature: obj.number(cx, "temperature", 0.0, 2.0).map(|n| n.value),
         seed: obj.uint(cx, "seed", 0, u32::MAX as u64).map(|n| n.value),
+        frequency_penalty: obj
+            .number(cx, "frequency_penalty", -2.0, 2.0)
+            .map(|n| n.value),
+        presence_penalty: obj
+            .number(cx, "presence_penalty", -2.0, 2.0)
+            .map(|n| n.value),
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
         tools,
         ask,
         budget,
         on_repeat,
+        tool_retrieval,
+        tool_first: obj.bool(cx, "tool_first").is_some_and(|b| b.value),
     }
+}
+
+/// `tool_retrieval: {top_k, model}`: `top_k` is required and below the
+/// number of tools (offering them all retrieves nothing).
+fn retrieval(obj: &Obj<'_>, cx: &mut Cx<'_>, tools: usize) -> Option<RetrievalConfig> {
+    let r = obj.obj(cx, "tool_retrieval")?;
+    let mut rcx = cx.field("tool_retrieval");
+    r.deny_unknown(&mut rcx, RETRIEVAL_FIELDS);
+    if !check::require(
+        Some(&r),
+        &mut rcx,
+        "top_k",
+        "say how many tools each run is offered, e.g. `top_k: 1`",
+    ) {
+        return None;
+    }
+    let top_k = r.uint(&mut rcx, "top_k", 1, 64)?;
+    if tools > 0 && top_k.value as usize >= tools {
+        rcx.report(
+            Diagnostic::error(
+                Code::BadConfig,
+                top_k.span,
+                format!(
+                    "`top_k` {} offers every one of the agent's {tools} tools: there is \
+                     nothing to retrieve",
+                    top_k.value
+                ),
+            )
+            .hint(format!(
+                "use a `top_k` below {tools}, or remove `tool_retrieval`"
+            )),
+        );
+        return None;
+    }
+    Some(RetrievalConfig {
+        top_k: top_k.value as usize,
+        model: r.str(&mut rcx, "model").map(|m| m.value),
+    })
 }
 
 fn tools(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<ToolConfig> {
@@ -155,7 +229,24 @@ fn tools(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<ToolConfig> {
             "name the tool the model calls, e.g. `search_kb`",
         );
         let description = t.str(&mut tcx, "description").map(|d| d.value);
-        let parameters = t.get("parameters").map(Value::to_json);
+        let mut parameters = t.get("parameters").map(Value::to_json);
+        let inject = match (t.obj(&mut tcx, "inject"), parameters.as_mut()) {
+            (Some(i), Some(schema)) => injected(&i, schema, &mut tcx.field("inject")),
+            (Some(i), None) => {
+                tcx.report(
+                    Diagnostic::error(
+                        Code::BadConfig,
+                        i.span,
+                        "`inject` fills parameters, but the tool has no `parameters`",
+                    )
+                    .hint(
+                        "declare the injected arguments under `parameters.properties` as strings",
+                    ),
+                );
+                Vec::new()
+            }
+            (None, _) => Vec::new(),
+        };
         let written = t.get("topology").is_some();
         let topology = match t.get("topology") {
             None => None,
@@ -210,9 +301,79 @@ fn tools(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<ToolConfig> {
                 description: description.unwrap_or_default(),
                 parameters: parameters
                     .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+                inject,
                 runs,
             });
         }
+    }
+    out
+}
+
+/// A tool's `inject: {PARAM: EXPR}`: each PARAM a string property of
+/// `schema`, which loses it (the model neither sees nor writes it).
+fn injected(i: &Obj<'_>, schema: &mut serde_json::Value, cx: &mut Cx<'_>) -> Vec<(String, Expr)> {
+    let mut out = Vec::new();
+    for (key, value) in i.map.iter() {
+        let name = key.name.as_str();
+        let is_string = schema
+            .pointer(&format!("/properties/{name}/type"))
+            .and_then(serde_json::Value::as_str)
+            == Some("string");
+        if !is_string {
+            cx.report(
+                Diagnostic::error(
+                    Code::BadConfig,
+                    key.span,
+                    format!("`inject` names `{name}`, which is not a string parameter of the tool"),
+                )
+                .at(cx.path_of(name))
+                .hint(format!(
+                    "declare it in `parameters.properties` as `{name}: {{ type: string }}`, or \
+                     remove it from `inject`"
+                )),
+            );
+            continue;
+        }
+        let Some(text) = value.as_str() else {
+            cx.report(
+                Diagnostic::error(
+                    Code::WrongType,
+                    value.span,
+                    format!(
+                        "`inject.{name}` must be a CEL expression, found {}",
+                        value.type_name()
+                    ),
+                )
+                .hint("e.g. `query: input.question`"),
+            );
+            continue;
+        };
+        let text = glassbox_topology::Spanned::new(text.to_string(), value.span);
+        let path = cx.path_of(name);
+        if let Some(expr) = check::expr(&text, cx, &path) {
+            out.push((name.to_string(), expr));
+        }
+        if let Some(props) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            props.remove(name);
+        }
+        if let Some(required) = schema
+            .get_mut("required")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            required.retain(|r| r.as_str() != Some(name));
+        }
+    }
+    // Every argument injected: the model writes `{}` (an open object would
+    // let it write anything there).
+    let none_left = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .is_none_or(serde_json::Map::is_empty);
+    if !out.is_empty() && none_left {
+        schema["additionalProperties"] = serde_json::Value::Bool(false);
     }
     out
 }

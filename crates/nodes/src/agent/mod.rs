@@ -5,10 +5,12 @@
 //! always bounded: `max_iterations` is required, and token, cost and time
 //! budgets may be added ([`budget`]). A tool call the model already made
 //! in the run is not run again by default: the model is asked to answer
-//! from the earlier result ([`repeat`]).
+//! from the earlier result ([`repeat`]). With `tool_retrieval`, each run
+//! is offered only the tools closest to its question ([`pick`]).
 
 pub mod budget;
 pub mod config;
+pub mod pick;
 pub mod repeat;
 pub mod run;
 pub mod tool;

@@ -21,7 +21,8 @@
 //! OpenAI-compatible server), so a small model that keeps repeating its
 //! call still ends with an answer built on what the tool found.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use glassbox_engine::trace::Fact;
@@ -31,6 +32,7 @@ use serde_json::{Value, json};
 
 use super::budget::{Budget, Doing, Spent, Stop, explain};
 use super::config::AgentConfig;
+use super::pick::ToolIndex;
 use super::repeat::{Calls, Made, OnRepeat};
 use super::tool::{self, Tool};
 use crate::check::BackendKind;
@@ -51,15 +53,65 @@ struct Inner {
     max_tokens: u32,
     temperature: f32,
     seed: Option<u32>,
-    ask: Ask,
-    plan: LocalPlan,
+    /// Repetition penalties (frequency, presence), 0 when unset.
+    penalties: (f32, f32),
+    /// Every tool, as offered without `tool_retrieval`.
+    offer: Arc<Offer>,
+    /// With `tool_retrieval`: the tools' vectors, and the offers made so
+    /// far by the set of tools retrieved.
+    retrieval: Option<ToolIndex>,
+    offers: Mutex<HashMap<Vec<String>, Arc<Offer>>>,
     /// The plan of a model call that may only answer (after a repeat).
     answer_plan: LocalPlan,
     tools: Vec<Tool>,
     budget: Budget,
     on_repeat: OnRepeat,
+    /// The first model call must call a tool.
+    tool_first: bool,
     /// Price per 1k input and output tokens.
     prices: (f64, f64),
+}
+
+/// A run's `tool_retrieval`: its step, its span and its explanation.
+struct Retrieved {
+    step: Value,
+    span: StepSpan,
+    note: (String, String),
+}
+
+/// The tools one run offers its model: the ask and its local plan.
+struct Offer {
+    ask: Ask,
+    plan: LocalPlan,
+    /// The plan of a call that must call one of the tools (`tool_first`).
+    tool_plan: LocalPlan,
+}
+
+impl Offer {
+    fn new(ask: Ask) -> Result<Offer, String> {
+        let plan = ask.local_plan()?;
+        let tool_plan = Ask {
+            choice: crate::llm::tools::Choice::Required,
+            ..ask.clone()
+        }
+        .local_plan()?;
+        Ok(Offer {
+            ask,
+            plan,
+            tool_plan,
+        })
+    }
+}
+
+/// What a model call may reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum May {
+    /// Call a tool or answer.
+    Either,
+    /// Only answer (after a repeated call).
+    Answer,
+    /// Only call a tool (the first call with `tool_first`).
+    CallTool,
 }
 
 pub struct AgentNode {
@@ -80,7 +132,6 @@ pub(super) fn build(
         .ask
         .clone()
         .ok_or_else(|| BuildError::config("the agent has no usable tools"))?;
-    let plan = ask.local_plan().map_err(BuildError::config)?;
     let answer_plan = Ask::answer_plan().map_err(BuildError::config)?;
     let model = match c.backend.kind {
         BackendKind::OpenAi => Model::OpenAi(Endpoint::for_node(
@@ -104,6 +155,19 @@ pub(super) fn build(
         .iter()
         .map(|t| tool::build(t, node.timeout, cx))
         .collect::<Result<Vec<_>, _>>()?;
+    let retrieval = match &c.tool_retrieval {
+        None => None,
+        Some(r) => {
+            let name = r
+                .model
+                .as_deref()
+                .unwrap_or(crate::embedding::run::DEFAULT_MODEL);
+            let embedder = cx.resources.models().embedder(&locate(cx, name))?;
+            Some(ToolIndex::new(embedder, &c.tools, r.top_k).map_err(|e| {
+                BuildError::config(format!("`tool_retrieval`: cannot embed the tools: {e}"))
+            })?)
+        }
+    };
     let model_name = node.resource.model.clone().unwrap_or_else(|| match &model {
         Model::Local(h) => h.version().to_string(),
         Model::OpenAi(e) => e.model.clone(),
@@ -120,12 +184,18 @@ pub(super) fn build(
             max_tokens: c.max_tokens.map_or(160, |n| n as u32),
             temperature: c.temperature.unwrap_or(0.0) as f32,
             seed: c.seed.map(|s| s as u32),
-            ask,
-            plan,
+            penalties: (
+                c.frequency_penalty.unwrap_or(0.0) as f32,
+                c.presence_penalty.unwrap_or(0.0) as f32,
+            ),
+            offer: Arc::new(Offer::new(ask).map_err(BuildError::config)?),
+            retrieval,
+            offers: Mutex::new(HashMap::new()),
             answer_plan,
             tools,
             budget: c.budget.clone(),
             on_repeat: c.on_repeat,
+            tool_first: c.tool_first,
             prices: (
                 price(p.cost_per_1k_input_tokens),
                 price(p.cost_per_1k_output_tokens),
@@ -143,33 +213,36 @@ struct Step {
 }
 
 impl Inner {
-    /// One model call; `answer_only`: the reply may not call a tool.
+    /// One model call; `may`: what its reply may be.
     fn model_call(
         &self,
         cx: &NodeCx,
+        offer: &Offer,
         turns: &[ChatMessage],
         seq: &str,
-        answer_only: bool,
+        may: May,
     ) -> Result<Step, NodeError> {
         match &self.model {
             Model::Local(handle) => {
-                let plan = if answer_only {
-                    &self.answer_plan
-                } else {
-                    &self.plan
+                let plan = match may {
+                    May::Answer => &self.answer_plan,
+                    May::CallTool => &offer.tool_plan,
+                    May::Either => &offer.plan,
                 };
                 let c = handle
                     .generate_blocking(GenerateRequest {
                         max_tokens: self.max_tokens,
                         temperature: self.temperature,
                         seed: self.seed,
+                        frequency_penalty: self.penalties.0,
+                        presence_penalty: self.penalties.1,
                         priority: cx.priority().rank(),
                         grammar: Some(plan.grammar.clone()),
                         ..GenerateRequest::chat(turns.to_vec())
                     })
                     .map_err(|e| NodeError::failed(e.to_string()))?;
                 Ok(Step {
-                    reply: self.ask.reply(plan, &c.text, seq),
+                    reply: offer.ask.reply(plan, &c.text, seq),
                     raw: c.text,
                     tokens_in: u64::from(c.usage.prompt_tokens),
                     tokens_out: u64::from(c.usage.completion_tokens),
@@ -182,9 +255,17 @@ impl Inner {
                     .collect();
                 let mut params =
                     json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
-                if let Some(tools) = &self.ask.raw.tools {
+                if self.penalties != (0.0, 0.0) {
+                    params["frequency_penalty"] = json!(self.penalties.0);
+                    params["presence_penalty"] = json!(self.penalties.1);
+                }
+                if let Some(tools) = &offer.ask.raw.tools {
                     params["tools"] = tools.clone();
-                    params["tool_choice"] = json!(if answer_only { "none" } else { "auto" });
+                    params["tool_choice"] = json!(match may {
+                        May::Answer => "none",
+                        May::CallTool => "required",
+                        May::Either => "auto",
+                    });
                 }
                 let r = endpoint.chat_reply(Value::Array(msgs), &params)?;
                 let reply = match &r.tool_calls {
@@ -226,8 +307,67 @@ impl Inner {
         ]
     }
 
+    /// The tools this run offers: all of them, or with `tool_retrieval`
+    /// those closest to the question, with the span and the note that
+    /// say so.
+    fn offer(&self, question: &str) -> Result<(Arc<Offer>, Option<Retrieved>), NodeError> {
+        let Some(index) = &self.retrieval else {
+            return Ok((self.offer.clone(), None));
+        };
+        let started = Instant::now();
+        let picked = index
+            .pick(question)
+            .map_err(|e| NodeError::failed(format!("`tool_retrieval`: {e}")))?;
+        let declared: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
+        let names = picked.names_in(&declared);
+        let offer = {
+            let mut offers = self.offers.lock().unwrap_or_else(|e| e.into_inner());
+            match offers.get(&names) {
+                Some(o) => o.clone(),
+                None => {
+                    let ask = self.offer.ask.only(&names);
+                    let o = Arc::new(Offer::new(ask).map_err(NodeError::failed)?);
+                    offers.insert(names.clone(), o.clone());
+                    o
+                }
+            }
+        };
+        let scores = |s: &[super::pick::Score]| -> Value {
+            s.iter()
+                .map(|s| json!({"tool": s.tool, "similarity": s.similarity}))
+                .collect()
+        };
+        let (en, zh) = picked.explain(index.model());
+        let step = json!({
+            "kind": "pick", "offered": scores(&picked.offered),
+            "left_out": scores(&picked.left_out), "cost": 0.0,
+            "ms": started.elapsed().as_secs_f64() * 1e3,
+        });
+        let span = StepSpan {
+            kind: "pick",
+            name: index.model().to_string(),
+            iteration: 1,
+            started,
+            ended: Instant::now(),
+            input: json!(question),
+            output: json!({"offered": step["offered"], "left_out": step["left_out"]}),
+            error: None,
+            tokens: None,
+            cost: None,
+        };
+        Ok((
+            offer,
+            Some(Retrieved {
+                step,
+                span,
+                note: (en, zh),
+            }),
+        ))
+    }
+
     fn run(&self, cx: &NodeCx, question: String) -> Result<NodeOutput, NodeError> {
         let start = Instant::now();
+        let (offer, retrieved) = self.offer(&question)?;
         let rid: String = cx
             .request_id()
             .to_string()
@@ -236,7 +376,7 @@ impl Inner {
             .take(12)
             .collect();
         let mut turns = vec![
-            ChatMessage::system(format!("{}\n\n{}", self.system, self.plan.instructions)),
+            ChatMessage::system(format!("{}\n\n{}", self.system, offer.plan.instructions)),
             ChatMessage::user(question.clone()),
         ];
         let mut spent = Spent::default();
@@ -251,6 +391,14 @@ impl Inner {
         let mut answer = String::new();
         // Each model and tool call, for its own span and receipt lines.
         let mut spans: Vec<StepSpan> = Vec::new();
+        if let Some(r) = &retrieved {
+            let mut step = r.step.clone();
+            step["step"] = json!(1);
+            step["iteration"] = json!(1);
+            steps.push(step);
+            spans.push(r.span.clone());
+            cx.step_done(r.span.clone());
+        }
         let stop = loop {
             spent.elapsed = start.elapsed();
             if let Some(bound) = self.budget.over(&spent) {
@@ -269,7 +417,14 @@ impl Inner {
                 None
             };
             let sent = asked.as_deref().unwrap_or(&turns);
-            let step = self.model_call(cx, sent, &seq, asked.is_some())?;
+            let may = if asked.is_some() {
+                May::Answer
+            } else if self.tool_first && spent.iterations == 0 {
+                May::CallTool
+            } else {
+                May::Either
+            };
+            let step = self.model_call(cx, &offer, sent, &seq, may)?;
             spent.iterations += 1;
             spans.push(StepSpan {
                 kind: "model",
@@ -315,11 +470,19 @@ impl Inner {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            let args: Value = call
+            let mut args: Value = call
                 .pointer("/function/arguments")
                 .and_then(Value::as_str)
                 .and_then(|a| serde_json::from_str(a).ok())
                 .unwrap_or_else(|| json!({}));
+            // Arguments the topology fills (`inject`), not the model.
+            let injected = match self.tools.iter().find(|t| t.name == name) {
+                Some(t) => t.inject(&mut args, cx.input(), &cx.outputs_json(), &cx.labels_json()),
+                None => Ok(()),
+            };
+            if let Err(why) = injected {
+                return Err(NodeError::BadInput(why));
+            }
             if self.on_repeat != OnRepeat::Run
                 && let Some(earlier) = made.earlier(&name, &args).cloned()
             {
@@ -415,7 +578,15 @@ impl Inner {
             used.push(name);
         };
         spent.elapsed = start.elapsed();
-        let (en, zh) = explain(&stop, &self.budget, &spent, &used, &repeated);
+        let (mut en, mut zh) = explain(&stop, &self.budget, &spent, &used, &repeated);
+        if let Some(Retrieved {
+            note: (pick_en, pick_zh),
+            ..
+        }) = &retrieved
+        {
+            en = format!("{en} {pick_en}.");
+            zh = format!("{zh}{pick_zh}。");
+        }
         let stopped_by = match &stop {
             Stop::Budget { bound, .. } => json!(bound.field()),
             Stop::Repeated { .. } => json!("on_repeat"),

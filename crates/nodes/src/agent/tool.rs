@@ -25,6 +25,8 @@ pub enum Runner {
 pub struct Tool {
     pub name: String,
     pub runner: Runner,
+    /// Arguments the runtime fills (`inject`), by parameter name.
+    pub inject: Vec<(String, glassbox_topology::Expr)>,
 }
 
 /// One tool call's result.
@@ -74,6 +76,7 @@ pub fn build(
     Ok(Tool {
         name: t.name.clone(),
         runner,
+        inject: t.inject.clone(),
     })
 }
 
@@ -184,6 +187,40 @@ fn extent(value: &glassbox_topology::Value) -> (usize, usize) {
 impl Tool {
     /// Runs the tool with `args`; blocking (the agent loop runs on the
     /// engine's blocking pool, inside its runtime).
+    /// Writes the injected arguments into `args` (the model's), each
+    /// evaluated over the agent's `input` (a plain-text input reads as
+    /// `{"question": TEXT}`), `outputs` and `labels`; the first that fails
+    /// says why.
+    pub fn inject(
+        &self,
+        args: &mut Value,
+        input: &Value,
+        outputs: &serde_json::Map<String, Value>,
+        labels: &serde_json::Map<String, Value>,
+    ) -> Result<(), String> {
+        if self.inject.is_empty() {
+            return Ok(());
+        }
+        let asked;
+        let input = match input {
+            Value::String(q) => {
+                asked = serde_json::json!({ "question": q });
+                &asked
+            }
+            other => other,
+        };
+        if !args.is_object() {
+            *args = serde_json::json!({});
+        }
+        for (name, expr) in &self.inject {
+            let value = expr
+                .evaluate_string(input, outputs, labels)
+                .map_err(|e| format!("`inject.{name}` of tool `{}`: {e}", self.name))?;
+            args[name.as_str()] = Value::String(value);
+        }
+        Ok(())
+    }
+
     pub fn call(&self, args: &Value) -> Observation {
         match &self.runner {
             Runner::Http(node) => match node.call_with(args) {

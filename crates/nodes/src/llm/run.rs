@@ -48,6 +48,8 @@ pub struct LlmNode {
     temperature: f32,
     top_p: f32,
     seed: Option<u32>,
+    /// Repetition penalties (frequency, presence), 0 when unset.
+    penalties: (f32, f32),
     stop: Vec<String>,
     /// The node's own tools and answer format (else the caller's).
     ask: Option<Arc<Ask>>,
@@ -113,6 +115,10 @@ pub(super) fn build(
         temperature,
         top_p: c.top_p.unwrap_or(1.0) as f32,
         seed: c.seed.map(|s| s as u32),
+        penalties: (
+            c.frequency_penalty.unwrap_or(0.0) as f32,
+            c.presence_penalty.unwrap_or(0.0) as f32,
+        ),
         stop: c.stop.clone(),
         ask: c.ask.clone().map(Arc::new),
         meta: Arc::new(Meta {
@@ -176,6 +182,10 @@ impl LlmNode {
         let mut params = json!({ "max_tokens": self.max_tokens(cx), "temperature": self.temperature, "top_p": self.top_p });
         if let Some(seed) = self.seed {
             params["seed"] = json!(seed);
+        }
+        if self.penalties != (0.0, 0.0) {
+            params["frequency_penalty"] = json!(self.penalties.0);
+            params["presence_penalty"] = json!(self.penalties.1);
         }
         if !self.stop.is_empty() {
             params["stop"] = json!(self.stop);
@@ -361,6 +371,8 @@ impl Node for LlmNode {
                     temperature: self.temperature,
                     top_p: self.top_p,
                     seed: self.seed,
+                    frequency_penalty: self.penalties.0,
+                    presence_penalty: self.penalties.1,
                     stop: self.stop.clone(),
                     // Online before offline in the engine's queue; offline
                     // preempted first when its KV pool runs out.

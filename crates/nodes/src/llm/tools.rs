@@ -107,6 +107,23 @@ impl Ask {
         }))
     }
 
+    /// The same ask offering only the tools named in `names` (an agent's
+    /// tools retrieved for one question); the raw `tools` sent to an
+    /// OpenAI-compatible server are cut alike.
+    pub fn only(&self, names: &[String]) -> Ask {
+        let keep = |name: &str| names.iter().any(|n| n == name);
+        let mut ask = self.clone();
+        ask.tools.retain(|t| keep(&t.name));
+        if let Some(Value::Array(raw)) = &mut ask.raw.tools {
+            raw.retain(|t| {
+                t.pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(keep)
+            });
+        }
+        ask
+    }
+
     /// Whether the model may call tools.
     pub fn calls_tools(&self) -> bool {
         self.choice != Choice::None && !self.tools.is_empty()

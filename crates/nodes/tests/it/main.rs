@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod agent;
+mod agent_pick;
 mod guard;
 mod http;
 mod models;
