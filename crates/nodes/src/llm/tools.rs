@@ -399,6 +399,30 @@ mod tests {
     }
 
     #[test]
+    fn only_keeps_the_named_tools_in_the_plan_and_the_raw_tools() {
+        let mut two = weather();
+        two.as_array_mut().unwrap().push(json!({"type": "function", "function": {
+            "name": "clock", "description": "The time.", "parameters": {"type": "object", "properties": {}}
+        }}));
+        let a = ask(Some(two), None, None).unwrap();
+        let only = a.only(&["clock".to_string()]);
+        assert_eq!(only.tools.len(), 1);
+        assert_eq!(only.tools[0].name, "clock");
+        assert_eq!(
+            only.raw.tools.as_ref().unwrap().as_array().unwrap().len(),
+            1
+        );
+        let plan = only.local_plan().unwrap();
+        assert!(plan.instructions.contains("- clock: The time."));
+        assert!(
+            !plan.instructions.contains("weather"),
+            "{}",
+            plan.instructions
+        );
+        assert!(!plan.grammar.contains("weather"), "{}", plan.grammar);
+    }
+
+    #[test]
     fn nothing_asked_is_plain_text() {
         assert_eq!(ask(None, None, None), None);
         assert_eq!(ask(Some(weather()), Some(json!("none")), None), None);

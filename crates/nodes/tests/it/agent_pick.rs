@@ -1,7 +1,9 @@
-//! `tool_retrieval` on the real local models: MiniLM ranks the agent's
-//! tools against the question and SmolLM2-135M is offered only the
-//! closest, so an order question can only look an order up and a product
-//! question can only search the guide. The tools are the example's order
+//! `tool_retrieval`, `inject` and `tool_first` on the real local models:
+//! MiniLM ranks the agent's tools against the question and SmolLM2-135M is
+//! offered only the closest, so an order question can only look an order
+//! up and a product question can only read the guide; an injected argument
+//! is filled by the topology, not written by the model; `tool_first` makes
+//! the first model call a tool call. The tools are the example's order
 //! table and a small inline guide.
 
 use glassbox_engine::RunOptions;
@@ -138,6 +140,37 @@ async fn without_retrieval_every_tool_is_offered_and_no_pick_is_made() {
     );
 }
 
+#[tokio::test]
+async fn an_injected_argument_is_the_question_and_the_first_call_must_be_a_tool() {
+    let text = agent("tool_retrieval: { top_k: 1 }\n      tool_first: true").replace(
+        "required: [topic] }",
+        "required: [topic] }\n          inject: { topic: input.question }",
+    );
+    let p = build(&name(), &text);
+    let question = "How do I descale my kettle?";
+    let out = p
+        .run(json!({"question": question}), RunOptions::default())
+        .await;
+    let v = out.result.expect("the agent runs");
+    let steps = v["steps"].as_array().unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    // pick, then a model call that could only call the (one) offered tool.
+    assert_eq!(kinds[..3], ["pick", "model", "tool"], "{v}");
+    assert_eq!(steps[2]["tool"], "care_guide", "{v}");
+    // The model was not shown `topic` and wrote no arguments of its own:
+    // the call's arguments are exactly the injected question.
+    assert_eq!(steps[2]["arguments"], json!({"topic": question}), "{v}");
+    let reply: Value = serde_json::from_str(steps[1]["reply"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["parameters"], json!({}), "{v}");
+    assert!(
+        steps[2]["observation"]
+            .as_str()
+            .unwrap()
+            .contains("Descale monthly"),
+        "{v}"
+    );
+}
+
 /// The report and its text for a topology that must not validate.
 fn invalid(text: &str) -> (glassbox_topology::Report, String) {
     let registry = glassbox_nodes::registry();
@@ -169,4 +202,20 @@ fn top_k_must_leave_a_tool_out_and_is_located() {
     let (r, shown) = invalid(&agent("tool_retrieval: { model: all-minilm-l6-v2 }"));
     assert_eq!(r.error_count(), 1, "{shown}");
     assert!(shown.contains("top_k"), "{shown}");
+}
+
+#[test]
+fn only_string_parameters_of_the_tool_can_be_injected() {
+    let text = agent("").replace(
+        "required: [order_id] }",
+        "required: [order_id] }\n          inject: { order_id: input.question }",
+    );
+    let (r, shown) = invalid(&text);
+    assert_eq!(r.error_count(), 1, "{shown}");
+    assert!(
+        shown.contains("`inject` names `order_id`, which is not a string parameter"),
+        "{shown}"
+    );
+    let line = text.lines().position(|l| l.contains("inject:")).unwrap() + 1;
+    assert!(shown.contains(&format!("a.yaml:{line}:")), "{shown}");
 }
