@@ -147,19 +147,36 @@ impl Hardware {
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).
     /// On a device with a published [`MatrixClock`] the rate is the one at
-    /// the clock it holds under dense matrix work.
+    /// the clock it holds under dense matrix work; [`Self::datasheet_tflops`]
+    /// is the rate as published.
     pub fn peak_tflops(&self, dtype: ComputeDtype) -> f64 {
         let (clock16, clock8) = self
             .matrix_clock_mhz
             .map_or((1.0, 1.0), |c| (c.fp16 / c.boost, c.fp8 / c.boost));
-        let sixteen = self.fp16_tflops * clock16;
-        let eight = |rate: Option<f64>| rate.map_or(sixteen, |r| r * clock8);
+        let sixteen = matches!(dtype, ComputeDtype::Fp16 | ComputeDtype::Fp32)
+            || self.eight_bit_rate(dtype).is_none();
+        let clock = if sixteen { clock16 } else { clock8 };
+        self.datasheet_tflops(dtype) * clock
+    }
+
+    /// The datasheet's dense rate for a compute dtype, with the fallbacks of
+    /// [`Self::peak_tflops`] and no matrix clock: what the seed articles'
+    /// back-of-envelope formulas read.
+    pub fn datasheet_tflops(&self, dtype: ComputeDtype) -> f64 {
         match dtype {
-            ComputeDtype::Fp32 => sixteen / 2.0,
-            ComputeDtype::Fp16 => sixteen,
-            ComputeDtype::Fp8 => eight(self.fp8_tflops),
-            ComputeDtype::Fp4 => eight(self.fp4_tflops.or(self.fp8_tflops)),
-            ComputeDtype::Int8 => eight(self.int8_tops.or(self.fp8_tflops)),
+            ComputeDtype::Fp32 => self.fp16_tflops / 2.0,
+            ComputeDtype::Fp16 => self.fp16_tflops,
+            _ => self.eight_bit_rate(dtype).unwrap_or(self.fp16_tflops),
+        }
+    }
+
+    /// The device's own rate for an 8-bit-or-narrower dtype, if it has one.
+    fn eight_bit_rate(&self, dtype: ComputeDtype) -> Option<f64> {
+        match dtype {
+            ComputeDtype::Fp32 | ComputeDtype::Fp16 => None,
+            ComputeDtype::Fp8 => self.fp8_tflops,
+            ComputeDtype::Fp4 => self.fp4_tflops.or(self.fp8_tflops),
+            ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops),
         }
     }
 
@@ -373,9 +390,14 @@ mod tests {
         assert!((sixteen - 751.5).abs() < 1.0, "{sixteen}");
         let eight = mi300x.peak_tflops(ComputeDtype::Fp8);
         assert!((eight - 2614.9 * 1230.0 / 2100.0).abs() < 1e-9, "{eight}");
+        assert_eq!(mi300x.datasheet_tflops(ComputeDtype::Fp8), 2614.9);
         // Devices without a published matrix clock keep their datasheet peak.
         let h100 = c.get("h100-sxm").unwrap();
         assert_eq!(h100.peak_tflops(ComputeDtype::Fp16), h100.fp16_tflops);
+        // An FP8 model on an A100 computes at the FP16 rate, and so at the
+        // 16-bit clock on a device that has one.
+        let a100 = c.get("a100-sxm-80gb").unwrap();
+        assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), a100.fp16_tflops);
     }
 
     #[test]
