@@ -75,6 +75,25 @@ pub struct Interconnect {
 /// Bytes in a GiB.
 pub const GIB: f64 = 1_073_741_824.0;
 
+/// Clocks (MHz) of a device whose datasheet peaks assume a boost clock it
+/// does not hold under dense matrix work. AMD computes the MI300X's peaks at
+/// its 2,100 MHz maximum engine clock, and measures its dense GEMMs running
+/// at a median 1,207 MHz (BF16) and 1,230 MHz (FP8) under the 750 W power
+/// limit ("Measuring Max-Achievable FLOPs, Part 2", ROCm blogs, 2025): a
+/// compute-bound step runs at `clock / boost` of the datasheet rate before
+/// any software efficiency. The lightly loaded decode matvec still boosts
+/// (the same post), and bandwidth is not scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixClock {
+    /// The clock the datasheet peaks are computed at.
+    pub boost: f64,
+    /// Median clock during dense 16-bit GEMMs.
+    pub fp16: f64,
+    /// Median clock during dense 8-bit GEMMs.
+    pub fp8: f64,
+}
+
 /// One accelerator. All rates are dense peaks per device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +117,11 @@ pub struct Hardware {
     /// Dense FP4 tensor rate (Blackwell NVFP4/MXFP4), where the device has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp4_tflops: Option<f64>,
+    /// The clock the device holds under dense matrix work, where its vendor
+    /// publishes one below the clock its datasheet peaks assume
+    /// ([`MatrixClock`]); `None` where the datasheet peak's clock holds.
+    #[serde(default)]
+    pub matrix_clock_mhz: Option<MatrixClock>,
     pub tdp_w: f64,
     pub interconnect: Interconnect,
     #[serde(default)]
@@ -122,19 +146,37 @@ impl Hardware {
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
     /// FP16 where the device has no faster path (an FP8 model on an A100 runs
     /// its matmuls in FP16). FP32 is taken as half the FP16 tensor rate (TF32).
+    /// On a device with a published [`MatrixClock`] the rate is the one at
+    /// the clock it holds under dense matrix work; [`Self::datasheet_tflops`]
+    /// is the rate as published.
     pub fn peak_tflops(&self, dtype: ComputeDtype) -> f64 {
+        let (clock16, clock8) = self
+            .matrix_clock_mhz
+            .map_or((1.0, 1.0), |c| (c.fp16 / c.boost, c.fp8 / c.boost));
+        let sixteen = matches!(dtype, ComputeDtype::Fp16 | ComputeDtype::Fp32)
+            || self.eight_bit_rate(dtype).is_none();
+        let clock = if sixteen { clock16 } else { clock8 };
+        self.datasheet_tflops(dtype) * clock
+    }
+
+    /// The datasheet's dense rate for a compute dtype, with the fallbacks of
+    /// [`Self::peak_tflops`] and no matrix clock: what the seed articles'
+    /// back-of-envelope formulas read.
+    pub fn datasheet_tflops(&self, dtype: ComputeDtype) -> f64 {
         match dtype {
             ComputeDtype::Fp32 => self.fp16_tflops / 2.0,
             ComputeDtype::Fp16 => self.fp16_tflops,
-            ComputeDtype::Fp8 => self.fp8_tflops.unwrap_or(self.fp16_tflops),
-            ComputeDtype::Fp4 => self
-                .fp4_tflops
-                .or(self.fp8_tflops)
-                .unwrap_or(self.fp16_tflops),
-            ComputeDtype::Int8 => self
-                .int8_tops
-                .or(self.fp8_tflops)
-                .unwrap_or(self.fp16_tflops),
+            _ => self.eight_bit_rate(dtype).unwrap_or(self.fp16_tflops),
+        }
+    }
+
+    /// The device's own rate for an 8-bit-or-narrower dtype, if it has one.
+    fn eight_bit_rate(&self, dtype: ComputeDtype) -> Option<f64> {
+        match dtype {
+            ComputeDtype::Fp32 | ComputeDtype::Fp16 => None,
+            ComputeDtype::Fp8 => self.fp8_tflops,
+            ComputeDtype::Fp4 => self.fp4_tflops.or(self.fp8_tflops),
+            ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops),
         }
     }
 
@@ -156,6 +198,20 @@ impl Hardware {
                 return Err(PlannerError::invalid(
                     format!("{origin}: gpu `{}`.{field}", self.id),
                     format!("must be a positive number, got {v}"),
+                ));
+            }
+        }
+        if let Some(c) = self.matrix_clock_mhz {
+            let ok = [c.boost, c.fp16, c.fp8]
+                .iter()
+                .all(|v| v.is_finite() && *v > 0.0 && *v <= c.boost);
+            if !ok {
+                return Err(PlannerError::invalid(
+                    format!("{origin}: gpu `{}`.matrix_clock_mhz", self.id),
+                    format!(
+                        "clocks must be positive and at most `boost`, got boost {}, fp16 {}, fp8 {}",
+                        c.boost, c.fp16, c.fp8
+                    ),
                 ));
             }
         }
@@ -321,6 +377,46 @@ mod tests {
             h100.peak_tflops(ComputeDtype::Fp8)
         );
         assert_eq!(c.get("g5").unwrap().id, "a10g");
+    }
+
+    #[test]
+    fn mi300x_computes_at_the_clock_amd_measured_under_dense_gemm_load() {
+        let c = HardwareCatalogue::builtin().unwrap();
+        let mi300x = c.get("mi300x").unwrap();
+        // The datasheet peaks stay as published (plans and comparisons show them).
+        assert_eq!(mi300x.fp16_tflops, 1307.4);
+        // AMD's own arithmetic: 1,207 MHz x 304 CUs x 4,096 ops = 751 TFLOPS BF16.
+        let sixteen = mi300x.peak_tflops(ComputeDtype::Fp16);
+        assert!((sixteen - 751.5).abs() < 1.0, "{sixteen}");
+        let eight = mi300x.peak_tflops(ComputeDtype::Fp8);
+        assert!((eight - 2614.9 * 1230.0 / 2100.0).abs() < 1e-9, "{eight}");
+        assert_eq!(mi300x.datasheet_tflops(ComputeDtype::Fp8), 2614.9);
+        // Devices without a published matrix clock keep their datasheet peak.
+        let h100 = c.get("h100-sxm").unwrap();
+        assert_eq!(h100.peak_tflops(ComputeDtype::Fp16), h100.fp16_tflops);
+        // An FP8 model on an A100 computes at the FP16 rate, and so at the
+        // 16-bit clock on a device that has one.
+        let a100 = c.get("a100-sxm-80gb").unwrap();
+        assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), a100.fp16_tflops);
+    }
+
+    #[test]
+    fn a_matrix_clock_above_the_boost_clock_is_refused() {
+        let text = r#"
+[[gpu]]
+id = "x"
+name = "X"
+class = "datacenter"
+memory_gb = 80
+bandwidth_gbps = 2000
+fp16_tflops = 300
+matrix_clock_mhz = { boost = 1500, fp16 = 1600, fp8 = 1400 }
+tdp_w = 400
+interconnect = { name = "PCIe", gbps = 32 }
+source = "test"
+"#;
+        let e = parse(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("matrix_clock_mhz") && e.contains("1600"), "{e}");
     }
 
     #[test]
