@@ -194,3 +194,33 @@ pub fn regex(pattern: &str) -> Result<regex::Regex, String> {
         .build()
         .map_err(|e| e.to_string())
 }
+
+/// OpenAI's repetition penalties, `frequency_penalty` and
+/// `presence_penalty` (-2..=2, 0 off), as `llm_inference` and `agent` read
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Penalties {
+    pub frequency: f32,
+    pub presence: f32,
+}
+
+impl Penalties {
+    pub fn read(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Penalties {
+        let mut one = |name: &str| {
+            obj.number(cx, name, -2.0, 2.0)
+                .map_or(0.0, |n| n.value as f32)
+        };
+        Penalties {
+            frequency: one("frequency_penalty"),
+            presence: one("presence_penalty"),
+        }
+    }
+
+    /// Adds them, when set, to an OpenAI-compatible request's parameters.
+    pub fn add_to(&self, params: &mut serde_json::Value) {
+        if *self != Penalties::default() {
+            params["frequency_penalty"] = serde_json::json!(self.frequency);
+            params["presence_penalty"] = serde_json::json!(self.presence);
+        }
+    }
+}

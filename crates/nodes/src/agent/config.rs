@@ -86,9 +86,7 @@ pub struct AgentConfig {
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
     pub seed: Option<u64>,
-    /// OpenAI's repetition penalties, -2..=2 (0 off).
-    pub frequency_penalty: Option<f64>,
-    pub presence_penalty: Option<f64>,
+    pub penalties: check::Penalties,
     pub context_size: Option<u64>,
     pub tools: Vec<ToolConfig>,
     /// The tools as the model is offered them (`tool_choice: auto`).
@@ -158,12 +156,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
         max_tokens: obj.uint(cx, "max_tokens", 1, 131_072).map(|n| n.value),
         temperature: obj.number(cx, "temperature", 0.0, 2.0).map(|n| n.value),
         seed: obj.uint(cx, "seed", 0, u32::MAX as u64).map(|n| n.value),
-        frequency_penalty: obj
-            .number(cx, "frequency_penalty", -2.0, 2.0)
-            .map(|n| n.value),
-        presence_penalty: obj
-            .number(cx, "presence_penalty", -2.0, 2.0)
-            .map(|n| n.value),
+        penalties: check::Penalties::read(&obj, cx),
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
         tools,
         ask,

@@ -53,8 +53,7 @@ struct Inner {
     max_tokens: u32,
     temperature: f32,
     seed: Option<u32>,
-    /// Repetition penalties (frequency, presence), 0 when unset.
-    penalties: (f32, f32),
+    penalties: crate::check::Penalties,
     /// Every tool, as offered without `tool_retrieval`.
     offer: Arc<Offer>,
     /// With `tool_retrieval`: the tools' vectors, and the offers made so
@@ -184,10 +183,7 @@ pub(super) fn build(
             max_tokens: c.max_tokens.map_or(160, |n| n as u32),
             temperature: c.temperature.unwrap_or(0.0) as f32,
             seed: c.seed.map(|s| s as u32),
-            penalties: (
-                c.frequency_penalty.unwrap_or(0.0) as f32,
-                c.presence_penalty.unwrap_or(0.0) as f32,
-            ),
+            penalties: c.penalties,
             offer: Arc::new(Offer::new(ask).map_err(BuildError::config)?),
             retrieval,
             offers: Mutex::new(HashMap::new()),
@@ -234,8 +230,8 @@ impl Inner {
                         max_tokens: self.max_tokens,
                         temperature: self.temperature,
                         seed: self.seed,
-                        frequency_penalty: self.penalties.0,
-                        presence_penalty: self.penalties.1,
+                        frequency_penalty: self.penalties.frequency,
+                        presence_penalty: self.penalties.presence,
                         priority: cx.priority().rank(),
                         grammar: Some(plan.grammar.clone()),
                         ..GenerateRequest::chat(turns.to_vec())
@@ -255,10 +251,7 @@ impl Inner {
                     .collect();
                 let mut params =
                     json!({"max_tokens": self.max_tokens, "temperature": self.temperature});
-                if self.penalties != (0.0, 0.0) {
-                    params["frequency_penalty"] = json!(self.penalties.0);
-                    params["presence_penalty"] = json!(self.penalties.1);
-                }
+                self.penalties.add_to(&mut params);
                 if let Some(tools) = &offer.ask.raw.tools {
                     params["tools"] = tools.clone();
                     params["tool_choice"] = json!(match may {

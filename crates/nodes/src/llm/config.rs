@@ -48,9 +48,7 @@ pub struct LlmConfig {
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub seed: Option<u64>,
-    /// OpenAI's repetition penalties, -2..=2 (0 off).
-    pub frequency_penalty: Option<f64>,
-    pub presence_penalty: Option<f64>,
+    pub penalties: check::Penalties,
     pub stop: Vec<String>,
     pub threads: Option<u64>,
     pub context_size: Option<u64>,
@@ -139,12 +137,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
         temperature: obj.number(cx, "temperature", 0.0, 2.0).map(|n| n.value),
         top_p: obj.number(cx, "top_p", 0.0, 1.0).map(|n| n.value),
         seed: obj.uint(cx, "seed", 0, u32::MAX as u64).map(|n| n.value),
-        frequency_penalty: obj
-            .number(cx, "frequency_penalty", -2.0, 2.0)
-            .map(|n| n.value),
-        presence_penalty: obj
-            .number(cx, "presence_penalty", -2.0, 2.0)
-            .map(|n| n.value),
+        penalties: check::Penalties::read(&obj, cx),
         stop: check::strings(obj.str_list(cx, "stop")),
         threads: obj.uint(cx, "threads", 1, 1024).map(|n| n.value),
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),

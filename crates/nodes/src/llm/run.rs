@@ -48,8 +48,7 @@ pub struct LlmNode {
     temperature: f32,
     top_p: f32,
     seed: Option<u32>,
-    /// Repetition penalties (frequency, presence), 0 when unset.
-    penalties: (f32, f32),
+    penalties: crate::check::Penalties,
     stop: Vec<String>,
     /// The node's own tools and answer format (else the caller's).
     ask: Option<Arc<Ask>>,
@@ -115,10 +114,7 @@ pub(super) fn build(
         temperature,
         top_p: c.top_p.unwrap_or(1.0) as f32,
         seed: c.seed.map(|s| s as u32),
-        penalties: (
-            c.frequency_penalty.unwrap_or(0.0) as f32,
-            c.presence_penalty.unwrap_or(0.0) as f32,
-        ),
+        penalties: c.penalties,
         stop: c.stop.clone(),
         ask: c.ask.clone().map(Arc::new),
         meta: Arc::new(Meta {
@@ -183,10 +179,7 @@ impl LlmNode {
         if let Some(seed) = self.seed {
             params["seed"] = json!(seed);
         }
-        if self.penalties != (0.0, 0.0) {
-            params["frequency_penalty"] = json!(self.penalties.0);
-            params["presence_penalty"] = json!(self.penalties.1);
-        }
+        self.penalties.add_to(&mut params);
         if !self.stop.is_empty() {
             params["stop"] = json!(self.stop);
         }
@@ -371,8 +364,8 @@ impl Node for LlmNode {
                     temperature: self.temperature,
                     top_p: self.top_p,
                     seed: self.seed,
-                    frequency_penalty: self.penalties.0,
-                    presence_penalty: self.penalties.1,
+                    frequency_penalty: self.penalties.frequency,
+                    presence_penalty: self.penalties.presence,
                     stop: self.stop.clone(),
                     // Online before offline in the engine's queue; offline
                     // preempted first when its KV pool runs out.

@@ -380,7 +380,7 @@ async fn a_token_budget_stops_the_loop_naming_the_budget() {
 
 /// Validates `text` as `a.yaml`, which must be invalid: the report and
 /// its rendering.
-fn invalid(text: &str) -> (glassbox_topology::Report, String) {
+pub(crate) fn invalid(text: &str) -> (glassbox_topology::Report, String) {
     let registry = glassbox_nodes::registry();
     let err = glassbox_topology::load_source(
         glassbox_topology::Source::new("a.yaml", text),

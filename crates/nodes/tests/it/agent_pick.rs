@@ -9,6 +9,7 @@
 use glassbox_engine::RunOptions;
 use serde_json::{Value, json};
 
+use crate::agent::invalid;
 use crate::support::build;
 
 /// Two tools, one for orders and one for product care; `extra` is spliced
@@ -169,21 +170,6 @@ async fn an_injected_argument_is_the_question_and_the_first_call_must_be_a_tool(
             .contains("Descale monthly"),
         "{v}"
     );
-}
-
-/// The report and its text for a topology that must not validate.
-fn invalid(text: &str) -> (glassbox_topology::Report, String) {
-    let registry = glassbox_nodes::registry();
-    let err = glassbox_topology::load_source(
-        glassbox_topology::Source::new("a.yaml", text),
-        &registry.kind_set(),
-    )
-    .unwrap_err();
-    let glassbox_topology::TopologyError::Invalid(r) = err else {
-        panic!("{err}")
-    };
-    let shown = r.render(false);
-    (*r, shown)
 }
 
 #[test]
