@@ -113,9 +113,9 @@ async fn each_question_is_offered_the_tool_closest_to_it_and_can_call_no_other()
         // The explanation says which tool was offered and why.
         let explanation = &out.trace.record.explanation.text;
         assert!(
-            explanation.contains(&format!(
-                "Of its 2 tools the agent was offered the 1 closest to the question"
-            )) && explanation.contains(tool),
+            explanation
+                .contains("Of its 2 tools the agent was offered the 1 closest to the question")
+                && explanation.contains(tool),
             "{explanation}"
         );
     }
