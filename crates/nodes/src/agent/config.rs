@@ -10,7 +10,6 @@ use std::time::Duration;
 use glassbox_topology::{Code, Cx, Diagnostic, Expr, Obj, Value};
 
 use super::budget::Budget;
-use super::pick::RetrievalConfig;
 use super::repeat::{ON_REPEAT, OnRepeat};
 use crate::check::{self, Backend};
 use crate::http::config::HttpConfig;
@@ -61,6 +60,16 @@ pub enum Runs {
     /// An `http` call (the `http` kind's config; the arguments are the
     /// body of a POST, or ignored by a GET).
     Http(HttpConfig),
+}
+
+/// `tool_retrieval` as written ([`super::pick`] uses it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrievalConfig {
+    /// How many tools each run is offered.
+    pub top_k: usize,
+    /// The local embedding model (a name under the models directory or a
+    /// path beside the topology).
+    pub model: Option<String>,
 }
 
 /// One tool, checked.

@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod config;
+pub mod offer;
 pub mod pick;
 pub mod repeat;
 pub mod run;

@@ -16,16 +16,6 @@ use glassbox_models::Embedder;
 
 use super::config::ToolConfig;
 
-/// `tool_retrieval` as written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetrievalConfig {
-    /// How many tools each run is offered.
-    pub top_k: usize,
-    /// The local embedding model (a name under the models directory or a
-    /// path beside the topology).
-    pub model: Option<String>,
-}
-
 /// One tool's closeness to a question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Score {

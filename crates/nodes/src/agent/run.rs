@@ -21,8 +21,7 @@
 //! OpenAI-compatible server), so a small model that keeps repeating its
 //! call still ends with an answer built on what the tool found.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use glassbox_engine::trace::Fact;
@@ -32,6 +31,7 @@ use serde_json::{Value, json};
 
 use super::budget::{Budget, Doing, Spent, Stop, explain};
 use super::config::AgentConfig;
+use super::offer::{May, Offer, Offers, Retrieved};
 use super::pick::ToolIndex;
 use super::repeat::{Calls, Made, OnRepeat};
 use super::tool::{self, Tool};
@@ -54,12 +54,8 @@ struct Inner {
     temperature: f32,
     seed: Option<u32>,
     penalties: crate::check::Penalties,
-    /// Every tool, as offered without `tool_retrieval`.
-    offer: Arc<Offer>,
-    /// With `tool_retrieval`: the tools' vectors, and the offers made so
-    /// far by the set of tools retrieved.
-    retrieval: Option<ToolIndex>,
-    offers: Mutex<HashMap<Vec<String>, Arc<Offer>>>,
+    /// The tools each run is offered.
+    offers: Offers,
     /// The plan of a model call that may only answer (after a repeat).
     answer_plan: LocalPlan,
     tools: Vec<Tool>,
@@ -69,48 +65,6 @@ struct Inner {
     tool_first: bool,
     /// Price per 1k input and output tokens.
     prices: (f64, f64),
-}
-
-/// A run's `tool_retrieval`: its step, its span and its explanation.
-struct Retrieved {
-    step: Value,
-    span: StepSpan,
-    note: (String, String),
-}
-
-/// The tools one run offers its model: the ask and its local plan.
-struct Offer {
-    ask: Ask,
-    plan: LocalPlan,
-    /// The plan of a call that must call one of the tools (`tool_first`).
-    tool_plan: LocalPlan,
-}
-
-impl Offer {
-    fn new(ask: Ask) -> Result<Offer, String> {
-        let plan = ask.local_plan()?;
-        let tool_plan = Ask {
-            choice: crate::llm::tools::Choice::Required,
-            ..ask.clone()
-        }
-        .local_plan()?;
-        Ok(Offer {
-            ask,
-            plan,
-            tool_plan,
-        })
-    }
-}
-
-/// What a model call may reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum May {
-    /// Call a tool or answer.
-    Either,
-    /// Only answer (after a repeated call).
-    Answer,
-    /// Only call a tool (the first call with `tool_first`).
-    CallTool,
 }
 
 pub struct AgentNode {
@@ -184,9 +138,11 @@ pub(super) fn build(
             temperature: c.temperature.unwrap_or(0.0) as f32,
             seed: c.seed.map(|s| s as u32),
             penalties: c.penalties,
-            offer: Arc::new(Offer::new(ask).map_err(BuildError::config)?),
-            retrieval,
-            offers: Mutex::new(HashMap::new()),
+            offers: Offers::new(
+                Offer::new(ask).map_err(BuildError::config)?,
+                retrieval,
+                c.tools.iter().map(|t| t.name.clone()).collect(),
+            ),
             answer_plan,
             tools,
             budget: c.budget.clone(),
@@ -300,67 +256,9 @@ impl Inner {
         ]
     }
 
-    /// The tools this run offers: all of them, or with `tool_retrieval`
-    /// those closest to the question, with the span and the note that
-    /// say so.
-    fn offer(&self, question: &str) -> Result<(Arc<Offer>, Option<Retrieved>), NodeError> {
-        let Some(index) = &self.retrieval else {
-            return Ok((self.offer.clone(), None));
-        };
-        let started = Instant::now();
-        let picked = index
-            .pick(question)
-            .map_err(|e| NodeError::failed(format!("`tool_retrieval`: {e}")))?;
-        let declared: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
-        let names = picked.names_in(&declared);
-        let offer = {
-            let mut offers = self.offers.lock().unwrap_or_else(|e| e.into_inner());
-            match offers.get(&names) {
-                Some(o) => o.clone(),
-                None => {
-                    let ask = self.offer.ask.only(&names);
-                    let o = Arc::new(Offer::new(ask).map_err(NodeError::failed)?);
-                    offers.insert(names.clone(), o.clone());
-                    o
-                }
-            }
-        };
-        let scores = |s: &[super::pick::Score]| -> Value {
-            s.iter()
-                .map(|s| json!({"tool": s.tool, "similarity": s.similarity}))
-                .collect()
-        };
-        let (en, zh) = picked.explain(index.model());
-        let step = json!({
-            "kind": "pick", "offered": scores(&picked.offered),
-            "left_out": scores(&picked.left_out), "cost": 0.0,
-            "ms": started.elapsed().as_secs_f64() * 1e3,
-        });
-        let span = StepSpan {
-            kind: "pick",
-            name: index.model().to_string(),
-            iteration: 1,
-            started,
-            ended: Instant::now(),
-            input: json!(question),
-            output: json!({"offered": step["offered"], "left_out": step["left_out"]}),
-            error: None,
-            tokens: None,
-            cost: None,
-        };
-        Ok((
-            offer,
-            Some(Retrieved {
-                step,
-                span,
-                note: (en, zh),
-            }),
-        ))
-    }
-
     fn run(&self, cx: &NodeCx, question: String) -> Result<NodeOutput, NodeError> {
         let start = Instant::now();
-        let (offer, retrieved) = self.offer(&question)?;
+        let (offer, retrieved) = self.offers.for_question(&question)?;
         let rid: String = cx
             .request_id()
             .to_string()
