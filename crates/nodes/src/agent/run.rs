@@ -367,12 +367,10 @@ impl Inner {
                 .and_then(|a| serde_json::from_str(a).ok())
                 .unwrap_or_else(|| json!({}));
             // Arguments the topology fills (`inject`), not the model.
-            let injected = match self.tools.iter().find(|t| t.name == name) {
-                Some(t) => t.inject(&mut args, cx.input(), &cx.outputs_json(), &cx.labels_json()),
-                None => Ok(()),
-            };
-            if let Err(why) = injected {
-                return Err(NodeError::BadInput(why));
+            let called = self.tools.iter().find(|t| t.name == name);
+            if let Some(t) = called {
+                t.inject(&mut args, cx.input(), &cx.outputs_json(), &cx.labels_json())
+                    .map_err(NodeError::BadInput)?;
             }
             if self.on_repeat != OnRepeat::Run
                 && let Some(earlier) = made.earlier(&name, &args).cloned()
@@ -420,7 +418,7 @@ impl Inner {
             }
             doing = Doing::Using(name.clone());
             let t1 = Instant::now();
-            let obs = match self.tools.iter().find(|t| t.name == name) {
+            let obs = match called {
                 Some(t) => t.call(&args),
                 None => tool::Observation {
                     text: format!("error: there is no tool named `{name}`"),
