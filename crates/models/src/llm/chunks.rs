@@ -45,6 +45,12 @@ pub struct ChunkReuse {
     /// Host memory for saved chunk KV, least recently used out first.
     /// Default 256 MiB.
     pub cache_bytes: usize,
+    /// Move a chunk placed at another position by rotating its own saved
+    /// keys on the host (default), rather than by llama.cpp's shift, which
+    /// rotates every cell of the KV cache at the next step. Off only to
+    /// compare the two; models whose rotation the host move does not
+    /// reproduce use llama.cpp's shift either way.
+    pub move_on_host: bool,
 }
 
 impl Default for ChunkReuse {
@@ -52,6 +58,7 @@ impl Default for ChunkReuse {
         Self {
             recompute: 16,
             cache_bytes: 256 << 20,
+            move_on_host: true,
         }
     }
 }

@@ -23,6 +23,7 @@ mod schedule;
 mod sequence;
 pub(crate) mod session;
 mod shape;
+mod state_shift;
 mod stats;
 mod stop;
 mod stream;

@@ -3,8 +3,9 @@
 //! Placed where it was computed, with nothing recomputed, it is the KV a
 //! full prefill makes, up to the rounding of the CPU's kernels, so the
 //! greedy answer begins as the exact one (on Intel it is the exact one; on
-//! an AMD EPYC it parts after seven words). And the mode is off
-//! unless configured.
+//! an AMD EPYC it parts after seven words). Moved elsewhere, the keys are
+//! turned on the host as llama.cpp's own shift would turn them. And the
+//! mode is off unless configured.
 
 use glassbox_models::{
     ChatMessage, ChunkReuse, GenerateRequest, KvReuse, LlmHandle, LlmOptions, PromptChunk,
@@ -124,6 +125,50 @@ fn chunks_moved_to_other_positions_are_placed_with_the_first_tokens_recomputed()
         moved.prompt_placed_tokens
     );
     assert!(!moved.text.trim().is_empty(), "an answer: {:?}", moved.text);
+}
+
+/// A chunk placed at another position is moved by rotating its saved keys
+/// on the host (`move_on_host`, the default) instead of by llama.cpp's
+/// shift of the whole cache: the same rotation, so the same KV up to the
+/// rounding of 16-bit keys, and the same greedy answer as llama.cpp's own
+/// move gives.
+#[test]
+fn a_chunk_moved_on_the_host_answers_as_one_moved_by_llama_cpp() {
+    let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
+    let answers = |move_on_host: bool| {
+        let h = handle(KvReuse::Chunks(ChunkReuse {
+            recompute: 4,
+            move_on_host,
+            ..ChunkReuse::default()
+        }));
+        let first = h
+            .generate_blocking(rag(&[&kettle, &warranty], "How much does it cost?"))
+            .unwrap();
+        assert_eq!(first.prompt_placed_tokens, 0);
+        // Other order, other question: both chunks move, one forward, one back.
+        let moved = h
+            .generate_blocking(rag(&[&warranty, &kettle], "What is the warranty?"))
+            .unwrap();
+        assert!(
+            moved.prompt_placed_tokens > 40,
+            "placed {}",
+            moved.prompt_placed_tokens
+        );
+        moved
+    };
+    let (host, llama) = (answers(true), answers(false));
+    assert_eq!(host.prompt_placed_tokens, llama.prompt_placed_tokens);
+    // A move the wrong way round, by the wrong angle or with the wrong
+    // pairs of dimensions answers differently from the first words on.
+    let words = |t: &str| t.split_whitespace().take(10).collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        words(&host.text),
+        words(&llama.text),
+        "moved on the host: {:?}; by llama.cpp: {:?}",
+        host.text,
+        llama.text
+    );
+    assert!(!host.text.trim().is_empty());
 }
 
 #[test]

@@ -18,6 +18,7 @@
 
 use std::ops::Range;
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::session::LlamaStateSeqFlags;
 
 use super::Session;
@@ -233,7 +234,10 @@ impl Session<'_> {
 
     /// Loads the cached KV of `tokens` (a chunk starting at `start`) into
     /// sequence `id` at positions from `anchor` on; whether it worked (if
-    /// not, nothing of it is left in `id`).
+    /// not, nothing of it is left in `id`). A chunk saved elsewhere is
+    /// moved on the host ([`RopeShift`](crate::llm::state_shift::RopeShift)) where the model's rotation allows,
+    /// so llama.cpp has no cells to shift at the next decode; else by
+    /// `seq_add`.
     fn load_chunk(
         &mut self,
         id: i32,
@@ -242,13 +246,18 @@ impl Session<'_> {
         anchor: usize,
     ) -> bool {
         let t = self.scratch;
+        let rope = self
+            .rope
+            .filter(|_| self.chunk_reuse.is_some_and(|c| c.move_on_host));
         let Some((state, saved_at)) = self.chunk_cache.get(tokens) else {
             return false;
         };
-        let (Ok(skip), Ok(first), Ok(end)) = (
+        let (Ok(skip), Ok(first), Ok(end), Ok(p0), Ok(p1)) = (
             u32::try_from(saved_at + (anchor - start)),
             u32::try_from(saved_at),
             i32::try_from(start + tokens.len()),
+            u32::try_from(start),
+            u32::try_from(anchor),
         ) else {
             return false;
         };
@@ -256,10 +265,22 @@ impl Session<'_> {
         let Ok(shift) = i32::try_from(shift) else {
             return false;
         };
+        let moved = rope.filter(|_| shift != 0).and_then(|rope| {
+            let mut bytes = state.clone();
+            rope.shift(&mut bytes, shift).ok().map(|()| bytes)
+        });
         let ctx = &mut self.ctx;
-        let ok = ctx.state_seq_set(state, t).is_ok()
-            && ctx.kv_cache_seq_rm(t, Some(first), Some(skip)).is_ok()
-            && ctx.kv_cache_seq_add(t, Some(skip), None, shift).is_ok()
+        let placed = match &moved {
+            Some(bytes) => {
+                set_state(ctx, bytes, t) && ctx.kv_cache_seq_rm(t, Some(p0), Some(p1)).is_ok()
+            }
+            None => {
+                set_state(ctx, state, t)
+                    && ctx.kv_cache_seq_rm(t, Some(first), Some(skip)).is_ok()
+                    && ctx.kv_cache_seq_add(t, Some(skip), None, shift).is_ok()
+            }
+        };
+        let ok = placed
             && ctx.kv_cache_seq_pos_max(t) == end - 1
             && ctx.kv_cache_seq_cp(t, id, None, None).is_ok();
         let _ = ctx.clear_kv_cache_seq(u32::try_from(t).ok(), None, None);
@@ -302,10 +323,10 @@ impl Session<'_> {
         self.chunk_cache.insert_with(tokens, start, || {
             let _ = ctx.clear_kv_cache_seq(u32::try_from(t).ok(), None, None);
             ctx.kv_cache_seq_cp(id, t, Some(p0), Some(p1)).ok()?;
-            let state = ctx.state_seq_get(t, LlamaStateSeqFlags::empty());
+            let state = get_state(ctx, t);
             let _ = ctx.clear_kv_cache_seq(u32::try_from(t).ok(), None, None);
-            let state = state.ok()?;
-            let bytes = state.byte_len();
+            let state = state?;
+            let bytes = state.len();
             Some((state, bytes))
         });
     }
@@ -314,5 +335,30 @@ impl Session<'_> {
     /// holds.
     pub(in crate::llm) fn chunk_usage(&self) -> (u64, usize) {
         (self.chunk_placed, self.chunk_cache.bytes())
+    }
+}
+
+/// The saved KV state of sequence `t` (llama.cpp's single-sequence layout),
+/// as bytes [`RopeShift`](crate::llm::state_shift::RopeShift) can move.
+fn get_state(ctx: &LlamaContext<'_>, t: i32) -> Option<Vec<u8>> {
+    let flags = LlamaStateSeqFlags::empty();
+    let size = ctx.state_seq_get_size_ext(t, flags);
+    let mut bytes = vec![0u8; size];
+    // SAFETY: `bytes` is as long as llama.cpp just said this sequence's
+    // state is, and the context is not used in between (it lives on this
+    // worker thread alone).
+    #[allow(unsafe_code)]
+    let written = unsafe { ctx.state_seq_get_data_ext(bytes.as_mut_ptr(), t, flags) };
+    (written == size && size > 0).then_some(bytes)
+}
+
+/// Loads `bytes` (from [`get_state`], maybe moved) into sequence `t`;
+/// whether llama.cpp took them.
+fn set_state(ctx: &mut LlamaContext<'_>, bytes: &[u8], t: i32) -> bool {
+    // SAFETY: llama.cpp reads at most `bytes.len()` bytes from the slice
+    // and checks the layout as it goes, failing on a mismatch.
+    #[allow(unsafe_code)]
+    unsafe {
+        ctx.state_seq_set_data_ext(bytes, t, LlamaStateSeqFlags::empty())
     }
 }
