@@ -24,6 +24,7 @@
 //! dimension apart (`NeoX`).
 
 use half::f16;
+use llama_cpp_2::model::LlamaModel;
 
 /// How a model's keys are rotated by position; `None` from
 /// [`RopeShift::new`] for anything this module does not reproduce.
@@ -77,6 +78,40 @@ impl RopeShift {
             n_head_kv,
             n_layer,
         })
+    }
+
+    /// The model's key rotation where [`RopeShift`] reproduces it: plain RoPE,
+    /// adjacent or NeoX pairs, no frequency scaling (read from the GGUF as
+    /// llama.cpp reads it); `None` leaves moves to llama.cpp.
+    pub(super) fn of(model: &LlamaModel) -> Option<Self> {
+        use llama_cpp_2::model::RopeType;
+        let neox = match model.rope_type()? {
+            RopeType::Norm => false,
+            RopeType::NeoX => true,
+            _ => return None,
+        };
+        let arch = model.meta_val_str("general.architecture").ok()?;
+        let meta = |key: &str| model.meta_val_str(&format!("{arch}.{key}")).ok();
+        let number = |key: &str, default: f32| match meta(key) {
+            Some(v) => v.trim().parse::<f32>().ok(),
+            None => Some(default),
+        };
+        let unscaled = meta("rope.scaling.type").is_none_or(|t| t.trim() == "none")
+            && matches!(number("rope.scaling.factor", 1.0)?, 0.0 | 1.0)
+            && number("rope.freq_scale", 1.0)? == 1.0;
+        if !unscaled {
+            return None;
+        }
+        let n_head = usize::try_from(model.n_head()).ok()?.max(1);
+        let head = usize::try_from(model.n_embd()).ok()? / n_head;
+        let head = number("attention.key_length", head as f32)? as usize;
+        Self::new(
+            neox,
+            number("rope.dimension_count", head as f32)? as usize,
+            number("rope.freq_base", 10_000.0)?,
+            usize::try_from(model.n_head_kv()).ok()?,
+            usize::try_from(model.n_layer()).ok()?,
+        )
     }
 
     /// Cosine and sine of each rotary pair's angle for a shift of `delta`

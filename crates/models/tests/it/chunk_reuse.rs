@@ -8,7 +8,8 @@
 //! mode is off unless configured.
 
 use glassbox_models::{
-    ChatMessage, ChunkReuse, GenerateRequest, KvReuse, LlmHandle, LlmOptions, PromptChunk,
+    ChatMessage, ChunkReuse, Completion, GenerateRequest, KvReuse, LlmHandle, LlmOptions,
+    PromptChunk,
 };
 
 use crate::common::models;
@@ -60,6 +61,19 @@ fn handle(kv_reuse: KvReuse) -> LlmHandle {
     LlmHandle::load(options).expect("loading SmolLM2")
 }
 
+/// Asks `h` about the kettle with its notes in one order (nothing to place
+/// yet), then about the warranty with them swapped, so both chunks move
+/// (one forward, one back); returns the second answer.
+fn first_then_moved(h: &LlmHandle) -> Completion {
+    let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
+    let first = h
+        .generate_blocking(rag(&[&kettle, &warranty], "How much does it cost?"))
+        .expect("the first answer");
+    assert_eq!(first.prompt_placed_tokens, 0, "nothing saved yet");
+    h.generate_blocking(rag(&[&warranty, &kettle], "What is the warranty?"))
+        .expect("the answer with both chunks moved")
+}
+
 #[test]
 fn a_chunk_placed_where_it_was_computed_gives_the_full_prefills_answer() {
     let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
@@ -100,20 +114,12 @@ fn a_chunk_placed_where_it_was_computed_gives_the_full_prefills_answer() {
 
 #[test]
 fn chunks_moved_to_other_positions_are_placed_with_the_first_tokens_recomputed() {
-    let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
     let recompute = 4;
     let h = handle(KvReuse::Chunks(ChunkReuse {
         recompute,
         ..ChunkReuse::default()
     }));
-    let first = h
-        .generate_blocking(rag(&[&kettle, &warranty], "How much does it cost?"))
-        .unwrap();
-    assert_eq!(first.prompt_placed_tokens, 0);
-    // Other order, other question: both chunks move.
-    let moved = h
-        .generate_blocking(rag(&[&warranty, &kettle], "What is the warranty?"))
-        .unwrap();
+    let moved = first_then_moved(&h);
     let tokens = |text: &str| h.tokenize_blocking(text, false).unwrap().len() as u32;
     let whole = tokens(KETTLE) + tokens(WARRANTY);
     // Each chunk's tokens but its first `recompute` (a token or so either
@@ -134,21 +140,12 @@ fn chunks_moved_to_other_positions_are_placed_with_the_first_tokens_recomputed()
 /// move gives.
 #[test]
 fn a_chunk_moved_on_the_host_answers_as_one_moved_by_llama_cpp() {
-    let (kettle, warranty) = (chunk("kettle#0", KETTLE), chunk("warranty#0", WARRANTY));
     let answers = |move_on_host: bool| {
-        let h = handle(KvReuse::Chunks(ChunkReuse {
+        let moved = first_then_moved(&handle(KvReuse::Chunks(ChunkReuse {
             recompute: 4,
             move_on_host,
             ..ChunkReuse::default()
-        }));
-        let first = h
-            .generate_blocking(rag(&[&kettle, &warranty], "How much does it cost?"))
-            .unwrap();
-        assert_eq!(first.prompt_placed_tokens, 0);
-        // Other order, other question: both chunks move, one forward, one back.
-        let moved = h
-            .generate_blocking(rag(&[&warranty, &kettle], "What is the warranty?"))
-            .unwrap();
+        })));
         assert!(
             moved.prompt_placed_tokens > 40,
             "placed {}",
