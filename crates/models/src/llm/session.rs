@@ -73,8 +73,9 @@ pub(super) struct Session<'m> {
     /// chunks, and the scratch sequence it works through (see [`reuse`]).
     chunk_reuse: Option<ChunkReuse>,
     chunk_cache: ChunkCache<LlamaToken, Vec<u8>>,
-    /// How placed chunks' keys are moved on the host; `None` leaves it to
-    /// llama.cpp (see [`reuse`]).
+    /// How placed chunks' keys are moved on the host; `None` (not chunk
+    /// reuse, `move_on_host` off, or a rotation it does not reproduce)
+    /// leaves it to llama.cpp (see [`reuse`]).
     rope: Option<RopeShift>,
     scratch: i32,
     /// Sequences in the context: staging sequences past the scratch one
@@ -159,8 +160,8 @@ impl<'m> Session<'m> {
                 KvReuse::Chunks(c) => c.cache_bytes,
             }),
             rope: match options.kv_reuse {
-                KvReuse::Exact => None,
-                KvReuse::Chunks(_) => RopeShift::of(model),
+                KvReuse::Chunks(c) if c.move_on_host => RopeShift::of(model),
+                _ => None,
             },
             scratch: i32::try_from(options.seqs()).unwrap_or(i32::MAX),
             n_seq_max,

@@ -246,9 +246,7 @@ impl Session<'_> {
         anchor: usize,
     ) -> bool {
         let t = self.scratch;
-        let rope = self
-            .rope
-            .filter(|_| self.chunk_reuse.is_some_and(|c| c.move_on_host));
+        let rope = self.rope;
         let Some((state, saved_at)) = self.chunk_cache.get(tokens) else {
             return false;
         };
