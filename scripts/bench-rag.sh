@@ -34,7 +34,9 @@
 # so a chunk cache (`kv_reuse: chunks`) holds their chunks as in service;
 # default 0: first-time questions on an empty cache), PROFILE /
 # BIN (as in bench-serving.sh), OUT (default target-models/bench),
-# SHORT_QUESTIONS (N: the first N questions only). SHORT=1: a smoke run
+# SHORT_QUESTIONS (N: the first N questions only), KEEP (a directory: each
+# level's glassbox trace store and log are copied there, to read the
+# requests' spans afterwards). SHORT=1: a smoke run
 # (scripts/check-script-order.sh): glassbox alone, 1 client, 1 request,
 # WARM=1, 4 questions; figures meaningless.
 # Writes OUT/rag-STAMP.json. Exit 1 on a failed request.
@@ -200,6 +202,10 @@ for c in $clients; do
     --json "$tmp/level-$c.json" >"$tmp/level-$c.txt" || status=1
   prefix_stats >"$tmp/prefix-$c.txt"
   stop_all
+  if [[ -n "${KEEP:-}" ]]; then
+    mkdir -p "$KEEP"
+    cp -r "$tmp/traces-$c.db"* "$tmp/glassbox-$c.log" "$KEEP/"
+  fi
 done
 
 # --- the table --------------------------------------------------------------
