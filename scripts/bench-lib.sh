@@ -82,6 +82,14 @@ yaml_python() {
   py="$venv/bin/python"
 }
 
+# The `chunk_prewarm` line (ADR 0013) for rag-chat's `llm` node: its frame
+# puts before and after a chunk what the example's `prompt` template puts
+# around a retrieved note; the chunk cache is sized to hold all 69 of the
+# example's chunks (~23 KB a token, ~264 MB). For TOPOLOGY_SET
+# (bench-rag.sh) and PREWARM=1 (rag-reuse-quality.sh).
+RAG_PREWARM='chunk_prewarm: {index: kb.index, prompt: "Answer the question using only these notes.\n\nNote: {{ chunk.text }}\n\nQuestion: "}
+chunk_cache_mib: 384'
+
 # rag_setup DIR: the rag-chat benchmarks' inputs in DIR: questions.txt (one
 # per line: QUESTIONS when set, else the example's product questions, then
 # examples/rag-chat/questions-more.txt; at most SHORT_QUESTIONS of them when

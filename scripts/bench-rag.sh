@@ -34,7 +34,9 @@
 # so a chunk cache (`kv_reuse: chunks`) holds their chunks as in service;
 # default 0: first-time questions on an empty cache), PROFILE /
 # BIN (as in bench-serving.sh), OUT (default target-models/bench),
-# SHORT_QUESTIONS (N: the first N questions only), KEEP (a directory: each
+# SHORT_QUESTIONS (N: the first N questions only), PREWARM (1: `kv_reuse:
+# chunks` with `chunk_prewarm` over the example's index, bench-lib.sh's
+# RAG_PREWARM, before TOPOLOGY_SET), KEEP (a directory: each
 # level's glassbox trace store and log are copied there, to read the
 # requests' spans afterwards). SHORT=1: a smoke run
 # (scripts/check-script-order.sh): glassbox alone, 1 client, 1 request,
@@ -44,6 +46,10 @@ set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 
+# PREWARM=1: chunk mode with its cache filled from the index at load.
+if [[ ${PREWARM:-0} == 1 ]]; then
+  TOPOLOGY_SET="kv_reuse: chunks"$'\n'"$RAG_PREWARM"${TOPOLOGY_SET:+$'\n'"$TOPOLOGY_SET"}
+fi
 if [[ ${SHORT:-0} == 1 ]]; then
   : "${SIDE:=0}" "${CLIENTS:=1}" "${REQUESTS:=1}" "${WARM:=1}" "${SHORT_QUESTIONS:=4}"
 fi

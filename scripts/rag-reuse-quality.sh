@@ -10,8 +10,10 @@
 #
 #   scripts/rag-reuse-quality.sh
 #   RECOMPUTE=0 scripts/rag-reuse-quality.sh          # no correction
+#   PREWARM=1 scripts/rag-reuse-quality.sh            # chunk cache filled from the index first
 #
-# Environment: RECOMPUTE (`chunk_recompute`, default the engine's, 16),
+# Environment: RECOMPUTE (`chunk_recompute`, default the engine's, 16), PREWARM
+# (1: `chunk_prewarm` over the example's index, bench-lib.sh's RAG_PREWARM),
 # QUESTIONS (one per line; default the example's questions, then
 # examples/rag-chat/questions-more.txt), PROFILE / BIN (as in
 # bench-serving.sh), OUT (default target-models/bench), SHORT_QUESTIONS (N:
@@ -37,7 +39,9 @@ trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 mkdir -p "$out"
 rag_setup "$tmp"
 questions="$tmp/questions.txt"
-RECOMPUTE="${RECOMPUTE:-}" "$py" - "$tmp/topologies" <<'EOF'
+prewarm=""
+if [[ "${PREWARM:-0}" == 1 ]]; then prewarm="$RAG_PREWARM"; fi
+RECOMPUTE="${RECOMPUTE:-}" PREWARM_LINE="$prewarm" "$py" - "$tmp/topologies" <<'EOF'
 import os, sys, yaml
 dest = sys.argv[1]
 with open("examples/rag-chat/topology.yaml", encoding="utf-8") as f:
@@ -50,6 +54,8 @@ for name, extra in (("rag-exact", {}), ("rag-chunks", {"kv_reuse": "chunks"})):
     llm.update(extra)
     if extra and os.environ["RECOMPUTE"]:
         llm["chunk_recompute"] = int(os.environ["RECOMPUTE"])
+    if extra and os.environ["PREWARM_LINE"]:
+        llm.update(yaml.safe_load(os.environ["PREWARM_LINE"]))
     with open(f"{dest}/{name}.yaml", "w", encoding="utf-8") as f:
         yaml.safe_dump(t, f, sort_keys=False, allow_unicode=True)
 EOF
@@ -59,7 +65,7 @@ port="$(free_port)"
 pid=$!
 wait_for "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log" "glassbox serve"
 echo "== machine: $(machine_line)"
-echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), chunk_recompute ${RECOMPUTE:-default}"
+echo "== glassbox: $("$bin" --version 2>/dev/null | head -1) ($profile), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), chunk_recompute ${RECOMPUTE:-default}${prewarm:+, chunk cache prewarmed from the index}"
 run() { # TOPOLOGY QUESTION -> the run's JSON
   curl -fsS "http://127.0.0.1:$port/v1/topologies/$1/runs" -H 'content-type: application/json' \
     -d "$(jq -n --arg q "$2" '{question: $q}')"

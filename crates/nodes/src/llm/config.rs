@@ -32,6 +32,7 @@ pub const FIELDS: &[&str] = &[
     "kv_reuse",
     "chunk_recompute",
     "chunk_cache_mib",
+    "chunk_prewarm",
     "tools",
     "tool_choice",
     "response_format",
@@ -76,6 +77,8 @@ pub struct LlmConfig {
     pub chunk_recompute: Option<u64>,
     /// MiB of host memory for saved chunk KV.
     pub chunk_cache_mib: Option<u64>,
+    /// Chunks of an index whose KV is computed when the node is built.
+    pub chunk_prewarm: Option<super::prewarm::ChunkPrewarm>,
     /// Tools the model may call and the shape of its answer (the OpenAI
     /// API's `tools`, `tool_choice`, `response_format`); absent: the
     /// caller's, if the request brings any.
@@ -125,9 +128,12 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> LlmConfig {
             false
         }
     };
+    let local = matches!(backend.kind, crate::check::BackendKind::Local);
+    let chunk_prewarm = super::prewarm::check(&obj, cx, kv_chunks, local);
     LlmConfig {
         ask,
         kv_chunks,
+        chunk_prewarm,
         chunk_recompute: obj.uint(cx, "chunk_recompute", 0, 4096).map(|n| n.value),
         chunk_cache_mib: obj.uint(cx, "chunk_cache_mib", 1, 1 << 20).map(|n| n.value),
         backend,

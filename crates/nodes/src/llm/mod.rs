@@ -3,6 +3,7 @@
 //! and built by [`run`].
 
 pub mod config;
+pub mod prewarm;
 pub mod run;
 pub mod tools;
 pub mod turns;

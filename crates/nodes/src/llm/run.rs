@@ -80,7 +80,11 @@ pub(super) fn build(
             BackendKind::Local => {
                 let name = b.model.as_deref().unwrap_or(DEFAULT_MODEL);
                 let options = engine_options(c, &locate(cx, name));
-                Backend::Local(cx.resources.models().llm(options)?)
+                let handle = cx.resources.models().llm(options)?;
+                if let Some(p) = &c.chunk_prewarm {
+                    super::prewarm::run(&handle, p, c.system.as_deref(), cx)?;
+                }
+                Backend::Local(handle)
             }
         }
     };

@@ -12,6 +12,7 @@ mod http;
 mod models;
 mod moderation;
 mod outbound;
+mod prewarm;
 mod secrets;
 mod support;
 mod template;
