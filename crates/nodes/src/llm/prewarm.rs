@@ -13,9 +13,6 @@
 //! frame only has to put the same text right before and after the chunk
 //! that the real prompt does.
 
-use std::path::Path;
-use std::time::Instant;
-
 use glassbox_engine::BuildError;
 use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, PromptChunk};
 use glassbox_topology::{Code, Cx, Obj};
@@ -35,16 +32,6 @@ pub struct ChunkPrewarm {
     /// The user message around one chunk: a template over `chunk` (`text`,
     /// `id`, `title`, `doc_id`).
     pub prompt: String,
-}
-
-/// What a prewarm did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prewarmed {
-    /// Chunks of the index sent.
-    pub chunks: usize,
-    /// Prompt tokens the engine evaluated or placed for them.
-    pub prompt_tokens: u64,
-    pub seconds: f64,
 }
 
 /// Reads `chunk_prewarm` of `obj`: it needs `kv_reuse: chunks` (there is
@@ -70,9 +57,7 @@ pub(super) fn check(
         "frame one chunk as the prompt quotes a retrieved note, e.g. `prompt: \"Note: {{ chunk.text }}\\n\"`",
     );
     if let Some(p) = &prompt {
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        match env.template_from_str(&p.value) {
+        match strict().template_from_str(&p.value) {
             Err(e) => cx.error(
                 Code::BadConfig,
                 p.span,
@@ -118,18 +103,13 @@ pub(super) fn run(
     prewarm: &ChunkPrewarm,
     system: Option<&str>,
     cx: &BuildContext,
-) -> Result<Prewarmed, BuildError> {
-    let index = cx
-        .resources
-        .models()
-        .index(&cx.topology.resolve_path(&prewarm.index))?;
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.add_template_owned("prewarm", prewarm.prompt.clone())
-        .map_err(|e| BuildError::config(format!("`chunk_prewarm.prompt` does not compile: {e}")))?;
+) -> Result<(), BuildError> {
+    let path = cx.topology.resolve_path(&prewarm.index);
+    let index = cx.resources.models().index(&path)?;
+    let env = strict();
     let template = env
-        .get_template("prewarm")
-        .map_err(|e| BuildError::config(e.to_string()))?;
+        .template_from_str(&prewarm.prompt)
+        .map_err(|e| BuildError::config(format!("`chunk_prewarm.prompt` does not compile: {e}")))?;
     let mut requests = Vec::with_capacity(index.len());
     for chunk in index.chunks() {
         let user = template
@@ -156,15 +136,11 @@ pub(super) fn run(
             ..GenerateRequest::chat(messages)
         });
     }
-    let started = Instant::now();
-    let chunks = requests.len();
-    let prompt_tokens = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         s.spawn(|| {
-            requests.into_iter().try_fold(0u64, |sum, r| {
-                handle
-                    .generate_blocking(r)
-                    .map(|c| sum + u64::from(c.usage.prompt_tokens))
-            })
+            requests
+                .into_iter()
+                .try_for_each(|r| handle.generate_blocking(r).map(drop))
         })
         .join()
     })
@@ -172,18 +148,17 @@ pub(super) fn run(
     .map_err(|e| {
         BuildError::config(format!(
             "prewarming the chunks of `{}`: {e}",
-            display(&cx.topology.resolve_path(&prewarm.index))
+            path.display()
         ))
-    })?;
-    Ok(Prewarmed {
-        chunks,
-        prompt_tokens,
-        seconds: started.elapsed().as_secs_f64(),
     })
 }
 
-fn display(path: &Path) -> String {
-    path.display().to_string()
+/// A Jinja environment strict about undefined variables: the node's own
+/// `prompt` and the prewarm's frame render in one.
+pub(super) fn strict() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env
 }
 
 #[cfg(test)]

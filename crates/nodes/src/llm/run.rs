@@ -16,7 +16,7 @@ use glassbox_models::{
     ChatMessage, ChunkReuse, Completion, GenerateRequest, KvReuse, LlmError, LlmHandle, LlmOptions,
     PromptChunk, PromptLookup,
 };
-use minijinja::{Environment, UndefinedBehavior};
+use minijinja::Environment;
 use serde_json::{Value, json};
 
 use super::config::LlmConfig;
@@ -90,8 +90,7 @@ pub(super) fn build(
     };
     let prompt = match &c.prompt {
         Some(source) => {
-            let mut env = Environment::new();
-            env.set_undefined_behavior(UndefinedBehavior::Strict);
+            let mut env = super::prewarm::strict();
             env.add_template_owned("prompt", source.clone())
                 .map_err(|e| {
                     BuildError::config(format!("`prompt` template does not compile: {e}"))
