@@ -153,11 +153,14 @@ pub(super) fn run(
     })
 }
 
-/// A Jinja environment strict about undefined variables: the node's own
-/// `prompt` and the prewarm's frame render in one.
+/// A Jinja environment strict about undefined variables, with the
+/// `template` kind's CPU budget per render (a topology's author is not
+/// trusted to write loops that end): the node's own `prompt` and the
+/// prewarm's frame render in one.
 pub(super) fn strict() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(crate::template::run::FUEL));
     env
 }
 

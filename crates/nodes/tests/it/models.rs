@@ -249,3 +249,32 @@ edges:
     );
     assert_eq!(text, "answer to Tell me a joke about penguins");
 }
+
+/// The render runs on a thread of its own, so that a prompt that never
+/// ends fails this test at the timeout instead of hanging it.
+#[test]
+fn an_llm_prompt_that_loops_spends_its_cpu_budget_and_fails() {
+    let looping = LLM.replace(
+        "max_tokens: 12,",
+        "max_tokens: 12, prompt: '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}',",
+    );
+    assert_ne!(looping, LLM, "the prompt was added");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let p = build("loop.yaml", &looping);
+        let out = runtime.block_on(p.run(
+            json!({ "question": "Name a colour." }),
+            RunOptions::default(),
+        ));
+        let _ = tx.send(out.result.map_err(|e| e.to_string()));
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the render stopped at its budget instead of running on");
+    let err = result.unwrap_err();
+    assert!(err.contains("fuel"), "{err}");
+}
