@@ -24,7 +24,7 @@
 #   PROFILE        cargo profile (default release)
 #   BENCH_TASKS    `tool`, `nested` or `tool,nested` (default both)
 #   BENCH_GRAMMAR  the arms: `no`, `yes` or `no,yes` (default both)
-#   SHORT=1        a smoke run (32 generations per arm, 16 for speed)
+#   SHORT=1        a smoke run (8 generations per arm, 4 for speed)
 #
 # The same prompts go to both arms (the tools or the schema described in
 # the system prompt, as `llm_inference` writes it; a short support
@@ -36,8 +36,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 short=${SHORT:-0}
 if [[ $short == 1 ]]; then
-  n=${BENCH_N:-32}
-  speed_n=${BENCH_SPEED_N:-16}
+  n=${BENCH_N:-8}
+  speed_n=${BENCH_SPEED_N:-4}
 else
   n=${BENCH_N:-1000}
   speed_n=${BENCH_SPEED_N:-32}
