@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::PlannerError;
 use crate::estimate::Estimate;
 use crate::measurements::{Catalogues, Metric};
+use crate::sealed::{Blind, SealedLog};
 use crate::sim::nearest_rank;
 use crate::validate::{HeldOut, Split, ape, median};
 
@@ -69,6 +70,10 @@ pub struct Range {
     pub low: f64,
     pub high: f64,
     pub band: Band,
+    /// The same metric on the sealed holdouts when each was first scored
+    /// ([`crate::sealed::Blind`]): sources nobody had looked at, so the
+    /// honest figure for a setup the fit has no rows of.
+    pub blind: Option<Blind>,
 }
 
 fn round4(x: f64) -> f64 {
@@ -198,13 +203,15 @@ impl AccuracyTable {
             low: predicted * band.ratio_p10,
             high: predicted * band.ratio_p90,
             band,
+            blind: None,
         })
     }
 
     /// The bands of an estimate's headline figures on a GPU of `class`:
     /// prefill speed and TTFT always; single-stream decode at batch 1, the
-    /// batched output throughput above it.
-    pub fn for_estimate(&self, e: &Estimate, class: &str) -> Vec<Range> {
+    /// batched output throughput above it. Each carries its blind figure
+    /// from `sealed` where a sealed file has rows of the metric.
+    pub fn for_estimate(&self, e: &Estimate, class: &str, sealed: &SealedLog) -> Vec<Range> {
         let mut figures = vec![
             (Metric::PrefillTokS, e.prefill_tok_s),
             (Metric::TtftMs, e.ttft_ms),
@@ -217,6 +224,10 @@ impl AccuracyTable {
         figures
             .into_iter()
             .filter_map(|(m, v)| self.range(m, &e.gpu, class, v))
+            .map(|r| Range {
+                blind: sealed.blind(&r.metric),
+                ..r
+            })
             .collect()
     }
 }

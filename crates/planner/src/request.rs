@@ -20,6 +20,7 @@ use crate::model::ModelCatalogue;
 use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
 use crate::quant::Quant;
+use crate::sealed::SealedLog;
 use crate::workload::{self, Sizing, Workload};
 
 /// A plan as asked for: names and optional settings, nothing resolved yet.
@@ -171,7 +172,11 @@ impl ResolvedRequest {
         let parallelism = self.parallelism(hw)?;
         let s = self.scenario(hw, &parallelism);
         let estimate = est.estimate(&s)?;
-        let accuracy = AccuracyTable::shipped()?.for_estimate(&estimate, hw.class.as_str());
+        let accuracy = AccuracyTable::shipped()?.for_estimate(
+            &estimate,
+            hw.class.as_str(),
+            &SealedLog::shipped()?,
+        );
         let workload = Workload {
             min_replicas: u64::from(parallelism.dp),
             ..self.workload

@@ -26,6 +26,8 @@ use crate::estimate::Estimator;
 use crate::measurements::{Catalogues, Measurement};
 use crate::validate::{self, HeldOut, HeldOutRow, Split};
 
+const SHIPPED: &str = include_str!("../data/sealed-scores.toml");
+
 /// SHA-256 of a sealed file's bytes, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -195,6 +197,65 @@ impl SealedLog {
     }
 }
 
+/// How one metric fared on the sealed files when each was first scored:
+/// the blind figure a plan shows beside its leave-one-source-out band
+/// (`crate::accuracy`), which has been looked at and so is narrower than a
+/// new source's error is likely to be.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Blind {
+    /// Sealed files with rows of the metric.
+    pub files: usize,
+    /// Their rows of the metric, in all.
+    pub rows: usize,
+    /// The lowest and highest first score (median absolute percentage
+    /// error of one file's rows), percent.
+    pub lowest_pct: f64,
+    pub highest_pct: f64,
+    /// The row-weighted median of the files' first scores, percent: the
+    /// first score a row of this metric most typically came with.
+    pub typical_pct: f64,
+}
+
+impl SealedLog {
+    /// The log shipped with the planner (`data/sealed-scores.toml`).
+    pub fn shipped() -> Result<Self, PlannerError> {
+        Self::parse(SHIPPED, "data/sealed-scores.toml")
+    }
+
+    /// The first scores of `metric` (a metric name or `overall`) over every
+    /// file with rows of it; `None` when no file has one.
+    pub fn blind(&self, metric: &str) -> Option<Blind> {
+        let mut scores: Vec<(f64, usize)> = self
+            .score
+            .iter()
+            .flat_map(|f| f.metric.iter())
+            .filter(|m| m.name == metric && m.rows > 0 && m.planner_pct.is_finite())
+            .map(|m| (m.planner_pct, m.rows))
+            .collect();
+        if scores.is_empty() {
+            return None;
+        }
+        scores.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let rows: usize = scores.iter().map(|s| s.1).sum();
+        // The score under which half of the rows (counted once each) lie.
+        let mut seen = 0;
+        let typical = scores
+            .iter()
+            .find(|s| {
+                seen += s.1;
+                2 * seen >= rows
+            })
+            .map_or(scores[0].0, |s| s.0);
+        Some(Blind {
+            files: scores.len(),
+            rows,
+            lowest_pct: scores[0].0,
+            highest_pct: scores[scores.len() - 1].0,
+            typical_pct: typical,
+        })
+    }
+}
+
 /// Today's UTC date as `YYYY-MM-DD`, from days since 1970-01-01 (the
 /// proleptic Gregorian calendar's civil-from-days conversion).
 pub fn utc_date(unix_seconds: u64) -> String {
@@ -283,6 +344,48 @@ mod tests {
         assert!(score("sealed.csv", &[], &seen, &est, cat).is_err());
     }
 
+    fn scored(pct: &[(&str, f64, usize)]) -> FirstScore {
+        let mut f = first("x.csv", "00");
+        f.metric = pct
+            .iter()
+            .map(|&(name, planner_pct, rows)| MetricScore {
+                name: name.into(),
+                rows,
+                planner_pct,
+                baseline_pct: 0.0,
+                median_ratio: 1.0,
+            })
+            .collect();
+        f
+    }
+
+    #[test]
+    fn the_blind_figure_spans_the_files_first_scores_weighted_by_rows() {
+        let log = SealedLog {
+            score: vec![
+                scored(&[("decode_tok_s", 20.0, 10), ("overall", 20.0, 10)]),
+                scored(&[("decode_tok_s", 60.0, 3), ("serving_tok_s", 5.0, 4)]),
+                scored(&[("decode_tok_s", 12.0, 2)]),
+            ],
+        };
+        let b = log.blind("decode_tok_s").unwrap();
+        assert_eq!((b.files, b.rows), (3, 15));
+        assert_eq!((b.lowest_pct, b.highest_pct), (12.0, 60.0));
+        // Rows by score: 2 at 12%, 10 at 20%, 3 at 60%: the 8th of 15 is at 20%.
+        assert_eq!(b.typical_pct, 20.0);
+        assert_eq!(log.blind("serving_tok_s").unwrap().files, 1);
+        assert!(log.blind("ttft_ms").is_none());
+        // The shipped log has blind figures for every metric a plan shows a band of.
+        let shipped = SealedLog::shipped().unwrap();
+        for m in ["decode_tok_s", "prefill_tok_s", "ttft_ms", "serving_tok_s"] {
+            let b = shipped.blind(m).unwrap();
+            assert!(
+                b.lowest_pct <= b.typical_pct && b.typical_pct <= b.highest_pct,
+                "{m}: {b:?}"
+            );
+        }
+    }
+
     #[test]
     fn dates_are_utc_calendar_days() {
         assert_eq!(utc_date(0), "1970-01-01");
@@ -292,11 +395,7 @@ mod tests {
 
     #[test]
     fn every_sealed_file_is_byte_for_byte_the_one_first_scored() {
-        let log = SealedLog::parse(
-            include_str!("../data/sealed-scores.toml"),
-            "data/sealed-scores.toml",
-        )
-        .unwrap();
+        let log = SealedLog::shipped().unwrap();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         for s in &log.score {
             let bytes = std::fs::read(root.join(&s.file)).unwrap();

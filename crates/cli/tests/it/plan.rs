@@ -390,11 +390,28 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
         "{p} vs {out_tok_s}"
     );
 
+    // Beside each band, the same metric on the sealed holdouts' first
+    // scores: the blind figure.
+    for r in acc {
+        let b = &r["blind"];
+        let pct = |k: &str| b[k].as_f64().unwrap();
+        assert!(b["files"].as_u64().unwrap() >= 1, "{r}");
+        assert!(
+            b["rows"].as_u64().unwrap() >= b["files"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(
+            pct("lowest_pct") <= pct("typical_pct") && pct("typical_pct") <= pct("highest_pct"),
+            "{r}"
+        );
+    }
+
     let text = glassbox(&args, None);
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
     let s = stdout(&text);
     assert!(s.contains("80% of measurements were"), "{s}");
     assert!(s.contains("h100-sxm"), "{s}");
+    assert!(s.contains("blind: median error on sealed sources"), "{s}");
 
     // At one stream the decode speed carries the band instead.
     let single = glassbox(

@@ -90,6 +90,12 @@ fn print_accuracy(plan: &Plan) {
                     if b.sources == 1 { "" } else { "s" }
                 ),
                 scope,
+                r.blind.as_ref().map_or("–".to_string(), |s| {
+                    format!(
+                        "{:.0}% ({:.0}–{:.0}% over {} files, {} rows)",
+                        s.typical_pct, s.lowest_pct, s.highest_pct, s.files, s.rows
+                    )
+                }),
             ]
         })
         .collect();
@@ -101,8 +107,12 @@ fn print_accuracy(plan: &Plan) {
             "median error",
             "held-out rows",
             "band from",
+            "blind: median error on sealed sources",
         ],
         rows,
+    );
+    out!(
+        "the band's rows were looked at while the model was built; the last column is the same figure on sources scored once, blind, before any change they prompted (docs/planner.md, \"Sealed holdouts\"): expect that error on a setup the public rows do not cover"
     );
     out!();
 }
