@@ -38,6 +38,7 @@ pub mod accuracy;
 pub mod batching;
 pub mod calibrate;
 pub mod collective;
+pub mod coverage;
 pub mod defaults;
 pub mod efficiency;
 pub mod engine;

@@ -11,11 +11,13 @@
 use std::path::Path;
 
 use crate::accuracy::{AccuracyTable, Range};
+use crate::coverage::{self, Coverage};
 pub use crate::defaults;
 use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
+use crate::measurements;
 use crate::model::ModelCatalogue;
 use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
@@ -177,6 +179,14 @@ impl ResolvedRequest {
             hw.class.as_str(),
             &SealedLog::shipped()?,
         );
+        let coverage = coverage::of(
+            &measurements::all_public()?,
+            &HardwareCatalogue::builtin()?,
+            hw,
+            self.engine,
+            &self.quant.name,
+            parallelism.tp,
+        );
         let workload = Workload {
             min_replicas: u64::from(parallelism.dp),
             ..self.workload
@@ -185,6 +195,7 @@ impl ResolvedRequest {
             sizing: workload::size(est, &s, &workload),
             estimate,
             accuracy,
+            coverage,
             parallelism,
         })
     }
@@ -198,6 +209,9 @@ pub struct Plan {
     /// How far such figures were from held-out public measurements
     /// ([`crate::accuracy`]).
     pub accuracy: Vec<Range>,
+    /// How many public rows share the setup's GPU, vendor, engine, weight
+    /// format and split, and what none covers ([`crate::coverage`]).
+    pub coverage: Coverage,
     /// How the GPUs are split, and whether that was assumed.
     pub parallelism: Parallelism,
 }

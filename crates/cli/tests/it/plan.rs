@@ -412,6 +412,35 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
     assert!(s.contains("80% of measurements were"), "{s}");
     assert!(s.contains("h100-sxm"), "{s}");
     assert!(s.contains("blind: median error on sealed sources"), "{s}");
+    // Public rows measured vLLM on the H100 in 16 bits at tp 1: covered.
+    let c = &v["coverage"];
+    assert!(
+        c["gpu"].as_u64().unwrap() > 0 && c["engine"].as_u64().unwrap() > 0,
+        "{c}"
+    );
+    assert_eq!(c["uncovered"].as_array().unwrap().len(), 0, "{c}");
+    assert!(!s.contains("not covered by the public rows"), "{s}");
+    // No public row is on an AMD GPU: the plan says so.
+    let amd = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-70b",
+            "--gpu",
+            "mi300x",
+            "--quant",
+            "fp8",
+            "--tp",
+            "8",
+        ],
+        None,
+    );
+    assert_eq!(amd.status.code(), Some(0), "{}", stderr(&amd));
+    let s = stdout(&amd);
+    assert!(
+        s.contains("not covered by the public rows: no row on any AMD GPU"),
+        "{s}"
+    );
 
     // At one stream the decode speed carries the band instead.
     let single = glassbox(

@@ -51,6 +51,7 @@ pub fn plan_json(plan: &Plan) -> serde_json::Value {
         "sizing": sizing,
         "sizing_error": sizing_error,
         "accuracy": serde_json::to_value(&plan.accuracy).unwrap_or_default(),
+        "coverage": serde_json::to_value(&plan.coverage).unwrap_or_default(),
     })
 }
 
@@ -111,8 +112,29 @@ fn print_accuracy(plan: &Plan) {
         ],
         rows,
     );
+    let c = &plan.coverage;
     out!(
-        "the band's rows were looked at while the model was built; the last column is the same figure on sources scored once, blind, before any change they prompted (docs/planner.md, \"Sealed holdouts\"): expect that error on a setup the public rows do not cover"
+        "public rows like this setup (of {}): {} on the {}, {} on {} GPUs, {} from {}, {} in {}, {} at tp {}",
+        c.rows,
+        c.gpu,
+        plan.estimate.gpu,
+        c.vendor_rows,
+        c.vendor,
+        c.engine,
+        plan.estimate.engine,
+        c.quant,
+        plan.estimate.quant,
+        c.tp,
+        plan.estimate.tp
+    );
+    if !c.uncovered.is_empty() {
+        out!(
+            "not covered by the public rows: {}; the band comes from other setups: expect the blind column's error",
+            c.uncovered.join("; ")
+        );
+    }
+    out!(
+        "the band's rows were looked at while the model was built; the blind column is the same figure on sources scored once, before any change they prompted (docs/planner.md, \"Sealed holdouts\")"
     );
     out!();
 }
