@@ -53,6 +53,9 @@ pub struct LlmNode {
     /// The node's own tools and answer format (else the caller's).
     ask: Option<Arc<Ask>>,
     meta: Arc<Meta>,
+    /// `chunk_prewarm` filled the chunk cache: a request that finds none
+    /// of its chunks there is tagged ([`super::prewarm::missed`]).
+    prewarmed: bool,
 }
 
 /// Loads the local model (shared through the model cache) or checks the
@@ -109,6 +112,7 @@ pub(super) fn build(
             Backend::Cluster(r) => r.model().unwrap_or("remote").to_string(),
         });
     let temperature = c.temperature.unwrap_or(DEFAULT_TEMPERATURE) as f32;
+    let prewarmed = c.chunk_prewarm.is_some() && matches!(backend, Backend::Local(_));
     Ok(Arc::new(LlmNode {
         backend,
         prompt,
@@ -124,6 +128,7 @@ pub(super) fn build(
             model_name,
             temperature,
         }),
+        prewarmed,
     }))
 }
 
@@ -376,6 +381,11 @@ impl Node for LlmNode {
                     grammar: plan.as_ref().map(|p| p.grammar.clone()),
                     chunks: prompt_chunks(&cx),
                 };
+                let quoted = if self.prewarmed {
+                    request.chunks.len()
+                } else {
+                    0
+                };
                 let handle = handle.clone();
                 let this = self.meta.clone();
                 // A tool call is not text for the caller: it is read back
@@ -405,7 +415,8 @@ impl Node for LlmNode {
                             pieces.finish().await.map_err(llm_error)?
                         }
                     };
-                    let timing = engine_tags(&c);
+                    let mut timing = engine_tags(&c);
+                    timing.extend(super::prewarm::missed(quoted, &c).map(|m| ("chunk_prewarm", m)));
                     let (text, finish, calls) = match (&ask, &plan) {
                         (Some(a), Some(p)) => match a.reply(p, &c.text, &call_seq) {
                             Reply::Text(t) => (t, c.finish_reason.as_str(), None),

@@ -56,16 +56,26 @@ edges:
     )
 }
 
-/// Prompt tokens the `llm` span says were placed from the chunk cache.
-async fn placed(p: &glassbox_engine::Pipeline, question: &str) -> u64 {
+/// Prompt tokens the `llm` span says were placed from the chunk cache, and
+/// its `chunk_prewarm` tag (set when a prewarmed node placed none).
+async fn placed_and_tag(p: &glassbox_engine::Pipeline, question: &str) -> (u64, Option<String>) {
     let out = p
         .run(json!({ "question": question }), RunOptions::default())
         .await;
     assert!(out.result.is_ok(), "{:?}", out.result);
     let span = out.trace.spans.iter().find(|s| &*s.node == "llm").unwrap();
-    span.tags
+    let placed = span
+        .tags
         .get("prompt_placed_tokens")
-        .map_or(0, |n| n.parse().unwrap())
+        .map_or(0, |n| n.parse().unwrap());
+    (
+        placed,
+        span.tags.get("chunk_prewarm").map(|t| t.to_string()),
+    )
+}
+
+async fn placed(p: &glassbox_engine::Pipeline, question: &str) -> u64 {
+    placed_and_tag(p, question).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,6 +105,19 @@ async fn a_prewarmed_chunk_is_placed_the_first_time_a_question_retrieves_it() {
     // The first note may come from a slot's prefix (a prewarm request left
     // it there); the second follows another note, as no prewarm prompt
     // had it, so only the chunk cache can hold its KV.
-    let n = placed(&warm, question).await;
+    let (n, tag) = placed_and_tag(&warm, question).await;
     assert!(n >= 16, "the second note was placed: {n} tokens");
+    assert_eq!(tag, None, "nothing amiss");
+
+    // A frame that changes the chunk's text saves KV no prompt looks up:
+    // nothing is placed, and the trace says why.
+    let upper = prewarm.replace("chunk.text", "chunk.text | upper");
+    let wrong = build("wrong.yaml", &rag(&index, 67, &upper));
+    let (n, tag) = placed_and_tag(&wrong, question).await;
+    assert_eq!(n, 0);
+    let tag = tag.expect("a prewarmed node that placed nothing is tagged");
+    assert!(
+        tag.contains("chunk_prewarm.prompt") && tag.contains("chunk_cache_mib"),
+        "{tag}"
+    );
 }
