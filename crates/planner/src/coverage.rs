@@ -9,11 +9,14 @@
 //! the sealed holdouts were far further off than the bands (docs/planner.md,
 //! "Sealed holdouts"), so a plan names what the rows do not cover.
 
+use std::sync::OnceLock;
+
 use serde::Serialize;
 
 use crate::engine::Engine;
+use crate::error::PlannerError;
 use crate::hardware::{Hardware, HardwareCatalogue};
-use crate::measurements::Measurement;
+use crate::measurements::all_public;
 
 /// How many public rows share each part of a plan's setup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,29 +52,53 @@ fn quant_class(q: &str) -> String {
     if q == "bf16" { "fp16".into() } else { q }
 }
 
-/// The coverage of `gpu` × `engine` × `quant` at `tp` by `rows`, whose
-/// GPUs are looked up in `catalogue` for their vendor.
-pub fn of(
-    rows: &[Measurement],
-    catalogue: &HardwareCatalogue,
-    gpu: &Hardware,
+/// What coverage reads of one public row: its GPU and that GPU's vendor,
+/// engine, weight format (as [`quant_class`] compares it) and tp.
+#[derive(Debug)]
+struct Row {
+    gpu: String,
+    vendor: String,
     engine: Engine,
-    quant: &str,
+    quant: String,
     tp: u32,
-) -> Coverage {
+}
+
+/// The public rows ([`crate::measurements::all_public`]), read once per
+/// process: a `--compare` over many GPUs plans each against the same rows.
+fn public() -> Result<&'static [Row], PlannerError> {
+    static ROWS: OnceLock<Vec<Row>> = OnceLock::new();
+    if let Some(rows) = ROWS.get() {
+        return Ok(rows);
+    }
+    let catalogue = HardwareCatalogue::builtin()?;
+    let rows = all_public()?
+        .into_iter()
+        .map(|m| Row {
+            vendor: catalogue.get(&m.gpu).map(vendor).unwrap_or_default(),
+            gpu: m.gpu,
+            engine: m.engine,
+            quant: quant_class(&m.quant),
+            tp: m.tp,
+        })
+        .collect();
+    Ok(ROWS.get_or_init(|| rows))
+}
+
+/// The coverage of `gpu` × `engine` × `quant` at `tp` by the public rows.
+pub fn of(gpu: &Hardware, engine: Engine, quant: &str, tp: u32) -> Result<Coverage, PlannerError> {
+    let rows = public()?;
     let vendor = vendor(gpu);
-    let row_vendor = |m: &Measurement| catalogue.get(&m.gpu).map(self::vendor).unwrap_or_default();
-    let count = |f: &dyn Fn(&Measurement) -> bool| rows.iter().filter(|m| f(m)).count();
+    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|r| f(r)).count();
     let quant_class = quant_class(quant);
     let c = Coverage {
         rows: rows.len(),
-        gpu: count(&|m| m.gpu.eq_ignore_ascii_case(&gpu.id)),
-        vendor_rows: count(&|m| row_vendor(m).eq_ignore_ascii_case(&vendor)),
+        gpu: count(&|r| r.gpu.eq_ignore_ascii_case(&gpu.id)),
+        vendor_rows: count(&|r| r.vendor.eq_ignore_ascii_case(&vendor)),
         vendor,
-        engine: count(&|m| m.engine == engine),
-        engine_family: count(&|m| m.engine.family() == engine.family()),
-        quant: count(&|m| self::quant_class(&m.quant) == quant_class),
-        tp: count(&|m| m.tp == tp),
+        engine: count(&|r| r.engine == engine),
+        engine_family: count(&|r| r.engine.family() == engine.family()),
+        quant: count(&|r| r.quant == quant_class),
+        tp: count(&|r| r.tp == tp),
         uncovered: Vec::new(),
     };
     let mut uncovered = Vec::new();
@@ -89,8 +116,8 @@ pub fn of(
         // The engines (or versions of this one) whose rows stand in.
         let mut kin: Vec<&str> = rows
             .iter()
-            .filter(|m| m.engine.family() == engine.family())
-            .map(|m| m.engine.as_str())
+            .filter(|r| r.engine.family() == engine.family())
+            .map(|r| r.engine.as_str())
             .collect();
         kin.sort_unstable();
         kin.dedup();
@@ -106,20 +133,18 @@ pub fn of(
     if c.tp == 0 {
         uncovered.push(format!("no row at tp {tp}"));
     }
-    Coverage { uncovered, ..c }
+    Ok(Coverage { uncovered, ..c })
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::measurements::all_public;
 
     fn coverage(gpu: &str, engine: &str, quant: &str, tp: u32) -> Coverage {
         let hw = HardwareCatalogue::builtin().unwrap();
-        let rows = all_public().unwrap();
         let engine = Engine::parse(engine).unwrap();
-        of(&rows, &hw, hw.get(gpu).unwrap(), engine, quant, tp)
+        of(hw.get(gpu).unwrap(), engine, quant, tp).unwrap()
     }
 
     #[test]

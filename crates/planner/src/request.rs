@@ -17,7 +17,6 @@ use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
-use crate::measurements;
 use crate::model::ModelCatalogue;
 use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
@@ -179,14 +178,7 @@ impl ResolvedRequest {
             hw.class.as_str(),
             &SealedLog::shipped()?,
         );
-        let coverage = coverage::of(
-            &measurements::all_public()?,
-            &HardwareCatalogue::builtin()?,
-            hw,
-            self.engine,
-            &self.quant.name,
-            parallelism.tp,
-        );
+        let coverage = coverage::of(hw, self.engine, &self.quant.name, parallelism.tp)?;
         let workload = Workload {
             min_replicas: u64::from(parallelism.dp),
             ..self.workload

@@ -153,15 +153,19 @@ pub(super) fn run(
     })
 }
 
-/// The trace tag of a request to a prewarmed node that quoted `quoted`
+/// The trace tag of a request to a `prewarmed` node that quoted `quoted`
 /// retrieved chunks yet placed none of them from the chunk cache, though
 /// most of its prompt was not served from the prefix cache either: the
 /// sign that the prewarm did not save what real prompts look up (a frame
 /// that changes a chunk's text or the characters right around it), or that
 /// the cache is too small to hold the index. `None` when nothing is amiss.
-pub(super) fn missed(quoted: usize, c: &glassbox_models::Completion) -> Option<String> {
+pub(super) fn missed(
+    prewarmed: bool,
+    quoted: usize,
+    c: &glassbox_models::Completion,
+) -> Option<String> {
     let mostly_fresh = u64::from(c.prompt_cached_tokens) * 2 < u64::from(c.usage.prompt_tokens);
-    (quoted >= 2 && c.prompt_placed_tokens == 0 && mostly_fresh).then(|| {
+    (prewarmed && quoted >= 2 && c.prompt_placed_tokens == 0 && mostly_fresh).then(|| {
         format!(
             "none of the {quoted} quoted chunks came from the prewarmed cache: check that \
              `chunk_prewarm.prompt` puts `{{{{ chunk.text }}}}` unchanged between the same text \

@@ -381,11 +381,8 @@ impl Node for LlmNode {
                     grammar: plan.as_ref().map(|p| p.grammar.clone()),
                     chunks: prompt_chunks(&cx),
                 };
-                let quoted = if self.prewarmed {
-                    request.chunks.len()
-                } else {
-                    0
-                };
+                let quoted = request.chunks.len();
+                let prewarmed = self.prewarmed;
                 let handle = handle.clone();
                 let this = self.meta.clone();
                 // A tool call is not text for the caller: it is read back
@@ -416,7 +413,9 @@ impl Node for LlmNode {
                         }
                     };
                     let mut timing = engine_tags(&c);
-                    timing.extend(super::prewarm::missed(quoted, &c).map(|m| ("chunk_prewarm", m)));
+                    timing.extend(
+                        super::prewarm::missed(prewarmed, quoted, &c).map(|m| ("chunk_prewarm", m)),
+                    );
                     let (text, finish, calls) = match (&ask, &plan) {
                         (Some(a), Some(p)) => match a.reply(p, &c.text, &call_seq) {
                             Reply::Text(t) => (t, c.finish_reason.as_str(), None),
