@@ -386,6 +386,19 @@ mod tests {
             ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini"),
             ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m"),
             ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+            ("meta-llama/Llama-3.2-3B-Instruct", "llama-3.2-3b"),
+            ("Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-1.5b"),
+            ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b"),
+            ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+            ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-12b"),
+            (
+                "mistralai/Mistral-Small-24B-Instruct-2501",
+                "mistral-small-24b",
+            ),
+            ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
+            ("microsoft/phi-4", "phi-4"),
+            ("codellama/CodeLlama-34b-Instruct-hf", "codellama-34b"),
         ] {
             assert_eq!(c.get(name).unwrap().id, id, "{name}");
         }
