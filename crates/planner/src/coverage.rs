@@ -5,7 +5,7 @@
 //! from their predictions. They are read per GPU or hardware class, so a
 //! plan for a setup no public row resembles (another GPU vendor, an engine
 //! whose kernels no row ran, a weight format no row used, a parallel split
-//! no row measured) still gets a band, from other setups. On such setups
+//! no row measured, a model architecture no row ran) still gets a band, from other setups. On such setups
 //! the sealed holdouts were far further off than the bands (docs/planner.md,
 //! "Sealed holdouts"), so a plan names what the rows do not cover.
 
@@ -17,6 +17,7 @@ use crate::engine::Engine;
 use crate::error::PlannerError;
 use crate::hardware::{Hardware, HardwareCatalogue};
 use crate::measurements::all_public;
+use crate::model::{ModelCatalogue, ModelSpec};
 
 /// How many public rows share each part of a plan's setup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,8 +38,44 @@ pub struct Coverage {
     pub quant: usize,
     /// Rows at the plan's tensor-parallel degree.
     pub tp: usize,
+    /// Rows on the plan's model, and its architecture ([`Architecture`])
+    /// with the rows on any model of that architecture.
+    pub model: usize,
+    pub architecture: Architecture,
+    pub architecture_rows: usize,
     /// What no row covers, in words; empty when every part has rows.
     pub uncovered: Vec<String>,
+}
+
+/// What a model's decode step is made of, as far as the planner's terms
+/// differ: dense layers, routed experts (the weights a step reads depend on
+/// how many experts its tokens reach), or DeepSeek's multi-head latent
+/// attention on top of routed experts (a compressed KV, absorbed
+/// projections).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Architecture {
+    Dense,
+    MixtureOfExperts,
+    LatentAttention,
+}
+
+impl Architecture {
+    pub fn of(model: &ModelSpec) -> Self {
+        match (&model.mla, &model.moe) {
+            (Some(_), _) => Self::LatentAttention,
+            (None, Some(_)) => Self::MixtureOfExperts,
+            (None, None) => Self::Dense,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dense => "dense",
+            Self::MixtureOfExperts => "mixture-of-experts",
+            Self::LatentAttention => "latent-attention (MLA)",
+        }
+    }
 }
 
 /// The vendor of `hw`: the first word of its name (`NVIDIA`, `AMD`, `Apple`).
@@ -57,6 +94,8 @@ fn quant_class(q: &str) -> String {
 #[derive(Debug)]
 struct Row {
     gpu: String,
+    model: String,
+    architecture: Option<Architecture>,
     vendor: String,
     engine: Engine,
     quant: String,
@@ -71,23 +110,37 @@ fn public() -> Result<&'static [Row], PlannerError> {
         return Ok(rows);
     }
     let catalogue = HardwareCatalogue::builtin()?;
+    let models = ModelCatalogue::builtin()?;
     let rows = all_public()?
         .into_iter()
-        .map(|m| Row {
-            vendor: catalogue.get(&m.gpu).map(vendor).unwrap_or_default(),
-            gpu: m.gpu,
-            engine: m.engine,
-            quant: quant_class(&m.quant),
-            tp: m.tp,
+        .map(|m| {
+            let spec = models.get(&m.model).ok();
+            Row {
+                vendor: catalogue.get(&m.gpu).map(vendor).unwrap_or_default(),
+                model: spec.map_or_else(|| m.model.clone(), |s| s.id.clone()),
+                architecture: spec.map(Architecture::of),
+                gpu: m.gpu,
+                engine: m.engine,
+                quant: quant_class(&m.quant),
+                tp: m.tp,
+            }
         })
         .collect();
     Ok(ROWS.get_or_init(|| rows))
 }
 
-/// The coverage of `gpu` × `engine` × `quant` at `tp` by the public rows.
-pub fn of(gpu: &Hardware, engine: Engine, quant: &str, tp: u32) -> Result<Coverage, PlannerError> {
+/// The coverage of `model` on `gpu` × `engine` × `quant` at `tp` by the
+/// public rows.
+pub fn of(
+    model: &ModelSpec,
+    gpu: &Hardware,
+    engine: Engine,
+    quant: &str,
+    tp: u32,
+) -> Result<Coverage, PlannerError> {
     let rows = public()?;
     let vendor = vendor(gpu);
+    let architecture = Architecture::of(model);
     let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|r| f(r)).count();
     let quant_class = quant_class(quant);
     let c = Coverage {
@@ -99,6 +152,9 @@ pub fn of(gpu: &Hardware, engine: Engine, quant: &str, tp: u32) -> Result<Covera
         engine_family: count(&|r| r.engine.family() == engine.family()),
         quant: count(&|r| r.quant == quant_class),
         tp: count(&|r| r.tp == tp),
+        model: count(&|r| r.model == model.id),
+        architecture,
+        architecture_rows: count(&|r| r.architecture == Some(architecture)),
         uncovered: Vec::new(),
     };
     let mut uncovered = Vec::new();
@@ -133,6 +189,9 @@ pub fn of(gpu: &Hardware, engine: Engine, quant: &str, tp: u32) -> Result<Covera
     if c.tp == 0 {
         uncovered.push(format!("no row at tp {tp}"));
     }
+    if c.architecture_rows == 0 {
+        uncovered.push(format!("no row on a {} model", architecture.as_str()));
+    }
     Ok(Coverage { uncovered, ..c })
 }
 
@@ -142,9 +201,21 @@ mod tests {
     use super::*;
 
     fn coverage(gpu: &str, engine: &str, quant: &str, tp: u32) -> Coverage {
+        coverage_of("llama-3.1-8b", gpu, engine, quant, tp)
+    }
+
+    fn coverage_of(model: &str, gpu: &str, engine: &str, quant: &str, tp: u32) -> Coverage {
         let hw = HardwareCatalogue::builtin().unwrap();
+        let models = ModelCatalogue::builtin().unwrap();
         let engine = Engine::parse(engine).unwrap();
-        of(hw.get(gpu).unwrap(), engine, quant, tp).unwrap()
+        of(
+            models.get(model).unwrap(),
+            hw.get(gpu).unwrap(),
+            engine,
+            quant,
+            tp,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -157,6 +228,35 @@ mod tests {
         );
         assert!(c.gpu <= c.vendor_rows && c.vendor_rows <= c.rows, "{c:?}");
         assert_eq!(c.vendor, "NVIDIA");
+        assert_eq!(c.architecture, Architecture::Dense);
+        assert!(c.model > 0 && c.model <= c.architecture_rows, "{c:?}");
+    }
+
+    #[test]
+    fn an_architecture_no_public_row_ran_is_named() {
+        // Routed experts have public rows (Mixtral, Qwen3-30B-A3B on
+        // TensorRT-LLM); DeepSeek's latent attention has none, and the
+        // eleventh sealed file found DeepSeek-R1 3-8x over-predicted.
+        let moe = coverage_of("mixtral-8x7b", "h100-sxm", "trt-llm", "fp8", 2);
+        assert_eq!(moe.architecture, Architecture::MixtureOfExperts);
+        assert!(moe.architecture_rows > 0, "{moe:?}");
+        assert!(
+            !moe.uncovered.iter().any(|u| u.contains("model")),
+            "{moe:?}"
+        );
+        let mla = coverage_of("deepseek-v3", "h200", "vllm", "fp8", 8);
+        assert_eq!(mla.architecture, Architecture::LatentAttention);
+        assert_eq!((mla.model, mla.architecture_rows), (0, 0), "{mla:?}");
+        assert!(
+            mla.uncovered
+                .iter()
+                .any(|u| u.contains("latent-attention (MLA) model")),
+            "{mla:?}"
+        );
+        // A dense model nobody measured is still covered by its architecture.
+        let dense = coverage_of("phi-4", "h100-sxm", "vllm", "bf16", 1);
+        assert_eq!(dense.model, 0);
+        assert!(dense.uncovered.is_empty(), "{dense:?}");
     }
 
     #[test]

@@ -178,7 +178,13 @@ impl ResolvedRequest {
             hw.class.as_str(),
             &SealedLog::shipped()?,
         );
-        let coverage = coverage::of(hw, self.engine, &self.quant.name, parallelism.tp)?;
+        let coverage = coverage::of(
+            &self.model.spec,
+            hw,
+            self.engine,
+            &self.quant.name,
+            parallelism.tp,
+        )?;
         let workload = Workload {
             min_replicas: u64::from(parallelism.dp),
             ..self.workload

@@ -419,7 +419,31 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
         "{c}"
     );
     assert_eq!(c["uncovered"].as_array().unwrap().len(), 0, "{c}");
+    assert_eq!(c["architecture"], "dense", "{c}");
+    assert!(c["architecture_rows"].as_u64().unwrap() > 0, "{c}");
     assert!(!s.contains("not covered by the public rows"), "{s}");
+    // No public row ran DeepSeek's latent attention: the plan says so.
+    let mla = glassbox(
+        &[
+            "plan",
+            "--model",
+            "deepseek-v3",
+            "--gpu",
+            "h200",
+            "--quant",
+            "fp8",
+            "--tp",
+            "8",
+        ],
+        None,
+    );
+    assert_eq!(mla.status.code(), Some(0), "{}", stderr(&mla));
+    let s = stdout(&mla);
+    assert!(
+        s.contains("0 on latent-attention (MLA) models")
+            && s.contains("no row on a latent-attention (MLA) model"),
+        "{s}"
+    );
     // No public row is on an AMD GPU: the plan says so.
     let amd = glassbox(
         &[

@@ -114,7 +114,7 @@ fn print_accuracy(plan: &Plan) {
     );
     let c = &plan.coverage;
     out!(
-        "public rows like this setup (of {}): {} on the {}, {} on {} GPUs, {} from {}, {} in {}, {} at tp {}",
+        "public rows like this setup (of {}): {} on the {}, {} on {} GPUs, {} from {}, {} in {}, {} at tp {}, {} on {}, {} on {} models",
         c.rows,
         c.gpu,
         plan.estimate.gpu,
@@ -125,7 +125,11 @@ fn print_accuracy(plan: &Plan) {
         c.quant,
         plan.estimate.quant,
         c.tp,
-        plan.estimate.tp
+        plan.estimate.tp,
+        c.model,
+        plan.estimate.model,
+        c.architecture_rows,
+        c.architecture.as_str()
     );
     if !c.uncovered.is_empty() {
         out!(
