@@ -100,13 +100,28 @@ impl Estimator {
             format!("{} × {} / 8 ({})", num(params), num(bpw), s.quant.name),
         ));
         let kvt = s.kv_bytes_per_token();
-        explain.push(Line::new(
-            "kv_bytes_per_token",
-            kvt,
-            "B",
-            s.model.kv_formula(),
-            format!("b = {} B/element", num(s.kv_bytes)),
-        ));
+        let copies = s.model.kv_copies(s.tp);
+        let (formula, inputs) = if copies > 1.0 {
+            (
+                format!(
+                    "{}, × copies: tp ranks / KV shards (each rank holds the KV heads its query heads read)",
+                    s.model.kv_formula()
+                ),
+                format!(
+                    "b = {} B/element; {} copies = tp {} / {} shard(s)",
+                    num(s.kv_bytes),
+                    num(copies),
+                    s.tp,
+                    s.model.kv_shards(s.tp)
+                ),
+            )
+        } else {
+            (
+                s.model.kv_formula(),
+                format!("b = {} B/element", num(s.kv_bytes)),
+            )
+        };
+        explain.push(Line::new("kv_bytes_per_token", kvt, "B", formula, inputs));
         let cap = self.kv_capacity_bytes(s);
         explain.push(Line::new(
             "kv_capacity",

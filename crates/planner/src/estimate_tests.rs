@@ -263,3 +263,46 @@ fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
     };
     assert_eq!(crate::parallel::prompt_overlap(&vllm, 4096.0), 1.0);
 }
+
+#[test]
+fn ranks_that_copy_kv_hold_fewer_sequences_and_read_more_per_step() {
+    // DeepSeek-V3's MLA latent is read by every head, so each of 8 tensor-
+    // parallel ranks holds all of it: an 8-way replica fits an eighth of the
+    // sequences one copy would, and each device reads its whole KV a step.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("h200");
+    let s = Scenario {
+        model: models.get("deepseek-v3").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp8").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 8,
+        pp: 1,
+        batch: 64,
+        prompt_tokens: 3200,
+        gen_tokens: 800,
+        context: 4000,
+        memory_headroom: 0.2,
+    };
+    let per_token = s.model.kv_bytes_per_token(2.0);
+    assert_eq!(s.kv_bytes_per_token(), 8.0 * per_token);
+    let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
+    let cap = est.kv_capacity_bytes(&s);
+    let seqs = est.max_concurrent(&s);
+    assert_eq!(seqs, (cap / (8.0 * per_token * 4000.0)).floor() as u64);
+    let step = decode_terms(&s, 64.0, 3600.0);
+    assert!(
+        (step.kv_memory_s * s.bandwidth() - 64.0 * 3600.0 * per_token).abs() < 1.0,
+        "{step:?}"
+    );
+    // A model with a KV head per rank keeps one copy.
+    let llama = Scenario {
+        model: models.get("llama-3.1-70b").unwrap(),
+        ..s
+    };
+    assert_eq!(
+        llama.kv_bytes_per_token(),
+        llama.model.kv_bytes_per_token(2.0)
+    );
+}

@@ -217,6 +217,27 @@ impl ModelSpec {
         }
     }
 
+    /// How many distinct parts a KV cache splits into over `tp`
+    /// tensor-parallel ranks. Each rank holds the KV of its own query heads'
+    /// KV heads, so with fewer KV heads than ranks the heads are copied:
+    /// vLLM's `QKVParallelLinear` keeps `tp / kv_heads` replicas of each
+    /// (`num_kv_head_replicas`), and so do engines that split attention the
+    /// same way. MLA's latent is one vector per token that every head reads,
+    /// so every rank holds all of it (the duplication SGLang's data-parallel
+    /// attention for DeepSeek exists to avoid).
+    pub fn kv_shards(&self, tp: u32) -> u64 {
+        let tp = u64::from(tp.max(1));
+        match &self.mla {
+            Some(_) => 1,
+            None => tp.min(self.kv_heads.max(1)),
+        }
+    }
+
+    /// Copies of each token's KV a `tp`-way replica holds: `tp / kv_shards`.
+    pub fn kv_copies(&self, tp: u32) -> f64 {
+        f64::from(tp.max(1)) / self.kv_shards(tp) as f64
+    }
+
     /// The formula behind [`kv_bytes_per_token`](Self::kv_bytes_per_token), for explanations.
     pub fn kv_formula(&self) -> String {
         match &self.mla {
@@ -440,6 +461,26 @@ mod tests {
         // A batch of 64 touches nearly every Mixtral expert.
         assert!(mixtral.distinct_experts(1.0) == 2.0);
         assert!(mixtral.distinct_experts(64.0) > 7.9);
+    }
+
+    #[test]
+    fn tensor_parallel_ranks_copy_kv_heads_they_cannot_split() {
+        let c = cat();
+        // Llama 3.1 70B: 8 KV heads, one per rank at tp 8.
+        let llama = c.get("llama-3.1-70b").unwrap();
+        assert_eq!((llama.kv_shards(8), llama.kv_copies(8)), (8, 1.0));
+        // Qwen2.5-7B: 4 KV heads over 8 ranks, each held twice.
+        let qwen = c.get("qwen2.5-7b").unwrap();
+        assert_eq!(qwen.kv_heads, 4);
+        assert_eq!((qwen.kv_shards(8), qwen.kv_copies(8)), (4, 2.0));
+        assert_eq!(qwen.kv_copies(4), 1.0);
+        // DeepSeek-V3's MLA latent: every rank holds all of it.
+        let ds = c.get("deepseek-v3").unwrap();
+        assert_eq!((ds.kv_shards(8), ds.kv_copies(8)), (1, 8.0));
+        // One device holds one copy of anything.
+        for m in c.all() {
+            assert_eq!(m.kv_copies(1), 1.0, "{}", m.id);
+        }
     }
 
     #[test]

@@ -138,10 +138,13 @@ impl ResolvedRequest {
     /// How the GPUs are split on `hw`: as given, else the engine's default
     /// for a GPU count, with the reason.
     pub fn parallelism(&self, hw: &Hardware) -> Result<Parallelism, PlannerError> {
-        let need = self.model.spec.total_params() * self.quant.bytes_per_weight()
-            + self.model.spec.kv_bytes_per_token(self.kv_bytes) * self.context as f64;
-        let fits_on =
-            |n: u32| need <= hw.memory_bytes() * (1.0 - self.memory_headroom) * f64::from(n);
+        let spec = &self.model.spec;
+        let weights = spec.total_params() * self.quant.bytes_per_weight();
+        let kv = spec.kv_bytes_per_token(self.kv_bytes) * self.context as f64;
+        let fits_on = |n: u32| {
+            weights + kv * spec.kv_copies(n)
+                <= hw.memory_bytes() * (1.0 - self.memory_headroom) * f64::from(n)
+        };
         self.parallel.resolve(self.engine, fits_on)
     }
 

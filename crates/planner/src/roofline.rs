@@ -101,8 +101,13 @@ impl Scenario<'_> {
         self.model.total_params() * self.quant.bytes_per_weight()
     }
 
+    /// KV bytes one token takes across the replica: the model's per-token
+    /// KV times the copies its tensor-parallel ranks hold
+    /// ([`ModelSpec::kv_copies`](crate::ModelSpec::kv_copies): KV heads
+    /// fewer than ranks, or MLA's latent, are held by every rank that needs
+    /// them). Divided by `tp` it is what one device stores and reads.
     pub fn kv_bytes_per_token(&self) -> f64 {
-        self.model.kv_bytes_per_token(self.kv_bytes)
+        self.model.kv_bytes_per_token(self.kv_bytes) * self.model.kv_copies(self.tp)
     }
 
     /// Attention-score traffic of `tokens` new tokens attending over a mean
