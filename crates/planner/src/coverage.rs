@@ -5,9 +5,10 @@
 //! from their predictions. They are read per GPU or hardware class, so a
 //! plan for a setup no public row resembles (another GPU vendor, an engine
 //! whose kernels no row ran, a weight format no row used, a parallel split
-//! no row measured, a model architecture no row ran) still gets a band, from other setups. On such setups
-//! the sealed holdouts were far further off than the bands (docs/planner.md,
-//! "Sealed holdouts"), so a plan names what the rows do not cover.
+//! no row measured, a model architecture no row ran) still gets a band,
+//! from other setups. On such setups the sealed holdouts were far further
+//! off than the bands (docs/planner.md, "Sealed holdouts"), so a plan names
+//! what the rows do not cover.
 
 use std::sync::OnceLock;
 
@@ -47,11 +48,11 @@ pub struct Coverage {
     pub uncovered: Vec<String>,
 }
 
-/// What a model's decode step is made of, as far as the planner's terms
-/// differ: dense layers, routed experts (the weights a step reads depend on
-/// how many experts its tokens reach), or DeepSeek's multi-head latent
-/// attention on top of routed experts (a compressed KV, absorbed
-/// projections).
+/// What a model's step is made of, as far as the planner's terms differ:
+/// dense layers, routed experts (the weights a step reads depend on how
+/// many experts its tokens reach), or DeepSeek's multi-head latent
+/// attention (a compressed KV every head reads, absorbed projections; in
+/// the catalogue always over routed experts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Architecture {

@@ -218,8 +218,8 @@ impl ModelSpec {
     }
 
     /// How many distinct parts a KV cache splits into over `tp`
-    /// tensor-parallel ranks. Each rank holds the KV of its own query heads'
-    /// KV heads, so with fewer KV heads than ranks the heads are copied:
+    /// tensor-parallel ranks. Each rank holds the KV heads its query heads
+    /// read, so with fewer KV heads than ranks the heads are copied:
     /// vLLM's `QKVParallelLinear` keeps `tp / kv_heads` replicas of each
     /// (`num_kv_head_replicas`), and so do engines that split attention the
     /// same way. MLA's latent is one vector per token that every head reads,
@@ -510,9 +510,10 @@ mod tests {
     }
 
     #[test]
-    fn catalogue_has_fifteen_models_including_moe_and_mla() {
+    fn catalogue_holds_dense_moe_and_mla_models() {
         let c = cat();
-        assert!(c.all().len() >= 15);
+        // README and docs/planner.md count 36.
+        assert!(c.all().len() >= 36, "{}", c.all().len());
         assert!(c.all().iter().any(|m| m.moe.is_some() && m.mla.is_none()));
         assert!(c.all().iter().any(|m| m.mla.is_some()));
     }
