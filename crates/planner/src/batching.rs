@@ -164,7 +164,7 @@ pub fn steady_state(
             let scores_s = s.attention_scores_s(x, (prompt + 1.0) / 2.0);
             t.memory_s += scores_s;
             t.kv_memory_s += scores_s;
-            t.comm_s = s.allreduce_s(running + x);
+            t.comm_s = s.fixed_step_s(running + x);
             t
         };
         // Prompts arrive whole, not as `q` tokens every step: a step takes

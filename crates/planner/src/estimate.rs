@@ -158,7 +158,7 @@ impl Estimator {
             "ttft",
             ttft * 1e3,
             "ms",
-            "max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce",
+            "max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries",
             format!(
                 "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms",
                 num(pt.flops),
@@ -206,7 +206,7 @@ impl Estimator {
             "tpot",
             tpot * 1e3,
             "ms",
-            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce",
+            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries",
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
                 num((dt.memory_s - dt.kv_memory_s) * s.hw.bandwidth_gbps),

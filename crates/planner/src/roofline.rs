@@ -4,8 +4,8 @@
 //! Every time is a roofline term divided by a fitted efficiency plus a fixed
 //! overhead ([`crate::efficiency`]):
 //!
-//! - decode step  = max(bytes / (BW·η_d), FLOPs / (peak·η_p)) + c_d + allreduce
-//! - prefill pass = max(FLOPs / (peak·η_p), bytes / (BW·η_d)) + c_p + allreduce
+//! - decode step  = max(bytes / (BW·η_d), FLOPs / (peak·η_p)) + c_d + allreduce + kernel boundaries
+//! - prefill pass = max(FLOPs / (peak·η_p), bytes / (BW·η_d)) + c_p + allreduce + kernel boundaries
 //!
 //! where bytes are the weights one step reads (MoE: the experts the batch
 //! touches) plus the KV cache it reads, and FLOPs are `2·P_active` per token
@@ -164,6 +164,30 @@ impl Scenario<'_> {
     /// activations, each moving `2(N−1)/N` of the message over the link,
     /// plus a latency. Pipeline stages: the activations handed from one
     /// stage to the next at each of the `pp − 1` boundaries, plus a latency.
+    /// The per-step time that tensor parallelism does not shorten: the
+    /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]) and the
+    /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`]).
+    pub fn fixed_step_s(&self, tokens: f64) -> f64 {
+        self.allreduce_s(tokens) + self.kernel_bubbles_s()
+    }
+
+    /// Kernel boundaries of one forward pass on a GPU, seconds: `layers ×`
+    /// [`Engine::kernel_boundaries_per_layer`] `×`
+    /// [`KERNEL_BUBBLE_S`](crate::engine::KERNEL_BUBBLE_S); 0 for engines
+    /// without a count and off GPUs.
+    pub fn kernel_bubbles_s(&self) -> f64 {
+        let gpu = matches!(
+            self.hw.class,
+            HardwareClass::Datacenter | HardwareClass::Consumer
+        );
+        match self.engine.kernel_boundaries_per_layer() {
+            Some(per_layer) if gpu => {
+                self.model.layers as f64 * per_layer * crate::engine::KERNEL_BUBBLE_S
+            }
+            _ => 0.0,
+        }
+    }
+
     pub fn allreduce_s(&self, tokens: f64) -> f64 {
         let msg = tokens * self.model.hidden as f64 * 2.0;
         let link = (self.hw.interconnect.gbps * 1e9).max(1e6);
@@ -199,6 +223,8 @@ pub struct Terms {
     pub flops: f64,
     pub memory_s: f64,
     pub compute_s: f64,
+    /// What tensor parallelism does not shorten: all-reduces and kernel
+    /// boundaries ([`Scenario::fixed_step_s`]).
     pub comm_s: f64,
     pub kv_memory_s: f64,
     pub attn_compute_s: f64,
@@ -284,7 +310,7 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
         flops: rows * c.linear_flops + batch * c.attn_flops,
         memory_s: bytes / s.bandwidth(),
         compute_s: rows * c.linear_s + batch * c.attn_s,
-        comm_s: s.allreduce_s(batch),
+        comm_s: s.fixed_step_s(batch),
         kv_memory_s: kv / s.tp() / s.bandwidth(),
         attn_compute_s: batch * c.attn_s,
     }
@@ -311,7 +337,7 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
         flops: seqs * (c.linear_flops + c.attn_flops),
         memory_s: k * bytes / s.bandwidth(),
         compute_s: k * seqs * (c.linear_s + c.attn_s),
-        comm_s: s.allreduce_s(tokens),
+        comm_s: s.fixed_step_s(tokens),
         kv_memory_s: k * scores / s.bandwidth(),
         attn_compute_s: k * seqs * c.attn_s,
     }

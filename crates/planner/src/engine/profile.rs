@@ -37,6 +37,23 @@ pub enum StepLaunch {
 /// every kernel from the host, which is why it is not inherited.
 pub const GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.0;
 
+/// The host part of [`GRAPH_REPLAY_STEP_OVERHEAD_MS`], milliseconds: what is
+/// left of it for an engine whose gaps between kernels are counted per layer
+/// instead ([`Engine::kernel_boundaries_per_layer`], [`KERNEL_BUBBLE_S`]).
+pub const GRAPH_REPLAY_HOST_MS: f64 = 0.5;
+
+/// Time a kernel boundary costs a decode step on a GPU, seconds: the setup
+/// and teardown around each of a forward pass's small kernels in which no
+/// weights load. Hazy Research, "Look Ma, No Bubbles!" (2025-05-27), on one
+/// H100 at batch 1 with Llama-3.2-1B (2.47 GB of BF16 weights): vLLM and
+/// SGLang split the forward pass into "around a hundred" kernels; a
+/// megakernel without boundaries streams the weights at 78% of bandwidth and
+/// runs over 1.5× SGLang's step. So SGLang's step is about 1.42 ms where
+/// streaming at 78% takes 0.95 ms: ~0.47 ms over ~100 boundaries, ~5 µs each
+/// (launch alone ~1.3 µs with CUDA graphs, the post says; the rest is the
+/// memory pipeline draining and refilling).
+pub const KERNEL_BUBBLE_S: f64 = 5e-6;
+
 /// vLLM's decode-step overhead prior, milliseconds: vllm-project/vllm#17866
 /// (V1, Llama-3.2-1B) reports a TPOT of 2.73 ms at light load, about 1 ms of
 /// it the GPU's, so at most 1.5 ms of fixed host time per step.
@@ -274,6 +291,17 @@ impl Engine {
         }
     }
 
+    /// Kernel boundaries per decoder layer in a decode step, for the engines
+    /// Hazy Research counted ("around a hundred" kernels for the 16 layers of
+    /// Llama-3.2-1B in vLLM and SGLang: about 6 a layer once the embedding,
+    /// final norm, LM head and sampling are set aside); each costs
+    /// [`KERNEL_BUBBLE_S`]. Tensor parallelism does not shorten them, so at
+    /// TP 8 they are a large part of a step. `None` for engines without a
+    /// count (their fitted overheads hold what their gaps cost).
+    pub fn kernel_boundaries_per_layer(self) -> Option<f64> {
+        matches!(self, Self::Vllm | Self::VllmV0 | Self::Sglang).then_some(6.0)
+    }
+
     /// The most fixed decode-step overhead (ms) the engine is assumed to pay
     /// on `class` when it has no fitted overhead of its own: for engines
     /// that replay decode steps as CUDA graphs on a GPU (or queue them from
@@ -285,6 +313,8 @@ impl Engine {
             class.is_none_or(|c| matches!(c, HardwareClass::Datacenter | HardwareClass::Consumer));
         let cap = match self {
             Self::Vllm | Self::VllmV0 => VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS,
+            // Its kernel gaps are counted per layer: the host part is left.
+            _ if self.kernel_boundaries_per_layer().is_some() => GRAPH_REPLAY_HOST_MS,
             _ => GRAPH_REPLAY_STEP_OVERHEAD_MS,
         };
         (phase == Phase::Decode && gpu && self.step_launch() != StepLaunch::PerKernel)
