@@ -159,11 +159,6 @@ impl Scenario<'_> {
         self.hw.bandwidth_gbps * 1e9
     }
 
-    /// Communication of one forward pass over `tokens` tokens. Tensor
-    /// parallel: two ring all-reduces per layer of `tokens × hidden` FP16
-    /// activations, each moving `2(N−1)/N` of the message over the link,
-    /// plus a latency. Pipeline stages: the activations handed from one
-    /// stage to the next at each of the `pp − 1` boundaries, plus a latency.
     /// The per-step time that tensor parallelism does not shorten: the
     /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]) and the
     /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`]).
@@ -188,6 +183,11 @@ impl Scenario<'_> {
         }
     }
 
+    /// Communication of one forward pass over `tokens` tokens. Tensor
+    /// parallel: two ring all-reduces per layer of `tokens × hidden` FP16
+    /// activations, each moving `2(N−1)/N` of the message over the link,
+    /// plus a latency. Pipeline stages: the activations handed from one
+    /// stage to the next at each of the `pp − 1` boundaries, plus a latency.
     pub fn allreduce_s(&self, tokens: f64) -> f64 {
         let msg = tokens * self.model.hidden as f64 * 2.0;
         let link = (self.hw.interconnect.gbps * 1e9).max(1e6);

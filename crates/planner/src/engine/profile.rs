@@ -42,7 +42,7 @@ pub const GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.0;
 /// instead ([`Engine::kernel_boundaries_per_layer`], [`KERNEL_BUBBLE_S`]).
 pub const GRAPH_REPLAY_HOST_MS: f64 = 0.5;
 
-/// Time a kernel boundary costs a decode step on a GPU, seconds: the setup
+/// Time a kernel boundary costs a forward pass on a GPU, seconds: the setup
 /// and teardown around each of a forward pass's small kernels in which no
 /// weights load. Hazy Research, "Look Ma, No Bubbles!" (2025-05-27), on one
 /// H100 at batch 1 with Llama-3.2-1B (2.47 GB of BF16 weights): vLLM and
@@ -291,7 +291,7 @@ impl Engine {
         }
     }
 
-    /// Kernel boundaries per decoder layer in a decode step, for the engines
+    /// Kernel boundaries per decoder layer in a forward pass, for the engines
     /// Hazy Research counted ("around a hundred" kernels for the 16 layers of
     /// Llama-3.2-1B in vLLM and SGLang: about 6 a layer once the embedding,
     /// final norm, LM head and sampling are set aside); each costs
