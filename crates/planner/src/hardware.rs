@@ -46,6 +46,12 @@ impl HardwareClass {
         }
     }
 
+    /// A discrete GPU (NVIDIA or AMD, datacenter or consumer): what CUDA
+    /// graphs, kernel boundaries and tensor-core tiles apply to.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Self::Datacenter | Self::Consumer)
+    }
+
     pub fn parse(s: &str) -> Result<Self, PlannerError> {
         Self::ALL
             .into_iter()

@@ -171,12 +171,8 @@ impl Scenario<'_> {
     /// [`KERNEL_BUBBLE_S`](crate::engine::KERNEL_BUBBLE_S); 0 for engines
     /// without a count and off GPUs.
     pub fn kernel_bubbles_s(&self) -> f64 {
-        let gpu = matches!(
-            self.hw.class,
-            HardwareClass::Datacenter | HardwareClass::Consumer
-        );
         match self.engine.kernel_boundaries_per_layer() {
-            Some(per_layer) if gpu => {
+            Some(per_layer) if self.hw.class.is_gpu() => {
                 self.model.layers as f64 * per_layer * crate::engine::KERNEL_BUBBLE_S
             }
             _ => 0.0,

@@ -309,8 +309,7 @@ impl Engine {
     /// or the class prior stands). `None` for `class` means any class (a
     /// level pooled over classes).
     pub fn step_overhead_cap_ms(self, class: Option<HardwareClass>, phase: Phase) -> Option<f64> {
-        let gpu =
-            class.is_none_or(|c| matches!(c, HardwareClass::Datacenter | HardwareClass::Consumer));
+        let gpu = class.is_none_or(HardwareClass::is_gpu);
         let cap = match self {
             Self::Vllm | Self::VllmV0 => VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS,
             // Its kernel gaps are counted per layer: the host part is left.
