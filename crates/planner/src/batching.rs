@@ -161,7 +161,7 @@ pub fn steady_state(
             let rows = s.gemm_rows(running + x) - s.gemm_rows(running);
             t.compute_s += rows * c.linear_s / prompt + x / prompt * c.attn_s;
             t.attn_compute_s += x / prompt * c.attn_s;
-            let scores_s = s.attention_scores_s(x, (prompt + 1.0) / 2.0);
+            let scores_s = s.attention_scores_s(x, s.model.mean_causal_keys(prompt, 0.0));
             t.memory_s += scores_s;
             t.kv_memory_s += scores_s;
             t.comm_s = s.fixed_step_s(running + x);

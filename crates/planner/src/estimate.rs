@@ -138,18 +138,7 @@ impl Estimator {
             ),
         ));
         let max_seqs = self.max_concurrent(s);
-        explain.push(Line::new(
-            "max_concurrent_seqs",
-            max_seqs as f64,
-            "seqs",
-            "floor(kv_capacity / (kv_bytes_per_token × context))",
-            format!(
-                "{} GB / ({} B × {})",
-                num(cap.max(0.0) / 1e9),
-                num(kvt),
-                s.context
-            ),
-        ));
+        explain.push(max_seqs_line(s, max_seqs, cap, kvt));
 
         let prompt = s.prompt_tokens as f64;
         let pt = prefill_terms(s, prompt, 1.0);
@@ -320,6 +309,57 @@ impl Estimator {
             weights_by_format,
             explain,
         })
+    }
+}
+
+/// The `max_concurrent_seqs` line: sequences of the scenario's context that
+/// fit in the KV capacity, with the windowed layers' share where the engine
+/// stores only the window.
+fn max_seqs_line(s: &Scenario, max_seqs: u64, cap: f64, kvt: f64) -> Line {
+    let ctx = s.context as f64;
+    let held = s.kv_tokens_held(ctx);
+    match &s.model.sliding_window {
+        Some(w) if held < ctx => Line::new(
+            "max_concurrent_seqs",
+            max_seqs as f64,
+            "seqs",
+            "floor(kv_capacity / (kv_bytes_per_token × held)), held = (full layers × context + windowed layers × min(context, window)) / layers: the engine keeps only the window of a sliding-window layer",
+            format!(
+                "{} GB / ({} B × {}); held = ({} × {} + {} × {}) / {}",
+                num(cap.max(0.0) / 1e9),
+                num(kvt),
+                num(held),
+                s.model.layers - w.layers.min(s.model.layers),
+                s.context,
+                w.layers.min(s.model.layers),
+                w.window.min(s.context),
+                s.model.layers
+            ),
+        ),
+        Some(_) if !s.engine.windowed_kv_cache() => Line::new(
+            "max_concurrent_seqs",
+            max_seqs as f64,
+            "seqs",
+            "floor(kv_capacity / (kv_bytes_per_token × context)): this engine is taken to keep every token of its sliding-window layers",
+            format!(
+                "{} GB / ({} B × {})",
+                num(cap.max(0.0) / 1e9),
+                num(kvt),
+                s.context
+            ),
+        ),
+        _ => Line::new(
+            "max_concurrent_seqs",
+            max_seqs as f64,
+            "seqs",
+            "floor(kv_capacity / (kv_bytes_per_token × context))",
+            format!(
+                "{} GB / ({} B × {})",
+                num(cap.max(0.0) / 1e9),
+                num(kvt),
+                s.context
+            ),
+        ),
     }
 }
 

@@ -353,3 +353,54 @@ fn kernel_boundaries_cost_every_layer_whatever_the_split() {
     let apple = Scenario { hw: &mac, ..s };
     assert_eq!(apple.kernel_bubbles_s(), 0.0);
 }
+
+#[test]
+fn windowed_layers_hold_and_read_only_their_window() {
+    // Gemma 3 27B at 128k tokens: 52 of 62 layers attend over the last
+    // 1024. vLLM stores only that window; the pre-0.6 profile stores every
+    // token. Both read only the window, since the model masks the rest.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("h200");
+    let s = Scenario {
+        model: models.get("gemma-3-27b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("bf16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 1,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 120_000,
+        gen_tokens: 1000,
+        context: 131_072,
+        memory_headroom: 0.2,
+    };
+    let held = (10.0 * 131_072.0 + 52.0 * 1024.0) / 62.0;
+    assert!((s.kv_tokens_held(131_072.0) - held).abs() < 1e-6);
+    let old = Scenario {
+        engine: Engine::VllmV0,
+        quant: s.quant.clone(),
+        ..s
+    };
+    assert_eq!(old.kv_tokens_held(131_072.0), 131_072.0);
+    let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
+    let (windowed, full) = (est.max_concurrent(&s), est.max_concurrent(&old));
+    assert!(full >= 1, "{full}");
+    let ratio = windowed as f64 / full as f64;
+    assert!((5.0..7.0).contains(&ratio), "{windowed} vs {full}");
+    // The KV a decode step reads is the window for both engines.
+    let kv = |sc: &Scenario| decode_terms(sc, 1.0, 131_072.0).kv_memory_s;
+    assert_eq!(kv(&s), kv(&old));
+    let per_token = s.model.kv_bytes_per_token(2.0);
+    assert!((kv(&s) * s.bandwidth() - held * per_token).abs() < 1.0);
+    // A short context is not affected.
+    assert_eq!(s.kv_tokens_held(800.0), 800.0);
+    // The explanation says what the engine keeps.
+    let e = est.estimate(&s).unwrap();
+    let line = e
+        .explain
+        .iter()
+        .find(|l| l.metric == "max_concurrent_seqs")
+        .unwrap();
+    assert!(line.formula.contains("window"), "{}", line.formula);
+}

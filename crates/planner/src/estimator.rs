@@ -59,7 +59,7 @@ impl Estimator {
     /// Sequences of `context` tokens that fit in the KV capacity.
     pub fn max_concurrent(&self, s: &Scenario) -> u64 {
         let cap = self.kv_capacity_bytes(s);
-        let per_seq = s.kv_bytes_per_token() * s.context as f64;
+        let per_seq = s.kv_bytes_per_seq(s.context as f64);
         if cap <= 0.0 || per_seq <= 0.0 {
             0
         } else {

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::error::PlannerError;
 use crate::model::{Mla, ModelSpec, Moe, validate_spec};
+use crate::window::SlidingWindow;
 
 /// Refuse configs larger than this: real ones are a few KiB.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -98,27 +99,49 @@ pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, Planner
     let layers = need("num_hidden_layers")?;
     let heads = need("num_attention_heads")?;
     let kv_heads = get("num_key_value_heads").unwrap_or(heads);
-    let vocab = need("vocab_size")?;
-    let ffn = need("intermediate_size")?;
-    let head_dim = get("head_dim").unwrap_or(hidden / heads.max(1));
+    // Gemma 3's multimodal configs leave these to Gemma3TextConfig's defaults.
+    let gemma3 = cfg.get("model_type").and_then(Value::as_str) == Some("gemma3_text");
+    let vocab = match get("vocab_size") {
+        None if gemma3 => 262_208,
+        _ => need("vocab_size")?,
+    };
+    let expert_or_dense_ffn = need("intermediate_size")?;
+    // Llama 4 keeps its dense layers' width apart (`intermediate_size` is an expert's).
+    let ffn = get("intermediate_size_mlp").unwrap_or(expert_or_dense_ffn);
+    let head_dim = get("head_dim").unwrap_or(if gemma3 { 256 } else { hidden / heads.max(1) });
     let tied = cfg
         .get("tie_word_embeddings")
         .and_then(Value::as_bool)
         .unwrap_or(false);
 
+    let sliding_window = sliding_window(cfg, layers);
     let experts = get("num_local_experts")
         .or(get("num_experts"))
         .or(get("n_routed_experts"));
     let moe = match experts {
         Some(e) if e > 1 => {
-            let active = need("num_experts_per_tok")?;
+            // gpt-oss names it `experts_per_token`.
+            let active = get("num_experts_per_tok")
+                .or(get("experts_per_token"))
+                .ok_or_else(|| err("missing integer key `num_experts_per_tok`".into()))?;
+            // Llama 4: every `interleave_moe_layer_step`-th layer has experts
+            // (all of them in Scout, every second in Maverick), each with one
+            // shared expert; the others are dense at `intermediate_size_mlp`.
+            let step = get("interleave_moe_layer_step").filter(|s| *s > 0);
+            let (shared, dense_layers) = match step {
+                Some(step) => (1, layers - layers / step),
+                None => (
+                    get("n_shared_experts").unwrap_or(0).min(1024),
+                    get("first_k_dense_replace").unwrap_or(0).min(layers),
+                ),
+            };
             Some(Moe {
                 experts: u32::try_from(e).map_err(|_| err(format!("`num_experts` {e} too big")))?,
                 active: u32::try_from(active)
                     .map_err(|_| err(format!("`num_experts_per_tok` {active} too big")))?,
-                shared: get("n_shared_experts").unwrap_or(0).min(1024) as u32,
-                expert_ffn: get("moe_intermediate_size").unwrap_or(ffn),
-                dense_layers: get("first_k_dense_replace").unwrap_or(0).min(layers) as u32,
+                shared: shared as u32,
+                expert_ffn: get("moe_intermediate_size").unwrap_or(expert_or_dense_ffn),
+                dense_layers: dense_layers as u32,
             })
         }
         _ => None,
@@ -157,11 +180,56 @@ pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, Planner
         params_b: None,
         moe,
         mla,
+        sliding_window,
         source: origin.to_string(),
         measured_params: None,
     };
     validate_spec(&spec, origin)?;
     Ok(spec)
+}
+
+/// The layers that attend over a window, from the keys the configs use:
+/// `layer_types` (`sliding_attention` / `chunked_attention` against
+/// `full_attention`: gpt-oss and recent Gemma and Cohere configs), else a
+/// period (`sliding_window_pattern`: Gemma 3, Cohere 2; Gemma 2 alternates;
+/// Llama 4 chunks the layers `no_rope_layers` marks, three of every four by
+/// default). A bare `sliding_window` with none of these (Mistral 7B v0.1) is
+/// not taken: llama.cpp and other runtimes attend over the whole context.
+fn sliding_window(cfg: &Value, layers: u64) -> Option<SlidingWindow> {
+    let get = |k: &str| cfg.get(k).and_then(Value::as_u64);
+    let model_type = cfg.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let window = get("sliding_window").filter(|w| *w > 0);
+    if let Some(types) = cfg.get("layer_types").and_then(Value::as_array) {
+        let count = |name: &str| types.iter().filter(|t| t.as_str() == Some(name)).count() as u64;
+        let (sliding, chunked) = (count("sliding_attention"), count("chunked_attention"));
+        let (window, local) = if chunked > 0 {
+            (get("attention_chunk_size"), chunked)
+        } else {
+            (window, sliding)
+        };
+        return window
+            .filter(|w| *w > 0 && local > 0)
+            .map(|window| SlidingWindow {
+                window,
+                layers: local.min(layers),
+            });
+    }
+    if let Some(chunk) = get("attention_chunk_size").filter(|c| *c > 0) {
+        let local = match cfg.get("no_rope_layers").and_then(Value::as_array) {
+            Some(flags) => flags.iter().filter(|f| f.as_u64() == Some(1)).count() as u64,
+            None => layers - layers / 4,
+        };
+        return (local > 0).then_some(SlidingWindow {
+            window: chunk,
+            layers: local.min(layers),
+        });
+    }
+    let period = get("sliding_window_pattern").or(match model_type {
+        "gemma2" => Some(2),
+        "gemma3" | "gemma3_text" => Some(6),
+        _ => None,
+    })?;
+    SlidingWindow::interleaved(window?, layers, period)
 }
 
 #[cfg(test)]
@@ -216,6 +284,78 @@ mod tests {
             name(r#"{"architectures":["LlamaForCausalLM"]}"#, "config.json"),
             "LlamaForCausalLM"
         );
+    }
+
+    #[test]
+    fn gpt_oss_config_reads_layer_types_and_experts_per_token() {
+        let types: Vec<&str> = (0..36)
+            .map(|i| {
+                if i % 2 == 0 {
+                    "sliding_attention"
+                } else {
+                    "full_attention"
+                }
+            })
+            .collect();
+        let text = serde_json::json!({
+            "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+            "num_hidden_layers": 36, "vocab_size": 201088, "num_local_experts": 128,
+            "experts_per_token": 4, "sliding_window": 128, "layer_types": types,
+            "tie_word_embeddings": false
+        })
+        .to_string();
+        let s = from_str(&text, "gpt-oss-120b", "t").unwrap();
+        assert!(
+            (s.total_params() / 1e9 - 116.8).abs() < 0.5,
+            "{}",
+            s.total_params()
+        );
+        assert_eq!(s.moe.as_ref().unwrap().active, 4);
+        let w = s.sliding_window.unwrap();
+        assert_eq!((w.window, w.layers), (128, 18));
+        // At 128k tokens the cache is about half the all-global one.
+        let held = s.attended_keys(131_072.0) / 131_072.0;
+        assert!((held - 0.5).abs() < 0.01, "{held}");
+    }
+
+    #[test]
+    fn llama_4_config_reads_interleaved_experts_and_chunks() {
+        let text = r#"{"model_type":"llama4","text_config":{"model_type":"llama4_text",
+            "hidden_size":5120,"intermediate_size":8192,"intermediate_size_mlp":16384,
+            "num_attention_heads":40,"num_key_value_heads":8,"head_dim":128,
+            "num_hidden_layers":48,"vocab_size":202048,"num_local_experts":128,
+            "num_experts_per_tok":1,"interleave_moe_layer_step":2,
+            "attention_chunk_size":8192}}"#;
+        let s = from_str(text, "maverick", "t").unwrap();
+        assert!(
+            (s.total_params() / 1e9 - 400.0).abs() < 4.0,
+            "{}",
+            s.total_params()
+        );
+        let m = s.moe.as_ref().unwrap();
+        assert_eq!((m.shared, m.dense_layers, m.expert_ffn), (1, 24, 8192));
+        assert_eq!(s.ffn, 16384);
+        let w = s.sliding_window.unwrap();
+        assert_eq!((w.window, w.layers), (8192, 36));
+    }
+
+    #[test]
+    fn gemma_3_text_config_takes_its_pattern_and_defaults() {
+        // The multimodal 12B config leaves `head_dim`, `vocab_size` and the
+        // pattern to Gemma3TextConfig's defaults.
+        let text = r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text",
+            "hidden_size":3840,"intermediate_size":15360,"num_attention_heads":16,
+            "num_hidden_layers":48,"num_key_value_heads":8,"sliding_window":1024}}"#;
+        let s = from_str(text, "gemma-3-12b", "t").unwrap();
+        assert_eq!((s.head_dim, s.vocab), (256, 262_208));
+        let w = s.sliding_window.unwrap();
+        assert_eq!((w.window, w.layers), (1024, 40));
+        // Mistral 7B v0.1's bare `sliding_window` is not a layer pattern.
+        let text = r#"{"model_type":"mistral","hidden_size":4096,"intermediate_size":14336,
+            "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,
+            "vocab_size":32000,"sliding_window":4096}"#;
+        assert_eq!(from_str(text, "m", "t").unwrap().sliding_window, None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PlannerError;
 use crate::names;
+use crate::window::SlidingWindow;
 
 const BUILTIN: &str = include_str!("../data/models.toml");
 
@@ -71,6 +72,10 @@ pub struct ModelSpec {
     pub moe: Option<Moe>,
     #[serde(default)]
     pub mla: Option<Mla>,
+    /// Layers that attend over a window of recent tokens only (Gemma 2/3,
+    /// gpt-oss, Llama 4's chunked layers): [`crate::window`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<SlidingWindow>,
     #[serde(default)]
     pub source: String,
     /// Parameters counted from a file's tensors, which beat the shape formula.
@@ -252,6 +257,26 @@ impl ModelSpec {
         }
     }
 
+    /// Keys a token at position `ctx` attends over, averaged over the
+    /// layers: `ctx`, less where layers attend over a window
+    /// ([`SlidingWindow::mean_keys`]). Also the KV tokens an engine with a
+    /// windowed cache holds for a sequence of `ctx` tokens.
+    pub fn attended_keys(&self, ctx: f64) -> f64 {
+        match &self.sliding_window {
+            Some(w) => w.mean_keys(self.layers, ctx),
+            None => ctx,
+        }
+    }
+
+    /// Keys each of `tokens` new tokens after `past` cached ones attends
+    /// over on average under a causal mask, averaged over the layers.
+    pub fn mean_causal_keys(&self, tokens: f64, past: f64) -> f64 {
+        match &self.sliding_window {
+            Some(w) => w.mean_causal_keys(self.layers, tokens, past),
+            None => past + (tokens + 1.0) / 2.0,
+        }
+    }
+
     /// Attention score FLOPs per layer for one query token over `context`
     /// keys: `2·ctx·heads·(d_qk + d_v)` (QKᵀ plus AV).
     pub fn attention_flops_per_token_layer(&self, context: f64) -> f64 {
@@ -275,7 +300,7 @@ impl ModelSpec {
     /// causal attention of `tokens` new tokens over `past` cached ones.
     pub fn attention_flops(&self, tokens: f64, past: f64) -> f64 {
         // Mean context seen by the new tokens under a causal mask.
-        let mean_ctx = past + (tokens + 1.0) / 2.0;
+        let mean_ctx = self.mean_causal_keys(tokens, past);
         self.layers as f64 * tokens * self.attention_flops_per_token_layer(mean_ctx)
     }
 
@@ -295,6 +320,17 @@ impl ModelSpec {
                     format!("must be between 1 and 16777216, got {v}"),
                 ));
             }
+        }
+        if let Some(w) = &self.sliding_window
+            && (w.window == 0 || w.layers == 0 || w.layers > self.layers)
+        {
+            return Err(PlannerError::invalid(
+                format!("{origin}: model `{}`.sliding_window", self.id),
+                format!(
+                    "window must be >= 1 and layers between 1 and the model's {} layers, got window {} over {} layers",
+                    self.layers, w.window, w.layers
+                ),
+            ));
         }
         if let Some(m) = &self.moe
             && (m.active == 0 || m.active > m.experts)

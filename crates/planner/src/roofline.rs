@@ -110,6 +110,24 @@ impl Scenario<'_> {
         self.model.kv_bytes_per_token(self.kv_bytes) * self.model.kv_copies(self.tp)
     }
 
+    /// KV tokens one sequence of `ctx` tokens keeps per layer, averaged over
+    /// the layers: `ctx`, or less for a model with windowed layers on an
+    /// engine that stores only the window
+    /// ([`Engine::windowed_kv_cache`](crate::Engine::windowed_kv_cache)).
+    pub fn kv_tokens_held(&self, ctx: f64) -> f64 {
+        if self.engine.windowed_kv_cache() {
+            self.model.attended_keys(ctx)
+        } else {
+            ctx
+        }
+    }
+
+    /// KV bytes one sequence of `ctx` tokens holds over the replica:
+    /// [`Self::kv_bytes_per_token`] × [`Self::kv_tokens_held`].
+    pub fn kv_bytes_per_seq(&self, ctx: f64) -> f64 {
+        self.kv_bytes_per_token() * self.kv_tokens_held(ctx)
+    }
+
     /// Attention-score traffic of `tokens` new tokens attending over a mean
     /// of `ctx` positions each, over the whole replica, bytes: zero for
     /// engines with fused attention, else one score per head, layer, token
@@ -297,7 +315,9 @@ impl Scenario<'_> {
 /// matmuls compute [`Scenario::gemm_rows`]`(batch)` rows.
 pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.decode_read_params(batch) * s.quant.bytes_per_weight();
-    let kv = batch * ctx * s.kv_bytes_per_token() + s.attention_scores_bytes(batch, ctx);
+    // Windowed layers read at most their window, whatever the cache keeps.
+    let keys = s.model.attended_keys(ctx);
+    let kv = batch * keys * s.kv_bytes_per_token() + s.attention_scores_bytes(batch, keys);
     let bytes = (weights + kv) / s.tp();
     let c = s.forward_compute(1.0, ctx);
     let rows = s.gemm_rows(batch);
@@ -317,8 +337,10 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let per_seq = (tokens / seqs.max(1.0)).max(1.0);
     let weights = s.model.decode_read_params(tokens) * s.quant.bytes_per_weight();
     let seqs = seqs.max(1.0);
-    // Causal: the prompt's tokens attend over (n + 1) / 2 positions on average.
-    let scores = seqs * s.attention_scores_bytes(per_seq, (per_seq + 1.0) / 2.0) / s.tp();
+    // Causal: the prompt's tokens attend over (n + 1) / 2 positions on
+    // average (fewer in windowed layers).
+    let keys = s.model.mean_causal_keys(per_seq, 0.0);
+    let scores = seqs * s.attention_scores_bytes(per_seq, keys) / s.tp();
     let bytes = weights / s.tp() + scores;
     let c = s.forward_compute(per_seq, 0.0);
     // Pipeline stages overlap the micro-batches of one prompt where the

@@ -269,6 +269,28 @@ impl Engine {
         matches!(self, Self::LlamaCppNoFa | Self::Ollama)
     }
 
+    /// Whether the engine stores only the window of a sliding-window layer
+    /// ([`crate::window`]): vLLM's V1 hybrid KV cache manager (native sliding
+    /// window from v0.8.3, its release notes; the `vllm@0.5` profile is older),
+    /// llama.cpp's SWA cache (`n_swa · n_seq_max + n_batch` cells,
+    /// ggml-org/llama.cpp#13194, 2025; `llama.cpp@b6326` stands for the
+    /// 2023–24 builds before it), TensorRT-LLM's cyclic per-window blocks
+    /// (NVIDIA/TensorRT-LLM#6768 describes them), SGLang's hybrid SWA memory
+    /// pool (on unless `--disable-hybrid-swa-memory`), Ollama's SWA cache and
+    /// transformers' `HybridCache`. The others are assumed to hold every token
+    /// of every layer: a larger, safe figure.
+    pub fn windowed_kv_cache(self) -> bool {
+        matches!(
+            self,
+            Self::Vllm
+                | Self::Sglang
+                | Self::TrtLlm
+                | Self::LlamaCpp
+                | Self::Ollama
+                | Self::Transformers
+        )
+    }
+
     /// Prior adjustment for an engine with no data at the level used: eager
     /// PyTorch (`transformers`) launches many more kernels per token from
     /// Python, so it is assumed to pay 3× the class's step overhead. Its

@@ -23,6 +23,7 @@ use std::path::Path;
 use crate::error::PlannerError;
 use crate::model::{Mla, ModelSpec, Moe, validate_spec};
 use crate::quant::Quant;
+use crate::window::SlidingWindow;
 
 pub use read::{read, read_file};
 
@@ -255,6 +256,13 @@ impl GgufInfo {
                 q_lora_rank: self.arch_u64("attention.q_lora_rank"),
             }
         });
+        let sliding_window = match (
+            self.arch_u64("attention.sliding_window"),
+            SlidingWindow::gguf_period(arch),
+        ) {
+            (Some(window), Some(period)) => SlidingWindow::interleaved(window, layers, period),
+            _ => None,
+        };
         let tied = !self.tensors.iter().any(|t| t.name == "output.weight");
         let name = match self.metadata.get("general.name") {
             Some(MetaValue::Str(s)) => s.clone(),
@@ -280,6 +288,7 @@ impl GgufInfo {
             params_b: None,
             moe,
             mla,
+            sliding_window,
             source: self.origin.clone(),
             measured_params: Some(self.params()),
         };

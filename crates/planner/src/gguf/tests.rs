@@ -15,17 +15,26 @@ fn kv_u32(out: &mut Vec<u8>, k: &str, v: u32) {
 
 /// A tiny llama-shaped header: 2 layers, hidden 64, vocab 100.
 pub(crate) fn tiny() -> Vec<u8> {
+    header("llama", 2, &[])
+}
+
+/// A tiny header of architecture `arch` with `layers` layers and extra
+/// `{arch}.KEY` integers.
+fn header(arch: &str, layers: u32, extra: &[(&str, u32)]) -> Vec<u8> {
     let mut b = b"GGUF".to_vec();
     b.extend(3u32.to_le_bytes());
     b.extend(2u64.to_le_bytes()); // tensors
-    b.extend(7u64.to_le_bytes()); // kvs
+    b.extend((7 + extra.len() as u64).to_le_bytes()); // kvs
     s(&mut b, "general.architecture");
     b.extend(8u32.to_le_bytes());
-    s(&mut b, "llama");
-    kv_u32(&mut b, "llama.block_count", 2);
-    kv_u32(&mut b, "llama.embedding_length", 64);
-    kv_u32(&mut b, "llama.attention.head_count", 4);
-    kv_u32(&mut b, "llama.feed_forward_length", 128);
+    s(&mut b, arch);
+    kv_u32(&mut b, &format!("{arch}.block_count"), layers);
+    kv_u32(&mut b, &format!("{arch}.embedding_length"), 64);
+    kv_u32(&mut b, &format!("{arch}.attention.head_count"), 4);
+    kv_u32(&mut b, &format!("{arch}.feed_forward_length"), 128);
+    for (k, v) in extra {
+        kv_u32(&mut b, &format!("{arch}.{k}"), *v);
+    }
     kv_u32(&mut b, "general.file_type", 2);
     s(&mut b, "tokenizer.ggml.tokens");
     b.extend(9u32.to_le_bytes());
@@ -61,6 +70,32 @@ fn reads_a_tiny_header() {
     );
     assert!(spec.tied_embeddings);
     assert!(info.quant().name.contains("Q4_0"));
+}
+
+#[test]
+fn a_sliding_window_takes_the_architecture_s_layer_pattern() {
+    // Gemma 3: every sixth layer attends over the whole context.
+    let b = header("gemma3", 12, &[("attention.sliding_window", 1024)]);
+    let spec = read(&b[..], b.len() as u64, "g.gguf")
+        .unwrap()
+        .to_spec()
+        .unwrap();
+    let w = spec.sliding_window.unwrap();
+    assert_eq!((w.window, w.layers), (1024, 10));
+    // gpt-oss alternates.
+    let b = header("gpt-oss", 12, &[("attention.sliding_window", 128)]);
+    let spec = read(&b[..], b.len() as u64, "o.gguf")
+        .unwrap()
+        .to_spec()
+        .unwrap();
+    assert_eq!(spec.sliding_window.unwrap().layers, 6);
+    // A window on an architecture whose pattern is not known is not taken.
+    let b = header("llama", 12, &[("attention.sliding_window", 4096)]);
+    let spec = read(&b[..], b.len() as u64, "l.gguf")
+        .unwrap()
+        .to_spec()
+        .unwrap();
+    assert_eq!(spec.sliding_window, None);
 }
 
 #[test]

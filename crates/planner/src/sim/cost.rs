@@ -69,9 +69,12 @@ impl<'a> EstimatorCost<'a> {
     }
 
     /// KV-cache capacity of one replica in tokens (after weights and the
-    /// memory headroom), 0 when the model does not fit.
+    /// memory headroom), 0 when the model does not fit. With windowed layers
+    /// a token costs what it costs in a sequence of the scenario's context
+    /// ([`Scenario::kv_bytes_per_seq`] / context).
     pub fn kv_tokens(&self) -> u64 {
-        let per_token = self.scenario.kv_bytes_per_token();
+        let ctx = self.scenario.context.max(1) as f64;
+        let per_token = self.scenario.kv_bytes_per_seq(ctx) / ctx;
         let cap = self.est.kv_capacity_bytes(&self.scenario);
         if per_token <= 0.0 || cap <= 0.0 {
             0

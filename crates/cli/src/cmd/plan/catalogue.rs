@@ -83,6 +83,10 @@ pub fn list_models(a: ListArgs) -> anyhow::Result<ExitCode> {
                 m.hidden.to_string(),
                 format!("{}/{}", m.heads, m.kv_heads),
                 num(m.kv_bytes_per_token(2.0) / 1024.0),
+                match &m.sliding_window {
+                    Some(w) => format!("{} of {} layers: {}", w.layers, m.layers, w.window),
+                    None => "-".to_string(),
+                },
             ]
         })
         .collect();
@@ -96,6 +100,7 @@ pub fn list_models(a: ListArgs) -> anyhow::Result<ExitCode> {
             "hidden",
             "heads/kv",
             "KV KiB/tok",
+            "window",
         ],
         rows,
     );
