@@ -761,3 +761,43 @@ fn a_llama_cpp_build_before_b6327_pays_for_its_attention_scores_on_a_long_prompt
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     assert!(stderr(&out).contains("b6327"), "{}", stderr(&out));
 }
+
+#[test]
+fn plan_sliding_window_models_hold_more_sequences_where_the_engine_keeps_the_window() {
+    let seqs = |engine: &str| {
+        let out = glassbox(
+            &[
+                "plan",
+                "--model",
+                "google/gemma-3-27b-it",
+                "--gpu",
+                "h200",
+                "--quant",
+                "bf16",
+                "--engine",
+                engine,
+                "--prompt-tokens",
+                "120000",
+                "--gen-tokens",
+                "1000",
+                "--format",
+                "json",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        v["max_concurrent_seqs"].as_f64().unwrap()
+    };
+    let (windowed, full) = (seqs("vllm"), seqs("vllm@0.5"));
+    assert!(
+        full >= 1.0 && windowed >= 5.0 * full,
+        "{windowed} vs {full}"
+    );
+    let out = glassbox(&["plan", "list-models"], None);
+    assert!(
+        stdout(&out).contains("52 of 62 layers: 1024"),
+        "{}",
+        stdout(&out)
+    );
+}
