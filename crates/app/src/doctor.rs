@@ -125,7 +125,12 @@ fn feature_list(features: &[Feature]) -> String {
 fn cpu_check() -> Check {
     let cpu = CpuInfo::detect();
     let mut details = vec![
-        format!("cpu: {} ({} cores usable)", cpu.model, cpu.cores),
+        format!(
+            "cpu: {} ({} logical cores usable; kernels run {} threads, one per physical core)",
+            cpu.model,
+            cpu.cores,
+            glassbox_models::cpu::topology::compute_threads()
+        ),
         format!("features: {}", feature_list(&cpu.features)),
     ];
     match glassbox_models::load_kernels() {

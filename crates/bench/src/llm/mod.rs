@@ -36,7 +36,7 @@ pub enum Target {
     /// The local engine (llama.cpp) on this GGUF file.
     Local {
         model_file: PathBuf,
-        /// CPU threads (all cores when not given).
+        /// CPU threads (one per physical core when not given).
         threads: Option<usize>,
     },
     /// An OpenAI-compatible server at this base URL.

@@ -19,7 +19,7 @@ pub struct Args {
     models: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArg,
-    /// CPU threads for the generation and the embedding [default: all cores].
+    /// CPU threads for the generation and the embedding [default: one per physical core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Output format.

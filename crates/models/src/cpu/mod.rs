@@ -16,6 +16,7 @@
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
 pub mod bound;
+pub mod topology;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

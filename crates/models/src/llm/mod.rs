@@ -267,7 +267,8 @@ pub struct Timing {
 pub struct LlmOptions {
     /// The GGUF file.
     pub model_path: PathBuf,
-    /// CPU threads for decoding and prompt processing; `None` = all cores.
+    /// CPU threads for decoding and prompt processing; `None` = one per
+    /// physical core ([`crate::cpu::topology::compute_threads`]).
     pub threads: Option<usize>,
     /// Context window in tokens (prompt + completion).
     pub n_ctx: u32,
@@ -390,8 +391,7 @@ impl LlmOptions {
     pub(crate) fn thread_count(&self) -> usize {
         self.threads
             .filter(|&n| n > 0)
-            .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-            .unwrap_or(1)
+            .unwrap_or_else(crate::cpu::topology::compute_threads)
     }
 }
 

@@ -61,7 +61,7 @@ pub struct LlmArgs {
     /// Where to write the measurements CSV.
     #[arg(long, short, default_value = "glassbox-bench-llm.csv")]
     pub output: PathBuf,
-    /// Local: CPU threads [default: all cores].
+    /// Local: CPU threads [default: one per physical core].
     #[arg(long)]
     pub threads: Option<usize>,
     /// Local: after the runs, load the engine open loop at these rates
