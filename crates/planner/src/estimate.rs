@@ -209,7 +209,14 @@ impl Estimator {
                 num(p.efficiency),
                 num((bt.overhead_s + bt.comm_s) * 1e3),
                 num(running),
-                num(ctx)
+                match s.model.sliding_window {
+                    Some(_) => format!(
+                        "{} ({} keys a layer on average: windowed layers read their window)",
+                        num(ctx),
+                        num(s.model.attended_keys(ctx))
+                    ),
+                    None => num(ctx),
+                }
             ),
         ));
         let decode_tok_s = bt.tok_s;
