@@ -44,6 +44,10 @@ pub struct Coverage {
     pub model: usize,
     pub architecture: Architecture,
     pub architecture_rows: usize,
+    /// Rows on models with sliding-window layers ([`crate::window`]), when
+    /// the plan's model has them; `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windowed_rows: Option<usize>,
     /// What no row covers, in words; empty when every part has rows.
     pub uncovered: Vec<String>,
 }
@@ -97,6 +101,7 @@ struct Row {
     gpu: String,
     model: String,
     architecture: Option<Architecture>,
+    windowed: bool,
     vendor: String,
     engine: Engine,
     quant: String,
@@ -120,6 +125,7 @@ fn public() -> Result<&'static [Row], PlannerError> {
                 vendor: catalogue.get(&m.gpu).map(vendor).unwrap_or_default(),
                 model: spec.map_or_else(|| m.model.clone(), |s| s.id.clone()),
                 architecture: spec.map(Architecture::of),
+                windowed: spec.is_some_and(|s| s.sliding_window.is_some()),
                 gpu: m.gpu,
                 engine: m.engine,
                 quant: quant_class(&m.quant),
@@ -156,6 +162,10 @@ pub fn of(
         model: count(&|r| r.model == model.id),
         architecture,
         architecture_rows: count(&|r| r.architecture == Some(architecture)),
+        windowed_rows: model
+            .sliding_window
+            .is_some()
+            .then(|| count(&|r| r.windowed)),
         uncovered: Vec::new(),
     };
     let mut uncovered = Vec::new();
@@ -192,6 +202,9 @@ pub fn of(
     }
     if c.architecture_rows == 0 {
         uncovered.push(format!("no row on a {} model", architecture.as_str()));
+    }
+    if c.windowed_rows == Some(0) {
+        uncovered.push("no row on a model with sliding-window layers".to_string());
     }
     Ok(Coverage { uncovered, ..c })
 }
@@ -231,6 +244,23 @@ mod tests {
         assert_eq!(c.vendor, "NVIDIA");
         assert_eq!(c.architecture, Architecture::Dense);
         assert!(c.model > 0 && c.model <= c.architecture_rows, "{c:?}");
+    }
+
+    #[test]
+    fn sliding_window_models_are_named_when_no_row_ran_one() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = HardwareCatalogue::builtin().unwrap();
+        let h100 = hw.get("h100-sxm").unwrap();
+        let oss = models.get("gpt-oss-120b").unwrap();
+        let c = of(oss, h100, Engine::Vllm, "mxfp4", 1).unwrap();
+        assert_eq!(c.windowed_rows, Some(0));
+        assert!(
+            c.uncovered.iter().any(|u| u.contains("sliding-window")),
+            "{c:?}"
+        );
+        let llama = models.get("llama-3.1-8b").unwrap();
+        let c = of(llama, h100, Engine::Vllm, "bf16", 1).unwrap();
+        assert_eq!(c.windowed_rows, None);
     }
 
     #[test]

@@ -131,6 +131,9 @@ fn print_accuracy(plan: &Plan) {
         c.architecture_rows,
         c.architecture.as_str()
     );
+    if let Some(n) = c.windowed_rows {
+        out!("public rows on models with sliding-window layers: {n}");
+    }
     if !c.uncovered.is_empty() {
         out!(
             "not covered by the public rows: {}; the band comes from other setups: expect the blind column's error",
