@@ -181,7 +181,8 @@ impl Hardware {
         match dtype {
             ComputeDtype::Fp32 | ComputeDtype::Fp16 => None,
             ComputeDtype::Fp8 => self.fp8_tflops,
-            ComputeDtype::Fp4 => self.fp4_tflops.or(self.fp8_tflops),
+            ComputeDtype::Fp4 => self.fp4_tflops,
+            ComputeDtype::Mxfp4 => self.fp4_tflops.and(self.fp8_tflops),
             ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops),
         }
     }
@@ -374,13 +375,23 @@ mod tests {
         assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), 312.0);
         // Dense, not sparse: 1979 with sparsity halved to 989.
         assert_eq!(c.get("h100-sxm").unwrap().fp16_tflops, 989.0);
-        // FP4 runs on Blackwell's FP4 tensor cores, at FP8 on Hopper.
+        // NVFP4 runs on Blackwell's FP4 tensor cores; MXFP4 weights meet
+        // MXFP8 activations there, at the FP8 rate. Hopper has no FP4 units:
+        // both are weight-only, at the BF16 rate.
         let b200 = c.get("b200").unwrap();
         assert_eq!(b200.peak_tflops(ComputeDtype::Fp4), 9000.0);
-        let h100 = c.get("h100-sxm").unwrap();
         assert_eq!(
-            h100.peak_tflops(ComputeDtype::Fp4),
-            h100.peak_tflops(ComputeDtype::Fp8)
+            b200.peak_tflops(ComputeDtype::Mxfp4),
+            b200.peak_tflops(ComputeDtype::Fp8)
+        );
+        let h100 = c.get("h100-sxm").unwrap();
+        for fp4 in [ComputeDtype::Fp4, ComputeDtype::Mxfp4] {
+            assert_eq!(h100.peak_tflops(fp4), h100.fp16_tflops);
+        }
+        let mi300x = c.get("mi300x").unwrap();
+        assert_eq!(
+            mi300x.peak_tflops(ComputeDtype::Mxfp4),
+            mi300x.peak_tflops(ComputeDtype::Fp16)
         );
         assert_eq!(c.get("g5").unwrap().id, "a10g");
     }

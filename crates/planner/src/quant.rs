@@ -18,9 +18,19 @@ pub enum ComputeDtype {
     Fp16,
     Fp8,
     Int8,
-    /// 4-bit floating point on tensor cores that have it (Blackwell NVFP4,
-    /// MXFP4); elsewhere the weights are widened and computed at FP8/FP16.
+    /// NVFP4 weights and activations on tensor cores that have FP4 (Blackwell);
+    /// elsewhere weight-only: the weights are widened in registers and the
+    /// matmul runs on BF16 tensor cores (Marlin's W4A16 NVFP4 kernels on
+    /// Hopper, NVIDIA/TensorRT-LLM#13476).
     Fp4,
+    /// MXFP4 weights (gpt-oss's experts). Where the device has FP4 tensor
+    /// cores, vLLM's FlashInfer path quantises the activations to MXFP8 and
+    /// the mixed FP4 × FP8 matmul runs at the FP8 rate (huggingface/
+    /// transformers#40904 describes both paths); elsewhere, and in
+    /// triton_kernels' `matmul_ogs`, the activations stay BF16 and the
+    /// weights are widened: the FP16 rate (vLLM's Marlin MXFP4 and its BF16 ×
+    /// MXFP4 CUTLASS MoE for Hopper, vllm-project/vllm#23369).
+    Mxfp4,
 }
 
 /// A weight format: a name, bits per weight and the compute rate it uses.
@@ -44,7 +54,7 @@ const TABLE: &[(&str, f64, ComputeDtype)] = &[
     // (developer blog, 2025) and the ModelOpt NVFP4 checkpoint format.
     ("nvfp4", 4.5, ComputeDtype::Fp4),
     // MXFP4 (OCP Microscaling v1.0): E2M1 with one E8M0 scale per 32: 4 + 8/32.
-    ("mxfp4", 4.25, ComputeDtype::Fp4),
+    ("mxfp4", 4.25, ComputeDtype::Mxfp4),
     // AWQ/GPTQ 4-bit, group size 128, FP16 scale + zero per group: 4 + 32/128.
     ("int4", 4.25, ComputeDtype::Fp16),
     ("q2_k", 2.63, ComputeDtype::Fp16),
