@@ -404,3 +404,40 @@ fn windowed_layers_hold_and_read_only_their_window() {
         .unwrap();
     assert!(line.formula.contains("window"), "{}", line.formula);
 }
+
+#[test]
+fn layers_with_experts_pay_the_fused_moe_kernels() {
+    // vLLM's fused_experts adds topk_softmax, moe_align_block_size and
+    // moe_sum to the MLP's GEMM-activation-GEMM: three boundaries more per
+    // layer with experts, none for the dense layers DeepSeek keeps first.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("h200");
+    let bubble = crate::engine::KERNEL_BUBBLE_S;
+    let scenario = |id: &str, engine: Engine| Scenario {
+        model: models.get(id).unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp8").unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 8,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 128,
+        gen_tokens: 128,
+        context: 256,
+        memory_headroom: 0.1,
+    };
+    let mixtral = scenario("mixtral-8x7b", Engine::Vllm);
+    assert!((mixtral.kernel_bubbles_s() - (32.0 * 6.0 + 32.0 * 3.0) * bubble).abs() < 1e-12);
+    let ds = scenario("deepseek-v3", Engine::Sglang);
+    assert_eq!(ds.model.moe_layers(), 58);
+    assert!((ds.kernel_bubbles_s() - (61.0 * 6.0 + 58.0 * 3.0) * bubble).abs() < 1e-12);
+    let dense = scenario("llama-3.1-70b", Engine::Vllm);
+    assert_eq!(dense.model.moe_layers(), 0);
+    assert!((dense.kernel_bubbles_s() - 80.0 * 6.0 * bubble).abs() < 1e-12);
+    // Engines without a boundary count keep their gaps in fitted overheads.
+    assert_eq!(
+        scenario("mixtral-8x7b", Engine::TrtLlm).kernel_bubbles_s(),
+        0.0
+    );
+}

@@ -127,6 +127,13 @@ impl ModelSpec {
         }
     }
 
+    /// Layers with routed experts (0 for a dense model).
+    pub fn moe_layers(&self) -> u64 {
+        self.moe.as_ref().map_or(0, |m| {
+            self.layers - u64::from(m.dense_layers).min(self.layers)
+        })
+    }
+
     /// FFN parameters over all layers when `experts_used` routed experts per
     /// MoE layer are counted (total: all; per token: `active`).
     fn ffn_params(&self, experts_used: f64) -> f64 {
@@ -454,6 +461,17 @@ mod tests {
                 "mistral-small-24b",
             ),
             ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
+            ("openai/gpt-oss-120b", "gpt-oss-120b"),
+            ("openai/gpt-oss-20b", "gpt-oss-20b"),
+            ("google/gemma-3-27b-it", "gemma-3-27b"),
+            ("google/gemma-3-4b-it", "gemma-3-4b"),
+            ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+            (
+                "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                "llama-4-maverick",
+            ),
+            ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2"),
+            ("microsoft/Phi-3.5-mini-instruct", "phi-3-mini"),
             ("microsoft/phi-4", "phi-4"),
             ("codellama/CodeLlama-34b-Instruct-hf", "codellama-34b"),
         ] {

@@ -184,14 +184,17 @@ impl Scenario<'_> {
         self.allreduce_s(tokens) + self.kernel_bubbles_s()
     }
 
-    /// Kernel boundaries of one forward pass on a GPU, seconds: `layers ×`
-    /// [`Engine::kernel_boundaries_per_layer`] `×`
+    /// Kernel boundaries of one forward pass on a GPU, seconds: `(layers ×`
+    /// [`Engine::kernel_boundaries_per_layer`] `+ MoE layers ×`
+    /// [`Engine::moe_extra_boundaries_per_layer`]`) ×`
     /// [`KERNEL_BUBBLE_S`](crate::engine::KERNEL_BUBBLE_S); 0 for engines
     /// without a count and off GPUs.
     pub fn kernel_bubbles_s(&self) -> f64 {
         match self.engine.kernel_boundaries_per_layer() {
             Some(per_layer) if self.hw.class.is_gpu() => {
-                self.model.layers as f64 * per_layer * crate::engine::KERNEL_BUBBLE_S
+                let moe = self.engine.moe_extra_boundaries_per_layer().unwrap_or(0.0)
+                    * self.model.moe_layers() as f64;
+                (self.model.layers as f64 * per_layer + moe) * crate::engine::KERNEL_BUBBLE_S
             }
             _ => 0.0,
         }

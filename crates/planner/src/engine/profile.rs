@@ -302,6 +302,24 @@ impl Engine {
         matches!(self, Self::Vllm | Self::VllmV0 | Self::Sglang).then_some(6.0)
     }
 
+    /// Kernel boundaries a layer with routed experts adds to
+    /// [`Self::kernel_boundaries_per_layer`], for the same engines. A dense
+    /// MLP is three kernels (gate-up GEMM, activation, down GEMM); vLLM's
+    /// `fused_experts` (and SGLang's fused_moe_triton, its port) runs six:
+    /// `topk_softmax` for the router, `moe_align_block_size` to group the
+    /// tokens by expert, the two grouped GEMMs with the activation between
+    /// them, and `moe_sum` to add the experts' outputs. The kernel
+    /// microbenchmarks of vLLM and SGLang pull requests (`benchmark_moe.py`,
+    /// replayed in a CUDA graph) show the floor this leaves at one token:
+    /// 30–44 µs a layer where the experts read are only 16–38 MB
+    /// (Qwen3-235B-A22B at TP 8 on an H200, 31.7 µs, sgl-project/sglang#11730;
+    /// Qwen3-Next at TP 2, 27–30 µs, vllm-project/vllm#36559; Qwen3-30B-A3B FP8
+    /// on an H100, 40–44 µs, vllm-project/vllm#24700), about what six
+    /// boundaries ([`KERNEL_BUBBLE_S`]) and the read cost.
+    pub fn moe_extra_boundaries_per_layer(self) -> Option<f64> {
+        self.kernel_boundaries_per_layer().map(|_| 3.0)
+    }
+
     /// The most fixed decode-step overhead (ms) the engine is assumed to pay
     /// on `class` when it has no fitted overhead of its own: for engines
     /// that replay decode steps as CUDA graphs on a GPU (or queue them from
