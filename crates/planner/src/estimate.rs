@@ -325,49 +325,39 @@ impl Estimator {
 fn max_seqs_line(s: &Scenario, max_seqs: u64, cap: f64, kvt: f64) -> Line {
     let ctx = s.context as f64;
     let held = s.kv_tokens_held(ctx);
-    match &s.model.sliding_window {
-        Some(w) if held < ctx => Line::new(
-            "max_concurrent_seqs",
-            max_seqs as f64,
-            "seqs",
-            "floor(kv_capacity / (kv_bytes_per_token × held)), held = (full layers × context + windowed layers × min(context, window)) / layers: the engine keeps only the window of a sliding-window layer",
-            format!(
-                "{} GB / ({} B × {}); held = ({} × {} + {} × {}) / {}",
-                num(cap.max(0.0) / 1e9),
-                num(kvt),
-                num(held),
-                s.model.layers - w.layers.min(s.model.layers),
-                s.context,
-                w.layers.min(s.model.layers),
-                w.window.min(s.context),
-                s.model.layers
-            ),
-        ),
-        Some(_) if !s.engine.windowed_kv_cache() => Line::new(
-            "max_concurrent_seqs",
-            max_seqs as f64,
-            "seqs",
+    let cap_gb = num(cap.max(0.0) / 1e9);
+    let (formula, inputs) = match &s.model.sliding_window {
+        Some(w) if held < ctx => {
+            let local = w.layers.min(s.model.layers);
+            (
+                "floor(kv_capacity / (kv_bytes_per_token × held)), held = (full layers × context + windowed layers × min(context, window)) / layers: the engine keeps only the window of a sliding-window layer",
+                format!(
+                    "{cap_gb} GB / ({} B × {}); held = ({} × {} + {local} × {}) / {}",
+                    num(kvt),
+                    num(held),
+                    s.model.layers - local,
+                    s.context,
+                    w.window.min(s.context),
+                    s.model.layers
+                ),
+            )
+        }
+        Some(_) if !s.engine.windowed_kv_cache() => (
             "floor(kv_capacity / (kv_bytes_per_token × context)): this engine is taken to keep every token of its sliding-window layers",
-            format!(
-                "{} GB / ({} B × {})",
-                num(cap.max(0.0) / 1e9),
-                num(kvt),
-                s.context
-            ),
+            format!("{cap_gb} GB / ({} B × {})", num(kvt), s.context),
         ),
-        _ => Line::new(
-            "max_concurrent_seqs",
-            max_seqs as f64,
-            "seqs",
+        _ => (
             "floor(kv_capacity / (kv_bytes_per_token × context))",
-            format!(
-                "{} GB / ({} B × {})",
-                num(cap.max(0.0) / 1e9),
-                num(kvt),
-                s.context
-            ),
+            format!("{cap_gb} GB / ({} B × {})", num(kvt), s.context),
         ),
-    }
+    };
+    Line::new(
+        "max_concurrent_seqs",
+        max_seqs as f64,
+        "seqs",
+        formula,
+        inputs,
+    )
 }
 
 #[cfg(test)]

@@ -275,6 +275,19 @@ impl ModelSpec {
         }
     }
 
+    /// KV tokens `engine` keeps for a sequence of `ctx` tokens, averaged
+    /// over the layers: [`Self::attended_keys`] where the engine stores only
+    /// the window of a windowed layer
+    /// ([`Engine::windowed_kv_cache`](crate::Engine::windowed_kv_cache)),
+    /// else `ctx`.
+    pub fn kv_tokens_held(&self, ctx: f64, engine: crate::Engine) -> f64 {
+        if engine.windowed_kv_cache() {
+            self.attended_keys(ctx)
+        } else {
+            ctx
+        }
+    }
+
     /// Keys each of `tokens` new tokens after `past` cached ones attends
     /// over on average under a causal mask, averaged over the layers.
     pub fn mean_causal_keys(&self, tokens: f64, past: f64) -> f64 {

@@ -140,11 +140,7 @@ impl ResolvedRequest {
     pub fn parallelism(&self, hw: &Hardware) -> Result<Parallelism, PlannerError> {
         let spec = &self.model.spec;
         let weights = spec.total_params() * self.quant.bytes_per_weight();
-        let held = if self.engine.windowed_kv_cache() {
-            spec.attended_keys(self.context as f64)
-        } else {
-            self.context as f64
-        };
+        let held = spec.kv_tokens_held(self.context as f64, self.engine);
         let kv = spec.kv_bytes_per_token(self.kv_bytes) * held;
         let fits_on = |n: u32| {
             weights + kv * spec.kv_copies(n)

@@ -111,15 +111,9 @@ impl Scenario<'_> {
     }
 
     /// KV tokens one sequence of `ctx` tokens keeps per layer, averaged over
-    /// the layers: `ctx`, or less for a model with windowed layers on an
-    /// engine that stores only the window
-    /// ([`Engine::windowed_kv_cache`](crate::Engine::windowed_kv_cache)).
+    /// the layers ([`ModelSpec::kv_tokens_held`] on this engine).
     pub fn kv_tokens_held(&self, ctx: f64) -> f64 {
-        if self.engine.windowed_kv_cache() {
-            self.model.attended_keys(ctx)
-        } else {
-            ctx
-        }
+        self.model.kv_tokens_held(ctx, self.engine)
     }
 
     /// KV bytes one sequence of `ctx` tokens holds over the replica:
