@@ -109,3 +109,19 @@ rag_setup() {
   "$bin" index build "$1/topologies/kb" --out "$1/topologies/kb.index" >"$1/index.log" 2>&1 ||
     { cat "$1/index.log" >&2; exit 1; }
 }
+
+# One thread per physical core this shell may run on (the CPUs of its
+# affinity mask grouped by package and core id), as llama.cpp's and
+# glassbox's own defaults count them; the logical count where sysfs says
+# nothing. The benches give both servers this many threads by default.
+physical_cores() {
+  python3 - <<'PY' 2>/dev/null || nproc
+import os
+cores = set()
+for cpu in os.sched_getaffinity(0):
+    top = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+    with open(top + "physical_package_id") as p, open(top + "core_id") as c:
+        cores.add((p.read().strip(), c.read().strip()))
+print(len(cores) or 1)
+PY
+}

@@ -25,7 +25,8 @@
 # runs it on this glassbox's libllama and ggml), SIDE (0: no peer), CLIENTS
 # (default "1 4 8"), REQUESTS (per level, default 2 × clients, at least 8),
 # SEQS (`max_num_seqs` of the `llm` node and llama-server's `-np`, default 8),
-# THREADS (default 2), CTX (context per sequence, default 2048), QUESTIONS
+# THREADS (default: one per physical core, 2 on
+# the 2-core VM of docs/BENCHMARKS.md), CTX (context per sequence, default 2048), QUESTIONS
 # (one per line; default the example's product questions, then
 # examples/rag-chat/questions-more.txt), TOPOLOGY_SET (lines `key: value`
 # added to the `llm` node's config, e.g. "prefill_chunk: 128"), CHUNK_ORDER
@@ -53,7 +54,7 @@ fi
 if [[ ${SHORT:-0} == 1 ]]; then
   : "${SIDE:=0}" "${CLIENTS:=1}" "${REQUESTS:=1}" "${WARM:=1}" "${SHORT_QUESTIONS:=4}"
 fi
-threads="${THREADS:-2}"
+threads="${THREADS:-$(physical_cores)}"
 ctx="${CTX:-2048}"
 seqs="${SEQS:-8}"
 clients="${CLIENTS:-1 4 8}"

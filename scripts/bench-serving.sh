@@ -22,7 +22,8 @@
 #
 # Environment: LLAMA_SERVER, LLAMA_CPP_SRC, LLAMA_ARGS (extra llama-server
 # arguments), MODEL (GGUF file, default SmolLM2-135M-Instruct Q4_1 from the
-# models directory), THREADS (default 2), CTX (context per sequence, default
+# models directory), THREADS (default: one per physical core, 2 on
+# the 2-core VM of docs/BENCHMARKS.md), CTX (context per sequence, default
 # 2048), SEQS (sequences per server, default 16), CONCURRENCIES (default
 # "1 4 8 16"), REQUESTS (per server and level, default 32), MAX_TOKENS
 # (default 128), PROMPTS (one per line, default
@@ -49,7 +50,7 @@ if [[ ${SHORT:-0} == 1 ]]; then
   # No llama-server peer: building it is minutes of C++ (scripts/build-llama-server.sh).
   : "${SIDE:=0}" "${RAG_CLIENTS:=1}" "${RAG_REQUESTS:=1}"
 fi
-threads="${THREADS:-2}"
+threads="${THREADS:-$(physical_cores)}"
 ctx="${CTX:-2048}"
 seqs="${SEQS:-16}"
 concurrencies="${CONCURRENCIES:-1 4 8 16}"
