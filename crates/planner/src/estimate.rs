@@ -92,13 +92,32 @@ impl Estimator {
         let bpw = s.quant.bits_per_weight;
         let params = s.model.total_params();
         let weights = s.weight_bytes();
-        explain.push(Line::new(
-            "weights",
-            weights / 1e9,
-            "GB",
-            "total_params × bits_per_weight / 8",
-            format!("{} × {} / 8 ({})", num(params), num(bpw), s.quant.name),
-        ));
+        let routed = s
+            .model
+            .routed_expert_params(s.model.moe.as_ref().map_or(0.0, |m| f64::from(m.experts)));
+        explain.push(if s.quant.experts_only && routed > 0.0 {
+            Line::new(
+                "weights",
+                weights / 1e9,
+                "GB",
+                "routed experts × bits_per_weight / 8 + other weights × 2 (the format covers the experts; attention, router, embeddings and LM head stay BF16)",
+                format!(
+                    "{} × {} / 8 + {} × 2 ({})",
+                    num(routed),
+                    num(bpw),
+                    num(params - routed),
+                    s.quant.name
+                ),
+            )
+        } else {
+            Line::new(
+                "weights",
+                weights / 1e9,
+                "GB",
+                "total_params × bits_per_weight / 8",
+                format!("{} × {} / 8 ({})", num(params), num(bpw), s.quant.name),
+            )
+        });
         let kvt = s.kv_bytes_per_token();
         let copies = s.model.kv_copies(s.tp);
         let (formula, inputs) = if copies > 1.0 {
@@ -264,13 +283,13 @@ impl Estimator {
             batching::BatchLimit::Requested => bt.regime,
         };
         let weights_by_format = [
-            "fp32", "fp16", "fp8", "int8", "int4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_1",
-            "q4_0",
+            "fp32", "fp16", "fp8", "int8", "int4", "mxfp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m",
+            "q4_1", "q4_0",
         ]
         .iter()
         .filter_map(|n| Quant::parse(n).ok())
         .map(|q| WeightRow {
-            gb: params * q.bytes_per_weight() / 1e9,
+            gb: s.model.weight_bytes(&q) / 1e9,
             bits_per_weight: q.bits_per_weight,
             quant: q.name,
         })

@@ -62,6 +62,7 @@ pub mod roofline;
 pub mod sealed;
 pub mod sim;
 pub mod validate;
+pub mod weights;
 pub mod window;
 pub mod workload;
 

@@ -109,7 +109,7 @@ impl ModelSpec {
         }
     }
 
-    fn gated_ffn(&self, width: u64) -> f64 {
+    pub(crate) fn gated_ffn(&self, width: u64) -> f64 {
         3.0 * self.hidden as f64 * width as f64
     }
 

@@ -39,6 +39,11 @@ pub struct Quant {
     pub name: String,
     pub bits_per_weight: f64,
     pub compute: ComputeDtype,
+    /// The format covers only an MoE model's routed experts; the other
+    /// weights stay BF16 ([`crate::weights`]: MXFP4 checkpoints such as
+    /// gpt-oss). A dense model in it is covered whole.
+    #[serde(default)]
+    pub experts_only: bool,
 }
 
 /// (name, bits per weight, compute dtype, note). Weight-only formats (int4,
@@ -94,6 +99,7 @@ impl Quant {
                 name: (*n).to_string(),
                 bits_per_weight: *bpw,
                 compute: *c,
+                experts_only: *n == "mxfp4",
             })
             .ok_or_else(|| PlannerError::UnknownValue {
                 what: "quantisation",
@@ -113,6 +119,7 @@ impl Quant {
             name: name.to_string(),
             bits_per_weight,
             compute,
+            experts_only: false,
         }
     }
 

@@ -1,0 +1,87 @@
+//! Weight bytes of a model in a format, where a format may cover only the
+//! routed experts.
+//!
+//! MXFP4 checkpoints quantise the experts and keep the rest in BF16:
+//! OpenAI's gpt-oss files list attention, router, embeddings and LM head in
+//! `modules_to_not_convert`, and vLLM's `Mxfp4Config` serves linear layers
+//! unquantised (`UnquantizedLinearMethod`) and only `FusedMoE` layers in
+//! MXFP4. So gpt-oss-20b is about 13.8 GB, not the 11.1 GB that 4.25 bits for
+//! every weight would give, and a decode step reads its attention and LM
+//! head at 2 bytes a weight. Every other format covers every weight.
+
+use crate::model::ModelSpec;
+use crate::quant::Quant;
+
+/// Bytes a weight takes where an experts-only format leaves it unquantised (BF16).
+const UNQUANTISED_BYTES: f64 = 2.0;
+
+impl ModelSpec {
+    /// Routed-expert parameters over the layers with experts when
+    /// `experts_used` experts per layer are counted (0 for a dense model).
+    pub fn routed_expert_params(&self, experts_used: f64) -> f64 {
+        match &self.moe {
+            Some(m) => self.moe_layers() as f64 * experts_used * self.gated_ffn(m.expert_ffn),
+            None => 0.0,
+        }
+    }
+
+    /// Bytes of `params` parameters, `routed` of them routed-expert weights.
+    fn bytes_in(params: f64, routed: f64, quant: &Quant) -> f64 {
+        if quant.experts_only && routed > 0.0 {
+            routed * quant.bytes_per_weight() + (params - routed).max(0.0) * UNQUANTISED_BYTES
+        } else {
+            params * quant.bytes_per_weight()
+        }
+    }
+
+    /// Bytes of all the weights in `quant`: what sits in memory.
+    pub fn weight_bytes(&self, quant: &Quant) -> f64 {
+        let experts = self.moe.as_ref().map_or(0.0, |m| f64::from(m.experts));
+        Self::bytes_in(
+            self.total_params(),
+            self.routed_expert_params(experts),
+            quant,
+        )
+    }
+
+    /// Bytes of the weights one step over `batch` tokens reads in `quant`
+    /// ([`ModelSpec::decode_read_params`]).
+    pub fn read_bytes(&self, batch: f64, quant: &Quant) -> f64 {
+        Self::bytes_in(
+            self.decode_read_params(batch),
+            self.routed_expert_params(self.distinct_experts(batch)),
+            quant,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::ModelCatalogue;
+    use crate::quant::Quant;
+
+    #[test]
+    fn mxfp4_covers_the_experts_and_leaves_the_rest_in_bf16() {
+        let c = ModelCatalogue::builtin().unwrap();
+        let mx = Quant::parse("mxfp4").unwrap();
+        assert!(mx.experts_only);
+        // gpt-oss-20b's checkpoint is about 13.8 GB (12.8 GiB).
+        let small = c.get("gpt-oss-20b").unwrap().weight_bytes(&mx) / 1e9;
+        assert!((13.0..14.5).contains(&small), "{small}");
+        // gpt-oss-120b's is about 65 GB.
+        let big = c.get("gpt-oss-120b").unwrap().weight_bytes(&mx) / 1e9;
+        assert!((63.0..67.0).contains(&big), "{big}");
+        // One token reads 4 experts in MXFP4 and everything else in BF16.
+        let m = c.get("gpt-oss-120b").unwrap();
+        let routed = m.routed_expert_params(m.distinct_experts(1.0));
+        let read = m.read_bytes(1.0, &mx);
+        let rest = m.decode_read_params(1.0) - routed;
+        assert!((read - (routed * 4.25 / 8.0 + rest * 2.0)).abs() < 1.0);
+        // A dense model in MXFP4 has no experts: the format covers it all.
+        let llama = c.get("llama-3.1-8b").unwrap();
+        assert_eq!(llama.weight_bytes(&mx), llama.total_params() * 4.25 / 8.0);
+        // Other formats cover every weight of an MoE model.
+        let fp8 = Quant::parse("fp8").unwrap();
+        assert_eq!(m.weight_bytes(&fp8), m.total_params());
+    }
+}
