@@ -180,12 +180,31 @@ pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, Planner
         params_b: None,
         moe,
         mla,
+        native_quant: native_quant(&root),
         sliding_window,
         source: origin.to_string(),
         measured_params: None,
     };
     validate_spec(&spec, origin)?;
     Ok(spec)
+}
+
+/// The published weight format from `quantization_config`: `mxfp4`
+/// (gpt-oss), `fp8` (DeepSeek-V3, Qwen's FP8 releases), 4-bit AWQ / GPTQ as
+/// `int4`; none for 16-bit checkpoints and methods the planner has no
+/// format for.
+fn native_quant(root: &Value) -> Option<String> {
+    let q = root
+        .get("quantization_config")
+        .or_else(|| root.get("text_config")?.get("quantization_config"))?;
+    let method = q.get("quant_method")?.as_str()?.to_ascii_lowercase();
+    let bits = q.get("bits").and_then(Value::as_u64);
+    match method.as_str() {
+        "mxfp4" => Some("mxfp4".into()),
+        "fp8" => Some("fp8".into()),
+        "awq" | "gptq" if bits.is_none_or(|b| b == 4) => Some("int4".into()),
+        _ => None,
+    }
 }
 
 /// The layers that attend over a window, from the keys the configs use:
@@ -302,7 +321,9 @@ mod tests {
             "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
             "num_hidden_layers": 36, "vocab_size": 201088, "num_local_experts": 128,
             "experts_per_token": 4, "sliding_window": 128, "layer_types": types,
-            "tie_word_embeddings": false
+            "tie_word_embeddings": false,
+            "quantization_config": {"quant_method": "mxfp4",
+                "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}
         })
         .to_string();
         let s = from_str(&text, "gpt-oss-120b", "t").unwrap();
@@ -311,6 +332,7 @@ mod tests {
             "{}",
             s.total_params()
         );
+        assert_eq!(s.native_quant.as_deref(), Some("mxfp4"));
         assert_eq!(s.moe.as_ref().unwrap().active, 4);
         let w = s.sliding_window.unwrap();
         assert_eq!((w.window, w.layers), (128, 18));

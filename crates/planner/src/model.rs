@@ -72,6 +72,11 @@ pub struct ModelSpec {
     pub moe: Option<Moe>,
     #[serde(default)]
     pub mla: Option<Mla>,
+    /// The weight format the model is published in where it is not 16-bit
+    /// (gpt-oss: `mxfp4`, DeepSeek-V3: `fp8`): a plan's format when `--quant`
+    /// is not given. From `quantization_config.quant_method` in a config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_quant: Option<String>,
     /// Layers that attend over a window of recent tokens only (Gemma 2/3,
     /// gpt-oss, Llama 4's chunked layers): [`crate::window`].
     #[serde(default, skip_serializing_if = "Option::is_none")]

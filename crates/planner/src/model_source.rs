@@ -9,7 +9,8 @@ use crate::model::{ModelCatalogue, ModelSpec};
 use crate::quant::Quant;
 use crate::{gguf, hf_config};
 
-/// A model ready to plan with, and the weight format its file implies (GGUF).
+/// A model ready to plan with, and the weight format its file implies (a
+/// GGUF's measured one, a config's or the catalogue's published one).
 #[derive(Debug, Clone)]
 pub struct ResolvedModel {
     pub spec: ModelSpec,
@@ -35,15 +36,20 @@ pub fn resolve(arg: &str, catalogue: &ModelCatalogue) -> Result<ResolvedModel, P
     if lower.ends_with(".json") {
         let spec = hf_config::read_file(path)?;
         return Ok(ResolvedModel {
+            file_quant: native(&spec)?,
             spec,
-            file_quant: None,
             origin: "config.json",
         });
     }
     let spec = catalogue.get(arg)?.clone();
     Ok(ResolvedModel {
+        file_quant: native(&spec)?,
         spec,
-        file_quant: None,
         origin: "catalogue",
     })
+}
+
+/// The format the model is published in, where it says ([`ModelSpec::native_quant`]).
+fn native(spec: &ModelSpec) -> Result<Option<Quant>, PlannerError> {
+    spec.native_quant.as_deref().map(Quant::parse).transpose()
 }

@@ -288,6 +288,7 @@ impl GgufInfo {
             params_b: None,
             moe,
             mla,
+            native_quant: None,
             sliding_window,
             source: self.origin.clone(),
             measured_params: Some(self.params()),
