@@ -801,3 +801,33 @@ fn plan_sliding_window_models_hold_more_sequences_where_the_engine_keeps_the_win
         stdout(&out)
     );
 }
+
+#[test]
+fn plan_takes_the_published_format_when_no_quant_is_given() {
+    let json = |args: &[&str]| {
+        let mut all = vec!["plan"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--format", "json"]);
+        let out = glassbox(&all, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    // gpt-oss ships MXFP4 experts with the rest in BF16: about 13.7 GB.
+    let v = json(&["--model", "openai/gpt-oss-20b", "--gpu", "rtx-4090"]);
+    let w = v["weights_gb"].as_f64().unwrap();
+    assert!((13.0..14.5).contains(&w), "weights_gb = {w}");
+    // A format named on the command line wins.
+    let v = json(&[
+        "--model",
+        "gpt-oss-20b",
+        "--gpu",
+        "h100-sxm",
+        "--quant",
+        "bf16",
+    ]);
+    assert!(v["weights_gb"].as_f64().unwrap() > 40.0, "{v}");
+    // A dense model published in 16 bits keeps the FP16 default.
+    let v = json(&["--model", "llama-3.1-8b", "--gpu", "h100-sxm"]);
+    let w = v["weights_gb"].as_f64().unwrap();
+    assert!((15.0..17.0).contains(&w), "weights_gb = {w}");
+}

@@ -91,9 +91,12 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
             "{}",
             serde_json::to_string_pretty(&print::plan_json(&plan))?
         ),
-        OutputFormat::Table => {
-            print::print_plan(&plan, &resolved.model.spec.name, resolved.model.origin)
-        }
+        OutputFormat::Table => print::print_plan(
+            &plan,
+            &resolved.model.spec.name,
+            resolved.model.origin,
+            p.quant.is_none() && resolved.model.file_quant.is_some(),
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -161,14 +161,20 @@ fn explain_rows(lines: &[Line]) -> Vec<Vec<String>> {
 }
 
 /// One plan as text: the estimate with its formulas, the weight formats,
-/// the workload sizing.
-pub fn print_plan(plan: &Plan, model_name: &str, origin: &str) {
+/// the workload sizing. `file_format`: the weight format is the model
+/// file's own, not one `--quant` named.
+pub fn print_plan(plan: &Plan, model_name: &str, origin: &str, file_format: bool) {
     let e = &plan.estimate;
     out!(
-        "{model_name} ({origin}) on {} × {}, {} ({} bpw), engine {}, batch {}",
+        "{model_name} ({origin}) on {} × {}, {}{} ({} bpw), engine {}, batch {}",
         e.tp * e.pp,
         e.gpu,
         e.quant,
+        if file_format {
+            ", the model's own format (--quant for another)"
+        } else {
+            ""
+        },
         num(e.weights_gb * 8e9 / (e.total_params_b * 1e9)),
         e.engine,
         e.batch
