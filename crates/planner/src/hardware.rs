@@ -123,6 +123,12 @@ pub struct Hardware {
     /// Dense FP4 tensor rate (Blackwell NVFP4/MXFP4), where the device has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp4_tflops: Option<f64>,
+    /// A consumer-class card whose FP16 tensor rate is the same with FP16 and
+    /// FP32 accumulation (NVIDIA's workstation and passive Ampere cards: RTX
+    /// A6000, A40), where a GeForce card runs FP32 accumulation at half its
+    /// FP16-accumulate rate ([`Hardware::fp16_tflops_for`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp32_accumulate_full_rate: bool,
     /// The clock the device holds under dense matrix work, where its vendor
     /// publishes one below the clock its datasheet peaks assume
     /// ([`MatrixClock`]); `None` where the datasheet peak's clock holds.
@@ -184,6 +190,30 @@ impl Hardware {
             ComputeDtype::Fp4 => self.fp4_tflops,
             ComputeDtype::Mxfp4 => self.fp4_tflops.and(self.fp8_tflops),
             ComputeDtype::Int8 => self.int8_tops.or(self.fp8_tflops),
+        }
+    }
+
+    /// [`Self::peak_tflops`] for an engine whose FP16 matmuls accumulate in
+    /// FP16 (`fp16_accumulate`: llama.cpp's CUDA prompt GEMMs run
+    /// `cublasGemmEx` with `CUBLAS_COMPUTE_16F`, ggml-org/llama.cpp#3412 and
+    /// #3776; its PR #3816 found FP32 accumulation faster on an A6000 and
+    /// slower on a 3090). A GeForce card does that at twice the
+    /// FP32-accumulate rate the catalogue lists, and the consumer factors for
+    /// those engines are fitted in that listed basis; a card without the
+    /// half-rate penalty ([`Self::fp32_accumulate_full_rate`]) gains nothing
+    /// from FP16 accumulation, so in that basis it counts half its rate: an
+    /// RTX A6000's 154.8 TFLOPS enter as 77.4 against the RTX 3090's 71.
+    pub fn fp16_tflops_for(&self, dtype: ComputeDtype, fp16_accumulate: bool) -> f64 {
+        let rate = self.peak_tflops(dtype);
+        let sixteen = matches!(dtype, ComputeDtype::Fp16) || self.eight_bit_rate(dtype).is_none();
+        if fp16_accumulate
+            && sixteen
+            && self.class == HardwareClass::Consumer
+            && self.fp32_accumulate_full_rate
+        {
+            rate / 2.0
+        } else {
+            rate
         }
     }
 
@@ -462,15 +492,36 @@ source = "test"
             ("NVIDIA GeForce RTX 5080", "rtx-5080"),
             ("Apple M3 Pro", "apple-m3-pro"),
             ("Apple M1 Ultra", "apple-m1-ultra"),
+            ("NVIDIA RTX A6000", "rtx-a6000"),
+            ("NVIDIA A40", "a40"),
         ] {
             assert_eq!(c.get(name).unwrap().id, id, "{name}");
         }
-        // A loose match never invents a device (the RTX A6000 is left out
-        // of the catalogue on purpose: docs/planner.md).
+        // A loose match never invents a device (the RTX 6000 Ada is left
+        // out of the catalogue on purpose: docs/planner.md).
         assert!(matches!(
-            c.get("NVIDIA RTX A6000"),
+            c.get("NVIDIA RTX 6000 Ada Generation"),
             Err(PlannerError::UnknownGpu { .. })
         ));
+    }
+
+    #[test]
+    fn fp16_accumulation_is_worth_twice_on_geforce_only() {
+        // The consumer factors of llama.cpp are fitted on GeForce cards'
+        // FP32-accumulate rates; a workstation card enters at half its rate
+        // in that basis, since FP16 accumulation gains it nothing.
+        let c = HardwareCatalogue::builtin().unwrap();
+        let a6000 = c.get("rtx-a6000").unwrap();
+        let r3090 = c.get("rtx-3090").unwrap();
+        assert_eq!(a6000.fp16_tflops_for(ComputeDtype::Fp16, true), 77.4);
+        assert_eq!(a6000.fp16_tflops_for(ComputeDtype::Fp16, false), 154.8);
+        assert_eq!(r3090.fp16_tflops_for(ComputeDtype::Fp16, true), 71.0);
+        let ratio = a6000.fp16_tflops_for(ComputeDtype::Fp16, true) / 71.0;
+        assert!((1.05..1.15).contains(&ratio), "{ratio}");
+        // Datacenter cards and other dtypes are not touched.
+        let a100 = c.get("a100-sxm-80gb").unwrap();
+        assert_eq!(a100.fp16_tflops_for(ComputeDtype::Fp16, true), 312.0);
+        assert_eq!(a6000.fp16_tflops_for(ComputeDtype::Int8, true), 309.7);
     }
 
     #[test]

@@ -141,7 +141,14 @@ impl Scenario<'_> {
     }
 
     pub(crate) fn peak_flops(&self) -> f64 {
-        self.hw.peak_tflops(self.quant.compute) * 1e12
+        self.rate_tflops(self.quant.compute) * 1e12
+    }
+
+    /// The device's rate for `dtype` as this engine's kernels see it
+    /// ([`Hardware::fp16_tflops_for`]).
+    fn rate_tflops(&self, dtype: ComputeDtype) -> f64 {
+        self.hw
+            .fp16_tflops_for(dtype, self.engine.accumulates_in_fp16())
     }
 
     /// FLOPs and their time at 100% of peak for `tokens` new tokens after
@@ -157,7 +164,7 @@ impl Scenario<'_> {
         } else {
             ComputeDtype::Fp16
         };
-        let attn_peak = self.hw.peak_tflops(attn_dtype) * 1e12;
+        let attn_peak = self.rate_tflops(attn_dtype) * 1e12;
         let tp = self.tp();
         Compute {
             linear_flops: linear / tp,

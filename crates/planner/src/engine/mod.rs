@@ -269,6 +269,14 @@ impl Engine {
         matches!(self, Self::LlamaCppNoFa | Self::Ollama)
     }
 
+    /// Whether the engine's FP16 matmuls on CUDA accumulate in FP16:
+    /// llama.cpp's prompt GEMMs (`CUBLAS_COMPUTE_16F`, ggml-org/llama.cpp
+    /// #3412, #3776), and Ollama, which runs llama.cpp. PyTorch-based engines
+    /// and TensorRT-LLM accumulate in FP32.
+    pub fn accumulates_in_fp16(self) -> bool {
+        matches!(self, Self::LlamaCpp | Self::LlamaCppNoFa | Self::Ollama)
+    }
+
     /// Whether the engine stores only the window of a sliding-window layer
     /// ([`crate::window`]): vLLM's V1 hybrid KV cache manager (native sliding
     /// window from v0.8.3, its release notes; the `vllm@0.5` profile is older),
