@@ -92,9 +92,7 @@ impl Estimator {
         let bpw = s.quant.bits_per_weight;
         let params = s.model.total_params();
         let weights = s.weight_bytes();
-        let routed = s
-            .model
-            .routed_expert_params(s.model.moe.as_ref().map_or(0.0, |m| f64::from(m.experts)));
+        let routed = s.model.all_routed_expert_params();
         explain.push(if s.quant.experts_only && routed > 0.0 {
             Line::new(
                 "weights",

@@ -25,6 +25,12 @@ impl ModelSpec {
         }
     }
 
+    /// Every routed expert's parameters (0 for a dense model).
+    pub fn all_routed_expert_params(&self) -> f64 {
+        let experts = self.moe.as_ref().map_or(0.0, |m| f64::from(m.experts));
+        self.routed_expert_params(experts)
+    }
+
     /// Bytes of `params` parameters, `routed` of them routed-expert weights.
     fn bytes_in(params: f64, routed: f64, quant: &Quant) -> f64 {
         if quant.experts_only && routed > 0.0 {
@@ -36,12 +42,7 @@ impl ModelSpec {
 
     /// Bytes of all the weights in `quant`: what sits in memory.
     pub fn weight_bytes(&self, quant: &Quant) -> f64 {
-        let experts = self.moe.as_ref().map_or(0.0, |m| f64::from(m.experts));
-        Self::bytes_in(
-            self.total_params(),
-            self.routed_expert_params(experts),
-            quant,
-        )
+        Self::bytes_in(self.total_params(), self.all_routed_expert_params(), quant)
     }
 
     /// Bytes of the weights one step over `batch` tokens reads in `quant`
