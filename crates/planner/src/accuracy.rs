@@ -8,10 +8,13 @@
 //! without its whole source. For a metric, the band is the 10th and 90th
 //! percentile of *measured / predicted* over those rows, so a prediction `x`
 //! reads "80% of held-out measurements of this kind fell between `p10·x` and
-//! `p90·x`". Bands are kept per GPU, per hardware class and overall; a plan
-//! uses the narrowest scope with at least [`MIN_BAND_ROWS`] rows, so an H100
-//! serving plan shows the H100's own spread (including the source whose H100
-//! ran at half the predicted throughput), not the pooled one.
+//! `p90·x`". Bands are kept per engine family on one GPU, on a hardware
+//! class and on every GPU, and over every row; a plan uses the narrowest
+//! scope of its own engine with at least [`MIN_BAND_ROWS`] rows, so a vLLM
+//! plan on an H100 shows vLLM's spread on the H100 where there is one, and
+//! is never read against another engine's rows on its GPU (llama.cpp's on
+//! an H100 PCIe say nothing about vLLM there); with no band of its engine,
+//! the one over every row.
 //!
 //! The table is data (`data/accuracy.toml`), written by
 //! `cargo run --release -p glassbox-planner --example accuracy -- --write-accuracy crates/planner/data/accuracy.toml`;
@@ -19,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::Engine;
 use crate::error::PlannerError;
 use crate::estimate::Estimate;
 use crate::measurements::{Catalogues, Metric};
@@ -39,6 +43,11 @@ pub struct Band {
     pub metric: String,
     /// `*` (every GPU), a hardware class (`datacenter`), or a GPU id.
     pub scope: String,
+    /// The engine family whose rows the band holds ([`Engine::family`]:
+    /// `llama.cpp` also for Ollama and older builds), or `*` for every
+    /// engine's.
+    #[serde(default = "every_engine")]
+    pub engine: String,
     pub rows: usize,
     pub sources: usize,
     /// Median absolute percentage error of the held-out predictions.
@@ -76,6 +85,30 @@ pub struct Range {
     pub blind: Option<Blind>,
 }
 
+fn every_engine() -> String {
+    "*".into()
+}
+
+/// The engine family of an engine name as rows and plans write it
+/// (`llama.cpp@b6326` → `llama.cpp`); a name the planner does not know
+/// stands for itself.
+fn family(engine: &str) -> String {
+    Engine::parse(engine).map_or_else(|_| engine.to_string(), |e| e.family().as_str().into())
+}
+
+impl Band {
+    /// Where the band's rows come from, for people: `h100-sxm, vllm`,
+    /// `datacenter, llama.cpp`, `vllm, every GPU`, `every GPU`.
+    pub fn describe_scope(&self) -> String {
+        match (self.scope.as_str(), self.engine.as_str()) {
+            ("*", "*") => "every GPU".into(),
+            ("*", e) => format!("{e}, every GPU"),
+            (s, "*") => s.into(),
+            (s, e) => format!("{s}, {e}"),
+        }
+    }
+}
+
 fn round4(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
 }
@@ -100,7 +133,7 @@ impl AccuracyTable {
                 && b.rows > 0;
             if !ok {
                 return Err(PlannerError::invalid(
-                    format!("{origin}: band {}/{}", b.metric, b.scope),
+                    format!("{origin}: band {}/{}", b.metric, b.describe_scope()),
                     "needs rows > 0 and 0 <= ratio_p10 <= ratio_p50 <= ratio_p90",
                 ));
             }
@@ -116,7 +149,8 @@ impl AccuracyTable {
     }
 
     /// Bands of a leave-one-source-out evaluation: per metric over every
-    /// row, per hardware class and per GPU, each kept when it has at least
+    /// row, and per engine family over every GPU, per hardware class and per
+    /// GPU, each kept when it has at least
     /// [`MIN_BAND_ROWS`] rows. Figures are rounded to four decimals so the
     /// written file is stable.
     pub fn from_held_out(h: &HeldOut, cat: Catalogues) -> Result<Self, PlannerError> {
@@ -132,18 +166,21 @@ impl AccuracyTable {
         let mut bands = Vec::new();
         for metric in Metric::ALL {
             let rows: Vec<_> = h.rows.iter().filter(|r| r.metric == metric).collect();
-            let mut scopes: Vec<String> = vec!["*".into()];
+            let mut scopes: Vec<(String, String)> = vec![("*".into(), "*".into())];
             for r in &rows {
-                for s in [class(&r.gpu)?.to_string(), r.gpu.clone()] {
-                    if !scopes.contains(&s) {
-                        scopes.push(s);
+                let fam = family(&r.engine);
+                for s in ["*".to_string(), class(&r.gpu)?.to_string(), r.gpu.clone()] {
+                    let key = (s, fam.clone());
+                    if !scopes.contains(&key) {
+                        scopes.push(key);
                     }
                 }
             }
-            for scope in scopes {
+            for (scope, engine) in scopes {
                 let mut sel = Vec::new();
                 for r in &rows {
-                    if scope == "*" || scope == r.gpu || scope == class(&r.gpu)? {
+                    let on = scope == "*" || scope == r.gpu || scope == class(&r.gpu)?;
+                    if on && (engine == "*" || engine == family(&r.engine)) {
                         sel.push(*r);
                     }
                 }
@@ -159,6 +196,7 @@ impl AccuracyTable {
                 bands.push(Band {
                     metric: metric.as_str().to_string(),
                     scope,
+                    engine,
                     rows: sel.len(),
                     sources: srcs.len(),
                     mdape: round4(median(&errs)),
@@ -179,24 +217,36 @@ impl AccuracyTable {
         })
     }
 
-    /// The band for `metric` on `gpu` (of `class`): the GPU's own if it has
-    /// one, else its class's, else every GPU's.
-    pub fn band(&self, metric: Metric, gpu: &str, class: &str) -> Option<&Band> {
-        let m = metric.as_str();
-        [gpu, class, "*"].into_iter().find_map(|scope| {
-            self.bands
-                .iter()
-                .find(|b| b.metric == m && b.scope.eq_ignore_ascii_case(scope))
-        })
+    /// The band for `metric` from `engine` on `gpu` (of `class`): the
+    /// engine family's on the GPU if it has one, else on the class, else on
+    /// every GPU, else every row's.
+    pub fn band(&self, metric: Metric, gpu: &str, class: &str, engine: &str) -> Option<&Band> {
+        let (m, fam) = (metric.as_str(), family(engine));
+        [(gpu, fam.as_str()), (class, &fam), ("*", &fam), ("*", "*")]
+            .into_iter()
+            .find_map(|(scope, e)| {
+                self.bands.iter().find(|b| {
+                    b.metric == m
+                        && b.scope.eq_ignore_ascii_case(scope)
+                        && b.engine.eq_ignore_ascii_case(e)
+                })
+            })
     }
 
     /// `predicted` with its band (none when the table has no band for the
     /// metric, or the prediction is not a positive number).
-    pub fn range(&self, metric: Metric, gpu: &str, class: &str, predicted: f64) -> Option<Range> {
+    pub fn range(
+        &self,
+        metric: Metric,
+        gpu: &str,
+        class: &str,
+        engine: &str,
+        predicted: f64,
+    ) -> Option<Range> {
         if !(predicted.is_finite() && predicted > 0.0) {
             return None;
         }
-        let band = self.band(metric, gpu, class)?.clone();
+        let band = self.band(metric, gpu, class, engine)?.clone();
         Some(Range {
             metric: metric.as_str().to_string(),
             predicted,
@@ -223,7 +273,7 @@ impl AccuracyTable {
         }
         figures
             .into_iter()
-            .filter_map(|(m, v)| self.range(m, &e.gpu, class, v))
+            .filter_map(|(m, v)| self.range(m, &e.gpu, class, &e.engine, v))
             .map(|r| Range {
                 blind: sealed.blind(&r.metric),
                 ..r
@@ -282,37 +332,64 @@ mod tests {
         let t = AccuracyTable::from_held_out(&h, cat).unwrap();
         assert_eq!((t.rows, t.sources), (14, 3));
         let h100 = t
-            .band(Metric::ServingTokS, "h100-sxm", "datacenter")
+            .band(Metric::ServingTokS, "h100-sxm", "datacenter", "trt-llm")
             .unwrap();
-        assert_eq!(h100.scope, "h100-sxm");
+        assert_eq!(
+            (h100.scope.as_str(), h100.engine.as_str()),
+            ("h100-sxm", "trt-llm")
+        );
         assert_eq!((h100.rows, h100.sources), (10, 2));
         assert_eq!(
             (h100.ratio_p10, h100.ratio_p50, h100.ratio_p90),
             (0.5, 0.9, 1.3)
         );
         let a100 = t
-            .band(Metric::ServingTokS, "a100-sxm-80gb", "datacenter")
+            .band(
+                Metric::ServingTokS,
+                "a100-sxm-80gb",
+                "datacenter",
+                "trt-llm",
+            )
             .unwrap();
-        assert_eq!(a100.scope, "datacenter");
+        assert_eq!(a100.describe_scope(), "datacenter, trt-llm");
         assert_eq!(a100.rows, 14);
         assert!(
-            t.band(Metric::DecodeTokS, "h100-sxm", "datacenter")
+            t.band(Metric::DecodeTokS, "h100-sxm", "datacenter", "trt-llm")
                 .is_none()
         );
-        assert!(
-            t.band(Metric::ServingTokS, "rtx-4090", "consumer")
-                .unwrap()
-                .scope
-                == "*"
-        );
+        let b = t
+            .band(Metric::ServingTokS, "rtx-4090", "consumer", "trt-llm")
+            .unwrap();
+        assert_eq!(b.describe_scope(), "trt-llm, every GPU");
+        // LMDeploy is TensorRT-LLM's family: it reads the same bands.
+        let lmdeploy = t.band(Metric::ServingTokS, "h100-sxm", "datacenter", "lmdeploy");
+        assert_eq!(lmdeploy, Some(h100));
+        // Another engine never reads TensorRT-LLM's bands on the H100: only
+        // the one over every row.
+        let vllm = t
+            .band(Metric::ServingTokS, "h100-sxm", "datacenter", "vllm")
+            .unwrap();
+        assert_eq!(vllm.describe_scope(), "every GPU");
 
         let r = t
-            .range(Metric::ServingTokS, "h100-sxm", "datacenter", 2000.0)
+            .range(
+                Metric::ServingTokS,
+                "h100-sxm",
+                "datacenter",
+                "trt-llm",
+                2000.0,
+            )
             .unwrap();
         assert_eq!((r.low, r.high), (1000.0, 2600.0));
         assert!(
-            t.range(Metric::ServingTokS, "h100-sxm", "datacenter", f64::NAN)
-                .is_none()
+            t.range(
+                Metric::ServingTokS,
+                "h100-sxm",
+                "datacenter",
+                "trt-llm",
+                f64::NAN
+            )
+            .is_none()
         );
 
         let back = AccuracyTable::from_toml(&t.to_toml().unwrap(), "t").unwrap();
@@ -337,7 +414,8 @@ ratio_p90 = 1.1
 "#;
         let e = AccuracyTable::from_toml(text, "my.toml").unwrap_err();
         assert!(
-            e.to_string().contains("my.toml: band decode_tok_s/*"),
+            e.to_string()
+                .contains("my.toml: band decode_tok_s/every GPU"),
             "{e}"
         );
     }
@@ -346,7 +424,10 @@ ratio_p90 = 1.1
     fn the_shipped_table_parses_and_covers_every_metric() {
         let t = AccuracyTable::shipped().unwrap();
         for m in Metric::ALL {
-            assert!(t.band(m, "no-such-gpu", "no-class").is_some(), "{m:?}");
+            assert!(
+                t.band(m, "no-such-gpu", "no-class", "no-engine").is_some(),
+                "{m:?}"
+            );
         }
         // The split is checked: a GPU-out evaluation is not a source of bands.
         let h = HeldOut {

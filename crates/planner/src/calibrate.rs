@@ -236,6 +236,7 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
                         r.metric.phase() == Some(phase)
                             && (lc == "*" || lc == c)
                             && (le == "*" || le == e)
+                            && borrowable(lc, le, e)
                     })
                     .map(|(_, _, r)| *r)
                     .collect();
@@ -269,6 +270,17 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
     Ok(table)
 }
 
+/// Whether rows of engine family `family` enter level `(class, engine)`.
+/// A class's pooled level (`(class, *)`) is what an engine without rows of
+/// its own on that class borrows ([`EfficiencyTable::lookup`]); llama.cpp
+/// has rows, and so a fit of its own, on every class it runs on, so its rows
+/// there would only lend other engines the efficiency of ggml's kernels:
+/// quantised weights dequantised before each GEMM, FP16 accumulation,
+/// unfused normalisation and attention. They stay out of it.
+fn borrowable(class: &str, engine: &str, family: &str) -> bool {
+    !(class != "*" && engine == "*" && family == Engine::LlamaCpp.as_str())
+}
+
 /// A pooled level stands for "this class, any engine" (or "this engine, any
 /// class") only if it pools at least two engines (classes) in this phase;
 /// otherwise it is one engine's fit under another name, and a different
@@ -281,7 +293,7 @@ fn pools_enough(
 ) -> bool {
     let in_phase = keyed
         .iter()
-        .filter(|(_, _, r)| r.metric.phase() == Some(phase));
+        .filter(|(_, e, r)| r.metric.phase() == Some(phase) && borrowable(class, engine, e));
     match (class, engine) {
         ("*", "*") => true,
         (c, "*") => {

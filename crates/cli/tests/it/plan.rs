@@ -375,6 +375,11 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
     assert_eq!(metrics, ["prefill_tok_s", "ttft_ms", "serving_tok_s"]);
     let serving = &acc[2];
     assert_eq!(serving["band"]["scope"], "h100-sxm");
+    assert_eq!(serving["band"]["engine"], "vllm");
+    // No vLLM prefill row is public: the band is the one over every row,
+    // never another engine's rows on the H100 or its class.
+    assert_eq!(acc[0]["band"]["scope"], "*");
+    assert_eq!(acc[0]["band"]["engine"], "*");
     let (lo, p, hi) = (
         serving["low"].as_f64().unwrap(),
         serving["predicted"].as_f64().unwrap(),
@@ -476,6 +481,8 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
             "rtx-4090",
             "--quant",
             "q4_k_m",
+            "--engine",
+            "llama.cpp",
             "--format",
             "json",
         ],
@@ -485,6 +492,7 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
     let last = v["accuracy"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["metric"], "decode_tok_s");
     assert_eq!(last["band"]["scope"], "rtx-4090");
+    assert_eq!(last["band"]["engine"], "llama.cpp");
 }
 
 #[test]

@@ -74,11 +74,7 @@ fn print_accuracy(plan: &Plan) {
         .map(|r| {
             let b = &r.band;
             let u = unit(&r.metric);
-            let scope = if b.scope == "*" {
-                "every GPU".to_string()
-            } else {
-                b.scope.clone()
-            };
+            let scope = b.describe_scope();
             vec![
                 r.metric.clone(),
                 format!("{} {u}", num(r.predicted)),
