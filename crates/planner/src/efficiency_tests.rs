@@ -219,3 +219,26 @@ fn nemo_export_pays_the_class_step_overhead_and_nccl_all_reduces() {
     assert!(!p.chunked_prefill && p.max_running.is_none());
     assert!(!Engine::Nemo.pipelines_micro_batches());
 }
+
+#[test]
+fn a_class_pool_lends_no_engine_llama_cpp_kernels() {
+    // llama.cpp has a fit of its own on the datacenter class (XiongjieDai's
+    // llama-bench rows on A100, H100 PCIe, L40S, A40); its rows stay out of
+    // the class's pool, so vLLM, which has no prompt rows, reads the
+    // datacenter prior rather than ggml's prompt efficiency.
+    let t = EfficiencyTable::defaults().unwrap();
+    let dc = HardwareClass::Datacenter;
+    let own = t
+        .entries
+        .iter()
+        .find(|e| e.class == "datacenter" && e.engine == "llama.cpp" && e.phase == Phase::Prefill)
+        .unwrap();
+    assert!(own.rows >= 100, "{own:?}");
+    assert!(t.find("datacenter", "*", Phase::Prefill).is_none());
+    let vllm = t.lookup(dc, Engine::Vllm, Phase::Prefill);
+    assert_eq!(vllm.factor, prior(dc, Phase::Prefill), "{}", vllm.level);
+    let cpp = t.lookup(dc, Engine::LlamaCpp, Phase::Prefill).factor;
+    assert!(cpp.efficiency < vllm.factor.efficiency, "{cpp:?}");
+    // Ollama runs llama.cpp: it reads llama.cpp's own fit.
+    assert_eq!(t.lookup(dc, Engine::Ollama, Phase::Prefill).factor, cpp);
+}
