@@ -28,7 +28,7 @@ use crate::estimate::Estimate;
 use crate::measurements::{Catalogues, Metric};
 use crate::sealed::{Blind, SealedLog};
 use crate::sim::nearest_rank;
-use crate::validate::{HeldOut, Split, ape, median};
+use crate::validate::{HeldOut, HeldOutRow, Split, ape, median};
 
 const SHIPPED: &str = include_str!("../data/accuracy.toml");
 
@@ -165,25 +165,29 @@ impl AccuracyTable {
         };
         let mut bands = Vec::new();
         for metric in Metric::ALL {
-            let rows: Vec<_> = h.rows.iter().filter(|r| r.metric == metric).collect();
+            // Each row with its class and engine family, resolved once.
+            let mut rows = Vec::new();
+            for r in h.rows.iter().filter(|r| r.metric == metric) {
+                rows.push((r, class(&r.gpu)?, family(&r.engine)));
+            }
             let mut scopes: Vec<(String, String)> = vec![("*".into(), "*".into())];
-            for r in &rows {
-                let fam = family(&r.engine);
-                for s in ["*".to_string(), class(&r.gpu)?.to_string(), r.gpu.clone()] {
-                    let key = (s, fam.clone());
+            for (r, c, fam) in &rows {
+                for s in ["*", c, r.gpu.as_str()] {
+                    let key = (s.to_string(), fam.clone());
                     if !scopes.contains(&key) {
                         scopes.push(key);
                     }
                 }
             }
             for (scope, engine) in scopes {
-                let mut sel = Vec::new();
-                for r in &rows {
-                    let on = scope == "*" || scope == r.gpu || scope == class(&r.gpu)?;
-                    if on && (engine == "*" || engine == family(&r.engine)) {
-                        sel.push(*r);
-                    }
-                }
+                let sel: Vec<&HeldOutRow> = rows
+                    .iter()
+                    .filter(|(r, c, fam)| {
+                        (scope == "*" || scope == r.gpu || scope == *c)
+                            && (engine == "*" || engine == *fam)
+                    })
+                    .map(|(r, _, _)| *r)
+                    .collect();
                 if sel.len() < MIN_BAND_ROWS {
                     continue;
                 }
@@ -285,7 +289,6 @@ impl AccuracyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::HeldOutRow;
     use crate::{HardwareCatalogue, ModelCatalogue};
 
     fn row(source: &str, gpu: &str, metric: Metric, measured: f64, predicted: f64) -> HeldOutRow {

@@ -14,6 +14,29 @@ fn card(id: &str) -> crate::hardware::Hardware {
         .clone()
 }
 
+/// One FP8 stream at tp 8 (128 + 128 tokens), the setup the kernel-boundary
+/// tests count boundaries on.
+fn fp8_tp8_stream<'a>(
+    model: &'a crate::model::ModelSpec,
+    hw: &'a crate::hardware::Hardware,
+    engine: Engine,
+) -> Scenario<'a> {
+    Scenario {
+        model,
+        hw,
+        quant: Quant::parse("fp8").unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 8,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 128,
+        gen_tokens: 128,
+        context: 256,
+        memory_headroom: 0.1,
+    }
+}
+
 #[test]
 fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
     let models = ModelCatalogue::builtin().unwrap();
@@ -315,20 +338,7 @@ fn kernel_boundaries_cost_every_layer_whatever_the_split() {
     // divides the bytes of a step but not its boundaries.
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("h100-sxm");
-    let s = Scenario {
-        model: models.get("llama-3.1-70b").unwrap(),
-        hw: &hw,
-        quant: Quant::parse("fp8").unwrap(),
-        kv_bytes: 2.0,
-        engine: Engine::Vllm,
-        tp: 8,
-        pp: 1,
-        batch: 1,
-        prompt_tokens: 128,
-        gen_tokens: 128,
-        context: 256,
-        memory_headroom: 0.1,
-    };
+    let s = fp8_tp8_stream(models.get("llama-3.1-70b").unwrap(), &hw, Engine::Vllm);
     let bubbles = 80.0 * 6.0 * crate::engine::KERNEL_BUBBLE_S;
     assert!((s.kernel_bubbles_s() - bubbles).abs() < 1e-12);
     let one = Scenario {
@@ -413,20 +423,7 @@ fn layers_with_experts_pay_the_fused_moe_kernels() {
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("h200");
     let bubble = crate::engine::KERNEL_BUBBLE_S;
-    let scenario = |id: &str, engine: Engine| Scenario {
-        model: models.get(id).unwrap(),
-        hw: &hw,
-        quant: Quant::parse("fp8").unwrap(),
-        kv_bytes: 2.0,
-        engine,
-        tp: 8,
-        pp: 1,
-        batch: 1,
-        prompt_tokens: 128,
-        gen_tokens: 128,
-        context: 256,
-        memory_headroom: 0.1,
-    };
+    let scenario = |id: &str, engine: Engine| fp8_tp8_stream(models.get(id).unwrap(), &hw, engine);
     let mixtral = scenario("mixtral-8x7b", Engine::Vllm);
     assert!((mixtral.kernel_bubbles_s() - (32.0 * 6.0 + 32.0 * 3.0) * bubble).abs() < 1e-12);
     let ds = scenario("deepseek-v3", Engine::Sglang);
