@@ -40,11 +40,12 @@ fi
 
 # On glassbox's libraries: a directory of links, and a wrapper that uses it.
 # The CPU kernels too: llama-server calls ggml_backend_load_all(), which
-# picks the best-scoring variant among glassbox's libggml build folder (the
-# AMX `sapphirerapids` variant included, which faults on AMX Xeons; see
-# crates/models/src/cpu/mod.rs), the executable's folder and the working
-# directory. A preloaded shim (llama-peer-cpu.so) makes that call load from
-# one folder instead: links to the variants glassbox ships (ggml-backends/).
+# picks the best-scoring variant among glassbox's libggml build folder, the
+# executable's folder and the working directory. A preloaded shim
+# (llama-peer-cpu.so) makes that call load from one folder instead: links
+# to the variants glassbox ships (ggml-backends/), so on an AMX Xeon the
+# peer runs the same AMX kernels (built with the tile-configuration fix,
+# crates/models/cmake/) where glassbox does.
 wrap() {
   local dir lib wrapper
   dir="$(realpath "$build")/glassbox-libs"

@@ -7,8 +7,9 @@
 //!
 //! - `libllama.so.0`, `libggml.so.0`, `libggml-base.so.0`, ... (by the names the
 //!   binaries ask for) beside `glassbox` and in `examples/`;
-//! - `ggml-backends/libggml-cpu-<level>.so`, one per x86-64 level, without the
-//!   AMX variant, which is never loaded.
+//! - `ggml-backends/libggml-cpu-<level>.so`, one per x86-64 level (the AMX
+//!   one is loaded only when it carries the build's tile-configuration fix,
+//!   `glassbox_models::cpu::AMX_MARK`).
 //!
 //! It also gives the benchmark examples a run path one folder up. Files are
 //! replaced by rename, never rewritten in place, so a running program keeps
@@ -48,7 +49,7 @@ fn main() {
     let variants = profile_dir.join("ggml-backends");
     for (name, file) in shared_libraries(&backends) {
         println!("cargo:rerun-if-changed={}", file.display());
-        if name.starts_with("libggml-cpu-") && !name.contains("sapphirerapids") {
+        if name.starts_with("libggml-cpu-") {
             place(&file, &variants, &name);
         }
     }

@@ -11,10 +11,12 @@
 //! Every estimate errs upward, so a real measurement never trips it:
 //!
 //! - **Arithmetic**: 8-bit integer multiply-adds, the fastest arithmetic
-//!   llama.cpp's quantised kernels use (AMX is never loaded, ADR 0004). The
-//!   fastest x86 cores issue two vector multiply-add instructions a cycle,
-//!   each doing one 8-bit multiply-add per byte of the register, so a core
-//!   does at most `2 × register bytes` a cycle at its highest clock.
+//!   llama.cpp's quantised kernels use. The fastest x86 cores issue two
+//!   vector multiply-add instructions a cycle, each doing one 8-bit
+//!   multiply-add per byte of the register, so a core does at most
+//!   `2 × register bytes` a cycle at its highest clock; a core with AMX
+//!   (whose kernels are loaded where the build fixed them, ADR 0004) at most
+//!   [`AMX_MACS_PER_CYCLE`].
 //! - **Clock**: the kernel's reported maximum (`cpufreq`); where a VM hides
 //!   it, the current clock × [`UNKNOWN_BOOST`].
 //! - **Memory**: measured, not estimated: the best of several passes reading
@@ -86,11 +88,21 @@ pub fn vector_bytes(cpu: &CpuInfo) -> usize {
     }
 }
 
+/// 8-bit multiply-adds an AMX tile unit does a cycle: a `TDPBUSD` of a
+/// 16 × 64 by 64 × 16 tile (16,384 of them) issues every 16 cycles
+/// (Intel's optimization reference manual, "Intel AMX").
+pub const AMX_MACS_PER_CYCLE: f64 = 1024.0;
+
 /// The most arithmetic operations (a multiply-add counts as two) `threads`
-/// cores can do per second: 8-bit multiply-adds on two vector units.
+/// cores can do per second: 8-bit multiply-adds on two vector units, or on
+/// the AMX tile unit where the CPU has one.
 pub fn peak_ops_per_s(cpu: &CpuInfo, threads: usize, clock: &Clock) -> f64 {
     let cores = threads.clamp(1, cpu.cores.max(1)) as f64;
-    let macs_per_cycle = 2.0 * vector_bytes(cpu) as f64;
+    let macs_per_cycle = if cpu.has(Feature::AmxInt8) {
+        AMX_MACS_PER_CYCLE
+    } else {
+        2.0 * vector_bytes(cpu) as f64
+    };
     cores * clock.ghz * 1e9 * macs_per_cycle * 2.0
 }
 
@@ -184,6 +196,12 @@ mod tests {
         assert_eq!(
             peak_ops_per_s(&sse, 2, &CLOCK),
             peak_ops_per_s(&avx2, 2, &CLOCK) / 2.0
+        );
+        // AMX's tile unit: 1,024 multiply-adds a cycle, 8× two AVX-512 units.
+        let amx = cpu(&[Feature::Avx2, Feature::Avx512, Feature::AmxInt8], 2);
+        assert_eq!(
+            peak_ops_per_s(&amx, 2, &CLOCK),
+            peak_ops_per_s(&avx512, 2, &CLOCK) * 8.0
         );
         // Threads beyond the cores do no more work; one thread does half.
         assert_eq!(

@@ -8,10 +8,11 @@
 //! Nothing is compiled for the build machine: the same build runs on any
 //! x86-64 machine and still uses AVX2 / AVX-512 / VNNI / BF16 where present.
 //!
-//! ggml's AMX variant (`sapphirerapids`) is never loaded: its AMX matmul path
-//! crashes on AMX-capable Xeons (tile-data permission requested on one thread
-//! only; see docs/adr/0004-cpu-kernels.md). On those CPUs the `zen4` variant
-//! (AVX-512 with VBMI, VNNI and BF16) is chosen instead. Set
+//! ggml's AMX variant (`sapphirerapids`) is loaded only from a library that
+//! carries [`AMX_MARK`]: built by GCC before 14 without the build's fix
+//! (`crates/models/cmake/`), its AMX matmul faults at the first tile load
+//! (docs/adr/0004-cpu-kernels.md, "AMX"). Without the mark an AMX Xeon gets
+//! the `zen4` variant (AVX-512 with VBMI, VNNI and BF16). Set
 //! `GLASSBOX_CPU_VARIANT=NAME` to force a variant (it must still be supported),
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
@@ -187,8 +188,6 @@ pub struct Variant {
     pub name: &'static str,
     /// What it was compiled for: every one must be present to load it.
     pub requires: &'static [Feature],
-    /// Why it is never loaded, for the variants that are not.
-    pub excluded: Option<&'static str>,
 }
 
 impl Variant {
@@ -214,73 +213,60 @@ pub const X86_VARIANTS: &[Variant] = &[
     Variant {
         name: "x64",
         requires: &[],
-        excluded: None,
     },
     Variant {
         name: "sse42",
         requires: &[Sse42],
-        excluded: None,
     },
     Variant {
         name: "sandybridge",
         requires: &[Sse42, Avx],
-        excluded: None,
     },
     Variant {
         name: "ivybridge",
         requires: &[Sse42, Avx, F16c],
-        excluded: None,
     },
     Variant {
         name: "piledriver",
         requires: &[Sse42, Avx, F16c, Fma],
-        excluded: None,
     },
     Variant {
         name: "haswell",
         requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2],
-        excluded: None,
     },
     Variant {
         name: "skylakex",
         requires: &AVX512_BASE,
-        excluded: None,
     },
     Variant {
         name: "cannonlake",
         requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi],
-        excluded: None,
     },
     Variant {
         name: "cascadelake",
         requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vnni],
-        excluded: None,
     },
     Variant {
         name: "icelake",
         requires: &[
             Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni,
         ],
-        excluded: None,
     },
     Variant {
         name: "cooperlake",
         requires: &[
             Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vnni, Avx512Bf16,
         ],
-        excluded: None,
     },
     Variant {
         name: "zen4",
         requires: &[
             Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16,
         ],
-        excluded: None,
     },
     Variant {
         name: "alderlake",
         requires: &[Sse42, Avx, F16c, Fma, Avx2, Bmi2, AvxVnni],
-        excluded: None,
     },
     Variant {
         name: "sapphirerapids",
@@ -288,10 +274,6 @@ pub const X86_VARIANTS: &[Variant] = &[
             Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16, AmxTile,
             AmxInt8,
         ],
-        excluded: Some(
-            "ggml's AMX matmul crashes on AMX Xeons (SIGSEGV/SIGILL in ggml_backend_amx_mul_mat); \
-             zen4 has the same AVX-512 kernels without it",
-        ),
     },
 ];
 
@@ -309,12 +291,6 @@ pub fn choose_variant<'a>(
             .ok_or_else(|| KernelError::UnknownVariant {
                 name: name.to_owned(),
             })?;
-        if let Some(why) = variant.excluded {
-            return Err(KernelError::Excluded {
-                name: name.to_owned(),
-                why,
-            });
-        }
         if !variant.runs_on(cpu) {
             let missing = variant
                 .requires
@@ -338,7 +314,7 @@ pub fn choose_variant<'a>(
     }
     available
         .iter()
-        .filter(|v| v.excluded.is_none() && v.runs_on(cpu))
+        .filter(|v| v.runs_on(cpu))
         .max_by_key(|v| v.score())
         .copied()
         .ok_or(KernelError::NoneRuns)
@@ -369,7 +345,7 @@ pub enum KernelError {
         "unknown CPU variant `{name}` in GLASSBOX_CPU_VARIANT\n  hint: use one of x64, sse42, haswell, skylakex, icelake, zen4, ... (see `glassbox doctor`)"
     )]
     UnknownVariant { name: String },
-    #[error("CPU variant `{name}` is never loaded: {why}\n  hint: unset GLASSBOX_CPU_VARIANT")]
+    #[error("CPU variant `{name}` is not loaded: {why}\n  hint: unset GLASSBOX_CPU_VARIANT")]
     Excluded { name: String, why: &'static str },
     #[error(
         "this CPU cannot run CPU variant `{name}` (missing {missing})\n  hint: unset GLASSBOX_CPU_VARIANT to let Glassbox choose"
@@ -488,7 +464,23 @@ fn load_from(
             reason: "chosen by ggml's own CPU scoring (no x86-64 variants found)".to_owned(),
         });
     }
-    let mut candidates: Vec<&Variant> = present.iter().map(|(v, _)| *v).collect();
+    // The AMX library faults without the build's fix: never load one that
+    // lacks its mark (an older build of llama-cpp-sys-2, a copied folder).
+    let unmarked = present
+        .iter()
+        .find(|(v, p)| v.name == AMX_VARIANT && v.runs_on(cpu) && !carries_amx_mark(p))
+        .map(|(v, _)| v.name);
+    if forced.is_some() && forced == unmarked {
+        return Err(KernelError::Excluded {
+            name: AMX_VARIANT.to_owned(),
+            why: UNMARKED,
+        });
+    }
+    let mut candidates: Vec<&Variant> = present
+        .iter()
+        .map(|(v, _)| *v)
+        .filter(|v| Some(v.name) != unmarked)
+        .collect();
     loop {
         let variant = choose_variant(cpu, &candidates, forced)?;
         let path = present
@@ -502,8 +494,8 @@ fn load_from(
                 None => format!(
                     "the most capable of the {} variants present that this CPU runs{}",
                     present.len(),
-                    if cpu.has(Feature::AmxInt8) {
-                        " (the AMX variant is never loaded)"
+                    if unmarked.is_some() {
+                        " (not the AMX variant here: built without the tile-configuration fix)"
                     } else {
                         ""
                     }
@@ -523,6 +515,21 @@ fn load_from(
         // try the next best.
         candidates.retain(|v| v.name != variant.name);
     }
+}
+
+/// ggml's variant with AMX kernels.
+pub const AMX_VARIANT: &str = "sapphirerapids";
+
+/// What the AMX variant's library carries when it was built with the fix of
+/// `crates/models/cmake/amx-tile-config.h`; without it, it is not loaded.
+pub const AMX_MARK: &[u8] = b"glassbox: AMX tile configuration stated whole";
+
+const UNMARKED: &str = "this library was built without Glassbox's AMX tile-configuration fix \
+     and faults at its first tile load; rebuild llama.cpp (`cargo clean`, then build)";
+
+/// Whether the library at `path` carries [`AMX_MARK`].
+pub fn carries_amx_mark(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|bytes| bytes.windows(AMX_MARK.len()).any(|w| w == AMX_MARK))
 }
 
 /// The two calls into ggml's backend registry.

@@ -13,11 +13,46 @@ fn all() -> Vec<&'static Variant> {
 }
 
 #[test]
-fn an_amx_xeon_gets_zen4_never_sapphirerapids() {
+fn an_amx_xeon_gets_the_amx_variant_and_zen4_without_it() {
     let spr = cpu(&Feature::ALL);
-    assert_eq!(choose_variant(&spr, &all(), None).unwrap().name, "zen4");
-    let forced = choose_variant(&spr, &all(), Some("sapphirerapids"));
-    assert!(matches!(forced, Err(KernelError::Excluded { .. })));
+    assert_eq!(
+        choose_variant(&spr, &all(), None).unwrap().name,
+        AMX_VARIANT
+    );
+    // What `load_from` leaves when the AMX library lacks the build's fix.
+    let without: Vec<&Variant> = all()
+        .into_iter()
+        .filter(|v| v.name != AMX_VARIANT)
+        .collect();
+    assert_eq!(choose_variant(&spr, &without, None).unwrap().name, "zen4");
+    // An AVX-512 CPU without AMX never gets it.
+    let zen4 = cpu(&[
+        Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16,
+    ]);
+    assert_eq!(choose_variant(&zen4, &all(), None).unwrap().name, "zen4");
+}
+
+#[test]
+fn an_amx_library_without_the_mark_is_refused_even_when_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir
+            .path()
+            .join(format!("{PREFIX}{name}{}", std::env::consts::DLL_SUFFIX));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let mut marked = b"\x7fELF...".to_vec();
+    marked.extend_from_slice(AMX_MARK);
+    assert!(carries_amx_mark(&write("marked", &marked)));
+    let unmarked = write(AMX_VARIANT, b"\x7fELF... glassbox: AMX tile configuration");
+    assert!(!carries_amx_mark(&unmarked));
+    assert!(!carries_amx_mark(&dir.path().join("missing.so")));
+    // Forcing the unmarked library is an error that says why, before any load.
+    let spr = cpu(&Feature::ALL);
+    let err = load_from(&[dir.path().to_path_buf()], &spr, Some(AMX_VARIANT)).unwrap_err();
+    assert!(matches!(err, KernelError::Excluded { .. }), "{err:?}");
+    assert!(err.to_string().contains("cargo clean"), "{err}");
 }
 
 #[test]

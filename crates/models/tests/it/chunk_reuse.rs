@@ -156,8 +156,12 @@ fn a_chunk_moved_on_the_host_answers_as_one_moved_by_llama_cpp() {
     let (host, llama) = (answers(true), answers(false));
     assert_eq!(host.prompt_placed_tokens, llama.prompt_placed_tokens);
     // A move the wrong way round, by the wrong angle or with the wrong
-    // pairs of dimensions answers differently from the first words on.
-    let words = |t: &str| t.split_whitespace().take(10).collect::<Vec<_>>().join(" ");
+    // pairs of dimensions answers differently from the first words on. The
+    // two right moves differ by the rounding of 16-bit keys: on AVX-512 and
+    // AVX2 kernels they gave the same first ten words, on ggml's AMX kernels
+    // (an AMX Xeon, 2026-12-05) they part after seven ("... a reliable and
+    // durable" against "... and convenient"), a near tie; seven are held.
+    let words = |t: &str| t.split_whitespace().take(7).collect::<Vec<_>>().join(" ");
     assert_eq!(
         words(&host.text),
         words(&llama.text),
