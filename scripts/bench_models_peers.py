@@ -54,10 +54,12 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
     if amx:
         # pip builds llama.cpp for the build machine (GGML_NATIVE); on an AMX Xeon that
         # compiles in ggml's AMX weight buffer, whose matmul segfaults there
-        # (`ggml_backend_amx_mul_mat`, ADR 0004; measured 2026-12-04 with 0.3.36).
-        # Glassbox never loads it, so the peer runs without it too: extra buffer types
-        # off, which on x86 leaves SmolLM2's Q4_1/Q8_0 weights where they are anyway
-        # (ggml repacks neither type there).
+        # (`ggml_backend_amx_mul_mat`, ADR 0004; measured 2026-12-04 with 0.3.36: GCC's
+        # tile-configuration bug, which glassbox's own build fixes, ADR 0004 "AMX"). So
+        # the peer runs without it: extra buffer types off, which on x86 leaves
+        # SmolLM2's Q4_1/Q8_0 weights in their own layout (ggml repacks neither type
+        # there but for AMX). Glassbox on the same machine runs its AMX kernels: the
+        # table's label says so.
         default_params = llama_cpp.llama_cpp.llama_model_default_params
 
         def without_amx():
