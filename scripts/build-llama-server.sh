@@ -43,9 +43,10 @@ fi
 # picks the best-scoring variant among glassbox's libggml build folder, the
 # executable's folder and the working directory. A preloaded shim
 # (llama-peer-cpu.so) makes that call load from one folder instead: links
-# to the variants glassbox ships (ggml-backends/), so on an AMX Xeon the
-# peer runs the same AMX kernels (built with the tile-configuration fix,
-# crates/models/cmake/) where glassbox does.
+# to the variants glassbox ships (ggml-backends/). The AMX variant is among
+# them only when GLASSBOX_CPU_VARIANT=sapphirerapids is set where the peer
+# runs, as for glassbox, which loads it only when asked for (ggml's own
+# scoring would pick it on an AMX Xeon): like with like either way.
 wrap() {
   local dir lib wrapper
   dir="$(realpath "$build")/glassbox-libs"
@@ -55,10 +56,12 @@ wrap() {
     ln -sfn "$libs/$lib" "$dir/$lib"
   done
   ln -sfn "$(realpath "$build/bin/libllama-common.so.0")" "$dir/libllama-common.so.0"
-  mkdir -p "$dir/cpu"
-  rm -f "$dir"/cpu/libggml-cpu-*.so
+  mkdir -p "$dir/cpu" "$dir/cpu-amx"
+  rm -f "$dir"/cpu/libggml-cpu-*.so "$dir"/cpu-amx/libggml-cpu-*.so
   for lib in "$libs"/ggml-backends/libggml-cpu-*.so; do
-    [[ -e $lib ]] && ln -sfn "$lib" "$dir/cpu/$(basename "$lib")"
+    [[ -e $lib ]] || continue
+    ln -sfn "$lib" "$dir/cpu-amx/$(basename "$lib")"
+    [[ $lib == *sapphirerapids* ]] || ln -sfn "$lib" "$dir/cpu/$(basename "$lib")"
   done
   printf '%s\n' '#include <stdlib.h>' 'void ggml_backend_load_all_from_path(const char *dir);' \
     'void ggml_backend_load_all(void) { ggml_backend_load_all_from_path(getenv("GLASSBOX_PEER_CPU")); }' \
@@ -71,7 +74,8 @@ wrap() {
   {
     echo '#!/bin/sh'
     echo "# llama-server on glassbox's libllama, ggml and CPU kernels ($libs); scripts/build-llama-server.sh"
-    echo "GLASSBOX_PEER_CPU='$dir/cpu' LD_PRELOAD='$dir/llama-peer-cpu.so' LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
+    echo "cpu='$dir/cpu'; [ \"\$GLASSBOX_CPU_VARIANT\" = sapphirerapids ] && cpu='$dir/cpu-amx'"
+    echo "GLASSBOX_PEER_CPU=\"\$cpu\" LD_PRELOAD='$dir/llama-peer-cpu.so' LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
   } >"$wrapper"
   chmod +x "$wrapper"
   realpath "$wrapper"

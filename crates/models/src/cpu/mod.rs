@@ -8,11 +8,14 @@
 //! Nothing is compiled for the build machine: the same build runs on any
 //! x86-64 machine and still uses AVX2 / AVX-512 / VNNI / BF16 where present.
 //!
-//! ggml's AMX variant (`sapphirerapids`) is loaded only from a library that
-//! carries [`AMX_MARK`]: built by GCC before 14 without the build's fix
-//! (`crates/models/cmake/`), its AMX matmul faults at the first tile load
-//! (docs/adr/0004-cpu-kernels.md, "AMX"). Without the mark an AMX Xeon gets
-//! the `zen4` variant (AVX-512 with VBMI, VNNI and BF16). Set
+//! ggml's AMX variant (`sapphirerapids`) is loaded only when asked for
+//! (`GLASSBOX_CPU_VARIANT=sapphirerapids`): its prompts run ~4× faster, but
+//! one row and several rows take different kernels, so a lone request's
+//! greedy text can differ from the same request's in a batch. And only from
+//! a library that carries [`AMX_MARK`]: built by GCC before 14 without the
+//! build's fix (`crates/models/cmake/`), its AMX matmul faults at the first
+//! tile load (docs/adr/0004-cpu-kernels.md, "AMX"). Otherwise an AMX Xeon
+//! gets the `zen4` variant (AVX-512 with VBMI, VNNI and BF16). Set
 //! `GLASSBOX_CPU_VARIANT=NAME` to force a variant (it must still be supported),
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
@@ -277,7 +280,8 @@ pub const X86_VARIANTS: &[Variant] = &[
     },
 ];
 
-/// The best variant for `cpu` among those `available`, by ggml's score.
+/// The best variant for `cpu` among those `available`, by ggml's score,
+/// leaving out [`AMX_VARIANT`], which is loaded only when asked for.
 /// `forced` picks one by name instead (it must still run on `cpu`).
 pub fn choose_variant<'a>(
     cpu: &CpuInfo,
@@ -314,7 +318,7 @@ pub fn choose_variant<'a>(
     }
     available
         .iter()
-        .filter(|v| v.runs_on(cpu))
+        .filter(|v| v.runs_on(cpu) && v.name != AMX_VARIANT)
         .max_by_key(|v| v.score())
         .copied()
         .ok_or(KernelError::NoneRuns)
@@ -496,6 +500,8 @@ fn load_from(
                     present.len(),
                     if unmarked.is_some() {
                         " (not the AMX variant here: built without the tile-configuration fix)"
+                    } else if variant.name != AMX_VARIANT && cpu.has(Feature::AmxInt8) {
+                        " (AMX kernels, ~4x faster prompts, on GLASSBOX_CPU_VARIANT=sapphirerapids)"
                     } else {
                         ""
                     }

@@ -13,23 +13,19 @@ fn all() -> Vec<&'static Variant> {
 }
 
 #[test]
-fn an_amx_xeon_gets_the_amx_variant_and_zen4_without_it() {
+fn an_amx_xeon_gets_zen4_and_the_amx_variant_when_asked_for() {
     let spr = cpu(&Feature::ALL);
-    assert_eq!(
-        choose_variant(&spr, &all(), None).unwrap().name,
-        AMX_VARIANT
-    );
-    // What `load_from` leaves when the AMX library lacks the build's fix.
-    let without: Vec<&Variant> = all()
-        .into_iter()
-        .filter(|v| v.name != AMX_VARIANT)
-        .collect();
-    assert_eq!(choose_variant(&spr, &without, None).unwrap().name, "zen4");
-    // An AVX-512 CPU without AMX never gets it.
+    assert_eq!(choose_variant(&spr, &all(), None).unwrap().name, "zen4");
+    let asked = choose_variant(&spr, &all(), Some(AMX_VARIANT));
+    assert_eq!(asked.unwrap().name, AMX_VARIANT);
+    // Not on an AVX-512 CPU without AMX, even when asked for.
     let zen4 = cpu(&[
         Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16,
     ]);
-    assert_eq!(choose_variant(&zen4, &all(), None).unwrap().name, "zen4");
+    match choose_variant(&zen4, &all(), Some(AMX_VARIANT)) {
+        Err(KernelError::Unsupported { missing, .. }) => assert!(missing.contains("AMX-INT8")),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
 }
 
 #[test]
