@@ -468,23 +468,20 @@ fn load_from(
             reason: "chosen by ggml's own CPU scoring (no x86-64 variants found)".to_owned(),
         });
     }
-    // The AMX library faults without the build's fix: never load one that
-    // lacks its mark (an older build of llama-cpp-sys-2, a copied folder).
-    let unmarked = present
-        .iter()
-        .find(|(v, p)| v.name == AMX_VARIANT && v.runs_on(cpu) && !carries_amx_mark(p))
-        .map(|(v, _)| v.name);
-    if forced.is_some() && forced == unmarked {
+    // The AMX library (loaded only when asked for) faults without the
+    // build's fix: never load one that lacks its mark (an older build of
+    // llama-cpp-sys-2, a copied folder). Read only when it is asked for.
+    if forced == Some(AMX_VARIANT)
+        && present
+            .iter()
+            .any(|(v, p)| v.name == AMX_VARIANT && v.runs_on(cpu) && !carries_amx_mark(p))
+    {
         return Err(KernelError::Excluded {
             name: AMX_VARIANT.to_owned(),
             why: UNMARKED,
         });
     }
-    let mut candidates: Vec<&Variant> = present
-        .iter()
-        .map(|(v, _)| *v)
-        .filter(|v| Some(v.name) != unmarked)
-        .collect();
+    let mut candidates: Vec<&Variant> = present.iter().map(|(v, _)| *v).collect();
     loop {
         let variant = choose_variant(cpu, &candidates, forced)?;
         let path = present
@@ -498,9 +495,7 @@ fn load_from(
                 None => format!(
                     "the most capable of the {} variants present that this CPU runs{}",
                     present.len(),
-                    if unmarked.is_some() {
-                        " (not the AMX variant here: built without the tile-configuration fix)"
-                    } else if variant.name != AMX_VARIANT && cpu.has(Feature::AmxInt8) {
+                    if cpu.has(Feature::AmxInt8) {
                         " (AMX kernels, ~4x faster prompts, on GLASSBOX_CPU_VARIANT=sapphirerapids)"
                     } else {
                         ""
