@@ -36,6 +36,14 @@ only=${BENCH_ONLY:-}
 short=${SHORT:-0}
 if [[ $short == 1 ]]; then n=${BENCH_N:-2000}; else n=${BENCH_N:-100000}; fi
 flash_attn=${BENCH_FLASH_ATTN:-on}
+# On an AMX Xeon glassbox chooses ggml's AMX kernels, which the pip-built peer
+# cannot run (its build has GCC's tile-configuration bug: it runs with ggml's
+# extra buffers off, bench_models_peers.py). Like with like: the AVX-512
+# kernels for both, unless GLASSBOX_CPU_VARIANT says otherwise.
+if [[ -z ${GLASSBOX_CPU_VARIANT:-} ]] && grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+  export GLASSBOX_CPU_VARIANT=zen4
+  echo "bench-models: AMX CPU: glassbox on its zen4 (AVX-512) kernels, as the peer" >&2
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 out=$CARGO_TARGET_DIR/bench
 mkdir -p "$out"

@@ -58,7 +58,7 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
         # tile-configuration bug, which glassbox's own build fixes, ADR 0004 "AMX"). So
         # the peer runs without it: extra buffer types off, which on x86 leaves
         # SmolLM2's Q4_1/Q8_0 weights in their own layout (ggml repacks neither type
-        # there but for AMX), as glassbox by default (its AMX kernels are opt-in).
+        # there but for AMX), as glassbox here (bench-models.sh sets its zen4 kernels).
         default_params = llama_cpp.llama_cpp.llama_model_default_params
 
         def without_amx():

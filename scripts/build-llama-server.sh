@@ -43,10 +43,10 @@ fi
 # picks the best-scoring variant among glassbox's libggml build folder, the
 # executable's folder and the working directory. A preloaded shim
 # (llama-peer-cpu.so) makes that call load from one folder instead: links
-# to the variants glassbox ships (ggml-backends/). The AMX variant is among
-# them only when GLASSBOX_CPU_VARIANT=sapphirerapids is set where the peer
-# runs, as for glassbox, which loads it only when asked for (ggml's own
-# scoring would pick it on an AMX Xeon): like with like either way.
+# to the variants glassbox ships (ggml-backends/), from which ggml's own
+# scoring picks the one glassbox picks (AMX on an AMX Xeon). With
+# GLASSBOX_CPU_VARIANT=NAME set where the peer runs, the folder holds that
+# variant alone, as glassbox loads it: like with like either way.
 wrap() {
   local dir lib wrapper
   dir="$(realpath "$build")/glassbox-libs"
@@ -56,12 +56,16 @@ wrap() {
     ln -sfn "$libs/$lib" "$dir/$lib"
   done
   ln -sfn "$(realpath "$build/bin/libllama-common.so.0")" "$dir/libllama-common.so.0"
-  mkdir -p "$dir/cpu" "$dir/cpu-amx"
-  rm -f "$dir"/cpu/libggml-cpu-*.so "$dir"/cpu-amx/libggml-cpu-*.so
+  rm -rf "$dir/cpu" "$dir/cpu-amx" "$dir"/cpu-only-*
+  mkdir -p "$dir/cpu"
+  local name
   for lib in "$libs"/ggml-backends/libggml-cpu-*.so; do
     [[ -e $lib ]] || continue
-    ln -sfn "$lib" "$dir/cpu-amx/$(basename "$lib")"
-    [[ $lib == *sapphirerapids* ]] || ln -sfn "$lib" "$dir/cpu/$(basename "$lib")"
+    name=$(basename "$lib" .so)
+    name=${name#libggml-cpu-}
+    mkdir -p "$dir/cpu-only-$name"
+    ln -sfn "$lib" "$dir/cpu/$(basename "$lib")"
+    ln -sfn "$lib" "$dir/cpu-only-$name/$(basename "$lib")"
   done
   printf '%s\n' '#include <stdlib.h>' 'void ggml_backend_load_all_from_path(const char *dir);' \
     'void ggml_backend_load_all(void) { ggml_backend_load_all_from_path(getenv("GLASSBOX_PEER_CPU")); }' \
@@ -74,7 +78,7 @@ wrap() {
   {
     echo '#!/bin/sh'
     echo "# llama-server on glassbox's libllama, ggml and CPU kernels ($libs); scripts/build-llama-server.sh"
-    echo "cpu='$dir/cpu'; [ \"\$GLASSBOX_CPU_VARIANT\" = sapphirerapids ] && cpu='$dir/cpu-amx'"
+    echo "cpu='$dir/cpu'; [ -n \"\$GLASSBOX_CPU_VARIANT\" ] && [ -d '$dir/cpu-only-'\"\$GLASSBOX_CPU_VARIANT\" ] && cpu='$dir/cpu-only-'\"\$GLASSBOX_CPU_VARIANT\""
     echo "GLASSBOX_PEER_CPU=\"\$cpu\" LD_PRELOAD='$dir/llama-peer-cpu.so' LD_LIBRARY_PATH='$dir' exec '$(realpath "$bin")' \"\$@\""
   } >"$wrapper"
   chmod +x "$wrapper"

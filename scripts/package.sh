@@ -6,8 +6,8 @@
 #     ggml-backends/                one CPU kernel library per x86-64 level; the
 #                                   best one this CPU runs is loaded at start-up
 # The build already lays these out in target/release (crates/models/build.rs);
-# the AMX variant among them is loaded only when GLASSBOX_CPU_VARIANT asks
-# for it (docs/adr/0004-cpu-kernels.md, "AMX").
+# the AMX variant among them carries the build's tile-configuration fix and
+# is the choice on AMX Xeons (docs/adr/0004-cpu-kernels.md, "AMX").
 # The machine needs glibc, the C++ runtime and the OpenMP runtime
 # (libstdc++6, libgomp1 on Debian), as the Dockerfile's runtime stage installs.
 #

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use glassbox_engine::{BuildContext, BuildError};
-use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
+use glassbox_models::{Embedder, EmbedderOptions, IndexError, LlmHandle, LlmOptions, VectorIndex};
 
 #[derive(Default)]
 pub struct ModelCache {
@@ -125,10 +125,16 @@ impl ModelCache {
     pub fn index(&self, dir: &Path) -> Result<Arc<VectorIndex>, BuildError> {
         get_or_load(&self.indexes, dir.to_path_buf(), || {
             VectorIndex::load(dir).map_err(|e| {
-                unavailable(
-                    format!("cannot open index `{}`: {e} (build it with `glassbox index build DOCS --out INDEX`)", dir.display()),
-                    e,
-                )
+                // A missing index already says how to build one; other
+                // failures (unreadable, wrong dimensions) are fixed by a rebuild.
+                let message = match &e {
+                    IndexError::NotFound { .. } => e.to_string(),
+                    _ => format!(
+                        "cannot open index `{0}`: {e}; hint: rebuild it with `glassbox index build DOCS --out {0}`",
+                        dir.display()
+                    ),
+                };
+                unavailable(message, e)
             })
         })
     }

@@ -8,14 +8,13 @@
 //! Nothing is compiled for the build machine: the same build runs on any
 //! x86-64 machine and still uses AVX2 / AVX-512 / VNNI / BF16 where present.
 //!
-//! ggml's AMX variant (`sapphirerapids`) is loaded only when asked for
-//! (`GLASSBOX_CPU_VARIANT=sapphirerapids`): its prompts run ~4× faster, but
-//! one row and several rows take different kernels, so a lone request's
-//! greedy text can differ from the same request's in a batch. And only from
-//! a library that carries [`AMX_MARK`]: built by GCC before 14 without the
-//! build's fix (`crates/models/cmake/`), its AMX matmul faults at the first
-//! tile load (docs/adr/0004-cpu-kernels.md, "AMX"). Otherwise an AMX Xeon
-//! gets the `zen4` variant (AVX-512 with VBMI, VNNI and BF16). Set
+//! ggml's AMX variant (`sapphirerapids`) is chosen on a CPU with AMX, its
+//! prompts and batched steps ~3-4x faster, but only from a library that
+//! carries [`AMX_MARK`]: built by GCC before 14 without the build's fix
+//! (`crates/models/cmake/`), its AMX matmul faults at the first tile load
+//! (docs/adr/0004-cpu-kernels.md, "AMX"). An AMX Xeon with an unmarked
+//! library gets the `zen4` variant (AVX-512 with VBMI, VNNI and BF16), and the
+//! choice's reason says how to get AMX. Set
 //! `GLASSBOX_CPU_VARIANT=NAME` to force a variant (it must still be supported),
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
@@ -159,7 +158,9 @@ fn detect_features() -> Vec<Feature> {
     add(has!("avx512vnni"), Feature::Avx512Vnni);
     add(has!("avx512bf16"), Feature::Avx512Bf16);
     // AMX detection is not stable in `is_x86_feature_detected!`; CPUID leaf 7
-    // says whether the CPU has it (reported only: AMX kernels are never used).
+    // says whether the CPU has it. Whether the OS lets this process use the
+    // tiles is ggml's check (it asks Linux for the tile state at load and
+    // uses no tile without it).
     let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
     add(leaf7.edx & (1 << 24) != 0, Feature::AmxTile);
     add(leaf7.edx & (1 << 25) != 0, Feature::AmxInt8);
@@ -280,8 +281,7 @@ pub const X86_VARIANTS: &[Variant] = &[
     },
 ];
 
-/// The best variant for `cpu` among those `available`, by ggml's score,
-/// leaving out [`AMX_VARIANT`], which is loaded only when asked for.
+/// The best variant for `cpu` among those `available`, by ggml's score.
 /// `forced` picks one by name instead (it must still run on `cpu`).
 pub fn choose_variant<'a>(
     cpu: &CpuInfo,
@@ -318,7 +318,7 @@ pub fn choose_variant<'a>(
     }
     available
         .iter()
-        .filter(|v| v.runs_on(cpu) && v.name != AMX_VARIANT)
+        .filter(|v| v.runs_on(cpu))
         .max_by_key(|v| v.score())
         .copied()
         .ok_or(KernelError::NoneRuns)
@@ -468,20 +468,7 @@ fn load_from(
             reason: "chosen by ggml's own CPU scoring (no x86-64 variants found)".to_owned(),
         });
     }
-    // The AMX library (loaded only when asked for) faults without the
-    // build's fix: never load one that lacks its mark (an older build of
-    // llama-cpp-sys-2, a copied folder). Read only when it is asked for.
-    if forced == Some(AMX_VARIANT)
-        && present
-            .iter()
-            .any(|(v, p)| v.name == AMX_VARIANT && v.runs_on(cpu) && !carries_amx_mark(p))
-    {
-        return Err(KernelError::Excluded {
-            name: AMX_VARIANT.to_owned(),
-            why: UNMARKED,
-        });
-    }
-    let mut candidates: Vec<&Variant> = present.iter().map(|(v, _)| *v).collect();
+    let (mut candidates, unmarked_amx) = loadable(&present, cpu, forced)?;
     loop {
         let variant = choose_variant(cpu, &candidates, forced)?;
         let path = present
@@ -495,8 +482,9 @@ fn load_from(
                 None => format!(
                     "the most capable of the {} variants present that this CPU runs{}",
                     present.len(),
-                    if cpu.has(Feature::AmxInt8) {
-                        " (AMX kernels, ~4x faster prompts, on GLASSBOX_CPU_VARIANT=sapphirerapids)"
+                    if unmarked_amx {
+                        " (not the AMX one: its library lacks the build's tile-configuration \
+                         fix; rebuild llama.cpp with `cargo clean`, then build, for AMX kernels)"
                     } else {
                         ""
                     }
@@ -516,6 +504,33 @@ fn load_from(
         // try the next best.
         candidates.retain(|v| v.name != variant.name);
     }
+}
+
+/// The variants of `present` that may be loaded, and whether an AMX library
+/// was left out. The AMX library faults without the build's fix: one that
+/// lacks its mark (an older build of llama-cpp-sys-2, a copied folder) is
+/// never loaded. Forced, that is an error; chosen, the next best runs.
+fn loadable<'a>(
+    present: &[(&'a Variant, PathBuf)],
+    cpu: &CpuInfo,
+    forced: Option<&str>,
+) -> Result<(Vec<&'a Variant>, bool), KernelError> {
+    let unmarked_amx = matches!(forced, None | Some(AMX_VARIANT))
+        && present
+            .iter()
+            .any(|(v, p)| v.name == AMX_VARIANT && v.runs_on(cpu) && !carries_amx_mark(p));
+    if unmarked_amx && forced.is_some() {
+        return Err(KernelError::Excluded {
+            name: AMX_VARIANT.to_owned(),
+            why: UNMARKED,
+        });
+    }
+    let candidates = present
+        .iter()
+        .map(|(v, _)| *v)
+        .filter(|v| !(unmarked_amx && v.name == AMX_VARIANT))
+        .collect();
+    Ok((candidates, unmarked_amx))
 }
 
 /// ggml's variant with AMX kernels.

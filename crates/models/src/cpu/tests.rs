@@ -13,15 +13,19 @@ fn all() -> Vec<&'static Variant> {
 }
 
 #[test]
-fn an_amx_xeon_gets_zen4_and_the_amx_variant_when_asked_for() {
+fn an_amx_xeon_gets_the_amx_variant_and_zen4_when_asked_for() {
     let spr = cpu(&Feature::ALL);
-    assert_eq!(choose_variant(&spr, &all(), None).unwrap().name, "zen4");
-    let asked = choose_variant(&spr, &all(), Some(AMX_VARIANT));
-    assert_eq!(asked.unwrap().name, AMX_VARIANT);
+    assert_eq!(
+        choose_variant(&spr, &all(), None).unwrap().name,
+        AMX_VARIANT
+    );
+    let asked = choose_variant(&spr, &all(), Some("zen4"));
+    assert_eq!(asked.unwrap().name, "zen4");
     // Not on an AVX-512 CPU without AMX, even when asked for.
     let zen4 = cpu(&[
         Sse42, Avx, F16c, Fma, Avx2, Bmi2, Avx512, Avx512Vbmi, Avx512Vnni, Avx512Bf16,
     ]);
+    assert_eq!(choose_variant(&zen4, &all(), None).unwrap().name, "zen4");
     match choose_variant(&zen4, &all(), Some(AMX_VARIANT)) {
         Err(KernelError::Unsupported { missing, .. }) => assert!(missing.contains("AMX-INT8")),
         other => panic!("expected Unsupported, got {other:?}"),
@@ -29,7 +33,7 @@ fn an_amx_xeon_gets_zen4_and_the_amx_variant_when_asked_for() {
 }
 
 #[test]
-fn an_amx_library_without_the_mark_is_refused_even_when_forced() {
+fn an_amx_library_without_the_mark_is_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, bytes: &[u8]| {
         let path = dir
@@ -49,6 +53,28 @@ fn an_amx_library_without_the_mark_is_refused_even_when_forced() {
     let err = load_from(&[dir.path().to_path_buf()], &spr, Some(AMX_VARIANT)).unwrap_err();
     assert!(matches!(err, KernelError::Excluded { .. }), "{err:?}");
     assert!(err.to_string().contains("cargo clean"), "{err}");
+    // Unforced, the next best variant is the choice, and it says so.
+    write("zen4", b"\x7fELF...");
+    let present = variants_in(dir.path());
+    assert_eq!(present.len(), 2, "{present:?}");
+    let (candidates, left_out) = loadable(&present, &spr, None).unwrap();
+    assert!(left_out);
+    assert_eq!(
+        choose_variant(&spr, &candidates, None).unwrap().name,
+        "zen4"
+    );
+    // A marked AMX library is the choice.
+    std::fs::write(&unmarked, &marked).unwrap();
+    let (candidates, left_out) = loadable(&present, &spr, None).unwrap();
+    assert!(!left_out);
+    assert_eq!(
+        choose_variant(&spr, &candidates, None).unwrap().name,
+        AMX_VARIANT
+    );
+    // Forcing another variant never reads the AMX library.
+    std::fs::write(&unmarked, b"unmarked").unwrap();
+    let (candidates, left_out) = loadable(&present, &spr, Some("zen4")).unwrap();
+    assert!(!left_out && candidates.len() == 2);
 }
 
 #[test]

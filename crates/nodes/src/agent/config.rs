@@ -28,6 +28,7 @@ pub const FIELDS: &[&str] = &[
     "frequency_penalty",
     "presence_penalty",
     "context_size",
+    "batch_invariant",
     "tools",
     "max_iterations",
     "budget",
@@ -97,6 +98,9 @@ pub struct AgentConfig {
     pub seed: Option<u64>,
     pub penalties: check::Penalties,
     pub context_size: Option<u64>,
+    /// Local backend: greedy text independent of batching and prefix reuse
+    /// at any context length (ADR 0006), as the `llm_inference` key.
+    pub batch_invariant: bool,
     pub tools: Vec<ToolConfig>,
     /// The tools as the model is offered them (`tool_choice: auto`).
     pub ask: Option<Ask>,
@@ -167,6 +171,7 @@ pub fn check(config: Option<&Value>, cx: &mut Cx<'_>) -> AgentConfig {
         seed: obj.uint(cx, "seed", 0, u32::MAX as u64).map(|n| n.value),
         penalties: check::Penalties::read(&obj, cx),
         context_size: obj.uint(cx, "context_size", 64, 1_048_576).map(|n| n.value),
+        batch_invariant: obj.bool(cx, "batch_invariant").is_some_and(|b| b.value),
         tools,
         ask,
         budget,

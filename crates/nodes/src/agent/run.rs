@@ -100,6 +100,7 @@ pub(super) fn build(
                 .unwrap_or(crate::llm::run::DEFAULT_MODEL);
             let mut options = LlmOptions::new(locate(cx, name));
             options.n_ctx = c.context_size.map_or(4096, |n| n as u32);
+            options.batch_invariant = c.batch_invariant;
             Model::Local(cx.resources.models().llm(options)?)
         }
     };

@@ -156,7 +156,41 @@ edges: []
     .unwrap_err();
     let text = err.to_string();
     assert!(text.contains("does-not-exist.index"), "{text}");
-    assert!(text.contains("glassbox index build"), "{text}");
+    // One hint, naming the folder the topology asked for (not a second,
+    // generic one after it).
+    assert_eq!(text.matches("glassbox index build").count(), 1, "{text}");
+    assert!(
+        text.contains(
+            "does-not-exist.index`; hint: build one with `glassbox index build DOCS --out "
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unreadable_index_says_so_and_how_to_rebuild_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("broken.index");
+    std::fs::create_dir(&index).unwrap();
+    std::fs::write(index.join("manifest.json"), "{ not json").unwrap();
+    let err = try_build(
+        &dir.path().join("search.yaml").display().to_string(),
+        r#"
+topology_id: s
+version: "1"
+nodes:
+  - { id: search, type: vector_search, config: { index: broken.index, top_k: 3 } }
+edges: []
+"#,
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("cannot open index"), "{text}");
+    assert!(
+        text.contains("hint: rebuild it with `glassbox index build DOCS --out "),
+        "{text}"
+    );
+    assert!(text.contains("broken.index`"), "{text}");
 }
 
 #[tokio::test]
