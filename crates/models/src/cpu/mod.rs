@@ -544,8 +544,16 @@ const UNMARKED: &str = "this library was built without Glassbox's AMX tile-confi
      and faults at its first tile load; rebuild llama.cpp (`cargo clean`, then build)";
 
 /// Whether the library at `path` carries [`AMX_MARK`].
+/// Read at start-up on AMX CPUs (a ~2 MB library): a byte scan for the
+/// mark's first byte, then a comparison, not a comparison at every offset.
 pub fn carries_amx_mark(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|bytes| bytes.windows(AMX_MARK.len()).any(|w| w == AMX_MARK))
+    std::fs::read(path).is_ok_and(|bytes| {
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == AMX_MARK[0])
+            .any(|(i, _)| bytes[i..].starts_with(AMX_MARK))
+    })
 }
 
 /// The two calls into ggml's backend registry.
