@@ -97,13 +97,11 @@ impl ModelCache {
         let path = options.model_path.clone();
         get_or_load(&self.llms, options.clone(), || {
             LlmHandle::load(options).map_err(|e| {
-                unavailable(
-                    format!(
-                        "cannot load model `{}`: {e} (run `glassbox models fetch`)",
-                        path.display()
-                    ),
-                    e,
-                )
+                let message = hinted(
+                    format!("cannot load model `{}`: {e}", path.display()),
+                    "run `glassbox models fetch`",
+                );
+                unavailable(message, e)
             })
         })
     }
@@ -111,13 +109,11 @@ impl ModelCache {
     pub fn embedder(&self, dir: &Path) -> Result<Arc<Embedder>, BuildError> {
         get_or_load(&self.embedders, dir.to_path_buf(), || {
             Embedder::load(dir, EmbedderOptions::default()).map_err(|e| {
-                unavailable(
-                    format!(
-                        "cannot load embedding model `{}`: {e} (run `glassbox models fetch`)",
-                        dir.display()
-                    ),
-                    e,
-                )
+                let message = hinted(
+                    format!("cannot load embedding model `{}`: {e}", dir.display()),
+                    "run `glassbox models fetch`",
+                );
+                unavailable(message, e)
             })
         })
     }
@@ -129,14 +125,27 @@ impl ModelCache {
                 // failures (unreadable, wrong dimensions) are fixed by a rebuild.
                 let message = match &e {
                     IndexError::NotFound { .. } => e.to_string(),
-                    _ => format!(
-                        "cannot open index `{0}`: {e}; hint: rebuild it with `glassbox index build DOCS --out {0}`",
-                        dir.display()
+                    _ => hinted(
+                        format!("cannot open index `{}`: {e}", dir.display()),
+                        &format!(
+                            "rebuild it with `glassbox index build DOCS --out {}`",
+                            dir.display()
+                        ),
                     ),
                 };
                 unavailable(message, e)
             })
         })
+    }
+}
+
+/// `message` with `; hint: HINT` added, unless the error it quotes already
+/// carries a hint (a missing model file says to fetch the models).
+fn hinted(message: String, hint: &str) -> String {
+    if message.contains("hint:") {
+        message
+    } else {
+        format!("{message}; hint: {hint}")
     }
 }
 

@@ -138,7 +138,27 @@ fn a_missing_model_file_names_the_path_and_the_fix() {
     .unwrap_err();
     let text = err.to_string();
     assert!(text.contains("nope.gguf"), "{text}");
-    assert!(text.contains("glassbox models fetch"), "{text}");
+    // One hint: the model's own error carries it; the node adds none.
+    assert_eq!(text.matches("glassbox models fetch").count(), 1, "{text}");
+}
+
+#[test]
+fn a_missing_embedding_model_gives_one_hint() {
+    let err = try_build(
+        "embed.yaml",
+        r#"
+topology_id: e
+version: "1"
+nodes:
+  - { id: embed, type: embedding, config: { model: no-such-embedder } }
+edges: []
+"#,
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("no-such-embedder"), "{text}");
+    assert_eq!(text.matches("glassbox models fetch").count(), 1, "{text}");
+    assert_eq!(text.matches("hint:").count(), 1, "{text}");
 }
 
 #[test]
