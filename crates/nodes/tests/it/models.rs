@@ -142,20 +142,21 @@ fn a_missing_model_file_names_the_path_and_the_fix() {
     assert_eq!(text.matches("glassbox models fetch").count(), 1, "{text}");
 }
 
+/// The build error of a topology at `name` with the one node `node` (a
+/// YAML flow map).
+fn one_node_error(name: &str, node: &str) -> String {
+    let text = format!("topology_id: t\nversion: \"1\"\nnodes:\n  - {node}\nedges: []\n");
+    try_build(name, &text)
+        .expect_err("the node cannot be built")
+        .to_string()
+}
+
 #[test]
 fn a_missing_embedding_model_gives_one_hint() {
-    let err = try_build(
+    let text = one_node_error(
         "embed.yaml",
-        r#"
-topology_id: e
-version: "1"
-nodes:
-  - { id: embed, type: embedding, config: { model: no-such-embedder } }
-edges: []
-"#,
-    )
-    .unwrap_err();
-    let text = err.to_string();
+        "{ id: embed, type: embedding, config: { model: no-such-embedder } }",
+    );
     assert!(text.contains("no-such-embedder"), "{text}");
     assert_eq!(text.matches("glassbox models fetch").count(), 1, "{text}");
     assert_eq!(text.matches("hint:").count(), 1, "{text}");
@@ -163,18 +164,10 @@ edges: []
 
 #[test]
 fn a_missing_index_names_the_build_command() {
-    let err = try_build(
+    let text = one_node_error(
         "search.yaml",
-        r#"
-topology_id: s
-version: "1"
-nodes:
-  - { id: search, type: vector_search, config: { index: does-not-exist.index, top_k: 3 } }
-edges: []
-"#,
-    )
-    .unwrap_err();
-    let text = err.to_string();
+        "{ id: search, type: vector_search, config: { index: does-not-exist.index, top_k: 3 } }",
+    );
     assert!(text.contains("does-not-exist.index"), "{text}");
     // One hint, naming the folder the topology asked for (not a second,
     // generic one after it).
@@ -193,18 +186,10 @@ fn an_unreadable_index_says_so_and_how_to_rebuild_it() {
     let index = dir.path().join("broken.index");
     std::fs::create_dir(&index).unwrap();
     std::fs::write(index.join("manifest.json"), "{ not json").unwrap();
-    let err = try_build(
+    let text = one_node_error(
         &dir.path().join("search.yaml").display().to_string(),
-        r#"
-topology_id: s
-version: "1"
-nodes:
-  - { id: search, type: vector_search, config: { index: broken.index, top_k: 3 } }
-edges: []
-"#,
-    )
-    .unwrap_err();
-    let text = err.to_string();
+        "{ id: search, type: vector_search, config: { index: broken.index, top_k: 3 } }",
+    );
     assert!(text.contains("cannot open index"), "{text}");
     assert!(
         text.contains("hint: rebuild it with `glassbox index build DOCS --out "),
