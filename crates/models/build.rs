@@ -8,8 +8,8 @@
 //! - `libllama.so.0`, `libggml.so.0`, `libggml-base.so.0`, ... (by the names the
 //!   binaries ask for) beside `glassbox` and in `examples/`;
 //! - `ggml-backends/libggml-cpu-<level>.so`, one per x86-64 level (the AMX
-//!   one is loaded only when asked for, and only when it carries the build's
-//!   tile-configuration fix, `glassbox_models::cpu::AMX_MARK`).
+//!   one is loaded only when it carries the build's tile-configuration fix,
+//!   `glassbox_models::cpu::AMX_MARK`).
 //!
 //! It also gives the benchmark examples a run path one folder up. Files are
 //! replaced by rename, never rewritten in place, so a running program keeps

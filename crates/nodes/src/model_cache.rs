@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use glassbox_engine::{BuildContext, BuildError};
-use glassbox_models::{Embedder, EmbedderOptions, IndexError, LlmHandle, LlmOptions, VectorIndex};
+use glassbox_models::{Embedder, EmbedderOptions, LlmHandle, LlmOptions, VectorIndex};
 
 #[derive(Default)]
 pub struct ModelCache {
@@ -121,18 +121,15 @@ impl ModelCache {
     pub fn index(&self, dir: &Path) -> Result<Arc<VectorIndex>, BuildError> {
         get_or_load(&self.indexes, dir.to_path_buf(), || {
             VectorIndex::load(dir).map_err(|e| {
-                // A missing index already says how to build one; other
-                // failures (unreadable, wrong dimensions) are fixed by a rebuild.
-                let message = match &e {
-                    IndexError::NotFound { .. } => e.to_string(),
-                    _ => hinted(
-                        format!("cannot open index `{}`: {e}", dir.display()),
-                        &format!(
-                            "rebuild it with `glassbox index build DOCS --out {}`",
-                            dir.display()
-                        ),
+                // A missing index says how to build one; other failures
+                // (unreadable, wrong dimensions) are fixed by a rebuild.
+                let message = hinted(
+                    format!("cannot open index `{}`: {e}", dir.display()),
+                    &format!(
+                        "rebuild it with `glassbox index build DOCS --out {}`",
+                        dir.display()
                     ),
-                };
+                );
                 unavailable(message, e)
             })
         })

@@ -15,7 +15,7 @@
 //!   vector multiply-add instructions a cycle, each doing one 8-bit
 //!   multiply-add per byte of the register, so a core does at most
 //!   `2 × register bytes` a cycle at its highest clock; a core with AMX
-//!   (whose kernels are loaded when asked for, ADR 0004) at most
+//!   (whose kernels are chosen where the build fixed them, ADR 0004) at most
 //!   [`AMX_MACS_PER_CYCLE`].
 //! - **Clock**: the kernel's reported maximum (`cpufreq`); where a VM hides
 //!   it, the current clock × [`UNKNOWN_BOOST`].
