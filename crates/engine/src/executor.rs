@@ -72,6 +72,13 @@ pub(crate) async fn execute(built: &BuiltPipeline, input: Value, options: RunOpt
         kinds: built.node_kinds.clone(),
         summary_chars: built.options.summary_chars,
         tokens: options.tokens.clone(),
+        live: options.live_nodes.as_ref().map(|live| {
+            built
+                .node_ids
+                .iter()
+                .map(|id| live.iter().any(|l| l.as_str() == &**id))
+                .collect()
+        }),
         priority: options.priority,
         max_tokens: options.max_tokens,
         deadline,

@@ -209,8 +209,18 @@ impl NodeCx {
 
     /// Where to send generated text as it is produced, when the caller
     /// streams (see [`RunOptions::tokens`](crate::RunOptions::tokens)).
-    /// `None` when nobody listens: nodes then skip streaming altogether.
+    /// `None` when nobody listens, or the caller shows only other nodes'
+    /// text ([`RunOptions::live_nodes`](crate::RunOptions::live_nodes)):
+    /// nodes then skip streaming altogether.
     pub fn token_stream(&self) -> Option<TokenStream> {
+        if self
+            .req
+            .live
+            .as_ref()
+            .is_some_and(|live| !live[self.node.0])
+        {
+            return None;
+        }
         self.req.tokens.as_ref().map(|sink| TokenStream {
             sink: sink.clone(),
             node: self.req.ids[self.node.0].clone(),

@@ -53,6 +53,10 @@ pub struct RunOptions {
     pub lang: Lang,
     /// Receives generated text as nodes produce it (token streaming).
     pub tokens: Option<TokenSink>,
+    /// With `tokens`: the nodes whose text the caller shows as it comes
+    /// (a server's live nodes); the others get no token stream, so a model
+    /// engine knows nobody watches their pace. `None`: every node streams.
+    pub live_nodes: Option<Vec<String>>,
     /// Facts about the request as a whole, told before the nodes' in its
     /// explanation (e.g. which topology version served it, and why).
     pub facts: Vec<NodeFacts>,

@@ -61,6 +61,8 @@ pub(crate) struct RequestShared {
     pub started_at_us: u64,
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
+    /// Per node index, whether it streams to `tokens` (`None`: all do).
+    pub live: Option<Box<[bool]>>,
     /// The request's priority band (nodes pass it to model engines).
     pub priority: Priority,
     /// The caller's cap on generated tokens per model call.
@@ -89,6 +91,7 @@ pub(crate) struct SharedParts {
     pub kinds: Arc<[Arc<str>]>,
     pub summary_chars: usize,
     pub tokens: Option<TokenSink>,
+    pub live: Option<Box<[bool]>>,
     pub priority: Priority,
     pub max_tokens: Option<u64>,
     /// The request's deadline, from its start.
@@ -118,6 +121,7 @@ impl RequestShared {
             started_at_us: glassbox_trace::unix_micros_now(),
             summary_chars: p.summary_chars,
             tokens: p.tokens,
+            live: p.live,
             priority: p.priority,
             max_tokens: p.max_tokens,
             model_ask: p.model_ask,

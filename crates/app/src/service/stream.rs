@@ -63,6 +63,7 @@ impl Admission {
                 request_id: Some(request_id),
                 cancel: Some(cancel.clone()),
                 tokens: live.is_some().then_some(tok_tx),
+                live_nodes: live.clone(),
                 ..RunOptions::default()
             };
             self.prepare(&mut options);

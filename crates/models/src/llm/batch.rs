@@ -294,6 +294,7 @@ impl<'m> Batch<'m> {
                         .prefix_hits
                         .fetch_add(reused as u64, Ordering::Relaxed);
                     reserved += seq.reserve();
+                    seq.streamed = w.tokens.is_some();
                     running.push(Running {
                         seq,
                         tokens: w.tokens,

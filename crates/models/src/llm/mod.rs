@@ -275,9 +275,13 @@ pub struct LlmOptions {
     /// The most prompt tokens evaluated in one batch.
     pub n_batch: u32,
     /// Chunked prefill: the most prompt tokens evaluated in a step while
-    /// other requests are generating (vLLM's `max_num_batched_tokens`,
-    /// Sarathi's chunk), so a long prompt entering the batch delays their
-    /// next token by one chunk's evaluation instead of the whole prompt's.
+    /// a request that streams its tokens ([`LlmHandle::stream`]) is
+    /// generating (vLLM's `max_num_batched_tokens`, Sarathi's chunk), so a
+    /// long prompt entering the batch delays its next token by one chunk's
+    /// evaluation instead of the whole prompt's. While every generating
+    /// request is read back whole ([`LlmHandle::generate`]) nobody sees
+    /// the gaps, and a step takes up to `n_batch` (fewer steps, more
+    /// requests a second).
     /// Smaller chunks keep running streams' time per output token low and
     /// cost the new prompt a decode step per chunk on its time to first
     /// token. A step with nobody generating evaluates up to `n_batch`.

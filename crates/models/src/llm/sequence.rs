@@ -40,6 +40,9 @@ pub(super) struct Sequence {
     /// The request's priority (lower runs earlier, see
     /// [`GenerateRequest::priority`](super::GenerateRequest::priority)).
     pub(super) priority: i32,
+    /// Whether its tokens go to the caller as they come (a stream), so a
+    /// prompt entering the batch is chunked to keep its pace (`pace`).
+    pub(super) streamed: bool,
     pub(super) started: Instant,
     pub(super) first_token: Option<Instant>,
     pub(super) last_token: Option<Instant>,

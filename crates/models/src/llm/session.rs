@@ -41,7 +41,7 @@ pub(super) struct Session<'m> {
     template: LlamaChatTemplate,
     batch: LlamaBatch<'static>,
     n_batch: usize,
-    /// Prompt tokens per step while others generate (chunked prefill):
+    /// Prompt tokens per step while a streamed request generates (chunked prefill):
     /// the node's `prefill_chunk`, or `None` to size it from the measured
     /// prefill rate ([`PrefillPace`]).
     prefill_chunk: Option<usize>,
@@ -269,6 +269,7 @@ impl<'m> Session<'m> {
             reused: 0,
             arrived,
             priority: request.priority,
+            streamed: false,
             first_token: None,
             last_token: None,
             prompt: tokens,
@@ -319,12 +320,13 @@ impl<'m> Session<'m> {
             .map(|seq| seq.finish.is_none() && seq.next.is_some() && !seq.in_prefill())
             .collect();
         let decoding = generating.iter().filter(|&&g| g).count();
+        let watched = seqs.iter().zip(&generating).any(|(s, &g)| g && s.streamed);
         if self.chunk_reuse.is_some() {
             // Chunk reuse promises no batch invariance (one KV stream,
             // placed KV): prompts and generated tokens go in one call, one
             // pass over the weights rather than two. Room is kept for each
             // generating sequence's token and a draft.
-            self.prefill_step(seqs, decoding > 0, decoding * shape::MIN_ROWS, false)?;
+            self.prefill_step(seqs, watched, decoding * shape::MIN_ROWS, false)?;
             let prompt_rows = usize::try_from(self.batch.n_tokens()).unwrap_or(0);
             self.decode_step(seqs, &generating, false)?;
             if self.batch.n_tokens() > 0 {
@@ -343,7 +345,7 @@ impl<'m> Session<'m> {
         // Prompts first: a new request's first token does not wait for the
         // running ones' decode call (the step costs the same in either order).
         // Logits live until the next decode: take each call's tokens first.
-        self.prefill_step(seqs, decoding > 0, 0, true)?;
+        self.prefill_step(seqs, watched, 0, true)?;
         self.take_tokens(seqs, on_text)?;
         self.decode_step(seqs, &generating, true)?;
         self.take_tokens(seqs, on_text)
@@ -425,14 +427,15 @@ impl<'m> Session<'m> {
     }
 
     /// Prompt chunks of the sequences still in prefill, oldest first, up to
-    /// `n_batch` tokens in all (`prefill_chunk` while others are
-    /// `decoding`: chunked prefill) less `reserve`, in a fresh batch;
+    /// `n_batch` tokens in all (`prefill_chunk` while a generating request
+    /// is `watched`, streamed to its caller: chunked prefill, see `pace`)
+    /// less `reserve`, in a fresh batch;
     /// evaluated in one `llama_decode` when `run` (with `batch_invariant`,
     /// one sequence's chunk at a time: see [`shape`]).
     fn prefill_step(
         &mut self,
         seqs: &mut [&mut Sequence],
-        decoding: bool,
+        watched: bool,
         reserve: usize,
         run: bool,
     ) -> Result<(), LlmError> {
@@ -442,12 +445,8 @@ impl<'m> Session<'m> {
         self.place_chunks(seqs);
         let waits = self.waiting(seqs);
         let mut chosen: Vec<(usize, usize)> = Vec::new(); // (index, chunk)
-        let mut room = match (decoding, self.prefill_chunk) {
-            (false, _) => self.n_batch,
-            (true, Some(chunk)) => chunk,
-            (true, None) => self.pace.chunk(self.n_batch),
-        }
-        .min(self.n_batch.saturating_sub(reserve));
+        let mut room = (self.pace.room(watched, self.prefill_chunk, self.n_batch))
+            .min(self.n_batch.saturating_sub(reserve));
         self.batch.clear();
         for (i, seq) in seqs.iter().enumerate() {
             if seq.finish.is_some() || !seq.in_prefill() || waits[i] {

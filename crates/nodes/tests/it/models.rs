@@ -127,6 +127,22 @@ async fn llm_nodes_stream_tokens_that_add_up_to_the_answer() {
         )
         .await;
     assert_eq!(again.result.unwrap()["text"], json!(answer));
+
+    // A caller that shows only other nodes' text gets none of this one's,
+    // and the answer is the same: the engine read it back whole.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<TokenChunk>();
+    let quiet = p
+        .run(
+            json!({ "question": "Name a colour." }),
+            RunOptions {
+                tokens: Some(tx),
+                live_nodes: Some(vec!["guard".into()]),
+                ..RunOptions::default()
+            },
+        )
+        .await;
+    assert_eq!(quiet.result.unwrap()["text"], json!(answer));
+    assert!(rx.try_recv().is_err(), "a node not shown live streamed");
 }
 
 #[test]
