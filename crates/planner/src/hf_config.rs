@@ -181,6 +181,7 @@ pub fn from_str(text: &str, id: &str, origin: &str) -> Result<ModelSpec, Planner
         moe,
         mla,
         native_quant: native_quant(&root),
+        fp8_block: fp8_block(&root),
         sliding_window,
         source: origin.to_string(),
         measured_params: None,
@@ -205,6 +206,17 @@ fn native_quant(root: &Value) -> Option<String> {
         "awq" | "gptq" if bits.is_none_or(|b| b == 4) => Some("int4".into()),
         _ => None,
     }
+}
+
+/// Whether an FP8 `quantization_config` scales its weights per block
+/// (`weight_block_size`, DeepSeek-V3's `[128, 128]`).
+fn fp8_block(root: &Value) -> bool {
+    root.get("quantization_config")
+        .or_else(|| root.get("text_config")?.get("quantization_config"))
+        .is_some_and(|q| {
+            q.get("quant_method").and_then(Value::as_str) == Some("fp8")
+                && q.get("weight_block_size").is_some_and(|b| !b.is_null())
+        })
 }
 
 /// The layers that attend over a window, from the keys the configs use:
@@ -280,6 +292,16 @@ mod tests {
             s.total_params()
         );
         assert_eq!(s.kv_bytes_per_token(2.0), 27.0 * 576.0 * 2.0);
+        assert!(!s.fp8_block, "a BF16 checkpoint");
+        // The same shapes as DeepSeek-V3 publishes them: FP8, 128 × 128 blocks.
+        let fp8 = text.replace(
+            "\"q_lora_rank\":null}",
+            r#""q_lora_rank":null,"quantization_config":{"quant_method":"fp8",
+                "weight_block_size":[128,128]}}"#,
+        );
+        let s = from_str(&fp8, "dsv2l", "t").unwrap();
+        assert_eq!(s.native_quant.as_deref(), Some("fp8"));
+        assert!(s.fp8_block);
     }
 
     #[test]
@@ -333,6 +355,7 @@ mod tests {
             s.total_params()
         );
         assert_eq!(s.native_quant.as_deref(), Some("mxfp4"));
+        assert!(!s.fp8_block, "MXFP4 is not block-scaled FP8");
         assert_eq!(s.moe.as_ref().unwrap().active, 4);
         let w = s.sliding_window.unwrap();
         assert_eq!((w.window, w.layers), (128, 18));

@@ -36,6 +36,7 @@
 
 pub mod accuracy;
 pub mod batching;
+pub mod block_fp8;
 pub mod calibrate;
 pub mod collective;
 pub mod coverage;

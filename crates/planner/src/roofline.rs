@@ -179,10 +179,11 @@ impl Scenario<'_> {
     }
 
     /// The per-step time that tensor parallelism does not shorten: the
-    /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]) and the
-    /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`]).
+    /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]), the
+    /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`])
+    /// and block-FP8 GEMMs' floors ([`crate::block_fp8::extra_s`]).
     pub fn fixed_step_s(&self, tokens: f64) -> f64 {
-        self.allreduce_s(tokens) + self.kernel_bubbles_s()
+        self.allreduce_s(tokens) + self.kernel_bubbles_s() + crate::block_fp8::extra_s(self, tokens)
     }
 
     /// Kernel boundaries of one forward pass on a GPU, seconds: `(layers ×`

@@ -289,6 +289,7 @@ impl GgufInfo {
             moe,
             mla,
             native_quant: None,
+            fp8_block: false,
             sliding_window,
             source: self.origin.clone(),
             measured_params: Some(self.params()),
