@@ -158,13 +158,19 @@ impl Estimator {
         explain.push(max_seqs_line(s, max_seqs, cap, kvt));
 
         let prompt = s.prompt_tokens as f64;
+        // Named in the formulas where the checkpoint's GEMMs have floors.
+        let floors = if crate::block_fp8::extra_s(s, 1.0) > 0.0 {
+            " + block-FP8 GEMM floors"
+        } else {
+            ""
+        };
         let pt = prefill_terms(s, prompt, 1.0);
         let ttft = prefill_time(&pt, p, d);
         explain.push(Line::new(
             "ttft",
             ttft * 1e3,
             "ms",
-            "max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries",
+            format!("max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries{floors}"),
             format!(
                 "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms",
                 num(pt.flops),
@@ -212,7 +218,7 @@ impl Estimator {
             "tpot",
             tpot * 1e3,
             "ms",
-            "matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries",
+            format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}"),
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
                 num((dt.memory_s - dt.kv_memory_s) * s.hw.bandwidth_gbps),

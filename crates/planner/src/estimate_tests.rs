@@ -438,3 +438,20 @@ fn layers_with_experts_pay_the_fused_moe_kernels() {
         0.0
     );
 }
+
+#[test]
+fn the_step_formulas_name_block_fp8_floors_where_they_apply() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("h200");
+    let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
+    let names = |id: &str| {
+        let s = fp8_tp8_stream(models.get(id).unwrap(), &hw, Engine::Vllm);
+        let e = est.estimate(&s).unwrap();
+        ["ttft", "tpot"].map(|m| {
+            let line = e.explain.iter().find(|l| l.metric == m).unwrap();
+            line.formula.contains("block-FP8 GEMM floors")
+        })
+    };
+    assert_eq!(names("deepseek-v3"), [true, true]);
+    assert_eq!(names("llama-3.1-70b"), [false, false]);
+}
