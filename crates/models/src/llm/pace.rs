@@ -17,11 +17,10 @@
 //! request is read back whole (a topology whose `output_guard` buffers the
 //! answer, an API call without `stream`, an agent's tool call), nobody sees
 //! their gaps, only their end-to-end time, and a step takes up to `n_batch`
-//! prompt tokens: fewer steps, one pass over the weights per 512 tokens
-//! rather than per chunk (4 clients sending rag-chat's RAG prompts on AVX2
-//! kernels: 0.397 req/s unchunked against 0.376 chunked, E2E P50 8.6 s
-//! against 9.3 s; docs/BENCHMARKS.md, "Chunked prefill only for watched
-//! streams").
+//! prompt tokens: fewer steps, and a new prompt no longer waits behind
+//! chunks (rag-chat as shipped, 4 clients, ggml's AVX2 kernels: 4% more
+//! requests a second over three alternating rounds; docs/BENCHMARKS.md,
+//! "Chunked prefill only for watched streams").
 
 use std::time::Duration;
 
