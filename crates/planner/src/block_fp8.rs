@@ -28,17 +28,28 @@
 //! measure (vLLM, SGLang).
 
 use crate::engine::{Engine, KERNEL_BUBBLE_S};
-use crate::roofline::Scenario;
+use crate::model::ModelSpec;
+use crate::quant::Quant;
 
 /// The least time of one block-FP8 GEMM at small M: vLLM's kernel on
 /// DeepSeek-V3's small shapes, 18.5–20.9 µs (module docs).
 pub const FLOOR_S: f64 = 19e-6;
 
+/// One forward pass on one device: its tokens, the tensor-parallel degree,
+/// and the device's bandwidth (bytes/s) and peak (FLOP/s) for the weights'
+/// format.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass {
+    pub tokens: f64,
+    pub tp: f64,
+    pub bandwidth: f64,
+    pub peak_flops: f64,
+}
+
 /// The block-FP8 GEMMs of one forward pass outside the routed experts, per
-/// device: `(weight elements N × K, how many such GEMMs)`.
-pub fn gemms(s: &Scenario<'_>) -> Vec<(f64, f64)> {
-    let m = s.model;
-    let tp = s.tp();
+/// device at tensor parallel `tp`: `(weight elements N × K, how many such
+/// GEMMs)`.
+pub fn gemms(m: &ModelSpec, tp: f64) -> Vec<(f64, f64)> {
     let h = m.hidden as f64;
     let layers = m.layers as f64;
     let mut out = Vec::new();
@@ -86,24 +97,24 @@ pub fn gemms(s: &Scenario<'_>) -> Vec<(f64, f64)> {
     out
 }
 
-/// What the floors add to a forward pass of `tokens` tokens, seconds:
-/// for each GEMM, [`FLOOR_S`] less its roofline time at peak (bytes or
-/// FLOPs, whichever is longer) and its kernel boundary, when positive.
-/// 0 where the floor does not apply (module docs).
-pub fn extra_s(s: &Scenario<'_>, tokens: f64) -> f64 {
-    let applies = s.model.fp8_block
-        && s.quant.name == "fp8"
-        && s.hw.class.is_gpu()
-        && matches!(s.engine, Engine::Vllm | Engine::VllmV0 | Engine::Sglang);
+/// What the floors add to a forward pass of `model` in `quant` on `engine`
+/// (`gpu`: on a GPU), seconds: for each GEMM, [`FLOOR_S`] less its roofline
+/// time at peak (bytes or FLOPs, whichever is longer) and its kernel
+/// boundary, when positive. 0 where the floor does not apply (module docs).
+pub fn extra_s(model: &ModelSpec, quant: &Quant, engine: Engine, gpu: bool, pass: Pass) -> f64 {
+    let applies = model.fp8_block
+        && quant.name == "fp8"
+        && gpu
+        && matches!(engine, Engine::Vllm | Engine::VllmV0 | Engine::Sglang);
     if !applies {
         return 0.0;
     }
-    let bandwidth = s.bandwidth();
-    let peak = s.peak_flops().max(1.0);
-    gemms(s)
+    let bandwidth = pass.bandwidth.max(1.0);
+    let peak = pass.peak_flops.max(1.0);
+    gemms(model, pass.tp)
         .into_iter()
         .map(|(elements, count)| {
-            let roof = (elements / bandwidth).max(2.0 * tokens.max(1.0) * elements / peak);
+            let roof = (elements / bandwidth).max(2.0 * pass.tokens.max(1.0) * elements / peak);
             count * (FLOOR_S - roof - KERNEL_BUBBLE_S).max(0.0)
         })
         .sum()
@@ -114,7 +125,7 @@ mod tests {
     use super::*;
     use crate::hardware::HardwareCatalogue;
     use crate::model::ModelCatalogue;
-    use crate::quant::Quant;
+    use crate::quant::ComputeDtype;
 
     #[test]
     fn deepseek_v3_fp8_at_tp8_pays_a_floor_per_small_gemm_and_nothing_elsewhere() {
@@ -125,24 +136,16 @@ mod tests {
             .unwrap()
             .clone();
         let at = |model: &str, quant: &str, engine: Engine, tokens: f64| {
-            let s = Scenario {
-                model: models.get(model).unwrap(),
-                hw: &hw,
-                quant: Quant::parse(quant).unwrap(),
-                kv_bytes: 2.0,
-                engine,
-                tp: 8,
-                pp: 1,
-                batch: 4,
-                prompt_tokens: 128,
-                gen_tokens: 128,
-                context: 256,
-                memory_headroom: 0.1,
+            let m = models.get(model).unwrap();
+            let pass = Pass {
+                tokens,
+                tp: 8.0,
+                bandwidth: hw.bandwidth_gbps * 1e9,
+                peak_flops: hw.peak_tflops(ComputeDtype::Fp8) * 1e12,
             };
-            (
-                gemms(&s).iter().map(|&(_, n)| n).sum::<f64>(),
-                extra_s(&s, tokens),
-            )
+            let q = Quant::parse(quant).unwrap();
+            let count = gemms(m, 8.0).iter().map(|&(_, n)| n).sum::<f64>();
+            (count, extra_s(m, &q, engine, true, pass))
         };
         // 61 layers: fused down-projection, q up, output; 3 dense MLPs and
         // 58 shared experts, two GEMMs each.

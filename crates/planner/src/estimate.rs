@@ -159,7 +159,7 @@ impl Estimator {
 
         let prompt = s.prompt_tokens as f64;
         // Named in the formulas where the checkpoint's GEMMs have floors.
-        let floors = if crate::block_fp8::extra_s(s, 1.0) > 0.0 {
+        let floors = if s.block_fp8_floors_s(1.0) > 0.0 {
             " + block-FP8 GEMM floors"
         } else {
             ""

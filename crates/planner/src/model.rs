@@ -78,7 +78,7 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_quant: Option<String>,
     /// The FP8 checkpoint has one scale per 128 × 128 block (DeepSeek-V3):
-    /// its GEMMs have a time floor at small batch ([`crate::block_fp8`]).
+    /// its GEMMs have a time floor at small batch (the `block_fp8` module).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_block: bool,
     /// Layers that attend over a window of recent tokens only (Gemma 2/3,

@@ -181,9 +181,22 @@ impl Scenario<'_> {
     /// The per-step time that tensor parallelism does not shorten: the
     /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]), the
     /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`])
-    /// and block-FP8 GEMMs' floors ([`crate::block_fp8::extra_s`]).
+    /// and block-FP8 GEMMs' floors ([`Self::block_fp8_floors_s`]).
     pub fn fixed_step_s(&self, tokens: f64) -> f64 {
-        self.allreduce_s(tokens) + self.kernel_bubbles_s() + crate::block_fp8::extra_s(self, tokens)
+        self.allreduce_s(tokens) + self.kernel_bubbles_s() + self.block_fp8_floors_s(tokens)
+    }
+
+    /// What block-FP8 GEMMs' time floors add to a pass of `tokens` tokens
+    /// ([`crate::block_fp8::extra_s`]); 0 where they do not apply.
+    pub fn block_fp8_floors_s(&self, tokens: f64) -> f64 {
+        let pass = crate::block_fp8::Pass {
+            tokens,
+            tp: self.tp(),
+            bandwidth: self.bandwidth(),
+            peak_flops: self.peak_flops(),
+        };
+        let gpu = self.hw.class.is_gpu();
+        crate::block_fp8::extra_s(self.model, &self.quant, self.engine, gpu, pass)
     }
 
     /// Kernel boundaries of one forward pass on a GPU, seconds: `(layers ×`
