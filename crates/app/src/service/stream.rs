@@ -63,7 +63,9 @@ impl Admission {
                 request_id: Some(request_id),
                 cancel: Some(cancel.clone()),
                 tokens: live.is_some().then_some(tok_tx),
-                live_nodes: live.clone(),
+                // Only live nodes get a token stream: the engine leaves
+                // the others out, so every chunk that arrives goes out.
+                live_nodes: live,
                 ..RunOptions::default()
             };
             self.prepare(&mut options);
@@ -71,13 +73,12 @@ impl Admission {
             let pipeline = self.served.pipeline.clone();
             let run = pipeline.run(input, options);
             tokio::pin!(run);
-            let is_live = |node: &str| live.as_ref().is_some_and(|n| n.iter().any(|x| x == node));
             let mut gone = false;
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut run => break outcome,
                     Some(chunk) = tok_rx.recv() => {
-                        if is_live(&chunk.node) && !gone {
+                        if !gone {
                             gone = events.send(StreamEvent::Text(chunk.text)).await.is_err();
                             if gone { cancel.cancel(); }
                         }
@@ -99,9 +100,7 @@ impl Admission {
                 return;
             }
             while let Ok(chunk) = tok_rx.try_recv() {
-                if is_live(&chunk.node) {
-                    let _ = events.send(StreamEvent::Text(chunk.text)).await;
-                }
+                let _ = events.send(StreamEvent::Text(chunk.text)).await;
             }
             let end = committed(ticket).await.map(|()| finished);
             let _ = events.send(StreamEvent::End(end)).await;
