@@ -124,6 +124,12 @@ pub struct ChatAsk {
     pub top_p: Option<f64>,
     pub seed: Option<u64>,
     pub stop: Vec<String>,
+    /// Someone reads the text as it comes (a client streaming it), so the
+    /// engine keeps its pace while other prompts enter (chunked prefill).
+    /// False when the pieces are only relayed to a caller that reads the
+    /// answer whole: then a new prompt is evaluated in as few steps as it
+    /// can.
+    pub watched: bool,
 }
 
 /// A chat completion under way: its text piece by piece, then its end.
@@ -293,9 +299,12 @@ impl ModelDoor {
             chunks: Vec::new(),
         };
         let slot = self.admit(model, &admit, true).await?;
-        let pieces = handle
-            .stream(request)
-            .map_err(|e| engine_error(&model.name, e))?;
+        let pieces = if ask.watched {
+            handle.stream(request)
+        } else {
+            handle.stream_unwatched(request)
+        }
+        .map_err(|e| engine_error(&model.name, e))?;
         self.answered.fetch_add(1, Ordering::Relaxed);
         Ok(ChatCall {
             pieces,

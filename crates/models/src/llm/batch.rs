@@ -29,6 +29,10 @@ pub(super) enum Job {
         request: GenerateRequest,
         arrived: Instant,
         tokens: Option<mpsc::UnboundedSender<String>>,
+        /// Someone reads `tokens` as they come, so their pace matters
+        /// (chunked prefill protects it); false for pieces relayed to a
+        /// caller that reads the answer whole.
+        watched: bool,
         reply: oneshot::Sender<Result<Completion, LlmError>>,
     },
     Render {
@@ -53,6 +57,7 @@ struct Waiting {
     /// More urgent requests admitted while it waited (see [`schedule`]).
     passed: u32,
     tokens: Option<mpsc::UnboundedSender<String>>,
+    watched: bool,
     reply: oneshot::Sender<Result<Completion, LlmError>>,
 }
 
@@ -294,7 +299,7 @@ impl<'m> Batch<'m> {
                         .prefix_hits
                         .fetch_add(reused as u64, Ordering::Relaxed);
                     reserved += seq.reserve();
-                    seq.streamed = w.tokens.is_some();
+                    seq.streamed = w.tokens.is_some() && w.watched;
                     running.push(Running {
                         seq,
                         tokens: w.tokens,
@@ -482,6 +487,7 @@ fn take(job: Job, session: &mut Session<'_>, waiting: &mut VecDeque<Waiting>) {
             request,
             arrived,
             tokens,
+            watched,
             reply,
         } => {
             if !reply.is_closed() {
@@ -490,6 +496,7 @@ fn take(job: Job, session: &mut Session<'_>, waiting: &mut VecDeque<Waiting>) {
                     arrived,
                     passed: 0,
                     tokens,
+                    watched,
                     reply,
                 });
             }

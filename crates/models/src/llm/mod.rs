@@ -245,6 +245,12 @@ pub struct Completion {
     /// ran out, and recomputed when it resumed).
     #[serde(default)]
     pub preemptions: u32,
+    /// Engine steps its prompt was evaluated in: 1 unless chunked prefill
+    /// (`LlmOptions::prefill_chunk`, while a streamed request generates) or
+    /// `batch_invariant`'s short chunks split it; 0 when the whole prompt
+    /// came from the caches.
+    #[serde(default)]
+    pub prompt_steps: u32,
 }
 
 /// Where one request's time went, in milliseconds, measured like vLLM's

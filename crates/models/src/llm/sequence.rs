@@ -63,6 +63,9 @@ pub(super) struct Sequence {
     /// after the prompt, before generation goes on.
     pub(super) refeed: Vec<LlamaToken>,
     pub(super) preemptions: u32,
+    /// Engine steps that evaluated part of the prompt (more than one when
+    /// chunked prefill split it, or `batch_invariant`'s short chunks).
+    pub(super) prompt_steps: u32,
     /// Per-chunk reuse: the prompt's retrieved chunks (token ranges, in
     /// order), the next one not yet saved, and prompt tokens placed.
     pub(super) spans: Vec<std::ops::Range<usize>>,

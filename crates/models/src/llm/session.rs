@@ -270,6 +270,7 @@ impl<'m> Session<'m> {
             arrived,
             priority: request.priority,
             streamed: false,
+            prompt_steps: 0,
             first_token: None,
             last_token: None,
             prompt: tokens,
@@ -480,6 +481,7 @@ impl<'m> Session<'m> {
                     .map_err(|e| decode_err(&e))?;
             }
             seq.fed = end;
+            seq.prompt_steps += 1;
         }
         if !run {
             return Ok(());
@@ -591,6 +593,7 @@ impl<'m> Session<'m> {
             draft_tokens: seq.drafted,
             accepted_tokens: seq.accepted,
             preemptions: seq.preemptions,
+            prompt_steps: seq.prompt_steps,
         }
     }
 }

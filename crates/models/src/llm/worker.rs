@@ -147,6 +147,7 @@ impl LlmHandle {
         &self,
         request: GenerateRequest,
         tokens: Option<mpsc::UnboundedSender<String>>,
+        watched: bool,
     ) -> Result<oneshot::Receiver<Result<Completion, LlmError>>, LlmError> {
         validate(&request)?;
         let (reply, done) = oneshot::channel();
@@ -154,6 +155,7 @@ impl LlmHandle {
             request,
             arrived: Instant::now(),
             tokens,
+            watched,
             reply,
         })?;
         Ok(done)
@@ -162,21 +164,38 @@ impl LlmHandle {
     /// Generates a completion. Dropping the future cancels the request (at the
     /// next token, or before it starts if it is still queued).
     pub async fn generate(&self, request: GenerateRequest) -> Result<Completion, LlmError> {
-        let done = self.start(request, None)?;
+        let done = self.start(request, None, false)?;
         done.await.map_err(|_| LlmError::WorkerGone)?
     }
 
     /// Blocking [`generate`](Self::generate); not on an async runtime thread.
     pub fn generate_blocking(&self, request: GenerateRequest) -> Result<Completion, LlmError> {
-        let done = self.start(request, None)?;
+        let done = self.start(request, None, false)?;
         done.blocking_recv().map_err(|_| LlmError::WorkerGone)?
     }
 
     /// Generates a completion as a stream of text pieces. Dropping the stream
     /// cancels generation.
     pub fn stream(&self, request: GenerateRequest) -> Result<CompletionStream, LlmError> {
+        self.stream_paced(request, true)
+    }
+
+    /// [`stream`](Self::stream) for pieces relayed to a caller that reads
+    /// the answer whole (a coordinator that streams only to see that the
+    /// worker is alive): the engine takes whole prompts into a step for
+    /// it, as for [`generate`](Self::generate), rather than chunking them
+    /// to keep its pace (`LlmOptions::prefill_chunk`).
+    pub fn stream_unwatched(&self, request: GenerateRequest) -> Result<CompletionStream, LlmError> {
+        self.stream_paced(request, false)
+    }
+
+    fn stream_paced(
+        &self,
+        request: GenerateRequest,
+        watched: bool,
+    ) -> Result<CompletionStream, LlmError> {
         let (tx, tokens) = mpsc::unbounded_channel();
-        let done = self.start(request, Some(tx))?;
+        let done = self.start(request, Some(tx), watched)?;
         Ok(CompletionStream { tokens, done })
     }
 

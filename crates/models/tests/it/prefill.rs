@@ -1,6 +1,7 @@
 //! Chunked prefill (`prefill_chunk`): a long prompt that arrives while
 //! another request is generating is evaluated a few tokens per step, in
-//! between that request's tokens, and its answer is the one it gets alone.
+//! between that request's tokens, and its answer is the one it gets alone;
+//! only while that request is streamed to someone watching its pace.
 
 use glassbox_models::{ChatMessage, GenerateRequest, LlmHandle, LlmOptions};
 
@@ -66,4 +67,60 @@ fn a_prompt_chunked_between_another_requests_tokens_gives_the_same_text() {
         first.text, running_alone.text,
         "the running request's text changed"
     );
+}
+
+#[test]
+fn a_prompt_is_chunked_only_while_a_watched_stream_generates() {
+    let h = LlmHandle::load(LlmOptions {
+        threads: Some(2),
+        n_ctx: 1024,
+        max_num_seqs: 2,
+        prefix_cache: false,
+        prefill_chunk: Some(8),
+        ..LlmOptions::new(glassbox_models::smollm2_path(&models()))
+    })
+    .expect("loading SmolLM2");
+    let running = GenerateRequest {
+        max_tokens: 64,
+        temperature: 0.0,
+        ..GenerateRequest::chat(vec![ChatMessage::user(
+            "Count from one to thirty in words.",
+        )])
+    };
+    for watched in [true, false] {
+        let mut stream = if watched {
+            h.stream(running.clone())
+        } else {
+            h.stream_unwatched(running.clone())
+        }
+        .unwrap();
+        // Generating before the long prompt arrives.
+        let mut pieces = stream.next_blocking().expect("a first piece");
+        let entering = {
+            let h = h.clone();
+            std::thread::spawn(move || h.generate_blocking(long_request()).unwrap())
+        };
+        while let Some(piece) = stream.next_blocking() {
+            pieces.push_str(&piece);
+        }
+        let first = stream.finish_blocking().unwrap();
+        let second = entering.join().unwrap();
+        assert_eq!(
+            pieces, first.text,
+            "the pieces are the text, watched or not"
+        );
+        let tokens = second.usage.prompt_tokens;
+        if watched {
+            assert!(
+                second.prompt_steps >= 10,
+                "beside a watched stream the {tokens}-token prompt is chunked by 8: {} steps",
+                second.prompt_steps
+            );
+        } else {
+            assert_eq!(
+                second.prompt_steps, 1,
+                "beside an unwatched stream the {tokens}-token prompt is one step"
+            );
+        }
+    }
 }

@@ -114,24 +114,28 @@ impl Remote {
         self.run(Some(cx), |chosen, sent| {
             let start = Instant::now();
             let mut first: Option<Instant> = None;
-            let answer =
-                chosen
+            let endpoint = match tokens {
+                Some(_) => chosen.endpoint.clone(),
+                None => chosen
                     .endpoint
-                    .chat_streamed(messages.clone(), params, &mut |streamed| {
-                        if cx.attempt_over() {
-                            return false;
-                        }
-                        d.heard(&chosen.worker);
-                        let Streamed::Text(piece) = streamed else {
-                            return true;
-                        };
-                        first.get_or_insert_with(Instant::now);
-                        if let Some(t) = tokens {
-                            t.send(piece);
-                            *sent = true;
-                        }
-                        true
-                    })?;
+                    .clone()
+                    .with_header(super::WATCHED_HEADER, "false".to_owned()),
+            };
+            let answer = endpoint.chat_streamed(messages.clone(), params, &mut |streamed| {
+                if cx.attempt_over() {
+                    return false;
+                }
+                d.heard(&chosen.worker);
+                let Streamed::Text(piece) = streamed else {
+                    return true;
+                };
+                first.get_or_insert_with(Instant::now);
+                if let Some(t) = tokens {
+                    t.send(piece);
+                    *sent = true;
+                }
+                true
+            })?;
             // Decode speed: tokens after the first over the time after it.
             let out = answer.output();
             let tps = match first {

@@ -298,6 +298,11 @@ fn engine_tags(c: &Completion) -> Vec<(&'static str, String)> {
     if c.preemptions > 0 {
         tags.push(("preemptions", c.preemptions.to_string()));
     }
+    // Over one step: the prompt was chunked (`prefill_chunk` while a
+    // streamed request generated, or `batch_invariant`), a TTFT's cause.
+    if c.prompt_steps > 1 {
+        tags.push(("prompt_steps", c.prompt_steps.to_string()));
+    }
     if c.draft_tokens > 0 {
         tags.push(("draft_tokens", c.draft_tokens.to_string()));
         tags.push(("accepted_tokens", c.accepted_tokens.to_string()));

@@ -8,7 +8,9 @@
 //! (`glassbox_nodes::cluster::START_WITHIN_HEADER`) and may carry a band
 //! (`X-Glassbox-Priority`, a body's `priority`); the door refuses at once
 //! what it cannot start in time, and its refusals are the request
-//! service's 429s with `Retry-After`.
+//! service's 429s with `Retry-After`. A streamed call is paced for its
+//! reader (chunked prefill) unless the coordinator says nobody reads it
+//! live (`WATCHED_HEADER`); a call without `stream` never is.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -20,6 +22,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use glassbox_app::models::door::{Admit, ChatAsk, ChatCall};
+use glassbox_nodes::cluster::WATCHED_HEADER;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -82,8 +85,19 @@ fn admit(
     })
 }
 
+/// Whether someone reads a call's text as it comes: a stream, unless its
+/// coordinator says with [`WATCHED_HEADER`] that it only relays the pieces
+/// to a caller that reads the answer whole.
+fn watched(headers: &HeaderMap, req: &WorkerChat) -> bool {
+    req.stream
+        && !headers
+            .get(WATCHED_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+}
+
 /// The domain call a chat request is.
-fn chat_ask(req: &WorkerChat) -> Result<ChatAsk, ApiError> {
+fn chat_ask(req: &WorkerChat, watched: bool) -> Result<ChatAsk, ApiError> {
     let messages = req
         .messages
         .iter()
@@ -116,6 +130,7 @@ fn chat_ask(req: &WorkerChat) -> Result<ChatAsk, ApiError> {
         top_p: req.top_p,
         seed: req.seed,
         stop,
+        watched,
     })
 }
 
@@ -126,7 +141,7 @@ pub async fn chat_completions(
     JsonBody(req): JsonBody<WorkerChat>,
 ) -> Result<Response, ApiError> {
     let admit = admit(&headers, req.priority.as_ref(), req.service_tier.as_deref())?;
-    let ask = chat_ask(&req)?;
+    let ask = chat_ask(&req, watched(&headers, &req))?;
     let call = state.door.chat(&req.model, ask, admit).await?;
     let rid = glassbox_trace::RequestId::new();
     let chunks = Chunks {
@@ -309,4 +324,30 @@ pub async fn metrics(State(state): State<WorkerState>) -> Response {
         state.metrics.encode_engines(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(stream: bool) -> WorkerChat {
+        serde_json::from_value(json!({
+            "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stream_is_watched_unless_its_coordinator_says_it_only_relays_it() {
+        let mut relayed = HeaderMap::new();
+        relayed.insert(WATCHED_HEADER, "false".parse().unwrap());
+        assert!(watched(&HeaderMap::new(), &chat(true)));
+        assert!(!watched(&relayed, &chat(true)));
+        assert!(!watched(&HeaderMap::new(), &chat(false)), "read whole");
+        let mut other = HeaderMap::new();
+        other.insert(WATCHED_HEADER, "true".parse().unwrap());
+        assert!(watched(&other, &chat(true)));
+        let ask = chat_ask(&chat(true), false).unwrap();
+        assert!(!ask.watched);
+    }
 }
