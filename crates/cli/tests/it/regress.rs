@@ -109,7 +109,33 @@ fn every_example_ships_cases_and_they_pass() {
             turn
         });
         let junit = tmp.path().join("junit.xml");
-        let out = glassbox(&["test", s(&copy), s(&cases), "--junit", s(&junit)], None);
+        // Recorded, so that a failing case shows its whole trace (a
+        // retrieval's hits, an agent's tool answers), not just its answer.
+        let store = format!("sqlite://{}", tmp.path().join("cases.db").display());
+        let out = glassbox(
+            &[
+                "test",
+                s(&copy),
+                s(&cases),
+                "--junit",
+                s(&junit),
+                "--record",
+                "--store",
+                &store,
+            ],
+            None,
+        );
+        if out.status.code() != Some(0) {
+            let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+            for id in xml.split("\nrequest ").skip(1) {
+                let id = id.split('<').next().unwrap_or_default();
+                let shown = glassbox(
+                    &["trace", "show", id, "--store", &store, "--format", "json"],
+                    None,
+                );
+                eprintln!("--- trace of failed request {id}\n{}", stdout(&shown));
+            }
+        }
         assert_exit(&out, 0);
         let table = stdout(&out);
         assert!(
@@ -119,7 +145,18 @@ fn every_example_ships_cases_and_they_pass() {
         assert!(!table.contains("FAIL"), "{table}");
         let xml = std::fs::read_to_string(&junit).unwrap();
         assert!(xml.contains("failures=\"0\""), "{xml}");
-        assert!(xml.matches("<testcase ").count() >= 2, "{xml}");
+        let cases_run = xml.matches("<testcase ").count();
+        assert!(cases_run >= 2, "{xml}");
+        // `--record`: every case's run is in the store.
+        let listed = glassbox(
+            &[
+                "trace", "list", "--store", &store, "--limit", "1000", "--format", "json",
+            ],
+            None,
+        );
+        assert_exit(&listed, 0);
+        let runs: serde_json::Value = serde_json::from_str(&stdout(&listed)).unwrap();
+        assert_eq!(runs.as_array().map(Vec::len), Some(cases_run), "{runs}");
     }
 }
 

@@ -9,7 +9,8 @@
 //! and reports every one whose path, guard outcome or cost changed
 //! (`replay`). The pipeline is read and validated once and built once, the
 //! way `glassbox run` builds it (`glassbox_app::Local`), and runs
-//! in-process; test runs are not recorded in the trace store. This module
+//! in-process; test runs are recorded in the trace store only with
+//! `--record` (for `trace show` on a failing case). This module
 //! resolves the flags, calls those, and prints.
 //!
 //! Results print as a table (or JSON) and, with `--junit FILE`, as JUnit XML
@@ -68,6 +69,13 @@ pub struct Args {
         requires = "replay"
     )]
     pub cost_tolerance: f64,
+    /// Record the cases' runs in the trace store (`--store`), so that
+    /// `glassbox trace show REQUEST_ID` opens a case's whole trace (every
+    /// span, a tool's answer included). Best kept to a store of its own:
+    /// recorded cases are stored requests like any other, for replay and
+    /// drift alerts alike.
+    #[arg(long, conflicts_with = "replay")]
+    pub record: bool,
     /// Also write the results as JUnit XML to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<String>,
@@ -115,13 +123,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !bad.is_empty() {
         return Err(Coded::invalid(bad.join("; ")));
     }
-    // Warnings were printed above; test runs are not recorded.
+    // Warnings were printed above; test runs are recorded only when asked.
+    let record = if args.record {
+        Record::Store(args.store.store.clone())
+    } else {
+        Record::Nowhere
+    };
     let local = Local::build(
         validated,
         &args.file,
         &registry,
         LocalOptions {
-            record: Record::Nowhere,
+            record,
             calibrated: false,
             warn: &|w| {
                 if let Warning::Calibration(text) = w {
