@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 pub use build::{BuildProgress, IndexSummary, build_index};
 pub use chunk::{ChunkOptions, chunk_document};
-pub use store::{IndexOptions, VectorIndex};
+pub use store::{FULL_SCAN_FLOATS, IndexOptions, VectorIndex};
 
 use crate::embed::EmbedError;
 

@@ -1,6 +1,8 @@
 //! The vector index: recall, persistence, and building from documents.
 
-use glassbox_models::index::{BuildProgress, Chunk, IndexOptions, VectorIndex, build_index};
+use glassbox_models::index::{
+    BuildProgress, Chunk, FULL_SCAN_FLOATS, IndexOptions, VectorIndex, build_index,
+};
 
 use crate::common::{brute_force, clustered, embedder};
 
@@ -34,6 +36,35 @@ fn recall_at_10_against_exact_search() {
     let exact_recall = exact_found as f64 / (queries.len() * 10) as f64;
     assert!(recall >= 0.95, "recall@10 {recall}");
     assert!(exact_recall >= 0.999, "exact recall@10 {exact_recall}");
+}
+
+#[test]
+fn a_small_index_is_searched_exactly_whatever_its_graph() {
+    let n = 1000;
+    let vectors = clustered(n, 384, 40, 7, 3);
+    let mut index = VectorIndex::build(chunks(n), &vectors, &IndexOptions::default()).unwrap();
+    assert!(index.full_scan(), "{n} × 384 is under the full-scan limit");
+    // A graph walk this short misses true neighbours; the search does not.
+    index.set_expansion_search(10);
+    let queries = clustered(50, 384, 40, 7, 4);
+    let mut walk_missed = 0;
+    for q in &queries {
+        let truth = brute_force(&vectors, q, 10);
+        let hits = index.search(q, 10, -1.0).unwrap();
+        assert_eq!(hits.len(), 10);
+        assert_eq!(hits, index.search_exact(q, 10, -1.0).unwrap());
+        let (walked, _) = index.search_keys(q, 10, false).unwrap();
+        walk_missed += walked.iter().filter(|k| !truth.contains(k)).count();
+    }
+    assert!(
+        walk_missed > 0,
+        "ef 10 should miss some: the test shows nothing"
+    );
+
+    let big = FULL_SCAN_FLOATS / 384 + 1;
+    let vectors = clustered(big, 384, 40, 7, 5);
+    let index = VectorIndex::build(chunks(big), &vectors, &IndexOptions::default()).unwrap();
+    assert!(!index.full_scan(), "{big} vectors walk the graph");
 }
 
 #[test]
