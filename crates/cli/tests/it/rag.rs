@@ -54,6 +54,16 @@ fn rag_example_routes_retrieves_and_answers() {
     for id in ["embed", "retrieve", "prompt", "llm", "validate"] {
         assert_eq!(node_status(&product, id), "succeeded", "{id}: {product}");
     }
+    let retrieve = product["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node"] == "retrieve")
+        .unwrap();
+    assert_eq!(
+        retrieve["tags"]["search"], "exact",
+        "the example's 69 chunks are all compared: {retrieve}"
+    );
     let explanation = product["explanation"].as_str().unwrap();
     assert!(
         explanation.contains("Lumen Kettle Pro pricing and bundles"),

@@ -87,6 +87,16 @@ impl VectorSearchNode {
         Ok(NodeOutput::new(json!({ "hits": hits, "count": count }))
             .tag("hits", count.to_string())
             .tag("best_score", format!("{best:.3}"))
+            // Exact on a small index (every vector compared), else the graph.
+            .tag(
+                "search",
+                if self.index.full_scan() {
+                    "exact"
+                } else {
+                    "hnsw"
+                }
+                .to_owned(),
+            )
             .fact(Fact::Retrieved { count, titles }))
     }
 }
