@@ -21,6 +21,12 @@
 #   scripts/bench-failover.sh
 #   BEFORE=../old/target/release/glassbox scripts/bench-failover.sh   # before / after
 #   SHORT=1 scripts/bench-failover.sh                                 # smoke run
+#   BEFORE=... COMPARE=3 scripts/bench-failover.sh   # capacity only: before / after, 3 rounds
+#
+# COMPARE=N measures no failover: the capacity (step 2) of BEFORE and of the
+# current build on fresh pools, alternating, N rounds, one table (runs/s and
+# latency P50 / P95 / P99), for a change to the workers' or the coordinator's
+# serving path.
 #
 # Environment: BEFORE (an older `glassbox` to compare), BIN (the current
 # build; else PROFILE, default release, is built), CLIENTS (default 4), LOAD
@@ -163,6 +169,24 @@ drive() { # drive COMMAND ARGS...: the load client against the pool up now
   python3 scripts/bench_failover.py "$1" --url "$curl_url" \
     --questions "$example/questions.txt" --clients "$clients" "${@:2}"
 }
+
+# --- before / after capacity only (COMPARE=N) ------------------------------
+if [[ -n "${COMPARE:-}" ]]; then
+  [[ -n "${before:-}" ]] || die "COMPARE needs BEFORE (an older glassbox)"
+  echo
+  echo "| round | binary | runs/s | latency P50 / P95 / P99 s | failed | requests |"
+  echo "|---:|---|---:|---:|---:|---:|"
+  for round in $(seq 1 "$COMPARE"); do
+    for spec in "before=$before" "after=$bin"; do
+      label="${spec%%=*}"
+      pool_up "${spec#*=}" "$label-$round"
+      cap="$(drive capacity --seconds "$cap_seconds" --warmup "$((cap_seconds / 4 + 1))")"
+      pool_down
+      echo "| $round | $label | $(jq -r '"\(.rps * 1000 | round / 1000) | \(.p50_s) / \(.p95_s) / \(.p99_s) | \(.failed) | \(.requests)"' <<<"$cap")"
+    done
+  done
+  exit 0
+fi
 
 # --- capacity -------------------------------------------------------------
 if [[ -n "${CAPACITY:-}" ]]; then

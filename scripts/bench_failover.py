@@ -5,9 +5,9 @@
 Three commands, standard library only:
 
     bench_failover.py capacity --url URL --questions FILE --clients 4 --seconds 20
-        Closed loop, no pause: the pool's completed RAG runs per second
-        (printed as JSON: {"rps": ...}). The first --warmup seconds are not
-        counted.
+        Closed loop, no pause: the pool's completed RAG runs per second and
+        their latency P50 / P95 / P99 (printed as JSON: {"rps": ...,
+        "p50_s": ...}). The first --warmup seconds are not counted.
 
     bench_failover.py run --url URL --questions FILE --clients 4 --rate R \\
                           --seconds 60 --kill-at 20 --kill-pid PID \\
@@ -164,7 +164,23 @@ def cmd_capacity(a) -> None:
         r for r in done if r["status"] == 200 and a.warmup <= r["end"] <= a.warmup + a.seconds
     ]
     failed = sum(1 for r in done if r["status"] != 200)
-    print(json.dumps({"rps": len(counted) / a.seconds, "failed": failed, "requests": len(done)}))
+    lat = sorted(r["end"] - r["start"] for r in counted)
+
+    def pct(q: float) -> float | None:
+        return round(lat[min(len(lat) - 1, math.ceil(q * len(lat)) - 1)], 3) if lat else None
+
+    print(
+        json.dumps(
+            {
+                "rps": len(counted) / a.seconds,
+                "failed": failed,
+                "requests": len(done),
+                "p50_s": pct(0.5),
+                "p95_s": pct(0.95),
+                "p99_s": pct(0.99),
+            }
+        )
+    )
 
 
 def cmd_run(a) -> None:
