@@ -33,7 +33,8 @@
 # (% of capacity, default 70), DURATION (s, default 60), KILL_AT (s, default
 # 20), CAP_SECONDS (default 20), THREADS (per model, default 1), MAX_TOKENS
 # (default: the example's), SLOWDOWN (the workers' test throttle, default 1),
-# LEASE_TTL (s, default the worker's), CAPACITY (runs/s: skip step 2), OUT
+# LEASE_TTL (s, default the worker's), CAPACITY (runs/s: skip step 2), QUESTIONS
+# (one per line, cycled; default the example's questions.txt), OUT
 # (default target-models/bench), CHART (default OUT/failover-STAMP.svg).
 # Writes OUT/failover-STAMP-LABEL.jsonl per run.
 set -euo pipefail
@@ -167,7 +168,7 @@ pool_down() {
 
 drive() { # drive COMMAND ARGS...: the load client against the pool up now
   python3 scripts/bench_failover.py "$1" --url "$curl_url" \
-    --questions "$example/questions.txt" --clients "$clients" "${@:2}"
+    --questions "${QUESTIONS:-$example/questions.txt}" --clients "$clients" "${@:2}"
 }
 
 # --- before / after capacity only (COMPARE=N) ------------------------------
