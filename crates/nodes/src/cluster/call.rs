@@ -114,28 +114,31 @@ impl Remote {
         self.run(Some(cx), |chosen, sent| {
             let start = Instant::now();
             let mut first: Option<Instant> = None;
-            let endpoint = match tokens {
-                Some(_) => chosen.endpoint.clone(),
-                None => chosen
+            // Every call streams and is paced as watched on the worker,
+            // even for a node no live stream shows: sending
+            // `WATCHED_HEADER: false` for those measured slower, not faster
+            // (rag-chat on two one-thread workers, first-time questions:
+            // 0.79x the runs a second over 4 rounds; docs/BENCHMARKS.md,
+            // "On cluster workers"), so it is not sent until that is
+            // understood.
+            let answer =
+                chosen
                     .endpoint
-                    .clone()
-                    .with_header(super::WATCHED_HEADER, "false".to_owned()),
-            };
-            let answer = endpoint.chat_streamed(messages.clone(), params, &mut |streamed| {
-                if cx.attempt_over() {
-                    return false;
-                }
-                d.heard(&chosen.worker);
-                let Streamed::Text(piece) = streamed else {
-                    return true;
-                };
-                first.get_or_insert_with(Instant::now);
-                if let Some(t) = tokens {
-                    t.send(piece);
-                    *sent = true;
-                }
-                true
-            })?;
+                    .chat_streamed(messages.clone(), params, &mut |streamed| {
+                        if cx.attempt_over() {
+                            return false;
+                        }
+                        d.heard(&chosen.worker);
+                        let Streamed::Text(piece) = streamed else {
+                            return true;
+                        };
+                        first.get_or_insert_with(Instant::now);
+                        if let Some(t) = tokens {
+                            t.send(piece);
+                            *sent = true;
+                        }
+                        true
+                    })?;
             // Decode speed: tokens after the first over the time after it.
             let out = answer.output();
             let tps = match first {

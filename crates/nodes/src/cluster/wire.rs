@@ -12,10 +12,10 @@ pub const WORKER_KEY_ENV: &str = glassbox_cluster::etcd::trust::WORKER_KEY_ENV;
 /// (`glassbox_app::service::start`).
 pub const START_WITHIN_HEADER: &str = "x-glassbox-start-within-ms";
 
-/// The header a coordinator sends, as `false`, when nobody reads a call's
-/// text as it comes (the node's text is not shown live: a buffered
-/// answer, an earlier LLM in a chain). The call still streams, so that a
-/// slow worker is heard to be alive, but a Glassbox worker then evaluates
-/// new prompts in as few steps as it can instead of chunking them to keep
-/// this call's pace (`prefill_chunk`).
+/// The header that tells a Glassbox worker, as `false`, that nobody reads
+/// a streamed call's text as it comes (it streams only so that a slow
+/// worker is heard to be alive): the worker then evaluates new prompts in
+/// as few steps as it can instead of chunking them to keep this call's
+/// pace (`prefill_chunk`). The coordinator does not send it yet (see
+/// `Remote::chat`).
 pub const WATCHED_HEADER: &str = "x-glassbox-watched";
