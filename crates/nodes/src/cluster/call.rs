@@ -118,7 +118,7 @@ impl Remote {
             // even for a node no live stream shows: sending
             // `WATCHED_HEADER: false` for those measured slower, not faster
             // (rag-chat on two one-thread workers, first-time questions:
-            // 0.79x the runs a second over 4 rounds; docs/BENCHMARKS.md,
+            // 0.69x the previous build's runs a second; docs/BENCHMARKS.md,
             // "On cluster workers"), so it is not sent until that is
             // understood.
             let answer =
