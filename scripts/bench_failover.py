@@ -164,10 +164,11 @@ def cmd_capacity(a) -> None:
         r for r in done if r["status"] == 200 and a.warmup <= r["end"] <= a.warmup + a.seconds
     ]
     failed = sum(1 for r in done if r["status"] != 200)
-    lat = sorted(r["end"] - r["start"] for r in counted)
+    lat = [r["end"] - r["start"] for r in counted]
 
     def pct(q: float) -> float | None:
-        return round(lat[min(len(lat) - 1, math.ceil(q * len(lat)) - 1)], 3) if lat else None
+        v = percentile(lat, q)
+        return None if v is None else round(v, 3)
 
     print(
         json.dumps(
@@ -204,11 +205,16 @@ def cmd_run(a) -> None:
     print(f"killed the worker {how}, {killed:.1f} s into the run; {len(done)} requests")
 
 
-def p99(values: list[float]) -> float | None:
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank q-quantile (0 < q <= 1); None for no values."""
     if not values:
         return None
     v = sorted(values)
-    return v[min(len(v) - 1, math.ceil(0.99 * len(v)) - 1)]
+    return v[min(len(v) - 1, math.ceil(q * len(v)) - 1)]
+
+
+def p99(values: list[float]) -> float | None:
+    return percentile(values, 0.99)
 
 
 def load(path: str) -> list[dict]:

@@ -9,8 +9,9 @@
 //! (`X-Glassbox-Priority`, a body's `priority`); the door refuses at once
 //! what it cannot start in time, and its refusals are the request
 //! service's 429s with `Retry-After`. A streamed call is paced for its
-//! reader (chunked prefill) unless the coordinator says nobody reads it
-//! live (`WATCHED_HEADER`); a call without `stream` never is.
+//! reader (chunked prefill) unless its caller says nobody reads it live
+//! (`WATCHED_HEADER`; the coordinator does not, see
+//! `glassbox_nodes::cluster::call`); a call without `stream` never is.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -86,8 +87,8 @@ fn admit(
 }
 
 /// Whether someone reads a call's text as it comes: a stream, unless its
-/// coordinator says with [`WATCHED_HEADER`] that it only relays the pieces
-/// to a caller that reads the answer whole.
+/// caller says with [`WATCHED_HEADER`] that it only relays the pieces to
+/// one that reads the answer whole.
 fn watched(headers: &HeaderMap, req: &WorkerChat) -> bool {
     req.stream
         && !headers
