@@ -53,6 +53,31 @@ fn main() {
             place(&file, &variants, &name);
         }
     }
+    for dir in [profile_dir.join("deps"), profile_dir.join("examples")] {
+        remove_dangling_links(&dir);
+    }
+}
+
+/// Removes llama.cpp's library links in `dir` that point nowhere.
+/// llama-cpp-sys-2's build script hard-links each installed library into
+/// `deps/` and `examples/`, the `libggml.so -> libggml.so.0` links included,
+/// whose targets it does not link there; when the script runs again (a
+/// `GGML_*` variable changed, such as GGML_GLASSBOX_KERNELS in
+/// .cargo/config.toml) it sees no file behind such a link and fails to
+/// create it ("File exists"). Without them it runs again cleanly.
+fn remove_dangling_links(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = name.starts_with("libggml") || name.starts_with("libllama");
+        let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if ours && link && !path.exists() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// `target/<profile>`, three folders above this script's OUT_DIR.

@@ -543,16 +543,26 @@ pub const AMX_MARK: &[u8] = b"glassbox: AMX tile configuration stated whole";
 const UNMARKED: &str = "this library was built without Glassbox's AMX tile-configuration fix \
      and faults at its first tile load; rebuild llama.cpp (`cargo clean`, then build)";
 
+/// What a CPU variant library built with Glassbox's attention kernel for a
+/// few query rows carries (`crates/models/kernels/`, ADR 0004).
+pub const FLASH_ATTN_ROWS_MARK: &[u8] = b"glassbox: flash attention for a few rows";
+
 /// Whether the library at `path` carries [`AMX_MARK`].
-/// Read at start-up on AMX CPUs (a ~2 MB library): a byte scan for the
-/// mark's first byte, then a comparison, not a comparison at every offset.
 pub fn carries_amx_mark(path: &Path) -> bool {
+    carries_mark(path, AMX_MARK)
+}
+
+/// Whether the library at `path` carries `mark` (a scan for its first byte).
+pub fn carries_mark(path: &Path, mark: &[u8]) -> bool {
+    let Some(&first) = mark.first() else {
+        return false;
+    };
     std::fs::read(path).is_ok_and(|bytes| {
         bytes
             .iter()
             .enumerate()
-            .filter(|&(_, &b)| b == AMX_MARK[0])
-            .any(|(i, _)| bytes[i..].starts_with(AMX_MARK))
+            .filter(|&(_, &b)| b == first)
+            .any(|(i, _)| bytes[i..].starts_with(mark))
     })
 }
 

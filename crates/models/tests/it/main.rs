@@ -2,6 +2,7 @@
 //! `models_dir()`. They fail (never skip) when the models are missing: run
 //! `glassbox models fetch` or `scripts/fetch-models.sh` first.
 
+mod attention;
 mod bench_report;
 mod build_units;
 mod chunk_reuse;

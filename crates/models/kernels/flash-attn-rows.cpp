@@ -1,0 +1,413 @@
+// Flash attention for a few query rows (decode steps, short prompt chunks)
+// with F16 keys and values, compiled into every CPU variant of ggml
+// (crates/models/cmake/project-include.cmake; docs/adr/0004-cpu-kernels.md,
+// "Attention for a few query rows").
+//
+// ggml's own kernel for these rows walks the cached cells one at a time:
+// a dot product, a scalar `expf` and an F16 multiply-add that converts the
+// accumulator to F32 and back, per cell and query head. On RAG prompts
+// (~600 cells) that was about 40% of a decode step's CPU on two cores. This
+// one takes the cells a block at a time: the block's scores, one vector
+// `exp` over them (ggml's own `ggml_vec_soft_max_f32`), then the block's
+// values added into an F32 accumulator. Same online softmax, same result up
+// to rounding; the accumulator is F32 where ggml's is F16.
+//
+// It handles what ggml's per-row and split-KV paths handle for F32 queries
+// and F16 keys and values, with the same choice between them (split the
+// cells over the threads for a lone query row over 512 or more cells, else
+// the rows), so a row's result depends on the shape of its micro-batch
+// exactly as it did before (docs/adr/0006-batch-invariant-decoding.md).
+// Everything else (64 or more query rows: ggml's tiled kernel; quantised
+// caches; the reference path) goes to ggml's own function, renamed in
+// ops.cpp by the CMake hook.
+
+#include "ggml-cpu-impl.h"
+#include "ggml-cpu.h"
+#include "ops.h"
+#include "vec.h"
+#include "common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+// ggml's own function, renamed in ops.cpp (see above).
+extern "C" void ggml_compute_forward_flash_attn_ext_upstream(const ggml_compute_params * params, ggml_tensor * dst);
+
+// The mark a test looks for in every CPU variant library: a build without
+// the CMake hook would carry ggml's kernel alone.
+__attribute__((used, retain)) static const char glassbox_flash_attn_rows_mark[] =
+    "glassbox: flash attention for a few rows";
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+namespace {
+
+// Cells scored per block.
+constexpr int64_t BLOCK = 64;
+
+// The vector loops of this variant: F16 rows widened to F32 lanes (F16C),
+// multiplied and added in F32. Variants without AVX2 + F16C + FMA take
+// ggml's own vector functions, one cell at a time.
+#if defined(__AVX512F__)
+#define GB_ROWS_SIMD 1
+using Lanes = __m512;
+constexpr int64_t W = 16;
+inline Lanes load_f16(const ggml_fp16_t * p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p)); }
+inline Lanes load_f32(const float * p) { return _mm512_loadu_ps(p); }
+inline void store_f32(float * p, Lanes x) { _mm512_storeu_ps(p, x); }
+inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm512_fmadd_ps(a, b, c); }
+inline Lanes splat(float x) { return _mm512_set1_ps(x); }
+inline Lanes zero() { return _mm512_setzero_ps(); }
+inline Lanes add(Lanes a, Lanes b) { return _mm512_add_ps(a, b); }
+inline float sum(Lanes x) { return _mm512_reduce_add_ps(x); }
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+#define GB_ROWS_SIMD 1
+using Lanes = __m256;
+constexpr int64_t W = 8;
+inline Lanes load_f16(const ggml_fp16_t * p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) p)); }
+inline Lanes load_f32(const float * p) { return _mm256_loadu_ps(p); }
+inline void store_f32(float * p, Lanes x) { _mm256_storeu_ps(p, x); }
+inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
+inline Lanes splat(float x) { return _mm256_set1_ps(x); }
+inline Lanes zero() { return _mm256_setzero_ps(); }
+inline Lanes add(Lanes a, Lanes b) { return _mm256_add_ps(a, b); }
+inline float sum(Lanes x) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+#else
+#define GB_ROWS_SIMD 0
+#endif
+
+#if GB_ROWS_SIMD
+// Dot product of an F16 key row with the F32 query (DK a multiple of W).
+inline float dot_row(const ggml_fp16_t * k, const float * q, int64_t DK) {
+    Lanes a0 = zero();
+    Lanes a1 = zero();
+    int64_t d = 0;
+    for (; d + 2 * W <= DK; d += 2 * W) {
+        a0 = fma(load_f16(k + d), load_f32(q + d), a0);
+        a1 = fma(load_f16(k + d + W), load_f32(q + d + W), a1);
+    }
+    for (; d < DK; d += W) {
+        a0 = fma(load_f16(k + d), load_f32(q + d), a0);
+    }
+    return sum(add(a0, a1));
+}
+
+// vkq[d0 .. d0 + T·W) += Σ_j weight[j] · V row cell[j], T vectors of lanes
+// held in registers across the block's cells.
+template <int T>
+inline void add_values(float * vkq, int64_t d0, const char * v_base, size_t nbv1, const int64_t * cell,
+                       const float * weight, int n) {
+    Lanes acc[T];
+    for (int t = 0; t < T; ++t) {
+        acc[t] = load_f32(vkq + d0 + t * W);
+    }
+    for (int j = 0; j < n; ++j) {
+        const Lanes w = splat(weight[j]);
+        const ggml_fp16_t * row = (const ggml_fp16_t *) (v_base + cell[j] * nbv1) + d0;
+        for (int t = 0; t < T; ++t) {
+            acc[t] = fma(load_f16(row + t * W), w, acc[t]);
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        store_f32(vkq + d0 + t * W, acc[t]);
+    }
+}
+#endif
+
+struct Attention {
+    const ggml_tensor * q;
+    const ggml_tensor * k;
+    const ggml_tensor * v;
+    const ggml_tensor * mask;
+    const ggml_tensor * sinks;
+    ggml_tensor * dst;
+    int64_t DK, DV;
+    int64_t rk2, rk3, rv2, rv3;
+    float scale, max_bias, softcap, m0, m1;
+    uint32_t n_head_log2;
+};
+
+Attention attention_of(ggml_tensor * dst) {
+    Attention a{};
+    a.q = dst->src[0];
+    a.k = dst->src[1];
+    a.v = dst->src[2];
+    a.mask = dst->src[3];
+    a.sinks = dst->src[4];
+    a.dst = dst;
+    a.DK = a.k->ne[0];
+    a.DV = a.v->ne[0];
+    a.rk2 = a.q->ne[2] / a.k->ne[2];
+    a.rk3 = a.q->ne[3] / a.k->ne[3];
+    a.rv2 = a.q->ne[2] / a.v->ne[2];
+    a.rv3 = a.q->ne[3] / a.v->ne[3];
+    std::memcpy(&a.scale, (const float *) dst->op_params + 0, sizeof(float));
+    std::memcpy(&a.max_bias, (const float *) dst->op_params + 1, sizeof(float));
+    std::memcpy(&a.softcap, (const float *) dst->op_params + 2, sizeof(float));
+    if (a.softcap != 0.0f) {
+        a.scale /= a.softcap;
+    }
+    const uint32_t n_head = (uint32_t) a.q->ne[2];
+    a.n_head_log2 = 1u << (uint32_t) std::floor(std::log2((double) n_head));
+    a.m0 = std::pow(2.0f, -(a.max_bias) / a.n_head_log2);
+    a.m1 = std::pow(2.0f, -(a.max_bias / 2.0f) / a.n_head_log2);
+    return a;
+}
+
+// Whether this file's kernel takes the op: F32 queries, F16 keys and
+// values, fewer query rows than ggml's tile, contiguous rows.
+bool handled(const ggml_compute_params * params, const ggml_tensor * dst) {
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    const int32_t prec = dst->op_params[3];
+    return !params->use_ref && (prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32) &&
+           q->type == GGML_TYPE_F32 && k->type == GGML_TYPE_F16 && v->type == GGML_TYPE_F16 &&
+           q->ne[1] < (int64_t) ggml_fa_tile_config::Q && q->nb[0] == sizeof(float) &&
+           k->nb[0] == sizeof(ggml_fp16_t) && v->nb[0] == sizeof(ggml_fp16_t) &&
+           dst->nb[0] == sizeof(float) && q->ne[0] == k->ne[0] && dst->ne[0] == v->ne[0] &&
+           (dst->src[3] == nullptr || dst->src[3]->type == GGML_TYPE_F16);
+}
+
+// Online softmax of query row `ir` over cells [ic0, ic1): leaves the
+// unnormalised sum of values in `vkq` (F32, DV), returns the running max
+// in `M` and the sum of weights in `S`. `v32` (DV floats) and `q16` (DK
+// halves) are scratch.
+void attend_row(const Attention & a, int64_t ir, int64_t ic0, int64_t ic1, float * vkq, float * v32,
+                ggml_fp16_t * q16, float & M, float & S) {
+    const ggml_tensor * q = a.q;
+    const ggml_tensor * k = a.k;
+    const ggml_tensor * v = a.v;
+    const int64_t neq1 = q->ne[1];
+    const int64_t neq2 = q->ne[2];
+    const int64_t iq3 = ir / (neq2 * neq1);
+    const int64_t iq2 = (ir - iq3 * neq2 * neq1) / neq1;
+    const int64_t iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
+
+    const uint32_t h = (uint32_t) iq2;
+    const float slope = a.max_bias > 0.0f
+                            ? (h < a.n_head_log2 ? std::pow(a.m0, (float) (h + 1))
+                                                 : std::pow(a.m1, (float) (2 * (h - a.n_head_log2) + 1)))
+                            : 1.0f;
+
+    const ggml_fp16_t * mp =
+        a.mask ? (const ggml_fp16_t *) ((const char *) a.mask->data + iq1 * a.mask->nb[1] +
+                                        (iq2 % a.mask->ne[2]) * a.mask->nb[2] +
+                                        (iq3 % a.mask->ne[3]) * a.mask->nb[3])
+               : nullptr;
+
+    const int64_t ik2 = iq2 / a.rk2;
+    const int64_t ik3 = iq3 / a.rk3;
+    const int64_t iv2 = iq2 / a.rv2;
+    const int64_t iv3 = iq3 / a.rv3;
+    const char * k_base = (const char *) k->data + ik2 * k->nb[2] + ik3 * k->nb[3];
+    const char * v_base = (const char *) v->data + iv2 * v->nb[2] + iv3 * v->nb[3];
+
+    const float * pq = (const float *) ((const char *) q->data + iq1 * q->nb[1] + iq2 * q->nb[2] + iq3 * q->nb[3]);
+#if GB_ROWS_SIMD
+    const bool simd = a.DK % W == 0 && a.DV % W == 0;
+#else
+    const bool simd = false;
+#endif
+    if (!simd) {
+        ggml_cpu_fp32_to_fp16(pq, q16, a.DK);
+    }
+
+    std::memset(vkq, 0, a.DV * sizeof(float));
+    M = -INFINITY;
+    S = 0.0f;
+
+    float score[BLOCK];
+    float weight[BLOCK];
+    int64_t cell[BLOCK];
+
+    for (int64_t b0 = ic0; b0 < ic1; b0 += BLOCK) {
+        const int64_t b1 = std::min(b0 + BLOCK, ic1);
+        int n = 0;
+        float block_max = -INFINITY;
+        for (int64_t ic = b0; ic < b1; ++ic) {
+            const float mv = mp ? slope * GGML_CPU_FP16_TO_FP32(mp[ic]) : 0.0f;
+            if (mv == -INFINITY) {
+                continue;
+            }
+            float s;
+            const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + ic * k->nb[1]);
+#if GB_ROWS_SIMD
+            if (simd) {
+                s = dot_row(k_row, pq, a.DK);
+            } else
+#endif
+            {
+                ggml_vec_dot_f16((int) a.DK, &s, 0, (ggml_fp16_t *) k_row, 0, q16, 0, 1);
+            }
+            s *= a.scale;
+            if (a.softcap != 0.0f) {
+                s = a.softcap * std::tanh(s);
+            }
+            s += mv;
+            score[n] = s;
+            cell[n] = ic;
+            block_max = std::max(block_max, s);
+            ++n;
+        }
+        if (n == 0 || block_max == -INFINITY) {
+            continue;
+        }
+        if (block_max > M) {
+            if (M != -INFINITY) {
+                const float ms = std::exp(M - block_max);
+                ggml_vec_scale_f32((int) a.DV, vkq, ms);
+                S *= ms;
+            }
+            M = block_max;
+        }
+        S += (float) ggml_vec_soft_max_f32(n, weight, score, M);
+#if GB_ROWS_SIMD
+        if (simd) {
+            int64_t d0 = 0;
+            for (; d0 + 4 * W <= a.DV; d0 += 4 * W) {
+                add_values<4>(vkq, d0, v_base, v->nb[1], cell, weight, n);
+            }
+            for (; d0 < a.DV; d0 += W) {
+                add_values<1>(vkq, d0, v_base, v->nb[1], cell, weight, n);
+            }
+            continue;
+        }
+#endif
+        for (int j = 0; j < n; ++j) {
+            if (weight[j] == 0.0f) {
+                continue;
+            }
+            ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) (v_base + cell[j] * v->nb[1]), v32, a.DV);
+            ggml_vec_mad_f32((int) a.DV, vkq, v32, weight[j]);
+        }
+    }
+}
+
+// Adds head `h`'s sink logit to (M, S, vkq), as ggml does on the first
+// chunk of cells.
+void add_sink(const Attention & a, int64_t h, float * vkq, float & M, float & S) {
+    if (a.sinks == nullptr) {
+        return;
+    }
+    const float s = ((const float *) a.sinks->data)[h];
+    float ms = 1.0f;
+    float vs = 1.0f;
+    if (s > M) {
+        ms = std::exp(M - s);
+        M = s;
+        ggml_vec_scale_f32((int) a.DV, vkq, ms);
+    } else {
+        vs = std::exp(s - M);
+    }
+    S = S * ms + vs;
+}
+
+// Writes row `ir`'s normalised output in ggml's permuted layout.
+void write_row(const Attention & a, int64_t ir, float * vkq, float S) {
+    const int64_t neq1 = a.q->ne[1];
+    const int64_t neq2 = a.q->ne[2];
+    const int64_t i3 = ir / (neq2 * neq1);
+    const int64_t i2 = (ir - i3 * neq2 * neq1) / neq1;
+    const int64_t i1 = ir - i3 * neq2 * neq1 - i2 * neq1;
+    const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+    ggml_vec_scale_f32((int) a.DV, vkq, S_inv);
+    const int64_t ne1 = a.dst->ne[1];
+    const int64_t ne2 = a.dst->ne[2];
+    const size_t nb1 = a.dst->nb[1];
+    std::memcpy((char *) a.dst->data + (i3 * ne2 * ne1 + i2 + i1 * ne1) * nb1, vkq, nb1);
+}
+
+}  // namespace
+
+extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
+    if (!handled(params, dst)) {
+        ggml_compute_forward_flash_attn_ext_upstream(params, dst);
+        return;
+    }
+    const Attention a = attention_of(dst);
+    const ggml_tensor * q = a.q;
+    const int ith = params->ith;
+    const int nth = params->nth;
+    const int64_t nek1 = a.k->ne[1];
+    const int64_t per_thread = a.DK + 2 * a.DV + (int64_t) CACHE_LINE_SIZE_F32;
+    float * vkq = (float *) params->wdata + ith * per_thread;
+    float * v32 = vkq + a.DV;
+    ggml_fp16_t * q16 = (ggml_fp16_t *) (vkq + 2 * a.DV);
+
+    // ggml's rule for splitting the cells rather than the rows.
+    const bool split_kv = q->ne[1] == 1 && q->ne[3] == 1 && nek1 >= 512;
+    if (!split_kv) {
+        const int64_t nr = q->ne[1] * q->ne[2] * q->ne[3];
+        const int64_t dr = (nr + nth - 1) / nth;
+        const int64_t ir0 = dr * ith;
+        const int64_t ir1 = std::min(ir0 + dr, nr);
+        for (int64_t ir = ir0; ir < ir1; ++ir) {
+            float M;
+            float S;
+            attend_row(a, ir, 0, nek1, vkq, v32, q16, M, S);
+            const int64_t neq1 = q->ne[1];
+            const int64_t neq2 = q->ne[2];
+            const int64_t iq3 = ir / (neq2 * neq1);
+            add_sink(a, (ir - iq3 * neq2 * neq1) / neq1, vkq, M, S);
+            write_row(a, ir, vkq, S);
+        }
+        return;
+    }
+
+    // One query row: each thread takes a share of the cells for every head,
+    // then the partial results are merged per head (ggml's partials layout).
+    const int64_t n_heads = q->ne[2];
+    const int64_t chunk = (nek1 + nth - 1) / nth;
+    const int64_t partial_size = 2 + a.DV;
+    float * partials = (float *) params->wdata + nth * per_thread;
+    const int64_t ic0 = ith * chunk;
+    const int64_t ic1 = std::min(ic0 + chunk, nek1);
+    for (int64_t h = 0; h < n_heads; ++h) {
+        float * out = partials + (h * nth + ith) * partial_size;
+        if (ic0 >= nek1) {
+            out[0] = -INFINITY;
+            out[1] = 0.0f;
+            continue;
+        }
+        float M;
+        float S;
+        attend_row(a, h, ic0, ic1, out + 2, v32, q16, M, S);
+        if (ic0 == 0) {
+            add_sink(a, h, out + 2, M, S);
+        }
+        out[0] = M;
+        out[1] = S;
+    }
+    ggml_barrier(params->threadpool);
+    for (int64_t h = ith; h < n_heads; h += nth) {
+        float M = -INFINITY;
+        float S = 0.0f;
+        std::memset(vkq, 0, a.DV * sizeof(float));
+        for (int64_t t = 0; t < nth; ++t) {
+            if (t * chunk >= nek1) {
+                continue;
+            }
+            const float * part = partials + (h * nth + t) * partial_size;
+            if (part[1] == 0.0f) {
+                continue;
+            }
+            const float M_new = std::max(M, part[0]);
+            const float keep = std::exp(M - M_new);
+            const float add = std::exp(part[0] - M_new);
+            for (int64_t d = 0; d < a.DV; ++d) {
+                vkq[d] = vkq[d] * keep + part[2 + d] * add;
+            }
+            S = S * keep + part[1] * add;
+            M = M_new;
+        }
+        write_row(a, h, vkq, S);
+    }
+}
