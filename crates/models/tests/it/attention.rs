@@ -136,3 +136,294 @@ fn few_row_attention_gives_the_answers_of_the_matrix_path() {
         );
     }
 }
+
+/// One flash-attention op on ggml's CPU backend (whatever variant this CPU
+/// loads) against a plain reference, over the options the kernel carries:
+/// grouped-query heads, masks with −∞ cells, ALiBi slopes, soft-capping,
+/// sinks, key and value widths that differ or are not a multiple of the
+/// vector width, one row over 512+ cells (cells split over the threads) and
+/// several rows (rows split), and 64 rows (ggml's tiled kernel, handed on).
+#[allow(unsafe_code)]
+mod against_a_reference {
+    use llama_cpp_sys_2 as sys;
+
+    #[derive(Debug, Clone, Copy)]
+    struct Case {
+        dk: i64,
+        dv: i64,
+        rows: i64,
+        heads: i64,
+        kv_heads: i64,
+        cells: i64,
+        max_bias: f32,
+        softcap: f32,
+        sinks: bool,
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    fn to_f16(values: &[f32]) -> (Vec<u16>, Vec<f32>) {
+        let mut half = vec![0u16; values.len()];
+        let mut back = vec![0f32; values.len()];
+        // SAFETY: both buffers hold `values.len()` elements.
+        unsafe {
+            sys::ggml_fp32_to_fp16_row(values.as_ptr(), half.as_mut_ptr(), values.len() as i64);
+            sys::ggml_fp16_to_fp32_row(half.as_ptr(), back.as_mut_ptr(), values.len() as i64);
+        }
+        (half, back)
+    }
+
+    /// ggml's result, [dv, heads, rows] (dv fastest).
+    fn ggml(c: Case, q: &[f32], k: &[u16], v: &[u16], mask: &[u16], sinks: &[f32]) -> Vec<f32> {
+        // SAFETY: the tensors are created in `ctx` with the shapes the data
+        // was generated for, allocated in a CPU backend buffer before any
+        // data is set, and every object is freed once, after its last use.
+        unsafe {
+            let params = sys::ggml_init_params {
+                mem_size: sys::ggml_tensor_overhead() * 16 + sys::ggml_graph_overhead(),
+                mem_buffer: std::ptr::null_mut(),
+                no_alloc: true,
+            };
+            let ctx = sys::ggml_init(params);
+            assert!(!ctx.is_null());
+            let tq = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F32, c.dk, c.rows, c.heads, 1);
+            let tk = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.dk, c.cells, c.kv_heads, 1);
+            let tv = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.dv, c.cells, c.kv_heads, 1);
+            let tm = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.cells, c.rows, 1, 1);
+            let scale = 1.0 / (c.dk as f32).sqrt();
+            let out = sys::ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, c.max_bias, c.softcap);
+            let ts = if c.sinks {
+                let ts = sys::ggml_new_tensor_1d(ctx, sys::GGML_TYPE_F32, c.heads);
+                sys::ggml_flash_attn_ext_add_sinks(out, ts);
+                Some(ts)
+            } else {
+                None
+            };
+            let graph = sys::ggml_new_graph(ctx);
+            sys::ggml_build_forward_expand(graph, out);
+            let backend =
+                sys::ggml_backend_init_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU, std::ptr::null());
+            assert!(!backend.is_null(), "no CPU backend");
+            let buffer = sys::ggml_backend_alloc_ctx_tensors(ctx, backend);
+            assert!(!buffer.is_null());
+            let set = |t: *mut sys::ggml_tensor, p: *const std::ffi::c_void, n: usize| {
+                assert_eq!(sys::ggml_nbytes(t), n);
+                sys::ggml_backend_tensor_set(t, p, 0, n);
+            };
+            set(tq, q.as_ptr().cast(), q.len() * 4);
+            set(tk, k.as_ptr().cast(), k.len() * 2);
+            set(tv, v.as_ptr().cast(), v.len() * 2);
+            set(tm, mask.as_ptr().cast(), mask.len() * 2);
+            if let Some(ts) = ts {
+                set(ts, sinks.as_ptr().cast(), sinks.len() * 4);
+            }
+            assert_eq!(
+                sys::ggml_backend_graph_compute(backend, graph),
+                sys::GGML_STATUS_SUCCESS
+            );
+            let mut result = vec![0f32; (c.dv * c.heads * c.rows) as usize];
+            assert_eq!(sys::ggml_nbytes(out), result.len() * 4);
+            sys::ggml_backend_tensor_get(out, result.as_mut_ptr().cast(), 0, result.len() * 4);
+            sys::ggml_backend_buffer_free(buffer);
+            sys::ggml_backend_free(backend);
+            sys::ggml_free(ctx);
+            result
+        }
+    }
+
+    /// The same attention in f64, from the F16-rounded keys and values.
+    fn reference(
+        c: Case,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        mask: &[f32],
+        sinks: &[f32],
+    ) -> Vec<f32> {
+        let scale = 1.0 / (c.dk as f64).sqrt();
+        let n_head_log2 = 1i64 << (c.heads as f64).log2().floor() as u32;
+        let m0 = 2f64.powf(-f64::from(c.max_bias) / n_head_log2 as f64);
+        let m1 = 2f64.powf(-(f64::from(c.max_bias) / 2.0) / n_head_log2 as f64);
+        let mut out = vec![0f32; (c.dv * c.heads * c.rows) as usize];
+        for r in 0..c.rows {
+            for h in 0..c.heads {
+                let slope = if c.max_bias > 0.0 {
+                    if h < n_head_log2 {
+                        m0.powi(h as i32 + 1)
+                    } else {
+                        m1.powi((2 * (h - n_head_log2) + 1) as i32)
+                    }
+                } else {
+                    1.0
+                };
+                let kh = h / (c.heads / c.kv_heads);
+                let qrow = &q[((h * c.rows + r) * c.dk) as usize..][..c.dk as usize];
+                let mut logits: Vec<(usize, f64)> = Vec::new();
+                for j in 0..c.cells {
+                    let m = f64::from(mask[(r * c.cells + j) as usize]);
+                    if m == f64::NEG_INFINITY {
+                        continue;
+                    }
+                    let krow = &k[((kh * c.cells + j) * c.dk) as usize..][..c.dk as usize];
+                    let mut s: f64 = qrow
+                        .iter()
+                        .zip(krow)
+                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                        .sum();
+                    s *= scale;
+                    if c.softcap != 0.0 {
+                        s = f64::from(c.softcap) * (s / f64::from(c.softcap)).tanh();
+                    }
+                    logits.push((j as usize, s + slope * m));
+                }
+                let sink = c.sinks.then(|| f64::from(sinks[h as usize]));
+                let max = logits
+                    .iter()
+                    .map(|l| l.1)
+                    .chain(sink)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let mut sum = sink.map_or(0.0, |s| (s - max).exp());
+                let mut acc = vec![0f64; c.dv as usize];
+                for (j, s) in logits {
+                    let p = (s - max).exp();
+                    sum += p;
+                    let vrow = &v[((kh * c.cells) as usize + j) * c.dv as usize..][..c.dv as usize];
+                    for (a, x) in acc.iter_mut().zip(vrow) {
+                        *a += p * f64::from(*x);
+                    }
+                }
+                let dst = &mut out[((r * c.heads + h) * c.dv) as usize..][..c.dv as usize];
+                for (d, a) in dst.iter_mut().zip(acc) {
+                    *d = if sum > 0.0 { (a / sum) as f32 } else { 0.0 };
+                }
+            }
+        }
+        out
+    }
+
+    fn check(c: Case, seed: u64) {
+        let mut rng = Rng(seed);
+        let q: Vec<f32> = (0..c.dk * c.rows * c.heads)
+            .map(|_| rng.next() * 2.0)
+            .collect();
+        let k: Vec<f32> = (0..c.dk * c.cells * c.kv_heads)
+            .map(|_| rng.next())
+            .collect();
+        let v: Vec<f32> = (0..c.dv * c.cells * c.kv_heads)
+            .map(|_| rng.next())
+            .collect();
+        // Row r sees a prefix of the cells, with every seventh cell masked
+        // out and a small bias on the rest (an ALiBi-style position).
+        let mask: Vec<f32> = (0..c.rows * c.cells)
+            .map(|i| {
+                let (r, j) = (i / c.cells, i % c.cells);
+                if j > c.cells - c.rows + r || j % 7 == 3 {
+                    f32::NEG_INFINITY
+                } else {
+                    -((c.cells - j) as f32) / 64.0
+                }
+            })
+            .collect();
+        let sinks: Vec<f32> = (0..c.heads).map(|_| rng.next() * 3.0).collect();
+        let (k16, k) = to_f16(&k);
+        let (v16, v) = to_f16(&v);
+        let (m16, mask) = to_f16(&mask);
+        let got = ggml(c, &q, &k16, &v16, &m16, &sinks);
+        let want = reference(c, &q, &k, &v, &mask, &sinks);
+        // A NaN or infinity counts as the largest difference (`f32::max`
+        // passes over a NaN).
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| {
+                if a.is_finite() {
+                    (a - b).abs()
+                } else {
+                    f32::INFINITY
+                }
+            })
+            .fold(0f32, f32::max);
+        assert!(worst < 5e-3, "{c:?}: largest difference {worst}");
+    }
+
+    #[test]
+    fn few_row_attention_matches_a_reference_on_every_option() {
+        glassbox_models::cpu::load_kernels().expect("CPU kernels");
+        let base = Case {
+            dk: 64,
+            dv: 64,
+            rows: 1,
+            heads: 9,
+            kv_heads: 3,
+            cells: 700,
+            max_bias: 0.0,
+            softcap: 0.0,
+            sinks: false,
+        };
+        let cases = [
+            base, // one row, cells split
+            Case {
+                rows: 5,
+                cells: 300,
+                ..base
+            }, // rows split
+            Case {
+                rows: 3,
+                cells: 900,
+                sinks: true,
+                ..base
+            }, // sinks, rows
+            Case {
+                sinks: true,
+                softcap: 30.0,
+                dk: 128,
+                dv: 128,
+                heads: 8,
+                kv_heads: 2,
+                ..base
+            },
+            Case {
+                max_bias: 8.0,
+                heads: 12,
+                kv_heads: 12,
+                rows: 2,
+                ..base
+            }, // ALiBi, no grouping
+            Case {
+                dk: 72,
+                dv: 40,
+                heads: 4,
+                kv_heads: 1,
+                rows: 4,
+                cells: 200,
+                ..base
+            }, // odd widths
+            Case {
+                dk: 576,
+                dv: 512,
+                heads: 4,
+                kv_heads: 1,
+                rows: 2,
+                cells: 130,
+                ..base
+            }, // MLA-like
+            Case {
+                rows: 64,
+                cells: 200,
+                ..base
+            }, // ggml's tiled kernel
+        ];
+        for (i, c) in cases.into_iter().enumerate() {
+            check(c, 7 + i as u64);
+        }
+    }
+}
