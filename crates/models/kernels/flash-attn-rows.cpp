@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 // ggml's own function, renamed in ops.cpp (see above).
 extern "C" void ggml_compute_forward_flash_attn_ext_upstream(const ggml_compute_params * params, ggml_tensor * dst);
@@ -176,12 +177,48 @@ bool handled(const ggml_compute_params * params, const ggml_tensor * dst) {
            (dst->src[3] == nullptr || dst->src[3]->type == GGML_TYPE_F16);
 }
 
+// The cells of [ic0, ic1) a mask row leaves visible, with their mask
+// values: found once per mask row and range, then used by every head that
+// shares the row (llama.cpp's mask is the same for all heads; in one KV
+// stream holding several sequences most cells are masked out). Each
+// thread keeps its own, emptied at every op, since the mask's buffer is
+// rewritten between graph runs.
+struct Visible {
+    const ggml_fp16_t * mp = nullptr;
+    int64_t ic0 = -1;
+    int64_t ic1 = -1;
+    bool valid = false;
+    std::vector<int64_t> cells;
+    std::vector<float> bias;
+
+    void fill(const ggml_fp16_t * row, int64_t from, int64_t to) {
+        if (valid && row == mp && from == ic0 && to == ic1) {
+            return;
+        }
+        mp = row;
+        ic0 = from;
+        ic1 = to;
+        valid = true;
+        cells.clear();
+        bias.clear();
+        for (int64_t ic = from; ic < to; ++ic) {
+            const float m = row ? GGML_CPU_FP16_TO_FP32(row[ic]) : 0.0f;
+            if (m != -INFINITY) {
+                cells.push_back(ic);
+                bias.push_back(m);
+            }
+        }
+    }
+};
+
+thread_local Visible visible_cells;
+
 // Online softmax of query row `ir` over cells [ic0, ic1): leaves the
 // unnormalised sum of values in `vkq` (F32, DV), returns the running max
 // in `M` and the sum of weights in `S`. `v32` (DV floats) and `q16` (DK
 // halves) are scratch.
-void attend_row(const Attention & a, int64_t ir, int64_t ic0, int64_t ic1, float * vkq, float * v32,
-                ggml_fp16_t * q16, float & M, float & S) {
+void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0, int64_t ic1, float * vkq,
+                float * v32, ggml_fp16_t * q16, float & M, float & S) {
     const ggml_tensor * q = a.q;
     const ggml_tensor * k = a.k;
     const ggml_tensor * v = a.v;
@@ -228,12 +265,17 @@ void attend_row(const Attention & a, int64_t ir, int64_t ic0, int64_t ic1, float
     float weight[BLOCK];
     int64_t cell[BLOCK];
 
-    for (int64_t b0 = ic0; b0 < ic1; b0 += BLOCK) {
-        const int64_t b1 = std::min(b0 + BLOCK, ic1);
+    visible.fill(mp, ic0, ic1);
+    const int64_t n_visible = (int64_t) visible.cells.size();
+    const int64_t * cells = visible.cells.data();
+    const float * bias = visible.bias.data();
+    for (int64_t b0 = 0; b0 < n_visible; b0 += BLOCK) {
+        const int64_t b1 = std::min(b0 + BLOCK, n_visible);
         int n = 0;
         float block_max = -INFINITY;
-        for (int64_t ic = b0; ic < b1; ++ic) {
-            const float mv = mp ? slope * GGML_CPU_FP16_TO_FP32(mp[ic]) : 0.0f;
+        for (int64_t at = b0; at < b1; ++at) {
+            const int64_t ic = cells[at];
+            const float mv = slope * bias[at];
             if (mv == -INFINITY) {
                 continue;
             }
@@ -332,6 +374,8 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         ggml_compute_forward_flash_attn_ext_upstream(params, dst);
         return;
     }
+    Visible & visible = visible_cells;
+    visible.valid = false;
     const Attention a = attention_of(dst);
     const ggml_tensor * q = a.q;
     const int ith = params->ith;
@@ -345,18 +389,23 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
     // ggml's rule for splitting the cells rather than the rows.
     const bool split_kv = q->ne[1] == 1 && q->ne[3] == 1 && nek1 >= 512;
     if (!split_kv) {
-        const int64_t nr = q->ne[1] * q->ne[2] * q->ne[3];
+        // (row, head) pairs, a thread's share in row order so that the
+        // heads of a row run one after another on one thread (see Visible).
+        const int64_t neq1 = q->ne[1];
+        const int64_t neq2 = q->ne[2];
+        const int64_t nr = neq1 * neq2 * q->ne[3];
         const int64_t dr = (nr + nth - 1) / nth;
-        const int64_t ir0 = dr * ith;
-        const int64_t ir1 = std::min(ir0 + dr, nr);
-        for (int64_t ir = ir0; ir < ir1; ++ir) {
+        const int64_t jr0 = dr * ith;
+        const int64_t jr1 = std::min(jr0 + dr, nr);
+        for (int64_t jr = jr0; jr < jr1; ++jr) {
+            const int64_t iq3 = jr / (neq1 * neq2);
+            const int64_t iq1 = (jr - iq3 * neq1 * neq2) / neq2;
+            const int64_t iq2 = jr - iq3 * neq1 * neq2 - iq1 * neq2;
+            const int64_t ir = iq3 * neq2 * neq1 + iq2 * neq1 + iq1;
             float M;
             float S;
-            attend_row(a, ir, 0, nek1, vkq, v32, q16, M, S);
-            const int64_t neq1 = q->ne[1];
-            const int64_t neq2 = q->ne[2];
-            const int64_t iq3 = ir / (neq2 * neq1);
-            add_sink(a, (ir - iq3 * neq2 * neq1) / neq1, vkq, M, S);
+            attend_row(a, visible, ir, 0, nek1, vkq, v32, q16, M, S);
+            add_sink(a, iq2, vkq, M, S);
             write_row(a, ir, vkq, S);
         }
         return;
@@ -379,7 +428,7 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         }
         float M;
         float S;
-        attend_row(a, h, ic0, ic1, out + 2, v32, q16, M, S);
+        attend_row(a, visible, h, ic0, ic1, out + 2, v32, q16, M, S);
         if (ic0 == 0) {
             add_sink(a, h, out + 2, M, S);
         }
