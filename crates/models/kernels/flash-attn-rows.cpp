@@ -62,8 +62,6 @@ inline void store_f32(float * p, Lanes x) { _mm512_storeu_ps(p, x); }
 inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm512_fmadd_ps(a, b, c); }
 inline Lanes splat(float x) { return _mm512_set1_ps(x); }
 inline Lanes zero() { return _mm512_setzero_ps(); }
-inline Lanes add(Lanes a, Lanes b) { return _mm512_add_ps(a, b); }
-inline float sum(Lanes x) { return _mm512_reduce_add_ps(x); }
 #elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
 #define GB_ROWS_SIMD 1
 using Lanes = __m256;
@@ -74,30 +72,48 @@ inline void store_f32(float * p, Lanes x) { _mm256_storeu_ps(p, x); }
 inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
 inline Lanes splat(float x) { return _mm256_set1_ps(x); }
 inline Lanes zero() { return _mm256_setzero_ps(); }
-inline Lanes add(Lanes a, Lanes b) { return _mm256_add_ps(a, b); }
-inline float sum(Lanes x) {
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-}
 #else
 #define GB_ROWS_SIMD 0
 #endif
 
 #if GB_ROWS_SIMD
-// Dot product of an F16 key row with the F32 query (DK a multiple of W).
-inline float dot_row(const ggml_fp16_t * k, const float * q, int64_t DK) {
-    Lanes a0 = zero();
-    Lanes a1 = zero();
-    int64_t d = 0;
-    for (; d + 2 * W <= DK; d += 2 * W) {
-        a0 = fma(load_f16(k + d), load_f32(q + d), a0);
-        a1 = fma(load_f16(k + d + W), load_f32(q + d + W), a1);
+// Dot products of the F32 query with eight F16 key rows (DK a multiple of
+// W). Each row's lanes are summed by the same tree whatever the other
+// seven rows are, so a cell's score does not depend on its neighbours.
+inline void dot_rows8(const ggml_fp16_t * const * k, const float * q, int64_t DK, float * out) {
+    __m256 h[8];
+#if defined(__AVX512F__)
+    __m512 acc[8];
+    for (int c = 0; c < 8; ++c) {
+        acc[c] = zero();
     }
-    for (; d < DK; d += W) {
-        a0 = fma(load_f16(k + d), load_f32(q + d), a0);
+    for (int64_t d = 0; d < DK; d += W) {
+        const Lanes qv = load_f32(q + d);
+        for (int c = 0; c < 8; ++c) {
+            acc[c] = fma(load_f16(k[c] + d), qv, acc[c]);
+        }
     }
-    return sum(add(a0, a1));
+    for (int c = 0; c < 8; ++c) {
+        const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[c]), 1));
+        h[c] = _mm256_add_ps(_mm512_castps512_ps256(acc[c]), high);
+    }
+#else
+    for (int c = 0; c < 8; ++c) {
+        h[c] = zero();
+    }
+    for (int64_t d = 0; d < DK; d += W) {
+        const Lanes qv = load_f32(q + d);
+        for (int c = 0; c < 8; ++c) {
+            h[c] = fma(load_f16(k[c] + d), qv, h[c]);
+        }
+    }
+#endif
+    // [c0..c3 low halves | c0..c3 high halves] and the same for c4..c7.
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
+    const __m256 lo = _mm256_permute2f128_ps(u0, u1, 0x20);
+    const __m256 hi = _mm256_permute2f128_ps(u0, u1, 0x31);
+    _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
 }
 
 // vkq[d0 .. d0 + T·W) += Σ_j weight[j] · V row cell[j], T vectors of lanes
@@ -261,6 +277,7 @@ void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0,
     M = -INFINITY;
     S = 0.0f;
 
+    float raw[BLOCK + 8];
     float score[BLOCK];
     float weight[BLOCK];
     int64_t cell[BLOCK];
@@ -273,6 +290,23 @@ void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0,
         const int64_t b1 = std::min(b0 + BLOCK, n_visible);
         int n = 0;
         float block_max = -INFINITY;
+#if GB_ROWS_SIMD
+        if (simd) {
+            // The block's raw dot products, eight rows at a time (the last
+            // group padded with its last row).
+            const ggml_fp16_t * rows[BLOCK + 8];
+            const int64_t m = b1 - b0;
+            for (int64_t j = 0; j < m; ++j) {
+                rows[j] = (const ggml_fp16_t *) (k_base + cells[b0 + j] * k->nb[1]);
+            }
+            for (int64_t j = m; j % 8 != 0; ++j) {
+                rows[j] = rows[m - 1];
+            }
+            for (int64_t j = 0; j < m; j += 8) {
+                dot_rows8(rows + j, pq, a.DK, raw + j);
+            }
+        }
+#endif
         for (int64_t at = b0; at < b1; ++at) {
             const int64_t ic = cells[at];
             const float mv = slope * bias[at];
@@ -280,13 +314,13 @@ void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0,
                 continue;
             }
             float s;
-            const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + ic * k->nb[1]);
 #if GB_ROWS_SIMD
             if (simd) {
-                s = dot_row(k_row, pq, a.DK);
+                s = raw[at - b0];
             } else
 #endif
             {
+                const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + ic * k->nb[1]);
                 ggml_vec_dot_f16((int) a.DK, &s, 0, (ggml_fp16_t *) k_row, 0, q16, 0, 1);
             }
             s *= a.scale;
