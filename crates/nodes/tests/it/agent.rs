@@ -188,12 +188,25 @@ async fn a_repeated_call_is_not_run_again_and_the_model_answers_from_its_result(
         "{v}"
     );
     // The last call could only answer: its reply is the answer object, and
-    // the answer uses what the tool found.
-    let last = v["steps"][4]["reply"].as_str().unwrap();
-    let reply: Value = serde_json::from_str(last).expect("the answer object, whole");
-    assert_eq!(reply.as_object().map(|o| o.len()), Some(1), "{last}");
+    // the answer uses what the tool found. A reply cut by `max_tokens` (96
+    // in `agent`) is an answer object as far as it was written, and the
+    // answer is its text so far.
+    let last_step = &v["steps"][4];
+    let last = last_step["reply"].as_str().unwrap();
     let text = v["text"].as_str().unwrap();
-    assert_eq!(reply["answer"], text, "{v}");
+    let opened = last.trim_start().strip_prefix('{').map(str::trim_start);
+    assert!(opened.is_some_and(|r| r.starts_with("\"answer\"")), "{last}");
+    match serde_json::from_str::<Value>(last) {
+        Ok(reply) => {
+            assert_eq!(reply.as_object().map(|o| o.len()), Some(1), "{last}");
+            assert_eq!(reply["answer"], text, "{v}");
+        }
+        Err(_) => {
+            assert_eq!(last_step["tokens_out"], 96, "cut short, yet not by max_tokens: {v}");
+            let head: String = text.chars().take(24).collect();
+            assert!(!head.is_empty() && last.contains(&head), "{v}");
+        }
+    }
     assert!(
         ["shipped", "DHL", "Lumen"].iter().any(|w| text.contains(w)),
         "the answer does not use the observation: {text}"
