@@ -195,14 +195,20 @@ async fn a_repeated_call_is_not_run_again_and_the_model_answers_from_its_result(
     let last = last_step["reply"].as_str().unwrap();
     let text = v["text"].as_str().unwrap();
     let opened = last.trim_start().strip_prefix('{').map(str::trim_start);
-    assert!(opened.is_some_and(|r| r.starts_with("\"answer\"")), "{last}");
+    assert!(
+        opened.is_some_and(|r| r.starts_with("\"answer\"")),
+        "{last}"
+    );
     match serde_json::from_str::<Value>(last) {
         Ok(reply) => {
             assert_eq!(reply.as_object().map(|o| o.len()), Some(1), "{last}");
             assert_eq!(reply["answer"], text, "{v}");
         }
         Err(_) => {
-            assert_eq!(last_step["tokens_out"], 96, "cut short, yet not by max_tokens: {v}");
+            assert_eq!(
+                last_step["tokens_out"], 96,
+                "cut short, yet not by max_tokens: {v}"
+            );
             let head: String = text.chars().take(24).collect();
             assert!(!head.is_empty() && last.contains(&head), "{v}");
         }
