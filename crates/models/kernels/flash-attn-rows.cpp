@@ -229,20 +229,23 @@ struct Visible {
 
 thread_local Visible visible_cells;
 
-// Online softmax of query row `ir` over cells [ic0, ic1): leaves the
+// A query row: its position in the batch (i1), head (i2) and stream (i3).
+struct Row {
+    int64_t i1, i2, i3;
+};
+
+// Online softmax of query row `r` over cells [ic0, ic1): leaves the
 // unnormalised sum of values in `vkq` (F32, DV), returns the running max
 // in `M` and the sum of weights in `S`. `v32` (DV floats) and `q16` (DK
 // halves) are scratch.
-void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0, int64_t ic1, float * vkq,
+void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int64_t ic1, float * vkq,
                 float * v32, ggml_fp16_t * q16, float & M, float & S) {
     const ggml_tensor * q = a.q;
     const ggml_tensor * k = a.k;
     const ggml_tensor * v = a.v;
-    const int64_t neq1 = q->ne[1];
-    const int64_t neq2 = q->ne[2];
-    const int64_t iq3 = ir / (neq2 * neq1);
-    const int64_t iq2 = (ir - iq3 * neq2 * neq1) / neq1;
-    const int64_t iq1 = ir - iq3 * neq2 * neq1 - iq2 * neq1;
+    const int64_t iq1 = r.i1;
+    const int64_t iq2 = r.i2;
+    const int64_t iq3 = r.i3;
 
     const uint32_t h = (uint32_t) iq2;
     const float slope = a.max_bias > 0.0f
@@ -280,7 +283,6 @@ void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0,
     float raw[BLOCK + 8];
     float score[BLOCK];
     float weight[BLOCK];
-    int64_t cell[BLOCK];
 
     visible.fill(mp, ic0, ic1);
     const int64_t n_visible = (int64_t) visible.cells.size();
@@ -288,52 +290,45 @@ void attend_row(const Attention & a, Visible & visible, int64_t ir, int64_t ic0,
     const float * bias = visible.bias.data();
     for (int64_t b0 = 0; b0 < n_visible; b0 += BLOCK) {
         const int64_t b1 = std::min(b0 + BLOCK, n_visible);
-        int n = 0;
+        const int n = (int) (b1 - b0);
+        const int64_t * cell = cells + b0;
         float block_max = -INFINITY;
 #if GB_ROWS_SIMD
         if (simd) {
             // The block's raw dot products, eight rows at a time (the last
             // group padded with its last row).
             const ggml_fp16_t * rows[BLOCK + 8];
-            const int64_t m = b1 - b0;
-            for (int64_t j = 0; j < m; ++j) {
-                rows[j] = (const ggml_fp16_t *) (k_base + cells[b0 + j] * k->nb[1]);
+            for (int j = 0; j < n; ++j) {
+                rows[j] = (const ggml_fp16_t *) (k_base + cell[j] * k->nb[1]);
             }
-            for (int64_t j = m; j % 8 != 0; ++j) {
-                rows[j] = rows[m - 1];
+            for (int j = n; j % 8 != 0; ++j) {
+                rows[j] = rows[n - 1];
             }
-            for (int64_t j = 0; j < m; j += 8) {
+            for (int j = 0; j < n; j += 8) {
                 dot_rows8(rows + j, pq, a.DK, raw + j);
             }
         }
 #endif
-        for (int64_t at = b0; at < b1; ++at) {
-            const int64_t ic = cells[at];
-            const float mv = slope * bias[at];
-            if (mv == -INFINITY) {
-                continue;
-            }
+        for (int j = 0; j < n; ++j) {
             float s;
 #if GB_ROWS_SIMD
             if (simd) {
-                s = raw[at - b0];
+                s = raw[j];
             } else
 #endif
             {
-                const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + ic * k->nb[1]);
+                const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + cell[j] * k->nb[1]);
                 ggml_vec_dot_f16((int) a.DK, &s, 0, (ggml_fp16_t *) k_row, 0, q16, 0, 1);
             }
             s *= a.scale;
             if (a.softcap != 0.0f) {
                 s = a.softcap * std::tanh(s);
             }
-            s += mv;
-            score[n] = s;
-            cell[n] = ic;
+            s += slope * bias[b0 + j];
+            score[j] = s;
             block_max = std::max(block_max, s);
-            ++n;
         }
-        if (n == 0 || block_max == -INFINITY) {
+        if (block_max == -INFINITY) {
             continue;
         }
         if (block_max > M) {
@@ -386,19 +381,14 @@ void add_sink(const Attention & a, int64_t h, float * vkq, float & M, float & S)
     S = S * ms + vs;
 }
 
-// Writes row `ir`'s normalised output in ggml's permuted layout.
-void write_row(const Attention & a, int64_t ir, float * vkq, float S) {
-    const int64_t neq1 = a.q->ne[1];
-    const int64_t neq2 = a.q->ne[2];
-    const int64_t i3 = ir / (neq2 * neq1);
-    const int64_t i2 = (ir - i3 * neq2 * neq1) / neq1;
-    const int64_t i1 = ir - i3 * neq2 * neq1 - i2 * neq1;
+// Writes row `r`'s normalised output in ggml's permuted layout.
+void write_row(const Attention & a, Row r, float * vkq, float S) {
     const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
     ggml_vec_scale_f32((int) a.DV, vkq, S_inv);
     const int64_t ne1 = a.dst->ne[1];
     const int64_t ne2 = a.dst->ne[2];
     const size_t nb1 = a.dst->nb[1];
-    std::memcpy((char *) a.dst->data + (i3 * ne2 * ne1 + i2 + i1 * ne1) * nb1, vkq, nb1);
+    std::memcpy((char *) a.dst->data + (r.i3 * ne2 * ne1 + r.i2 + r.i1 * ne1) * nb1, vkq, nb1);
 }
 
 }  // namespace
@@ -432,15 +422,14 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         const int64_t jr0 = dr * ith;
         const int64_t jr1 = std::min(jr0 + dr, nr);
         for (int64_t jr = jr0; jr < jr1; ++jr) {
-            const int64_t iq3 = jr / (neq1 * neq2);
-            const int64_t iq1 = (jr - iq3 * neq1 * neq2) / neq2;
-            const int64_t iq2 = jr - iq3 * neq1 * neq2 - iq1 * neq2;
-            const int64_t ir = iq3 * neq2 * neq1 + iq2 * neq1 + iq1;
+            const int64_t i3 = jr / (neq1 * neq2);
+            const int64_t i1 = (jr - i3 * neq1 * neq2) / neq2;
+            const Row r{i1, jr - i3 * neq1 * neq2 - i1 * neq2, i3};
             float M;
             float S;
-            attend_row(a, visible, ir, 0, nek1, vkq, v32, q16, M, S);
-            add_sink(a, iq2, vkq, M, S);
-            write_row(a, ir, vkq, S);
+            attend_row(a, visible, r, 0, nek1, vkq, v32, q16, M, S);
+            add_sink(a, r.i2, vkq, M, S);
+            write_row(a, r, vkq, S);
         }
         return;
     }
@@ -462,7 +451,7 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         }
         float M;
         float S;
-        attend_row(a, visible, h, ic0, ic1, out + 2, v32, q16, M, S);
+        attend_row(a, visible, Row{0, h, 0}, ic0, ic1, out + 2, v32, q16, M, S);
         if (ic0 == 0) {
             add_sink(a, h, out + 2, M, S);
         }
@@ -491,6 +480,6 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
             S = S * keep + part[1] * add;
             M = M_new;
         }
-        write_row(a, h, vkq, S);
+        write_row(a, Row{0, h, 0}, vkq, S);
     }
 }
