@@ -23,27 +23,30 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x8
   cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL glassbox_amx_tile_config)
 endif()
 
-# Every CPU variant of ggml (and a build for one CPU) gets the attention
-# kernel for a few query rows (crates/models/kernels/flash-attn-rows.cpp,
-# docs/adr/0004-cpu-kernels.md, "Attention for a few query rows"): in
-# ops.cpp alone, where ggml defines and declares it, ggml's own
-# `ggml_compute_forward_flash_attn_ext` is renamed `..._upstream`; the
-# kernel's file defines the name ggml's dispatcher calls and hands what it
+# Every CPU variant of ggml (and a build for one CPU) gets Glassbox's
+# kernels (crates/models/kernels/, docs/adr/0004-cpu-kernels.md):
+#  - attention for a few query rows (flash-attn-rows.cpp): in ops.cpp alone,
+#    where ggml defines and declares it, ggml's own
+#    `ggml_compute_forward_flash_attn_ext` is renamed `..._upstream`;
+#  - quantised weights eight rows at a time (mul-mat-rows8.cpp): in tiled/tiled.cpp
+#    alone, ggml's `ggml_compute_forward_mul_mat_tiled` (the first thing its
+#    matrix product asks) is renamed `..._upstream`.
+# Each kernel's file defines the name ggml's code calls and hands what it
 # does not take to the renamed one. GGML_GLASSBOX_KERNELS in
 # .cargo/config.toml makes cargo rebuild ggml when these files change.
-set_property(GLOBAL PROPERTY GLASSBOX_FLASH_ATTN_ROWS "${CMAKE_CURRENT_LIST_DIR}/../kernels/flash-attn-rows.cpp")
+set_property(GLOBAL PROPERTY GLASSBOX_KERNELS_DIR "${CMAKE_CURRENT_LIST_DIR}/../kernels")
 
-function(glassbox_flash_attn_rows)
-  get_property(source GLOBAL PROPERTY GLASSBOX_FLASH_ATTN_ROWS)
+function(glassbox_kernels)
+  get_property(kernels GLOBAL PROPERTY GLASSBOX_KERNELS_DIR)
   set(ggml_src "${CMAKE_SOURCE_DIR}/ggml/src")
-  if(NOT EXISTS "${ggml_src}/ggml-cpu/ops.cpp")
+  if(NOT EXISTS "${ggml_src}/ggml-cpu/ops.cpp" OR NOT EXISTS "${ggml_src}/ggml-cpu/tiled/tiled.cpp")
     return()
   endif()
   get_property(targets DIRECTORY "${ggml_src}" PROPERTY BUILDSYSTEM_TARGETS)
   set(cpu_targets "")
   foreach(target IN LISTS targets)
     if(target MATCHES "^ggml-cpu(-[a-z0-9_]+)?$")
-      target_sources(${target} PRIVATE "${source}")
+      target_sources(${target} PRIVATE "${kernels}/flash-attn-rows.cpp" "${kernels}/mul-mat-rows8.cpp")
       list(APPEND cpu_targets ${target})
     endif()
   endforeach()
@@ -53,9 +56,11 @@ function(glassbox_flash_attn_rows)
     list(GET cpu_targets 0 first)
     set_property(SOURCE "${ggml_src}/ggml-cpu/ops.cpp" TARGET_DIRECTORY ${first} APPEND PROPERTY
       COMPILE_DEFINITIONS "ggml_compute_forward_flash_attn_ext=ggml_compute_forward_flash_attn_ext_upstream")
+    set_property(SOURCE "${ggml_src}/ggml-cpu/tiled/tiled.cpp" TARGET_DIRECTORY ${first} APPEND PROPERTY
+      COMPILE_DEFINITIONS "ggml_compute_forward_mul_mat_tiled=ggml_compute_forward_mul_mat_tiled_upstream")
   endif()
 endfunction()
 
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL glassbox_flash_attn_rows)
+  cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL glassbox_kernels)
 endif()

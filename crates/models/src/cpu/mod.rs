@@ -19,7 +19,13 @@
 //! and `GLASSBOX_GGML_BACKENDS=DIR` to load the variants from another folder.
 
 pub mod bound;
+mod marks;
 pub mod topology;
+
+use marks::UNMARKED;
+pub use marks::{
+    AMX_MARK, FLASH_ATTN_ROWS_MARK, MUL_MAT_ROWS8_MARK, carries_amx_mark, carries_mark,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -535,36 +541,6 @@ fn loadable<'a>(
 
 /// ggml's variant with AMX kernels.
 pub const AMX_VARIANT: &str = "sapphirerapids";
-
-/// What the AMX variant's library carries when it was built with the fix of
-/// `crates/models/cmake/amx-tile-config.h`; without it, it is not loaded.
-pub const AMX_MARK: &[u8] = b"glassbox: AMX tile configuration stated whole";
-
-const UNMARKED: &str = "this library was built without Glassbox's AMX tile-configuration fix \
-     and faults at its first tile load; rebuild llama.cpp (`cargo clean`, then build)";
-
-/// What a CPU variant library built with Glassbox's attention kernel for a
-/// few query rows carries (`crates/models/kernels/`, ADR 0004).
-pub const FLASH_ATTN_ROWS_MARK: &[u8] = b"glassbox: flash attention for a few rows";
-
-/// Whether the library at `path` carries [`AMX_MARK`].
-pub fn carries_amx_mark(path: &Path) -> bool {
-    carries_mark(path, AMX_MARK)
-}
-
-/// Whether the library at `path` carries `mark` (a scan for its first byte).
-pub fn carries_mark(path: &Path, mark: &[u8]) -> bool {
-    let Some(&first) = mark.first() else {
-        return false;
-    };
-    std::fs::read(path).is_ok_and(|bytes| {
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b == first)
-            .any(|(i, _)| bytes[i..].starts_with(mark))
-    })
-}
 
 /// The two calls into ggml's backend registry.
 #[allow(unsafe_code)]

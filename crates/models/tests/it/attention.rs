@@ -12,17 +12,7 @@ use crate::common::models;
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn every_cpu_variant_carries_the_few_rows_attention_kernel() {
-    let dir = llama_cpp_sys_2::BACKENDS_DIR.expect("llama.cpp built with dynamic backends");
-    let libs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .expect("the backends folder")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libggml-cpu-"))
-        })
-        .collect();
-    assert!(libs.len() >= 10, "CPU variants in {dir}: {libs:?}");
+    let libs = crate::common::cpu_variant_libs();
     let unmarked: Vec<_> = libs
         .iter()
         .filter(|p| {

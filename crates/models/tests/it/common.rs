@@ -135,3 +135,21 @@ pub fn brute_force(vectors: &[Vec<f32>], query: &[f32], k: usize) -> Vec<usize> 
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     scored.into_iter().take(k).map(|(i, _)| i).collect()
 }
+
+/// The CPU variant libraries of this build (`libggml-cpu-*.so` in
+/// llama-cpp-sys-2's backends folder), at least ten of them on x86-64.
+#[cfg(target_arch = "x86_64")]
+pub fn cpu_variant_libs() -> Vec<PathBuf> {
+    let dir = llama_cpp_sys_2::BACKENDS_DIR.expect("llama.cpp built with dynamic backends");
+    let libs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the backends folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libggml-cpu-"))
+        })
+        .collect();
+    assert!(libs.len() >= 10, "CPU variants in {dir}: {libs:?}");
+    libs
+}

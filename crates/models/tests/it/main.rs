@@ -15,3 +15,4 @@ mod index;
 mod llm;
 mod prefill;
 mod prefix_sharing;
+mod rows8;
