@@ -141,6 +141,7 @@ fn cpu_check() -> Check {
                 feature_list(&choice.uses)
             ));
             details.push(format!("why: {}", choice.reason));
+            details.push(format!("quantised weights: {}", choice.weight_products()));
             details.push(format!("from: {}", choice.path.display()));
             Check::ok("cpu kernels", details)
         }

@@ -12,7 +12,7 @@
 // on a CPU without AMX that was two thirds of a decode step.
 //
 // Here a weight tensor is laid out once, eight rows side by side (each row's
-// 4-byte groups interleaved, its scales as F32), the first time it is
+// 4-byte groups interleaved, its scales beside), the first time it is
 // multiplied. Then one 8-lane integer multiply-add gives four products for
 // eight rows at once, a block's scaling is one vector operation for eight
 // rows, and the widened weights serve up to four tokens. Same arithmetic as
@@ -69,26 +69,28 @@ inline __m256i dot4(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_av
 #define GB_VNNI 0
 #endif
 
-// One block of 32 weights for eight rows. Q4_1: the rows' scales and
-// minimums as F32, then four 32-byte chunks; chunk t holds bytes 4t..4t+3
-// of each row's `qs` (row i at bytes 4i..4i+3), so its low nibbles are
-// weights 4t..4t+3 of the eight rows and its high nibbles 16+4t..16+4t+3.
+// One block of 32 weights for eight rows, as many bytes as in the GGUF
+// file (decode streams the weights from memory where they do not fit in the
+// cache). Q4_1: the rows' scales and minimums (F16), then four 32-byte
+// chunks; chunk t holds bytes 4t..4t+3 of each row's `qs` (row i at bytes
+// 4i..4i+3), so its low nibbles are weights 4t..4t+3 of the eight rows and
+// its high nibbles 16+4t..16+4t+3.
 struct GroupQ4_1 {
-    float d[8];
-    float m[8];
+    ggml_fp16_t d[8];
+    ggml_fp16_t m[8];
     uint8_t qs[128];
 };
-static_assert(sizeof(GroupQ4_1) == 192, "packed block");
+static_assert(sizeof(GroupQ4_1) == 160, "packed block");
 
-// Q8_0: the scales as F32, then eight 32-byte chunks; chunk u holds weights
+// Q8_0: the scales (F16), then eight 32-byte chunks; chunk u holds weights
 // 4u..4u+3 of each row (row i at bytes 4i..4i+3). With VNNI they are stored
 // plus 128 (unsigned, as the instruction wants them); the token's sum times
 // 128 is taken off again with the block's scale.
 struct GroupQ8_0 {
-    float d[8];
+    ggml_fp16_t d[8];
     uint8_t qs[256];
 };
-static_assert(sizeof(GroupQ8_0) == 288, "packed block");
+static_assert(sizeof(GroupQ8_0) == 272, "packed block");
 
 size_t group_bytes(ggml_type type) { return type == GGML_TYPE_Q4_1 ? sizeof(GroupQ4_1) : sizeof(GroupQ8_0); }
 
@@ -150,15 +152,15 @@ void pack_rows(const ggml_tensor * t, Pack & p) {
                 if (p.type == GGML_TYPE_Q4_1) {
                     GroupQ4_1 & out = *(GroupQ4_1 *) at;
                     const block_q4_1 & in = ((const block_q4_1 *) row)[b];
-                    out.d[i] = GGML_CPU_FP16_TO_FP32(in.GGML_COMMON_AGGR_U.GGML_COMMON_AGGR_S.d);
-                    out.m[i] = GGML_CPU_FP16_TO_FP32(in.GGML_COMMON_AGGR_U.GGML_COMMON_AGGR_S.m);
+                    out.d[i] = in.GGML_COMMON_AGGR_U.GGML_COMMON_AGGR_S.d;
+                    out.m[i] = in.GGML_COMMON_AGGR_U.GGML_COMMON_AGGR_S.m;
                     for (int c = 0; c < 4; c++) {
                         std::memcpy(out.qs + 32 * c + 4 * i, in.qs + 4 * c, 4);
                     }
                 } else {
                     GroupQ8_0 & out = *(GroupQ8_0 *) at;
                     const block_q8_0 & in = ((const block_q8_0 *) row)[b];
-                    out.d[i] = GGML_CPU_FP16_TO_FP32(in.d);
+                    out.d[i] = in.d;
                     for (int c = 0; c < 8; c++) {
                         for (int j = 0; j < 4; j++) {
                             out.qs[32 * c + 4 * i + j] = (uint8_t) (in.qs[4 * c + j] + (GB_VNNI ? 128 : 0));
@@ -240,20 +242,20 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
         __m256i w[8];
         if constexpr (T == GGML_TYPE_Q4_1) {
             const GroupQ4_1 & blk = ((const GroupQ4_1 *) g)[b];
-            d8 = _mm256_load_ps(blk.d);
-            s8 = _mm256_load_ps(blk.m);
+            d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) blk.d));
+            s8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) blk.m));
             const __m256i low = _mm256_set1_epi8(0x0F);
             for (int t = 0; t < 4; t++) {
-                const __m256i x = _mm256_load_si256((const __m256i *) (blk.qs + 32 * t));
+                const __m256i x = _mm256_loadu_si256((const __m256i *) (blk.qs + 32 * t));
                 w[t] = _mm256_and_si256(x, low);
                 w[4 + t] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
             }
         } else {
             const GroupQ8_0 & blk = ((const GroupQ8_0 *) g)[b];
-            d8 = _mm256_load_ps(blk.d);
+            d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) blk.d));
             s8 = d8;
             for (int u = 0; u < 8; u++) {
-                w[u] = _mm256_load_si256((const __m256i *) (blk.qs + 32 * u));
+                w[u] = _mm256_loadu_si256((const __m256i *) (blk.qs + 32 * u));
             }
         }
         for (int c = 0; c < C; c++) {

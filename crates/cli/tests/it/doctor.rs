@@ -14,6 +14,7 @@ fn doctor_passes_here_and_names_the_kernels() {
     for line in [
         "[ok  ] cpu kernels",
         "kernels: ggml-cpu-",
+        "quantised weights: ",
         "[ok  ] models",
         "[ok  ] generation",
         "[ok  ] embedding",

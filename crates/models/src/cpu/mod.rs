@@ -344,6 +344,23 @@ pub struct KernelChoice {
     pub reason: String,
 }
 
+impl KernelChoice {
+    /// What multiplies quantised weights with this variant, in a phrase:
+    /// ggml's AMX tiles, Glassbox's eight-row kernel for Q4_1 and Q8_0
+    /// (AVX2 + FMA + F16C; `crates/models/kernels/mul-mat-rows8.cpp`), or
+    /// ggml's dot products.
+    pub fn weight_products(&self) -> &'static str {
+        let has = |f: &Feature| self.uses.contains(f);
+        if has(&Feature::AmxInt8) {
+            "ggml's AMX tiles"
+        } else if [Feature::Avx2, Feature::Fma, Feature::F16c].iter().all(has) {
+            "Glassbox's eight-row kernel for Q4_1 and Q8_0 (ADR 0004), ggml's dot products for other types"
+        } else {
+            "ggml's dot products"
+        }
+    }
+}
+
 /// Why no CPU kernels could be loaded.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum KernelError {

@@ -143,3 +143,26 @@ fn an_empty_folder_is_a_clear_error() {
     assert!(err.to_string().contains("GLASSBOX_GGML_BACKENDS"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_weight_products_follow_the_variant() {
+    let choice = |uses: Vec<Feature>| KernelChoice {
+        variant: "v".to_owned(),
+        path: PathBuf::new(),
+        uses,
+        reason: String::new(),
+    };
+    let avx2 = vec![Sse42, Avx, F16c, Fma, Bmi2, Avx2];
+    let mut amx = avx2.clone();
+    amx.extend([Avx512, Avx512Vnni, AmxTile, AmxInt8]);
+    assert_eq!(choice(amx).weight_products(), "ggml's AMX tiles");
+    assert!(
+        choice(avx2)
+            .weight_products()
+            .starts_with("Glassbox's eight-row kernel")
+    );
+    assert_eq!(
+        choice(vec![Sse42, Avx]).weight_products(),
+        "ggml's dot products"
+    );
+}
