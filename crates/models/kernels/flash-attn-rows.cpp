@@ -13,10 +13,12 @@
 // to rounding; the accumulator is F32 where ggml's is F16.
 //
 // It handles what ggml's per-row and split-KV paths handle for F32 queries
-// and F16 keys and values, with the same choice between them (split the
-// cells over the threads for a lone query row over 512 or more cells, else
+// and F16 keys and values, with the same choice between them (split a lone
+// query row's cells over the threads when the cache holds 512 or more, else
 // the rows), so a row's result depends on the shape of its micro-batch
-// exactly as it did before (docs/adr/0006-batch-invariant-decoding.md).
+// exactly as it did before (docs/adr/0006-batch-invariant-decoding.md). A
+// lone row's visible cells are shared out evenly, where ggml shares out the
+// cache's range.
 // Everything else (64 or more query rows: ggml's tiled kernel; quantised
 // caches; the reference path) goes to ggml's own function, renamed in
 // ops.cpp by the CMake hook.
@@ -234,12 +236,12 @@ struct Row {
     int64_t i1, i2, i3;
 };
 
-// Online softmax of query row `r` over cells [ic0, ic1): leaves the
-// unnormalised sum of values in `vkq` (F32, DV), returns the running max
-// in `M` and the sum of weights in `S`. `v32` (DV floats) and `q16` (DK
-// halves) are scratch.
-void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int64_t ic1, float * vkq,
-                float * v32, ggml_fp16_t * q16, float & M, float & S) {
+// Online softmax of query row `r` over share `part` of `parts` of the
+// cells of [ic0, ic1) its mask leaves visible: leaves the unnormalised sum
+// of values in `vkq` (F32, DV), returns the running max in `M` and the sum
+// of weights in `S`. `v32` (DV floats) and `q16` (DK halves) are scratch.
+void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int64_t ic1, int64_t part,
+                int64_t parts, float * vkq, float * v32, ggml_fp16_t * q16, float & M, float & S) {
     const ggml_tensor * q = a.q;
     const ggml_tensor * k = a.k;
     const ggml_tensor * v = a.v;
@@ -285,9 +287,11 @@ void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int6
     float weight[BLOCK];
 
     visible.fill(mp, ic0, ic1);
-    const int64_t n_visible = (int64_t) visible.cells.size();
-    const int64_t * cells = visible.cells.data();
-    const float * bias = visible.bias.data();
+    const int64_t n_all = (int64_t) visible.cells.size();
+    const int64_t first = n_all * part / parts;
+    const int64_t n_visible = n_all * (part + 1) / parts - first;
+    const int64_t * cells = visible.cells.data() + first;
+    const float * bias = visible.bias.data() + first;
     for (int64_t b0 = 0; b0 < n_visible; b0 += BLOCK) {
         const int64_t b1 = std::min(b0 + BLOCK, n_visible);
         const int n = (int) (b1 - b0);
@@ -427,32 +431,27 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
             const Row r{i1, jr - i3 * neq1 * neq2 - i1 * neq2, i3};
             float M;
             float S;
-            attend_row(a, visible, r, 0, nek1, vkq, v32, q16, M, S);
+            attend_row(a, visible, r, 0, nek1, 0, 1, vkq, v32, q16, M, S);
             add_sink(a, r.i2, vkq, M, S);
             write_row(a, r, vkq, S);
         }
         return;
     }
 
-    // One query row: each thread takes a share of the cells for every head,
-    // then the partial results are merged per head (ggml's partials layout).
+    // One query row: each thread takes a share of the row's visible cells
+    // for every head (an equal share: in a stream holding several
+    // sequences a row's cells may all lie in one part of the cache, and a
+    // share of the cache's range left one thread idle), then the partial
+    // results are merged per head (ggml's partials layout).
     const int64_t n_heads = q->ne[2];
-    const int64_t chunk = (nek1 + nth - 1) / nth;
     const int64_t partial_size = 2 + a.DV;
     float * partials = (float *) params->wdata + nth * per_thread;
-    const int64_t ic0 = ith * chunk;
-    const int64_t ic1 = std::min(ic0 + chunk, nek1);
     for (int64_t h = 0; h < n_heads; ++h) {
         float * out = partials + (h * nth + ith) * partial_size;
-        if (ic0 >= nek1) {
-            out[0] = -INFINITY;
-            out[1] = 0.0f;
-            continue;
-        }
         float M;
         float S;
-        attend_row(a, visible, Row{0, h, 0}, ic0, ic1, out + 2, v32, q16, M, S);
-        if (ic0 == 0) {
+        attend_row(a, visible, Row{0, h, 0}, 0, nek1, ith, nth, out + 2, v32, q16, M, S);
+        if (ith == 0) {
             add_sink(a, h, out + 2, M, S);
         }
         out[0] = M;
@@ -464,9 +463,6 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         float S = 0.0f;
         std::memset(vkq, 0, a.DV * sizeof(float));
         for (int64_t t = 0; t < nth; ++t) {
-            if (t * chunk >= nek1) {
-                continue;
-            }
             const float * part = partials + (h * nth + t) * partial_size;
             if (part[1] == 0.0f) {
                 continue;
