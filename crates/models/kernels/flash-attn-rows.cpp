@@ -64,6 +64,9 @@ inline void store_f32(float * p, Lanes x) { _mm512_storeu_ps(p, x); }
 inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm512_fmadd_ps(a, b, c); }
 inline Lanes splat(float x) { return _mm512_set1_ps(x); }
 inline Lanes zero() { return _mm512_setzero_ps(); }
+inline Lanes mul(Lanes a, Lanes b) { return _mm512_mul_ps(a, b); }
+inline Lanes max(Lanes a, Lanes b) { return _mm512_max_ps(a, b); }
+inline float hmax(Lanes x) { return _mm512_reduce_max_ps(x); }
 #elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
 #define GB_ROWS_SIMD 1
 using Lanes = __m256;
@@ -74,6 +77,14 @@ inline void store_f32(float * p, Lanes x) { _mm256_storeu_ps(p, x); }
 inline Lanes fma(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
 inline Lanes splat(float x) { return _mm256_set1_ps(x); }
 inline Lanes zero() { return _mm256_setzero_ps(); }
+inline Lanes mul(Lanes a, Lanes b) { return _mm256_mul_ps(a, b); }
+inline Lanes max(Lanes a, Lanes b) { return _mm256_max_ps(a, b); }
+inline float hmax(Lanes x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
 #else
 #define GB_ROWS_SIMD 0
 #endif
@@ -313,7 +324,25 @@ void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int6
             }
         }
 #endif
-        for (int j = 0; j < n; ++j) {
+        int j0 = 0;
+#if GB_ROWS_SIMD
+        if (simd && a.softcap == 0.0f) {
+            // The block's scores a vector at a time: scale, then the mask's
+            // bias times the slope added in one multiply-add (as the scalar
+            // loop below compiles), and the block's maximum; the scalar
+            // loop's running maximum was a chain of dependent instructions.
+            const Lanes scale = splat(a.scale);
+            const Lanes sl = splat(slope);
+            Lanes mx = splat(-INFINITY);
+            for (; j0 + W <= n; j0 += W) {
+                const Lanes sv = fma(sl, load_f32(bias + b0 + j0), mul(load_f32(raw + j0), scale));
+                store_f32(score + j0, sv);
+                mx = max(mx, sv);
+            }
+            block_max = hmax(mx);
+        }
+#endif
+        for (int j = j0; j < n; ++j) {
             float s;
 #if GB_ROWS_SIMD
             if (simd) {
@@ -328,7 +357,11 @@ void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int6
             if (a.softcap != 0.0f) {
                 s = a.softcap * std::tanh(s);
             }
+#if defined(__FMA__) || defined(__AVX512F__)
+            s = std::fma(slope, bias[b0 + j], s);  // as the vector loop above
+#else
             s += slope * bias[b0 + j];
+#endif
             score[j] = s;
             block_max = std::max(block_max, s);
         }
