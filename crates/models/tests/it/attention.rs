@@ -12,17 +12,9 @@ use crate::common::models;
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn every_cpu_variant_carries_the_few_rows_attention_kernel() {
-    let libs = crate::common::cpu_variant_libs();
-    let unmarked: Vec<_> = libs
-        .iter()
-        .filter(|p| {
-            !glassbox_models::cpu::carries_mark(p, glassbox_models::cpu::FLASH_ATTN_ROWS_MARK)
-        })
-        .collect();
-    assert!(
-        unmarked.is_empty(),
-        "built without crates/models/kernels/flash-attn-rows.cpp: {unmarked:?} \
-         (rebuild llama.cpp: `cargo clean -p llama-cpp-sys-2`, then build)"
+    crate::common::assert_every_cpu_variant_carries(
+        glassbox_models::cpu::FLASH_ATTN_ROWS_MARK,
+        "flash-attn-rows.cpp",
     );
 }
 
@@ -137,6 +129,8 @@ fn few_row_attention_gives_the_answers_of_the_matrix_path() {
 mod against_a_reference {
     use llama_cpp_sys_2 as sys;
 
+    use crate::common::Rng;
+
     #[derive(Debug, Clone, Copy)]
     struct Case {
         dk: i64,
@@ -148,17 +142,6 @@ mod against_a_reference {
         max_bias: f32,
         softcap: f32,
         sinks: bool,
-    }
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
     }
 
     fn to_f16(values: &[f32]) -> (Vec<u16>, Vec<f32>) {
@@ -301,15 +284,15 @@ mod against_a_reference {
     }
 
     fn check(c: Case, seed: u64) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let q: Vec<f32> = (0..c.dk * c.rows * c.heads)
-            .map(|_| rng.next() * 2.0)
+            .map(|_| rng.signed() * 2.0)
             .collect();
         let k: Vec<f32> = (0..c.dk * c.cells * c.kv_heads)
-            .map(|_| rng.next())
+            .map(|_| rng.signed())
             .collect();
         let v: Vec<f32> = (0..c.dv * c.cells * c.kv_heads)
-            .map(|_| rng.next())
+            .map(|_| rng.signed())
             .collect();
         // Row r sees a prefix of the cells, with every seventh cell masked
         // out and a small bias on the rest (an ALiBi-style position).
@@ -323,7 +306,7 @@ mod against_a_reference {
                 }
             })
             .collect();
-        let sinks: Vec<f32> = (0..c.heads).map(|_| rng.next() * 3.0).collect();
+        let sinks: Vec<f32> = (0..c.heads).map(|_| rng.signed() * 3.0).collect();
         let (k16, k) = to_f16(&k);
         let (v16, v) = to_f16(&v);
         let (m16, mask) = to_f16(&mask);

@@ -72,6 +72,11 @@ impl Rng {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
 
+    /// Uniform in [-1, 1).
+    pub fn signed(&mut self) -> f32 {
+        self.uniform() * 2.0 - 1.0
+    }
+
     /// Standard normal (Box–Muller).
     pub fn normal(&mut self) -> f32 {
         let u1 = self.uniform().max(1e-7);
@@ -134,6 +139,23 @@ pub fn brute_force(vectors: &[Vec<f32>], query: &[f32], k: usize) -> Vec<usize> 
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     scored.into_iter().take(k).map(|(i, _)| i).collect()
+}
+
+/// Every CPU variant library of this build carries `mark`, which the
+/// kernel in `crates/models/kernels/{source}` leaves: a build of llama.cpp
+/// without the CMake hook (or a stale one) fails here rather than running
+/// ggml's slower kernel unnoticed.
+#[cfg(target_arch = "x86_64")]
+pub fn assert_every_cpu_variant_carries(mark: &[u8], source: &str) {
+    let unmarked: Vec<_> = cpu_variant_libs()
+        .into_iter()
+        .filter(|p| !glassbox_models::cpu::carries_mark(p, mark))
+        .collect();
+    assert!(
+        unmarked.is_empty(),
+        "built without crates/models/kernels/{source}: {unmarked:?} \
+         (rebuild llama.cpp: `cargo clean -p llama-cpp-sys-2`, then build)"
+    );
 }
 
 /// The CPU variant libraries of this build (`libggml-cpu-*.so` in

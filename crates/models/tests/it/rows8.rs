@@ -7,16 +7,9 @@
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn every_cpu_variant_carries_the_rows8_kernel() {
-    let unmarked: Vec<_> = crate::common::cpu_variant_libs()
-        .into_iter()
-        .filter(|p| {
-            !glassbox_models::cpu::carries_mark(p, glassbox_models::cpu::MUL_MAT_ROWS8_MARK)
-        })
-        .collect();
-    assert!(
-        unmarked.is_empty(),
-        "built without crates/models/kernels/mul-mat-rows8.cpp: {unmarked:?} \
-         (rebuild llama.cpp: `cargo clean -p llama-cpp-sys-2`, then build)"
+    crate::common::assert_every_cpu_variant_carries(
+        glassbox_models::cpu::MUL_MAT_ROWS8_MARK,
+        "mul-mat-rows8.cpp",
     );
 }
 
@@ -30,16 +23,7 @@ mod against_ggml {
     use glassbox_models::cpu::Feature;
     use llama_cpp_sys_2 as sys;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-    }
+    use crate::common::Rng;
 
     /// The loaded variant library's answer to "has this tensor a packed
     /// copy", i.e. did its products run on the kernel.
@@ -135,7 +119,7 @@ mod against_ggml {
     fn weights(ty: sys::ggml_type, rows: i64, k: i64, rng: &mut Rng) -> (Vec<u8>, Vec<f32>) {
         // Rows of different sizes and offsets, as real layers have.
         let w: Vec<f32> = (0..rows * k)
-            .map(|i| rng.next() * (1.0 + (i / k % 5) as f32) + 0.1 * (i / k % 3) as f32)
+            .map(|i| rng.signed() * (1.0 + (i / k % 5) as f32) + 0.1 * (i / k % 3) as f32)
             .collect();
         // SAFETY: `q` holds the row size of `ty` for `k` times `rows` bytes,
         // what ggml_quantize_chunk writes; `back` holds `rows * k` floats,
@@ -162,9 +146,9 @@ mod against_ggml {
     }
 
     fn check(ty: sys::ggml_type, rows: i64, k: i64, tokens: i64, seed: u64) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let (q, w) = weights(ty, rows, k, &mut rng);
-        let x: Vec<f32> = (0..tokens * k).map(|_| rng.next() * 3.0).collect();
+        let x: Vec<f32> = (0..tokens * k).map(|_| rng.signed() * 3.0).collect();
         // ggml's path first: the kernel keeps a packed copy per tensor, and
         // the next one may get the same addresses.
         let (theirs, ran_too) = ggml(ty, &q, rows, k, &x, tokens, false);
