@@ -130,6 +130,7 @@ mod against_a_reference {
     use llama_cpp_sys_2 as sys;
 
     use crate::common::Rng;
+    use crate::common::cpu_op::{self, Input};
 
     #[derive(Debug, Clone, Copy)]
     struct Case {
@@ -157,60 +158,54 @@ mod against_a_reference {
 
     /// ggml's result, [dv, heads, rows] (dv fastest).
     fn ggml(c: Case, q: &[f32], k: &[u16], v: &[u16], mask: &[u16], sinks: &[f32]) -> Vec<f32> {
-        // SAFETY: the tensors are created in `ctx` with the shapes the data
-        // was generated for, allocated in a CPU backend buffer before any
-        // data is set, and every object is freed once, after its last use.
-        unsafe {
-            let params = sys::ggml_init_params {
-                mem_size: sys::ggml_tensor_overhead() * 16 + sys::ggml_graph_overhead(),
-                mem_buffer: std::ptr::null_mut(),
-                no_alloc: true,
-            };
-            let ctx = sys::ggml_init(params);
-            assert!(!ctx.is_null());
-            let tq = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F32, c.dk, c.rows, c.heads, 1);
-            let tk = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.dk, c.cells, c.kv_heads, 1);
-            let tv = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.dv, c.cells, c.kv_heads, 1);
-            let tm = sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.cells, c.rows, 1, 1);
-            let scale = 1.0 / (c.dk as f32).sqrt();
-            let out = sys::ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, c.max_bias, c.softcap);
-            let ts = if c.sinks {
-                let ts = sys::ggml_new_tensor_1d(ctx, sys::GGML_TYPE_F32, c.heads);
-                sys::ggml_flash_attn_ext_add_sinks(out, ts);
-                Some(ts)
-            } else {
-                None
-            };
-            let graph = sys::ggml_new_graph(ctx);
-            sys::ggml_build_forward_expand(graph, out);
-            let backend =
-                sys::ggml_backend_init_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU, std::ptr::null());
-            assert!(!backend.is_null(), "no CPU backend");
-            let buffer = sys::ggml_backend_alloc_ctx_tensors(ctx, backend);
-            assert!(!buffer.is_null());
-            let set = |t: *mut sys::ggml_tensor, p: *const std::ffi::c_void, n: usize| {
-                assert_eq!(sys::ggml_nbytes(t), n);
-                sys::ggml_backend_tensor_set(t, p, 0, n);
-            };
-            set(tq, q.as_ptr().cast(), q.len() * 4);
-            set(tk, k.as_ptr().cast(), k.len() * 2);
-            set(tv, v.as_ptr().cast(), v.len() * 2);
-            set(tm, mask.as_ptr().cast(), mask.len() * 2);
-            if let Some(ts) = ts {
-                set(ts, sinks.as_ptr().cast(), sinks.len() * 4);
-            }
-            assert_eq!(
-                sys::ggml_backend_graph_compute(backend, graph),
-                sys::GGML_STATUS_SUCCESS
-            );
-            let mut result = vec![0f32; (c.dv * c.heads * c.rows) as usize];
-            assert_eq!(sys::ggml_nbytes(out), result.len() * 4);
-            sys::ggml_backend_tensor_get(out, result.as_mut_ptr().cast(), 0, result.len() * 4);
-            sys::ggml_backend_buffer_free(buffer);
-            sys::ggml_backend_free(backend);
-            sys::ggml_free(ctx);
-            result
-        }
+        // SAFETY: every tensor is made in the context `run` gives, with the
+        // shape its data was generated for.
+        let (result, ()) = unsafe {
+            cpu_op::run(
+                16,
+                false,
+                |ctx| {
+                    let tq =
+                        sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F32, c.dk, c.rows, c.heads, 1);
+                    let tk = sys::ggml_new_tensor_4d(
+                        ctx,
+                        sys::GGML_TYPE_F16,
+                        c.dk,
+                        c.cells,
+                        c.kv_heads,
+                        1,
+                    );
+                    let tv = sys::ggml_new_tensor_4d(
+                        ctx,
+                        sys::GGML_TYPE_F16,
+                        c.dv,
+                        c.cells,
+                        c.kv_heads,
+                        1,
+                    );
+                    let tm =
+                        sys::ggml_new_tensor_4d(ctx, sys::GGML_TYPE_F16, c.cells, c.rows, 1, 1);
+                    let scale = 1.0 / (c.dk as f32).sqrt();
+                    let out =
+                        sys::ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, c.max_bias, c.softcap);
+                    let mut inputs = vec![
+                        Input::new(tq, q),
+                        Input::new(tk, k),
+                        Input::new(tv, v),
+                        Input::new(tm, mask),
+                    ];
+                    if c.sinks {
+                        let ts = sys::ggml_new_tensor_1d(ctx, sys::GGML_TYPE_F32, c.heads);
+                        sys::ggml_flash_attn_ext_add_sinks(out, ts);
+                        inputs.push(Input::new(ts, sinks));
+                    }
+                    (out, inputs)
+                },
+                |_| (),
+            )
+        };
+        assert_eq!(result.len(), (c.dv * c.heads * c.rows) as usize);
+        result
     }
 
     /// The same attention in f64, from the F16-rounded keys and values.

@@ -175,3 +175,84 @@ pub fn cpu_variant_libs() -> Vec<PathBuf> {
     assert!(libs.len() >= 10, "CPU variants in {dir}: {libs:?}");
     libs
 }
+
+/// One ggml operation computed on the CPU backend (whichever variant this
+/// process loaded), for the tests that hold a kernel against a reference.
+#[allow(unsafe_code)]
+pub mod cpu_op {
+    use llama_cpp_sys_2 as sys;
+
+    /// A tensor of the operation and the bytes put in it before computing.
+    pub struct Input {
+        pub tensor: *mut sys::ggml_tensor,
+        pub data: *const std::ffi::c_void,
+        pub bytes: usize,
+    }
+
+    impl Input {
+        pub fn new<T>(tensor: *mut sys::ggml_tensor, data: &[T]) -> Self {
+            Input {
+                tensor,
+                data: data.as_ptr().cast(),
+                bytes: std::mem::size_of_val(data),
+            }
+        }
+    }
+
+    /// Makes a context for `tensors` tensors, lets `build` create the
+    /// operation in it (its output and its inputs), allocates them in one
+    /// CPU backend buffer (marked as holding a model's weights where
+    /// `weights`), sets the inputs, computes, and returns the output's F32
+    /// values and what `inspect` says of the inputs before all is freed.
+    ///
+    /// # Safety
+    ///
+    /// `build` creates its tensors in the context it is given, and each
+    /// input's `data` holds `bytes` readable bytes until this returns.
+    pub unsafe fn run<R>(
+        tensors: usize,
+        weights: bool,
+        build: impl FnOnce(*mut sys::ggml_context) -> (*mut sys::ggml_tensor, Vec<Input>),
+        inspect: impl FnOnce(&[Input]) -> R,
+    ) -> (Vec<f32>, R) {
+        // SAFETY: the tensors are created in `ctx` by `build`, allocated in a
+        // CPU backend buffer before any data is set (each input's size
+        // checked against its bytes), and every object is freed once,
+        // after its last use.
+        unsafe {
+            let params = sys::ggml_init_params {
+                mem_size: sys::ggml_tensor_overhead() * tensors + sys::ggml_graph_overhead(),
+                mem_buffer: std::ptr::null_mut(),
+                no_alloc: true,
+            };
+            let ctx = sys::ggml_init(params);
+            assert!(!ctx.is_null());
+            let (out, inputs) = build(ctx);
+            let graph = sys::ggml_new_graph(ctx);
+            sys::ggml_build_forward_expand(graph, out);
+            let backend =
+                sys::ggml_backend_init_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU, std::ptr::null());
+            assert!(!backend.is_null(), "no CPU backend");
+            let buffer = sys::ggml_backend_alloc_ctx_tensors(ctx, backend);
+            assert!(!buffer.is_null());
+            if weights {
+                sys::ggml_backend_buffer_set_usage(buffer, sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+            }
+            for input in &inputs {
+                assert_eq!(sys::ggml_nbytes(input.tensor), input.bytes);
+                sys::ggml_backend_tensor_set(input.tensor, input.data, 0, input.bytes);
+            }
+            assert_eq!(
+                sys::ggml_backend_graph_compute(backend, graph),
+                sys::GGML_STATUS_SUCCESS
+            );
+            let mut result = vec![0f32; sys::ggml_nbytes(out) / 4];
+            sys::ggml_backend_tensor_get(out, result.as_mut_ptr().cast(), 0, result.len() * 4);
+            let said = inspect(&inputs);
+            sys::ggml_backend_buffer_free(buffer);
+            sys::ggml_backend_free(backend);
+            sys::ggml_free(ctx);
+            (result, said)
+        }
+    }
+}

@@ -24,6 +24,7 @@ mod against_ggml {
     use llama_cpp_sys_2 as sys;
 
     use crate::common::Rng;
+    use crate::common::cpu_op::{self, Input};
 
     /// The loaded variant library's answer to "has this tensor a packed
     /// copy", i.e. did its products run on the kernel.
@@ -71,47 +72,23 @@ mod against_ggml {
         tokens: i64,
         weights: bool,
     ) -> (Vec<f32>, bool) {
-        // SAFETY: the tensors are created in `ctx` with the shapes the data
-        // was made for, allocated in a CPU backend buffer before any data
-        // is set, and every object is freed once, after its last use.
-        unsafe {
-            let params = sys::ggml_init_params {
-                mem_size: sys::ggml_tensor_overhead() * 8 + sys::ggml_graph_overhead(),
-                mem_buffer: std::ptr::null_mut(),
-                no_alloc: true,
-            };
-            let ctx = sys::ggml_init(params);
-            assert!(!ctx.is_null());
-            let tw = sys::ggml_new_tensor_2d(ctx, ty, k, rows);
-            let tx = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, k, tokens);
-            let out = sys::ggml_mul_mat(ctx, tw, tx);
-            let graph = sys::ggml_new_graph(ctx);
-            sys::ggml_build_forward_expand(graph, out);
-            let backend =
-                sys::ggml_backend_init_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU, std::ptr::null());
-            assert!(!backend.is_null(), "no CPU backend");
-            let buffer = sys::ggml_backend_alloc_ctx_tensors(ctx, backend);
-            assert!(!buffer.is_null());
-            if weights {
-                sys::ggml_backend_buffer_set_usage(buffer, sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-            }
-            assert_eq!(sys::ggml_nbytes(tw), q.len());
-            sys::ggml_backend_tensor_set(tw, q.as_ptr().cast(), 0, q.len());
-            assert_eq!(sys::ggml_nbytes(tx), x.len() * 4);
-            sys::ggml_backend_tensor_set(tx, x.as_ptr().cast(), 0, x.len() * 4);
-            assert_eq!(
-                sys::ggml_backend_graph_compute(backend, graph),
-                sys::GGML_STATUS_SUCCESS
-            );
-            let mut result = vec![0f32; (rows * tokens) as usize];
-            assert_eq!(sys::ggml_nbytes(out), result.len() * 4);
-            sys::ggml_backend_tensor_get(out, result.as_mut_ptr().cast(), 0, result.len() * 4);
-            let packed = packed_query()(tw) != 0;
-            sys::ggml_backend_buffer_free(buffer);
-            sys::ggml_backend_free(backend);
-            sys::ggml_free(ctx);
-            (result, packed)
-        }
+        // SAFETY: both tensors are made in the context `run` gives, with
+        // the shapes their data was made for.
+        let (result, packed) = unsafe {
+            cpu_op::run(
+                8,
+                weights,
+                |ctx| {
+                    let tw = sys::ggml_new_tensor_2d(ctx, ty, k, rows);
+                    let tx = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, k, tokens);
+                    let out = sys::ggml_mul_mat(ctx, tw, tx);
+                    (out, vec![Input::new(tw, q), Input::new(tx, x)])
+                },
+                |inputs| packed_query()(inputs[0].tensor) != 0,
+            )
+        };
+        assert_eq!(result.len(), (rows * tokens) as usize);
+        (result, packed)
     }
 
     /// Random weights of type `ty` (ggml's quantiser) and the values they
