@@ -17,10 +17,22 @@ impl Estimator {
     }
 
     /// (prefill, decode) factors for a scenario.
+    /// The decode factor's efficiency is scaled by the share of its BF16
+    /// read rate that the engine's quantised kernels reach
+    /// ([`crate::Engine::quantised_read_share`]; not for the baseline).
     pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
+        let mut decode = self.factors.lookup(s.hw.class, s.engine, Phase::Decode);
+        let share = s.engine.quantised_read_share(&s.quant, s.hw.class.is_gpu());
+        if share < 1.0 && !self.factors.is_baseline() {
+            decode.factor.efficiency *= share;
+            decode.level = format!(
+                "{} × {share:.2} ({}'s {} weight reads, its own figure)",
+                decode.level, s.engine, s.quant.name
+            );
+        }
         (
             self.factors.lookup(s.hw.class, s.engine, Phase::Prefill),
-            self.factors.lookup(s.hw.class, s.engine, Phase::Decode),
+            decode,
         )
     }
 

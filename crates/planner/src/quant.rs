@@ -92,6 +92,9 @@ impl Quant {
             "mx_fp4" => "mxfp4",
             other => other,
         };
+        if let Some(q) = Self::exl2(canonical) {
+            return q;
+        }
         TABLE
             .iter()
             .find(|(n, _, _)| *n == canonical)
@@ -106,6 +109,31 @@ impl Quant {
                 value: name.to_string(),
                 suggestion: did_you_mean(&lower, TABLE.iter().map(|(n, _, _)| *n)),
             })
+    }
+
+    /// ExLlamaV2's EXL2 (`exl2-4.65`, `EXL2_4.65bpw`): a file is converted
+    /// to a target average of bits per weight (`convert.py -b`), mixing bit
+    /// widths per layer, and is named by it; the name's figure is the
+    /// format's. Weight-only, widened to FP16 for the matmul. `None` when
+    /// the name is not EXL2; an EXL2 name without a figure in 2–8 is an error.
+    fn exl2(canonical: &str) -> Option<Result<Self, PlannerError>> {
+        let rest = canonical.strip_prefix("exl2")?;
+        let figure = rest.trim_start_matches('_').trim_end_matches("bpw");
+        Some(match figure.parse::<f64>() {
+            Ok(bits) if (2.0..=8.0).contains(&bits) => Ok(Self {
+                name: format!("exl2-{figure}"),
+                bits_per_weight: bits,
+                compute: ComputeDtype::Fp16,
+                experts_only: false,
+            }),
+            _ => Err(PlannerError::invalid(
+                "quantisation",
+                format!(
+                    "`{canonical}` is EXL2 without its bits per weight in 2-8; \
+                     name it as the file is, e.g. `exl2-4.65`"
+                ),
+            )),
+        })
     }
 
     /// A format measured from a file (GGUF), computing at FP16 unless it is F32.
@@ -154,6 +182,18 @@ mod tests {
         assert_eq!(q.compute, ComputeDtype::Fp4);
         assert_eq!(Quant::parse("fp4").unwrap().name, "nvfp4");
         assert_eq!(Quant::parse("mxfp4").unwrap().bits_per_weight, 4.25);
+    }
+
+    #[test]
+    fn exl2_takes_its_bits_per_weight_from_its_name() {
+        let q = Quant::parse("EXL2-4.65bpw").unwrap();
+        assert_eq!((q.name.as_str(), q.bits_per_weight), ("exl2-4.65", 4.65));
+        assert_eq!(q.compute, ComputeDtype::Fp16);
+        assert_eq!(Quant::parse("exl2_6.0").unwrap().bits_per_weight, 6.0);
+        for bad in ["exl2", "exl2-12", "exl2-fast"] {
+            let e = Quant::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("exl2-4.65"), "{bad}: {e}");
+        }
     }
 
     #[test]

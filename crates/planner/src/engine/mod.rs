@@ -315,6 +315,26 @@ impl Engine {
         }
     }
 
+    /// The share of its BF16 read rate that the engine's weight-only
+    /// quantised matvec reaches on a GPU (1 where nothing is known). gpt-fast
+    /// documents it: its README's benchmark table (Llama-2-7B at batch 1 on
+    /// one A100 80GB) gives 1,397 GB/s for BF16, 1,069 for its int8
+    /// weight-only path (0.77) and 863 for int4 with groups of 32 (0.62);
+    /// its int8 mode is weight-only (`quantize.py --mode int8`,
+    /// `WeightOnlyInt8Linear`), dequantised inside the compiled matmul.
+    /// Applied to the decode step's reads ([`crate::Estimator::factors_for`]).
+    /// Formats computing in FP8 or FP4 are not gpt-fast's weight-only paths.
+    pub fn quantised_read_share(self, quant: &crate::quant::Quant, gpu: bool) -> f64 {
+        use crate::quant::ComputeDtype;
+        let weight_only = matches!(quant.compute, ComputeDtype::Fp16 | ComputeDtype::Int8);
+        let bits = quant.bits_per_weight;
+        match self {
+            Self::GptFast if gpu && weight_only && bits <= 5.0 => 863.0 / 1397.0,
+            Self::GptFast if gpu && weight_only && bits <= 8.0 => 1069.0 / 1397.0,
+            _ => 1.0,
+        }
+    }
+
     /// What the engine does with several GPUs for one replica when the user
     /// gives only their number, from its docs:
     /// - llama.cpp splits layers (`--split-mode layer`, the default since
@@ -466,5 +486,18 @@ mod tests {
         assert_eq!(Engine::Ollama.multi_gpu_default(), MultiGpu::OneThenLayer);
         assert!(!Engine::LlamaCpp.pipelines_micro_batches());
         assert!(Engine::Vllm.pipelines_micro_batches());
+    }
+
+    #[test]
+    fn gpt_fast_reads_quantised_weights_at_its_readmes_share_of_bf16() {
+        let q = |name| crate::quant::Quant::parse(name).unwrap();
+        let int8 = Engine::GptFast.quantised_read_share(&q("int8"), true);
+        let int4 = Engine::GptFast.quantised_read_share(&q("int4"), true);
+        assert!((int8 - 0.765).abs() < 0.01 && (int4 - 0.618).abs() < 0.01);
+        for other in ["bf16", "fp8", "nvfp4"] {
+            assert_eq!(Engine::GptFast.quantised_read_share(&q(other), true), 1.0);
+        }
+        assert_eq!(Engine::GptFast.quantised_read_share(&q("int8"), false), 1.0);
+        assert_eq!(Engine::Vllm.quantised_read_share(&q("int4"), true), 1.0);
     }
 }

@@ -68,7 +68,7 @@ pub struct PlanArgs {
     /// (`"NVIDIA A100-SXM4-80GB"`).
     #[arg(long)]
     pub gpu: Option<String>,
-    /// Weight format: fp16, bf16, fp8, int8, int4, q4_0, q4_k_m, q8_0, ... (default: the file's, else the model's published format (gpt-oss: mxfp4, DeepSeek-V3: fp8, a config.json's quantization_config), else fp16).
+    /// Weight format: fp16, bf16, fp8, int8, int4, q4_0, q4_k_m, q8_0, exl2-4.65, ... (default: the file's, else the model's published format (gpt-oss: mxfp4, DeepSeek-V3: fp8, a config.json's quantization_config), else fp16).
     #[arg(long)]
     pub quant: Option<String>,
     /// KV-cache dtype: fp16 or fp8.
