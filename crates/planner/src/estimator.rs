@@ -3,6 +3,7 @@
 //! capacity. What batching builds on and the full estimate sums up.
 
 use crate::efficiency::{EfficiencyTable, Phase, Resolved};
+use crate::hardware::HardwareClass;
 use crate::roofline::{Scenario, decode_terms, decode_time, prefill_terms, prefill_time};
 
 /// Computes estimates with one efficiency table.
@@ -22,7 +23,8 @@ impl Estimator {
     /// ([`crate::Engine::quantised_read_share`]; not for the baseline).
     pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
         let mut decode = self.factors.lookup(s.hw.class, s.engine, Phase::Decode);
-        let share = s.engine.quantised_read_share(&s.quant, s.hw.class.is_gpu());
+        let datacenter = s.hw.class == HardwareClass::Datacenter;
+        let share = s.engine.quantised_read_share(&s.quant, datacenter);
         if share < 1.0 && !self.factors.is_baseline() {
             decode.factor.efficiency *= share;
             decode.level = format!(

@@ -322,15 +322,18 @@ impl Engine {
     /// weight-only path (0.77) and 863 for int4 with groups of 32 (0.62);
     /// its int8 mode is weight-only (`quantize.py --mode int8`,
     /// `WeightOnlyInt8Linear`), dequantised inside the compiled matmul.
-    /// Applied to the decode step's reads ([`crate::Estimator::factors_for`]).
+    /// Applied to the decode step's reads ([`crate::Estimator::factors_for`])
+    /// on datacenter GPUs, the HBM cards the figures come from (the README's
+    /// MI250X rows agree: int8 0.68); on a consumer card's GDDR a plain
+    /// matvec reaches most of the bandwidth, so no share is taken there.
     /// Formats computing in FP8 or FP4 are not gpt-fast's weight-only paths.
-    pub fn quantised_read_share(self, quant: &crate::quant::Quant, gpu: bool) -> f64 {
+    pub fn quantised_read_share(self, quant: &crate::quant::Quant, datacenter: bool) -> f64 {
         use crate::quant::ComputeDtype;
         let weight_only = matches!(quant.compute, ComputeDtype::Fp16 | ComputeDtype::Int8);
         let bits = quant.bits_per_weight;
         match self {
-            Self::GptFast if gpu && weight_only && bits <= 5.0 => 863.0 / 1397.0,
-            Self::GptFast if gpu && weight_only && bits <= 8.0 => 1069.0 / 1397.0,
+            Self::GptFast if datacenter && weight_only && bits <= 5.0 => 863.0 / 1397.0,
+            Self::GptFast if datacenter && weight_only && bits <= 8.0 => 1069.0 / 1397.0,
             _ => 1.0,
         }
     }
