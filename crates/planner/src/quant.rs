@@ -92,7 +92,7 @@ impl Quant {
             "mx_fp4" => "mxfp4",
             other => other,
         };
-        if let Some(q) = Self::exl2(canonical) {
+        if let Some(q) = Self::exl2(canonical, name.trim()) {
             return q;
         }
         TABLE
@@ -116,7 +116,7 @@ impl Quant {
     /// widths per layer, and is named by it; the name's figure is the
     /// format's. Weight-only, widened to FP16 for the matmul. `None` when
     /// the name is not EXL2; an EXL2 name without a figure in 2–8 is an error.
-    fn exl2(canonical: &str) -> Option<Result<Self, PlannerError>> {
+    fn exl2(canonical: &str, given: &str) -> Option<Result<Self, PlannerError>> {
         let rest = canonical.strip_prefix("exl2")?;
         let figure = rest.trim_start_matches('_').trim_end_matches("bpw");
         Some(match figure.parse::<f64>() {
@@ -129,7 +129,7 @@ impl Quant {
             _ => Err(PlannerError::invalid(
                 "quantisation",
                 format!(
-                    "`{canonical}` is EXL2 without its bits per weight in 2-8; \
+                    "`{given}` is EXL2 without its bits per weight in 2-8; \
                      name it as the file is, e.g. `exl2-4.65`"
                 ),
             )),
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(Quant::parse("exl2_6.0").unwrap().bits_per_weight, 6.0);
         for bad in ["exl2", "exl2-12", "exl2-fast"] {
             let e = Quant::parse(bad).unwrap_err().to_string();
-            assert!(e.contains("exl2-4.65"), "{bad}: {e}");
+            assert!(e.contains("exl2-4.65") && e.contains(bad), "{bad}: {e}");
         }
     }
 
