@@ -174,7 +174,7 @@ impl Estimator {
             format!(
                 "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms",
                 num(pt.flops),
-                num(s.hw.peak_tflops(s.quant.compute)),
+                num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
                 num((pt.memory_s - pt.kv_memory_s) * s.hw.bandwidth_gbps),
                 num(s.hw.bandwidth_gbps),
@@ -228,7 +228,7 @@ impl Estimator {
                 num(dt.kv_memory_s * s.hw.bandwidth_gbps),
                 num(s.hw.bandwidth_gbps),
                 num(d.efficiency),
-                num(s.hw.peak_tflops(s.quant.compute)),
+                num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
                 num((bt.overhead_s + bt.comm_s) * 1e3),
                 num(running),

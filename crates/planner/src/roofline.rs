@@ -141,7 +141,12 @@ impl Scenario<'_> {
     }
 
     pub(crate) fn peak_flops(&self) -> f64 {
-        self.rate_tflops(self.quant.compute) * 1e12
+        self.rate_tflops(self.weight_compute()) * 1e12
+    }
+
+    /// The rate the weight matmuls compute at ([`Engine::weight_compute`]).
+    pub fn weight_compute(&self) -> ComputeDtype {
+        self.engine.weight_compute(&self.quant)
     }
 
     /// The device's rate for `dtype` as this engine's kernels see it

@@ -333,7 +333,7 @@ pub fn size(est: &Estimator, s: &Scenario, w: &Workload) -> Result<Sizing, Plann
     // Seed 001: FLOPs from output tokens; cards at 40% of the datasheet peak.
     let params = s.model.active_params_b() * 1e9;
     let flops_day = 2.0 * params * w.requests_per_day * w.output_tokens as f64;
-    let peak = s.hw.datasheet_tflops(s.quant.compute) * 1e12;
+    let peak = s.hw.datasheet_tflops(s.weight_compute()) * 1e12;
     let gpus_by_flops = flops_day / (peak * 0.4 * SECONDS_PER_DAY);
     // Seed 000: (effective TOPS × utilisation) / (params × gen × 2 / latency).
     let latency_s = w.sla.e2e_ms.map_or(3.0, |ms| ms / 1e3);

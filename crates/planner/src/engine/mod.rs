@@ -338,6 +338,20 @@ impl Engine {
         }
     }
 
+    /// The rate a scenario's weight matmuls compute at: the format's, except
+    /// where the engine's int8 mode is weight-only. gpt-fast's is
+    /// (`quantize.py --mode int8`, "Int8 Weight-Only Quantization" in its
+    /// README): int8 weights are widened and multiplied with BF16
+    /// activations, so it computes at the 16-bit rate, where `int8` is
+    /// W8A8 (INT8 tensor cores) for the engines that run it.
+    pub fn weight_compute(self, quant: &crate::quant::Quant) -> crate::quant::ComputeDtype {
+        use crate::quant::ComputeDtype;
+        match (self, quant.compute) {
+            (Self::GptFast, ComputeDtype::Int8) => ComputeDtype::Fp16,
+            (_, dtype) => dtype,
+        }
+    }
+
     /// What the engine does with several GPUs for one replica when the user
     /// gives only their number, from its docs:
     /// - llama.cpp splits layers (`--split-mode layer`, the default since
@@ -502,5 +516,13 @@ mod tests {
         }
         assert_eq!(Engine::GptFast.quantised_read_share(&q("int8"), false), 1.0);
         assert_eq!(Engine::Vllm.quantised_read_share(&q("int4"), true), 1.0);
+        // Its int8 is weight-only: BF16 matmuls; vLLM's int8 is W8A8.
+        use crate::quant::ComputeDtype;
+        assert_eq!(
+            Engine::GptFast.weight_compute(&q("int8")),
+            ComputeDtype::Fp16
+        );
+        assert_eq!(Engine::Vllm.weight_compute(&q("int8")), ComputeDtype::Int8);
+        assert_eq!(Engine::GptFast.weight_compute(&q("fp8")), ComputeDtype::Fp8);
     }
 }
