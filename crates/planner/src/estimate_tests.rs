@@ -455,3 +455,43 @@ fn the_step_formulas_name_block_fp8_floors_where_they_apply() {
     assert_eq!(names("deepseek-v3"), [true, true]);
     assert_eq!(names("llama-3.1-70b"), [false, false]);
 }
+
+#[test]
+fn gpt_fast_int8_on_an_a100_reads_at_its_share_and_the_baseline_does_not() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("a100-sxm-80gb");
+    let stream = |quant: &str, engine: Engine| Scenario {
+        model: models.get("llama-2-7b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse(quant).unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 1,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 5,
+        gen_tokens: 200,
+        context: 205,
+        memory_headroom: 0.2,
+    };
+    let shipped = Estimator::new(EfficiencyTable::defaults().unwrap());
+    let eta = |est: &Estimator, s: &Scenario| est.factors_for(s).1.factor.efficiency;
+    let (int8, bf16) = (
+        stream("int8", Engine::GptFast),
+        stream("bf16", Engine::GptFast),
+    );
+    let ratio = eta(&shipped, &int8) / eta(&shipped, &bf16);
+    assert!((ratio - 1069.0 / 1397.0).abs() < 1e-9, "{ratio}");
+    assert!(shipped.factors_for(&int8).1.level.contains("× 0.77"));
+    // Half the bytes at 0.77 of the rate: faster than BF16, by less than 2×.
+    let speedup = shipped.tpot_s(&bf16, 1.0, 100.0) / shipped.tpot_s(&int8, 1.0, 100.0);
+    assert!(speedup > 1.3 && speedup < 1.8, "{speedup}");
+    // Another engine's int8, and the constant-efficiency baseline, are untouched.
+    let vllm = stream("int8", Engine::Vllm);
+    assert_eq!(
+        eta(&shipped, &vllm),
+        eta(&shipped, &stream("bf16", Engine::Vllm))
+    );
+    let baseline = Estimator::new(EfficiencyTable::baseline());
+    assert_eq!(eta(&baseline, &int8), eta(&baseline, &bf16));
+}
