@@ -83,6 +83,10 @@ pub struct Range {
     /// ([`crate::sealed::Blind`]): sources nobody had looked at, so the
     /// honest figure for a setup the fit has no rows of.
     pub blind: Option<Blind>,
+    /// The same over the sealed files holding rows of the plan's engine
+    /// family, where there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blind_engine: Option<Blind>,
 }
 
 fn every_engine() -> String {
@@ -258,6 +262,7 @@ impl AccuracyTable {
             high: predicted * band.ratio_p90,
             band,
             blind: None,
+            blind_engine: None,
         })
     }
 
@@ -280,6 +285,7 @@ impl AccuracyTable {
             .filter_map(|(m, v)| self.range(m, &e.gpu, class, &e.engine, v))
             .map(|r| Range {
                 blind: sealed.blind(&r.metric),
+                blind_engine: sealed.blind_for(&r.metric, &family(&e.engine)),
                 ..r
             })
             .collect()

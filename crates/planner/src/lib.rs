@@ -61,6 +61,7 @@ pub mod quant;
 pub mod request;
 pub mod roofline;
 pub mod sealed;
+pub mod sealed_files;
 pub mod sim;
 pub mod validate;
 pub mod weights;

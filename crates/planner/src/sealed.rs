@@ -214,6 +214,10 @@ pub struct Blind {
     /// The row-weighted median of the files' first scores, percent: the
     /// first score a row of this metric most typically came with.
     pub typical_pct: f64,
+    /// The engine family the files were chosen for (they hold rows of it),
+    /// `None` for every file ([`SealedLog::blind_for`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl SealedLog {
@@ -225,9 +229,28 @@ impl SealedLog {
     /// The first scores of `metric` (a metric name or `overall`) over every
     /// file with rows of it; `None` when no file has one.
     pub fn blind(&self, metric: &str) -> Option<Blind> {
+        self.blind_over(metric, None)
+    }
+
+    /// The same over the files holding rows of `metric` from engine family
+    /// `family` ([`crate::sealed_files::engines_of`]): the blind figure
+    /// nearest a plan's own engine. A file's first score covers all its
+    /// rows of the metric, its other engines' too. `None` when no shipped
+    /// file has such rows.
+    pub fn blind_for(&self, metric: &str, family: &str) -> Option<Blind> {
+        self.blind_over(metric, Some(family))
+    }
+
+    fn blind_over(&self, metric: &str, family: Option<&str>) -> Option<Blind> {
+        let holds = |f: &FirstScore| {
+            family.is_none_or(|fam| {
+                crate::sealed_files::engines_of(&f.file).contains(&(metric.into(), fam.into()))
+            })
+        };
         let mut scores: Vec<(f64, usize)> = self
             .score
             .iter()
+            .filter(|f| holds(f))
             .flat_map(|f| f.metric.iter())
             .filter(|m| m.name == metric && m.rows > 0 && m.planner_pct.is_finite())
             .map(|m| (m.planner_pct, m.rows))
@@ -252,6 +275,7 @@ impl SealedLog {
             lowest_pct: scores[0].0,
             highest_pct: scores[scores.len() - 1].0,
             typical_pct: typical,
+            engine: family.map(str::to_string),
         })
     }
 }

@@ -409,6 +409,17 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
             pct("lowest_pct") <= pct("typical_pct") && pct("typical_pct") <= pct("highest_pct"),
             "{r}"
         );
+        // Sealed files hold vLLM's batched rows (none of its prompt or TTFT
+        // rows): for that figure the blind figure of those files is given
+        // too, over no more files than every file's.
+        let own = &r["blind_engine"];
+        if r["metric"] == "serving_tok_s" {
+            assert_eq!(own["engine"], "vllm", "{r}");
+            let files = own["files"].as_u64().unwrap();
+            assert!(files >= 1 && files <= b["files"].as_u64().unwrap(), "{r}");
+        } else {
+            assert!(own.is_null(), "{r}");
+        }
     }
 
     let text = glassbox(&args, None);

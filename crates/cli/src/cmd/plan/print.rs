@@ -87,12 +87,7 @@ fn print_accuracy(plan: &Plan) {
                     if b.sources == 1 { "" } else { "s" }
                 ),
                 scope,
-                r.blind.as_ref().map_or("–".to_string(), |s| {
-                    format!(
-                        "{:.0}% ({:.0}–{:.0}% over {} files, {} rows)",
-                        s.typical_pct, s.lowest_pct, s.highest_pct, s.files, s.rows
-                    )
-                }),
+                blind_cell(r),
             ]
         })
         .collect();
@@ -301,4 +296,26 @@ pub fn print_compare(plans: &[Plan], format: OutputFormat) -> anyhow::Result<Exi
         rows,
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The blind column: the first scores of the sealed files that hold rows of
+/// the plan's engine where there are any, then those of every file.
+fn blind_cell(r: &glassbox_planner::accuracy::Range) -> String {
+    let all = r.blind.as_ref().map(|s| {
+        format!(
+            "{:.0}–{:.0}% over {} files, {} rows",
+            s.lowest_pct, s.highest_pct, s.files, s.rows
+        )
+    });
+    match (&r.blind_engine, &r.blind, all) {
+        (Some(own), _, Some(all)) => format!(
+            "{:.0}% on the {} file{} with {} rows ({all})",
+            own.typical_pct,
+            own.files,
+            if own.files == 1 { "" } else { "s" },
+            own.engine.as_deref().unwrap_or("its engine's"),
+        ),
+        (None, Some(s), Some(all)) => format!("{:.0}% ({all})", s.typical_pct),
+        _ => "–".to_string(),
+    }
 }

@@ -1,0 +1,180 @@
+//! The sealed holdout files shipped with the planner (`data/sealed/*.csv`,
+//! [`crate::sealed`]) and the engine families each has rows of, so that a
+//! plan can put beside its band the first scores of the sealed files that
+//! hold its own engine ([`crate::sealed::SealedLog::blind_for`]).
+//!
+//! A new sealed file is added to [`FILES`] when it is committed; the test
+//! `every_sealed_file_is_listed` fails until it is.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::measurements::parse_csv;
+
+/// (file name, contents) of every sealed file.
+const FILES: &[(&str, &str)] = &[
+    (
+        "2026-12-03-gpt-fast-lmdeploy.csv",
+        include_str!("../data/sealed/2026-12-03-gpt-fast-lmdeploy.csv"),
+    ),
+    (
+        "2026-12-03-jan-trtllm-llamacpp.csv",
+        include_str!("../data/sealed/2026-12-03-jan-trtllm-llamacpp.csv"),
+    ),
+    (
+        "2026-12-03-premai-nim-llmbench.csv",
+        include_str!("../data/sealed/2026-12-03-premai-nim-llmbench.csv"),
+    ),
+    (
+        "2026-12-04-autoawq-torchao.csv",
+        include_str!("../data/sealed/2026-12-04-autoawq-torchao.csv"),
+    ),
+    (
+        "2026-12-04-hf-eager-mlc-tp.csv",
+        include_str!("../data/sealed/2026-12-04-hf-eager-mlc-tp.csv"),
+    ),
+    (
+        "2026-12-04-llamabench-community.csv",
+        include_str!("../data/sealed/2026-12-04-llamabench-community.csv"),
+    ),
+    (
+        "2026-12-04-mi300x-vllm-oci-amd.csv",
+        include_str!("../data/sealed/2026-12-04-mi300x-vllm-oci-amd.csv"),
+    ),
+    (
+        "2026-12-04-nemo-trtllm-llama2.csv",
+        include_str!("../data/sealed/2026-12-04-nemo-trtllm-llama2.csv"),
+    ),
+    (
+        "2026-12-04-rocm-vllm-dev-docker.csv",
+        include_str!("../data/sealed/2026-12-04-rocm-vllm-dev-docker.csv"),
+    ),
+    (
+        "2026-12-04-vllm-ci-latency.csv",
+        include_str!("../data/sealed/2026-12-04-vllm-ci-latency.csv"),
+    ),
+    (
+        "2026-12-05-dstack-mi300x-h100-h200.csv",
+        include_str!("../data/sealed/2026-12-05-dstack-mi300x-h100-h200.csv"),
+    ),
+    (
+        "2026-12-05-gemma3-llama4-gptoss20b.csv",
+        include_str!("../data/sealed/2026-12-05-gemma3-llama4-gptoss20b.csv"),
+    ),
+    (
+        "2026-12-05-gpt-oss-gemma3-llama4.csv",
+        include_str!("../data/sealed/2026-12-05-gpt-oss-gemma3-llama4.csv"),
+    ),
+    (
+        "2026-12-05-inferencex-dsr1-h200.csv",
+        include_str!("../data/sealed/2026-12-05-inferencex-dsr1-h200.csv"),
+    ),
+    (
+        "2026-12-05-inferencex-gptoss-run-rest.csv",
+        include_str!("../data/sealed/2026-12-05-inferencex-gptoss-run-rest.csv"),
+    ),
+    (
+        "2026-12-05-moe-small-batch.csv",
+        include_str!("../data/sealed/2026-12-05-moe-small-batch.csv"),
+    ),
+    (
+        "2026-12-05-moe-vllm-sglang.csv",
+        include_str!("../data/sealed/2026-12-05-moe-vllm-sglang.csv"),
+    ),
+    (
+        "2026-12-05-vllm-prs-tp.csv",
+        include_str!("../data/sealed/2026-12-05-vllm-prs-tp.csv"),
+    ),
+    (
+        "2026-12-06-exllamav2-ollama.csv",
+        include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
+    ),
+    (
+        "2026-12-06-torchao-gptfast-unseen.csv",
+        include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
+    ),
+];
+
+/// The (metric, engine family) pairs of the sealed file named `file` (a
+/// path or a bare name; only its last component counts). Empty for a file
+/// not shipped, or one that does not parse.
+pub fn engines_of(file: &str) -> BTreeSet<(String, String)> {
+    let name = Path::new(file)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(file);
+    FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(n, text)| parse_csv(text, n).ok())
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    (
+                        r.metric.as_str().to_string(),
+                        r.engine.family().as_str().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sealed_file_is_listed() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sealed");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".csv"))
+            .collect();
+        on_disk.sort();
+        let listed: Vec<String> = FILES.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(listed, on_disk, "add the new sealed file to FILES");
+        for (name, text) in FILES {
+            assert!(parse_csv(text, name).is_ok(), "{name} does not parse");
+        }
+    }
+
+    #[test]
+    fn a_file_names_the_engine_families_of_its_rows() {
+        let e = engines_of("crates/planner/data/sealed/2026-12-06-exllamav2-ollama.csv");
+        // Versioned names (`exllamav2@0.0.6`) fold into their family;
+        // Ollama runs llama.cpp's kernels, so its family is llama.cpp's.
+        assert!(e.contains(&("decode_tok_s".into(), "exllamav2".into())));
+        assert!(e.contains(&("prefill_tok_s".into(), "exllamav2".into())));
+        assert!(e.contains(&("decode_tok_s".into(), "llama.cpp".into())));
+        assert!(!e.iter().any(|(_, f)| f == "vllm"));
+        assert!(engines_of("no-such-file.csv").is_empty());
+    }
+
+    #[test]
+    fn a_plans_engine_reads_the_first_scores_of_the_files_holding_it() {
+        let log = crate::sealed::SealedLog::shipped().unwrap();
+        let all = log.blind("decode_tok_s").unwrap();
+        let own = log.blind_for("decode_tok_s", "exllamav2").unwrap();
+        // One file has ExLlamaV2 rows: its decode first score, not the median
+        // over every file.
+        let file = log
+            .score
+            .iter()
+            .find(|f| f.file.ends_with("2026-12-06-exllamav2-ollama.csv"))
+            .unwrap();
+        let decode = file
+            .metric
+            .iter()
+            .find(|m| m.name == "decode_tok_s")
+            .unwrap();
+        assert_eq!((own.files, own.rows), (1, decode.rows));
+        assert_eq!(own.typical_pct, decode.planner_pct);
+        assert_eq!(own.engine.as_deref(), Some("exllamav2"));
+        assert!(all.files > own.files && all.engine.is_none());
+        // No sealed file has an engine's rows: no figure of its own.
+        assert!(log.blind_for("decode_tok_s", "tgi").is_none());
+    }
+}
