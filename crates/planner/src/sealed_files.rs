@@ -90,6 +90,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
     ),
     (
+        "2026-12-06-tgi-mlc-sglang.csv",
+        include_str!("../data/sealed/2026-12-06-tgi-mlc-sglang.csv"),
+    ),
+    (
         "2026-12-06-torchao-gptfast-unseen.csv",
         include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
     ),
@@ -174,7 +178,8 @@ mod tests {
         assert_eq!(own.typical_pct, decode.planner_pct);
         assert_eq!(own.engine.as_deref(), Some("exllamav2"));
         assert!(all.files > own.files && all.engine.is_none());
-        // No sealed file has an engine's rows: no figure of its own.
-        assert!(log.blind_for("decode_tok_s", "tgi").is_none());
+        // No sealed file has rows of the metric from the engine: no figure of
+        // its own.
+        assert!(log.blind_for("ttft_ms", "exllamav2").is_none());
     }
 }
