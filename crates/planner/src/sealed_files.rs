@@ -6,8 +6,9 @@
 //! A new sealed file is added to [`FILES`] when it is committed; the test
 //! `every_sealed_file_is_listed` fails until it is.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::measurements::parse_csv;
 
@@ -99,29 +100,40 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The (metric, engine family) pairs of each shipped file, parsed once (a
+/// plan asks for every file on each of its figures).
+fn pairs() -> &'static BTreeMap<&'static str, BTreeSet<(String, String)>> {
+    static PAIRS: OnceLock<BTreeMap<&'static str, BTreeSet<(String, String)>>> = OnceLock::new();
+    PAIRS.get_or_init(|| {
+        FILES
+            .iter()
+            .filter_map(|(name, text)| {
+                let rows = parse_csv(text, name).ok()?;
+                let set = rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.metric.as_str().to_string(),
+                            r.engine.family().as_str().to_string(),
+                        )
+                    })
+                    .collect();
+                Some((*name, set))
+            })
+            .collect()
+    })
+}
+
 /// The (metric, engine family) pairs of the sealed file named `file` (a
 /// path or a bare name; only its last component counts). Empty for a file
 /// not shipped, or one that does not parse.
-pub fn engines_of(file: &str) -> BTreeSet<(String, String)> {
+pub fn engines_of(file: &str) -> &'static BTreeSet<(String, String)> {
+    static NONE: BTreeSet<(String, String)> = BTreeSet::new();
     let name = Path::new(file)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(file);
-    FILES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .and_then(|(n, text)| parse_csv(text, n).ok())
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    (
-                        r.metric.as_str().to_string(),
-                        r.engine.family().as_str().to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    pairs().get(name).unwrap_or(&NONE)
 }
 
 #[cfg(test)]
