@@ -90,37 +90,10 @@ inline float hmax(Lanes x) {
 #endif
 
 #if GB_ROWS_SIMD
-// Dot products of the F32 query with eight F16 key rows (DK a multiple of
-// W). Each row's lanes are summed by the same tree whatever the other
-// seven rows are, so a cell's score does not depend on its neighbours.
-inline void dot_rows8(const ggml_fp16_t * const * k, const float * q, int64_t DK, float * out) {
-    __m256 h[8];
-#if defined(__AVX512F__)
-    __m512 acc[8];
-    for (int c = 0; c < 8; ++c) {
-        acc[c] = zero();
-    }
-    for (int64_t d = 0; d < DK; d += W) {
-        const Lanes qv = load_f32(q + d);
-        for (int c = 0; c < 8; ++c) {
-            acc[c] = fma(load_f16(k[c] + d), qv, acc[c]);
-        }
-    }
-    for (int c = 0; c < 8; ++c) {
-        const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[c]), 1));
-        h[c] = _mm256_add_ps(_mm512_castps512_ps256(acc[c]), high);
-    }
-#else
-    for (int c = 0; c < 8; ++c) {
-        h[c] = zero();
-    }
-    for (int64_t d = 0; d < DK; d += W) {
-        const Lanes qv = load_f32(q + d);
-        for (int c = 0; c < 8; ++c) {
-            h[c] = fma(load_f16(k[c] + d), qv, h[c]);
-        }
-    }
-#endif
+// out[0..8) = the lane sums of h[0..8): each row's lanes summed by the same
+// tree whatever the other seven rows are, so a cell's score does not depend
+// on its neighbours.
+inline void sum_rows8(const __m256 * h, float * out) {
     // [c0..c3 low halves | c0..c3 high halves] and the same for c4..c7.
     const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
     const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(h[4], h[5]), _mm256_hadd_ps(h[6], h[7]));
@@ -129,26 +102,115 @@ inline void dot_rows8(const ggml_fp16_t * const * k, const float * q, int64_t DK
     _mm256_storeu_ps(out, _mm256_add_ps(lo, hi));
 }
 
-// vkq[d0 .. d0 + T·W) += Σ_j weight[j] · V row cell[j], T vectors of lanes
-// held in registers across the block's cells.
-template <int T>
-inline void add_values(float * vkq, int64_t d0, const char * v_base, size_t nbv1, const int64_t * cell,
-                       const float * weight, int n) {
-    Lanes acc[T];
-    for (int t = 0; t < T; ++t) {
-        acc[t] = load_f32(vkq + d0 + t * W);
-    }
-    for (int j = 0; j < n; ++j) {
-        const Lanes w = splat(weight[j]);
-        const ggml_fp16_t * row = (const ggml_fp16_t *) (v_base + cell[j] * nbv1) + d0;
-        for (int t = 0; t < T; ++t) {
-            acc[t] = fma(load_f16(row + t * W), w, acc[t]);
+// Dot products of H F32 queries with the same eight F16 key rows (DK a
+// multiple of W): out[h][c] = q[h] · k[c]. Each key row is widened once for
+// all H queries; a query's lanes are added in the same order whatever H is.
+// H·8 accumulators and H queries: H ≤ 3 fits AVX-512's 32 registers, only
+// H = 1 AVX2's 16.
+template <int H>
+inline void dot_rows8(const ggml_fp16_t * const * k, const float * const * q, int64_t DK, float * const * out) {
+    Lanes acc[H][8];
+    for (int h = 0; h < H; ++h) {
+        for (int c = 0; c < 8; ++c) {
+            acc[h][c] = zero();
         }
     }
-    for (int t = 0; t < T; ++t) {
-        store_f32(vkq + d0 + t * W, acc[t]);
+    for (int64_t d = 0; d < DK; d += W) {
+        Lanes qv[H];
+        for (int h = 0; h < H; ++h) {
+            qv[h] = load_f32(q[h] + d);
+        }
+        for (int c = 0; c < 8; ++c) {
+            const Lanes kv = load_f16(k[c] + d);
+            for (int h = 0; h < H; ++h) {
+                acc[h][c] = fma(kv, qv[h], acc[h][c]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h) {
+        __m256 lanes8[8];
+        for (int c = 0; c < 8; ++c) {
+#if defined(__AVX512F__)
+            const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[h][c]), 1));
+            lanes8[c] = _mm256_add_ps(_mm512_castps512_ps256(acc[h][c]), high);
+#else
+            lanes8[c] = acc[h][c];
+#endif
+        }
+        sum_rows8(lanes8, out[h]);
     }
 }
+
+// Most query heads one dot_rows8 and one add_values serve in this variant
+// (their accumulators held in its vector registers).
+#if defined(__AVX512F__)
+constexpr int64_t DOT_HEADS = 3;
+constexpr int VALUE_HEADS = 4;
+#else
+constexpr int64_t DOT_HEADS = 1;
+constexpr int VALUE_HEADS = 2;
+#endif
+
+// For each of H heads reading the same value rows: vkq[h][d0 .. d0 + T·W)
+// += Σ_j weight[h][j] · row[j], T vectors of lanes a head held in registers
+// across the block's cells. A head's sums are added in the same order
+// whatever H is; H heads give the multiply-adds H·T independent chains
+// and widen each row once.
+template <int T, int H>
+inline void add_values(float * const * vkq, int64_t d0, const ggml_fp16_t * const * row,
+                       const float * const * weight, int n) {
+    Lanes acc[H][T];
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) {
+            acc[h][t] = load_f32(vkq[h] + d0 + t * W);
+        }
+    }
+    for (int j = 0; j < n; ++j) {
+        const ggml_fp16_t * r = row[j] + d0;
+        Lanes x[T];
+        for (int t = 0; t < T; ++t) {
+            x[t] = load_f16(r + t * W);
+        }
+        for (int h = 0; h < H; ++h) {
+            const Lanes w = splat(weight[h][j]);
+            for (int t = 0; t < T; ++t) {
+                acc[h][t] = fma(x[t], w, acc[h][t]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) {
+            store_f32(vkq[h] + d0 + t * W, acc[h][t]);
+        }
+    }
+}
+
+template <int H>
+inline void add_values_all(float * const * vkq, int64_t DV, const ggml_fp16_t * const * row,
+                           const float * const * weight, int n) {
+    int64_t d0 = 0;
+    for (; d0 + 4 * W <= DV; d0 += 4 * W) {
+        add_values<4, H>(vkq, d0, row, weight, n);
+    }
+    for (; d0 < DV; d0 += W) {
+        add_values<1, H>(vkq, d0, row, weight, n);
+    }
+}
+
+// add_values_all for 1 to VALUE_HEADS heads.
+inline void add_values_heads(int H, float * const * vkq, int64_t DV, const ggml_fp16_t * const * row,
+                             const float * const * weight, int n) {
+    switch (H) {
+        case 1: add_values_all<1>(vkq, DV, row, weight, n); break;
+        case 2: add_values_all<2>(vkq, DV, row, weight, n); break;
+#if defined(__AVX512F__)
+        case 3: add_values_all<3>(vkq, DV, row, weight, n); break;
+        case 4: add_values_all<4>(vkq, DV, row, weight, n); break;
+#endif
+        default: break;
+    }
+}
+
 #endif
 
 struct Attention {
@@ -240,64 +302,101 @@ struct Visible {
     }
 };
 
-thread_local Visible visible_cells;
-
-// A query row: its position in the batch (i1), head (i2) and stream (i3).
-struct Row {
-    int64_t i1, i2, i3;
+// A thread's scratch, reached once per op (see Visible): the visible
+// cells, and the heads' accumulators where ggml's work buffer has room for
+// one.
+struct Scratch {
+    Visible visible;
+    std::vector<float> vkq;
+    std::vector<float> v32;
+    std::vector<ggml_fp16_t> q16;
 };
 
-// Online softmax of query row `r` over share `part` of `parts` of the
-// cells of [ic0, ic1) its mask leaves visible: leaves the unnormalised sum
-// of values in `vkq` (F32, DV), returns the running max in `M` and the sum
-// of weights in `S`. `v32` (DV floats) and `q16` (DK halves) are scratch.
-void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int64_t ic1, int64_t part,
-                int64_t parts, float * vkq, float * v32, ggml_fp16_t * q16, float & M, float & S) {
+thread_local Scratch scratch_of_thread;
+
+// Query heads of one row that go through one pass over the cells: at most
+// this many.
+constexpr int64_t MAX_HEADS = 16;
+
+// Query heads [h0, h0 + n) of the row at position i1 of stream i3, which
+// share a mask row. They go through the cells together, a block at a time:
+// a block's keys and values (all KV heads of 64 cells, ~48 KB for
+// SmolLM2) are read from memory once and by every head from the L1 cache,
+// where a pass per head read the cache again for each head and touched a
+// cell's heads in separate passes.
+struct Heads {
+    int64_t i1, h0, n, i3;
+};
+
+// The mask row of query row (i1, head, i3), or null.
+const ggml_fp16_t * mask_row(const Attention & a, int64_t i1, int64_t head, int64_t i3) {
+    if (a.mask == nullptr) {
+        return nullptr;
+    }
+    return (const ggml_fp16_t *) ((const char *) a.mask->data + i1 * a.mask->nb[1] +
+                                  (head % a.mask->ne[2]) * a.mask->nb[2] + (i3 % a.mask->ne[3]) * a.mask->nb[3]);
+}
+
+// Whether query heads h and h + 1 of a row share their mask row.
+bool same_mask(const Attention & a, int64_t h) {
+    return a.mask == nullptr || h % a.mask->ne[2] == (h + 1) % a.mask->ne[2];
+}
+
+// Online softmax of each query head of `g` over share `part` of `parts` of
+// the cells of [ic0, ic1) their mask row leaves visible: leaves head i's
+// unnormalised sum of values in `vkq[i]` (F32, DV), its running max in
+// `M[i]` and its sum of weights in `S[i]`. Every head's arithmetic is the
+// one a pass of its own would do, in the same order: a head's result does
+// not depend on which heads share its pass.
+void attend_heads(const Attention & a, Scratch & scratch, Heads g, int64_t ic0, int64_t ic1, int64_t part,
+                  int64_t parts, float * const * vkq, float * M, float * S) {
     const ggml_tensor * q = a.q;
     const ggml_tensor * k = a.k;
     const ggml_tensor * v = a.v;
-    const int64_t iq1 = r.i1;
-    const int64_t iq2 = r.i2;
-    const int64_t iq3 = r.i3;
+    const int64_t nh = g.n;
 
-    const uint32_t h = (uint32_t) iq2;
-    const float slope = a.max_bias > 0.0f
-                            ? (h < a.n_head_log2 ? std::pow(a.m0, (float) (h + 1))
-                                                 : std::pow(a.m1, (float) (2 * (h - a.n_head_log2) + 1)))
-                            : 1.0f;
+    float slope[MAX_HEADS];
+    const float * pq[MAX_HEADS];
+    const char * k_base[MAX_HEADS];
+    const char * v_base[MAX_HEADS];
+    for (int64_t i = 0; i < nh; ++i) {
+        const int64_t iq2 = g.h0 + i;
+        const uint32_t h = (uint32_t) iq2;
+        slope[i] = a.max_bias > 0.0f ? (h < a.n_head_log2 ? std::pow(a.m0, (float) (h + 1))
+                                                          : std::pow(a.m1, (float) (2 * (h - a.n_head_log2) + 1)))
+                                     : 1.0f;
+        pq[i] = (const float *) ((const char *) q->data + g.i1 * q->nb[1] + iq2 * q->nb[2] + g.i3 * q->nb[3]);
+        k_base[i] = (const char *) k->data + (iq2 / a.rk2) * k->nb[2] + (g.i3 / a.rk3) * k->nb[3];
+        v_base[i] = (const char *) v->data + (iq2 / a.rv2) * v->nb[2] + (g.i3 / a.rv3) * v->nb[3];
+        std::memset(vkq[i], 0, a.DV * sizeof(float));
+        M[i] = -INFINITY;
+        S[i] = 0.0f;
+    }
 
-    const ggml_fp16_t * mp =
-        a.mask ? (const ggml_fp16_t *) ((const char *) a.mask->data + iq1 * a.mask->nb[1] +
-                                        (iq2 % a.mask->ne[2]) * a.mask->nb[2] +
-                                        (iq3 % a.mask->ne[3]) * a.mask->nb[3])
-               : nullptr;
-
-    const int64_t ik2 = iq2 / a.rk2;
-    const int64_t ik3 = iq3 / a.rk3;
-    const int64_t iv2 = iq2 / a.rv2;
-    const int64_t iv3 = iq3 / a.rv3;
-    const char * k_base = (const char *) k->data + ik2 * k->nb[2] + ik3 * k->nb[3];
-    const char * v_base = (const char *) v->data + iv2 * v->nb[2] + iv3 * v->nb[3];
-
-    const float * pq = (const float *) ((const char *) q->data + iq1 * q->nb[1] + iq2 * q->nb[2] + iq3 * q->nb[3]);
 #if GB_ROWS_SIMD
     const bool simd = a.DK % W == 0 && a.DV % W == 0;
 #else
     const bool simd = false;
 #endif
+    ggml_fp16_t * q16 = nullptr;
+    float * v32 = nullptr;
     if (!simd) {
-        ggml_cpu_fp32_to_fp16(pq, q16, a.DK);
+        scratch.q16.resize((size_t) (nh * a.DK));
+        scratch.v32.resize((size_t) a.DV);
+        q16 = scratch.q16.data();
+        v32 = scratch.v32.data();
+        for (int64_t i = 0; i < nh; ++i) {
+            ggml_cpu_fp32_to_fp16(pq[i], q16 + i * a.DK, a.DK);
+        }
     }
 
-    std::memset(vkq, 0, a.DV * sizeof(float));
-    M = -INFINITY;
-    S = 0.0f;
+    float raw[MAX_HEADS][BLOCK + 8];
+    float score[MAX_HEADS][BLOCK];
+    float weight[MAX_HEADS][BLOCK];
+    bool live[MAX_HEADS];
 
-    float raw[BLOCK + 8];
-    float score[BLOCK];
-    float weight[BLOCK];
-
-    visible.fill(mp, ic0, ic1);
+    Visible & visible = scratch.visible;
+    visible.fill(mask_row(a, g.i1, g.h0, g.i3), ic0, ic1);
     const int64_t n_all = (int64_t) visible.cells.size();
     const int64_t first = n_all * part / parts;
     const int64_t n_visible = n_all * (part + 1) / parts - first;
@@ -307,97 +406,152 @@ void attend_row(const Attention & a, Visible & visible, Row r, int64_t ic0, int6
         const int64_t b1 = std::min(b0 + BLOCK, n_visible);
         const int n = (int) (b1 - b0);
         const int64_t * cell = cells + b0;
-        float block_max = -INFINITY;
 #if GB_ROWS_SIMD
         if (simd) {
             // The block's raw dot products, eight rows at a time (the last
-            // group padded with its last row).
+            // group padded with its last row); heads reading the same KV
+            // head share the row pointers.
             const ggml_fp16_t * rows[BLOCK + 8];
-            for (int j = 0; j < n; ++j) {
-                rows[j] = (const ggml_fp16_t *) (k_base + cell[j] * k->nb[1]);
-            }
-            for (int j = n; j % 8 != 0; ++j) {
-                rows[j] = rows[n - 1];
-            }
-            for (int j = 0; j < n; j += 8) {
-                dot_rows8(rows + j, pq, a.DK, raw + j);
+            for (int64_t i = 0; i < nh;) {
+                const char * rows_of = k_base[i];
+                for (int j = 0; j < n; ++j) {
+                    rows[j] = (const ggml_fp16_t *) (rows_of + cell[j] * k->nb[1]);
+                }
+                for (int j = n; j % 8 != 0; ++j) {
+                    rows[j] = rows[n - 1];
+                }
+                int64_t run = 1;
+                while (i + run < nh && k_base[i + run] == rows_of) {
+                    ++run;
+                }
+                for (int64_t end = i + run; i < end;) {
+                    const int64_t h = std::min(end - i, DOT_HEADS);
+                    for (int j = 0; j < n; j += 8) {
+                        const float * qs[3] = {pq[i], pq[i + h / 2], pq[i + h - 1]};
+                        float * outs[3] = {raw[i] + j, raw[i + h / 2] + j, raw[i + h - 1] + j};
+                        if (h == 3) {
+                            dot_rows8<3>(rows + j, qs, a.DK, outs);
+                        } else if (h == 2) {
+                            dot_rows8<2>(rows + j, qs, a.DK, outs);
+                        } else {
+                            dot_rows8<1>(rows + j, qs, a.DK, outs);
+                        }
+                    }
+                    i += h;
+                }
             }
         }
 #endif
-        int j0 = 0;
+        bool any_live = false;
+        for (int64_t i = 0; i < nh; ++i) {
+            float block_max = -INFINITY;
+            int j0 = 0;
 #if GB_ROWS_SIMD
-        if (simd && a.softcap == 0.0f) {
-            // The block's scores a vector at a time: scale, then the mask's
-            // bias times the slope added in one multiply-add (as the scalar
-            // loop below compiles), and the block's maximum; the scalar
-            // loop's running maximum was a chain of dependent instructions.
-            const Lanes scale = splat(a.scale);
-            const Lanes sl = splat(slope);
-            Lanes mx = splat(-INFINITY);
-            for (; j0 + W <= n; j0 += W) {
-                const Lanes sv = fma(sl, load_f32(bias + b0 + j0), mul(load_f32(raw + j0), scale));
-                store_f32(score + j0, sv);
-                mx = max(mx, sv);
+            if (simd && a.softcap == 0.0f) {
+                // The block's scores a vector at a time: scale, then the
+                // mask's bias times the slope added in one multiply-add (as
+                // the scalar loop below compiles), and the block's maximum;
+                // the scalar loop's running maximum was a chain of dependent
+                // instructions.
+                const Lanes scale = splat(a.scale);
+                const Lanes sl = splat(slope[i]);
+                Lanes mx = splat(-INFINITY);
+                for (; j0 + W <= n; j0 += W) {
+                    const Lanes sv = fma(sl, load_f32(bias + b0 + j0), mul(load_f32(raw[i] + j0), scale));
+                    store_f32(score[i] + j0, sv);
+                    mx = max(mx, sv);
+                }
+                block_max = hmax(mx);
             }
-            block_max = hmax(mx);
-        }
 #endif
-        for (int j = j0; j < n; ++j) {
-            float s;
+            for (int j = j0; j < n; ++j) {
+                float s;
 #if GB_ROWS_SIMD
-            if (simd) {
-                s = raw[j];
-            } else
+                if (simd) {
+                    s = raw[i][j];
+                } else
 #endif
-            {
-                const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base + cell[j] * k->nb[1]);
-                ggml_vec_dot_f16((int) a.DK, &s, 0, (ggml_fp16_t *) k_row, 0, q16, 0, 1);
-            }
-            s *= a.scale;
-            if (a.softcap != 0.0f) {
-                s = a.softcap * std::tanh(s);
-            }
+                {
+                    const ggml_fp16_t * k_row = (const ggml_fp16_t *) (k_base[i] + cell[j] * k->nb[1]);
+                    ggml_vec_dot_f16((int) a.DK, &s, 0, (ggml_fp16_t *) k_row, 0, q16 + i * a.DK, 0, 1);
+                }
+                s *= a.scale;
+                if (a.softcap != 0.0f) {
+                    s = a.softcap * std::tanh(s);
+                }
 #if defined(__FMA__) || defined(__AVX512F__)
-            s = std::fma(slope, bias[b0 + j], s);  // as the vector loop above
+                s = std::fma(slope[i], bias[b0 + j], s);  // as the vector loop above
 #else
-            s += slope * bias[b0 + j];
+                s += slope[i] * bias[b0 + j];
 #endif
-            score[j] = s;
-            block_max = std::max(block_max, s);
-        }
-        if (block_max == -INFINITY) {
-            continue;
-        }
-        if (block_max > M) {
-            if (M != -INFINITY) {
-                const float ms = std::exp(M - block_max);
-                ggml_vec_scale_f32((int) a.DV, vkq, ms);
-                S *= ms;
+                score[i][j] = s;
+                block_max = std::max(block_max, s);
             }
-            M = block_max;
-        }
-        S += (float) ggml_vec_soft_max_f32(n, weight, score, M);
-#if GB_ROWS_SIMD
-        if (simd) {
-            int64_t d0 = 0;
-            for (; d0 + 4 * W <= a.DV; d0 += 4 * W) {
-                add_values<4>(vkq, d0, v_base, v->nb[1], cell, weight, n);
-            }
-            for (; d0 < a.DV; d0 += W) {
-                add_values<1>(vkq, d0, v_base, v->nb[1], cell, weight, n);
-            }
-            continue;
-        }
-#endif
-        for (int j = 0; j < n; ++j) {
-            if (weight[j] == 0.0f) {
+            live[i] = block_max != -INFINITY;
+            if (!live[i]) {
                 continue;
             }
-            ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) (v_base + cell[j] * v->nb[1]), v32, a.DV);
-            ggml_vec_mad_f32((int) a.DV, vkq, v32, weight[j]);
+            any_live = true;
+            if (block_max > M[i]) {
+                if (M[i] != -INFINITY) {
+                    const float ms = std::exp(M[i] - block_max);
+                    ggml_vec_scale_f32((int) a.DV, vkq[i], ms);
+                    S[i] *= ms;
+                }
+                M[i] = block_max;
+            }
+            S[i] += (float) ggml_vec_soft_max_f32(n, weight[i], score[i], M[i]);
+        }
+        if (!any_live) {
+            continue;
+        }
+#if GB_ROWS_SIMD
+        if (simd) {
+            // Runs of up to VALUE_HEADS live heads that read the same value rows.
+            const ggml_fp16_t * rows[BLOCK];
+            const char * rows_of = nullptr;
+            for (int64_t i = 0; i < nh;) {
+                if (!live[i]) {
+                    ++i;
+                    continue;
+                }
+                if (v_base[i] != rows_of) {
+                    rows_of = v_base[i];
+                    for (int j = 0; j < n; ++j) {
+                        rows[j] = (const ggml_fp16_t *) (rows_of + cell[j] * v->nb[1]);
+                    }
+                }
+                float * acc[VALUE_HEADS];
+                const float * w[VALUE_HEADS];
+                int run = 0;
+                for (; i < nh && run < VALUE_HEADS && live[i] && v_base[i] == rows_of; ++i, ++run) {
+                    acc[run] = vkq[i];
+                    w[run] = weight[i];
+                }
+                add_values_heads(run, acc, a.DV, rows, w, n);
+            }
+            continue;
+        }
+#endif
+        for (int64_t i = 0; i < nh; ++i) {
+            if (!live[i]) {
+                continue;
+            }
+            for (int j = 0; j < n; ++j) {
+                if (weight[i][j] == 0.0f) {
+                    continue;
+                }
+                ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) (v_base[i] + cell[j] * v->nb[1]), v32, a.DV);
+                ggml_vec_mad_f32((int) a.DV, vkq[i], v32, weight[i][j]);
+            }
         }
     }
 }
+
+// A query row: its position in the batch (i1), head (i2) and stream (i3).
+struct Row {
+    int64_t i1, i2, i3;
+};
 
 // Adds head `h`'s sink logit to (M, S, vkq), as ggml does on the first
 // chunk of cells.
@@ -435,38 +589,48 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
         ggml_compute_forward_flash_attn_ext_upstream(params, dst);
         return;
     }
-    Visible & visible = visible_cells;
-    visible.valid = false;
+    Scratch & scratch = scratch_of_thread;
+    scratch.visible.valid = false;
     const Attention a = attention_of(dst);
     const ggml_tensor * q = a.q;
     const int ith = params->ith;
     const int nth = params->nth;
     const int64_t nek1 = a.k->ne[1];
     const int64_t per_thread = a.DK + 2 * a.DV + (int64_t) CACHE_LINE_SIZE_F32;
-    float * vkq = (float *) params->wdata + ith * per_thread;
-    float * v32 = vkq + a.DV;
-    ggml_fp16_t * q16 = (ggml_fp16_t *) (vkq + 2 * a.DV);
+    float M[MAX_HEADS];
+    float S[MAX_HEADS];
+    float * vkq[MAX_HEADS];
 
     // ggml's rule for splitting the cells rather than the rows.
     const bool split_kv = q->ne[1] == 1 && q->ne[3] == 1 && nek1 >= 512;
     if (!split_kv) {
-        // (row, head) pairs, a thread's share in row order so that the
-        // heads of a row run one after another on one thread (see Visible).
+        // (row, head) pairs, a thread's share in row order (see Visible);
+        // within it, the consecutive heads of a row that read the same keys
+        // and values go through one pass.
         const int64_t neq1 = q->ne[1];
         const int64_t neq2 = q->ne[2];
         const int64_t nr = neq1 * neq2 * q->ne[3];
         const int64_t dr = (nr + nth - 1) / nth;
         const int64_t jr0 = dr * ith;
         const int64_t jr1 = std::min(jr0 + dr, nr);
-        for (int64_t jr = jr0; jr < jr1; ++jr) {
+        scratch.vkq.resize((size_t) (MAX_HEADS * a.DV));
+        for (int64_t i = 0; i < MAX_HEADS; ++i) {
+            vkq[i] = scratch.vkq.data() + i * a.DV;
+        }
+        for (int64_t jr = jr0; jr < jr1;) {
             const int64_t i3 = jr / (neq1 * neq2);
             const int64_t i1 = (jr - i3 * neq1 * neq2) / neq2;
-            const Row r{i1, jr - i3 * neq1 * neq2 - i1 * neq2, i3};
-            float M;
-            float S;
-            attend_row(a, visible, r, 0, nek1, 0, 1, vkq, v32, q16, M, S);
-            add_sink(a, r.i2, vkq, M, S);
-            write_row(a, r, vkq, S);
+            const int64_t h0 = jr - i3 * neq1 * neq2 - i1 * neq2;
+            int64_t n = 1;
+            while (n < MAX_HEADS && jr + n < jr1 && h0 + n < neq2 && same_mask(a, h0 + n - 1)) {
+                ++n;
+            }
+            attend_heads(a, scratch, Heads{i1, h0, n, i3}, 0, nek1, 0, 1, vkq, M, S);
+            for (int64_t i = 0; i < n; ++i) {
+                add_sink(a, h0 + i, vkq[i], M[i], S[i]);
+                write_row(a, Row{i1, h0 + i, i3}, vkq[i], S[i]);
+            }
+            jr += n;
         }
         return;
     }
@@ -479,36 +643,44 @@ extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * 
     const int64_t n_heads = q->ne[2];
     const int64_t partial_size = 2 + a.DV;
     float * partials = (float *) params->wdata + nth * per_thread;
-    for (int64_t h = 0; h < n_heads; ++h) {
-        float * out = partials + (h * nth + ith) * partial_size;
-        float M;
-        float S;
-        attend_row(a, visible, Row{0, h, 0}, 0, nek1, ith, nth, out + 2, v32, q16, M, S);
-        if (ith == 0) {
-            add_sink(a, h, out + 2, M, S);
+    for (int64_t h0 = 0; h0 < n_heads;) {
+        int64_t n = 1;
+        while (n < MAX_HEADS && h0 + n < n_heads && same_mask(a, h0 + n - 1)) {
+            ++n;
         }
-        out[0] = M;
-        out[1] = S;
+        for (int64_t i = 0; i < n; ++i) {
+            vkq[i] = partials + ((h0 + i) * nth + ith) * partial_size + 2;
+        }
+        attend_heads(a, scratch, Heads{0, h0, n, 0}, 0, nek1, ith, nth, vkq, M, S);
+        for (int64_t i = 0; i < n; ++i) {
+            if (ith == 0) {
+                add_sink(a, h0 + i, vkq[i], M[i], S[i]);
+            }
+            vkq[i][-2] = M[i];
+            vkq[i][-1] = S[i];
+        }
+        h0 += n;
     }
     ggml_barrier(params->threadpool);
+    float * merged = (float *) params->wdata + ith * per_thread;
     for (int64_t h = ith; h < n_heads; h += nth) {
-        float M = -INFINITY;
-        float S = 0.0f;
-        std::memset(vkq, 0, a.DV * sizeof(float));
+        float Mh = -INFINITY;
+        float Sh = 0.0f;
+        std::memset(merged, 0, a.DV * sizeof(float));
         for (int64_t t = 0; t < nth; ++t) {
             const float * part = partials + (h * nth + t) * partial_size;
             if (part[1] == 0.0f) {
                 continue;
             }
-            const float M_new = std::max(M, part[0]);
-            const float keep = std::exp(M - M_new);
+            const float M_new = std::max(Mh, part[0]);
+            const float keep = std::exp(Mh - M_new);
             const float add = std::exp(part[0] - M_new);
             for (int64_t d = 0; d < a.DV; ++d) {
-                vkq[d] = vkq[d] * keep + part[2 + d] * add;
+                merged[d] = merged[d] * keep + part[2 + d] * add;
             }
-            S = S * keep + part[1] * add;
-            M = M_new;
+            Sh = Sh * keep + part[1] * add;
+            Mh = M_new;
         }
-        write_row(a, Row{0, h, 0}, vkq, S);
+        write_row(a, Row{0, h, 0}, merged, Sh);
     }
 }

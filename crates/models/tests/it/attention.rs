@@ -385,6 +385,19 @@ mod against_a_reference {
                 ..base
             }, // MLA-like
             Case {
+                heads: 32,
+                kv_heads: 8,
+                rows: 3,
+                cells: 400,
+                ..base
+            }, // Llama-3-like: more heads than one pass over the cells takes
+            Case {
+                heads: 32,
+                kv_heads: 8,
+                cells: 600,
+                ..base
+            }, // the same, one row, cells split
+            Case {
                 rows: 64,
                 cells: 200,
                 ..base
