@@ -10,7 +10,8 @@
 // one takes the cells a block at a time: the block's scores, one vector
 // `exp` over them (ggml's own `ggml_vec_soft_max_f32`), then the block's
 // values added into an F32 accumulator. Same online softmax, same result up
-// to rounding; the accumulator is F32 where ggml's is F16.
+// to rounding; the accumulator is F32 where ggml's is F16. The query heads
+// of a row go through the cells together, each head's arithmetic unchanged.
 //
 // It handles what ggml's per-row and split-KV paths handle for F32 queries
 // and F16 keys and values, with the same choice between them (split a lone
@@ -320,10 +321,11 @@ constexpr int64_t MAX_HEADS = 16;
 
 // Query heads [h0, h0 + n) of the row at position i1 of stream i3, which
 // share a mask row. They go through the cells together, a block at a time:
-// a block's keys and values (all KV heads of 64 cells, ~48 KB for
-// SmolLM2) are read from memory once and by every head from the L1 cache,
-// where a pass per head read the cache again for each head and touched a
-// cell's heads in separate passes.
+// heads that read the same KV head widen each key row once for their
+// scores (dot_rows8) and add each value row into their sums together
+// (add_values), whose multiply-adds then run as independent chains; a pass
+// per head ran one chain a head, 4 cycles a cell (docs/adr/0004-cpu-kernels.md,
+// "The query heads of a row together").
 struct Heads {
     int64_t i1, h0, n, i3;
 };
