@@ -25,7 +25,8 @@ endif()
 
 # Every CPU variant of ggml (and a build for one CPU) gets Glassbox's
 # kernels (crates/models/kernels/, docs/adr/0004-cpu-kernels.md):
-#  - attention for a few query rows (flash-attn-rows.cpp): in ops.cpp alone,
+#  - attention for a few query rows (flash-attn-rows.cpp) and for prompt rows
+#    (flash-attn-tiles.cpp, reached through the former): in ops.cpp alone,
 #    where ggml defines and declares it, ggml's own
 #    `ggml_compute_forward_flash_attn_ext` is renamed `..._upstream`;
 #  - quantised weights eight rows at a time (mul-mat-rows8.cpp): in tiled/tiled.cpp
@@ -46,7 +47,8 @@ function(glassbox_kernels)
   set(cpu_targets "")
   foreach(target IN LISTS targets)
     if(target MATCHES "^ggml-cpu(-[a-z0-9_]+)?$")
-      target_sources(${target} PRIVATE "${kernels}/flash-attn-rows.cpp" "${kernels}/mul-mat-rows8.cpp")
+      target_sources(${target} PRIVATE "${kernels}/flash-attn-rows.cpp" "${kernels}/flash-attn-tiles.cpp"
+        "${kernels}/mul-mat-rows8.cpp")
       list(APPEND cpu_targets ${target})
     endif()
   endforeach()

@@ -20,9 +20,10 @@
 // exactly as it did before (docs/adr/0006-batch-invariant-decoding.md). A
 // lone row's visible cells are shared out evenly, where ggml shares out the
 // cache's range.
-// Everything else (64 or more query rows: ggml's tiled kernel; quantised
-// caches; the reference path) goes to ggml's own function, renamed in
-// ops.cpp by the CMake hook.
+// 64 or more query rows go to flash-attn-tiles.cpp (ggml's tiled algorithm,
+// keys packed once a KV head); everything else (quantised caches, the
+// reference path) to ggml's own function, renamed in ops.cpp by the CMake
+// hook.
 
 #include "ggml-cpu-impl.h"
 #include "ggml-cpu.h"
@@ -586,7 +587,15 @@ void write_row(const Attention & a, Row r, float * vkq, float S) {
 
 }  // namespace
 
+// Prompt rows (64 or more), in flash-attn-tiles.cpp.
+bool glassbox_flash_attn_tiles_handle(const ggml_compute_params * params, const ggml_tensor * dst);
+void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor * dst);
+
 extern "C" void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
+    if (glassbox_flash_attn_tiles_handle(params, dst)) {
+        glassbox_flash_attn_tiles(params, dst);
+        return;
+    }
     if (!handled(params, dst)) {
         ggml_compute_forward_flash_attn_ext_upstream(params, dst);
         return;

@@ -401,7 +401,31 @@ mod against_a_reference {
                 rows: 64,
                 cells: 200,
                 ..base
-            }, // ggml's tiled kernel
+            }, // prompt rows: the tiled path
+            Case {
+                rows: 100,
+                cells: 300,
+                sinks: true,
+                ..base
+            }, // a partial tile of rows, a partial tile of cells, sinks
+            Case {
+                rows: 70,
+                max_bias: 8.0,
+                heads: 12,
+                kv_heads: 4,
+                cells: 150,
+                ..base
+            }, // ALiBi: a mask per head in the tiled path
+            Case {
+                rows: 65,
+                softcap: 30.0,
+                dk: 128,
+                dv: 128,
+                heads: 32,
+                kv_heads: 8,
+                cells: 130,
+                ..base
+            }, // soft-capping, Llama-3-like heads
         ];
         for (i, c) in cases.into_iter().enumerate() {
             check(c, 7 + i as u64);
