@@ -27,6 +27,10 @@
 #include "common.h"
 #include "simd-gemm.h"
 
+#if defined(__AVX__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -52,6 +56,39 @@ struct Scratch {
 };
 
 thread_local Scratch tile_scratch;
+
+// The largest of x[0..n): ggml_vec_max_f32's result (a maximum does not
+// depend on the order it is taken in; a +0 / -0 tie changes no exponential
+// below), in vector lanes where ggml's loop is a chain of scalar maxima
+// (4 cycles a score: half the time of the kernel before this).
+float row_max(const float * x, int64_t n) {
+    int64_t i = 0;
+    float m = -INFINITY;
+#if defined(__AVX512F__)
+    if (n >= 16) {
+        __m512 acc = _mm512_loadu_ps(x);
+        for (i = 16; i + 16 <= n; i += 16) {
+            acc = _mm512_max_ps(acc, _mm512_loadu_ps(x + i));
+        }
+        m = _mm512_reduce_max_ps(acc);
+    }
+#elif defined(__AVX__)
+    if (n >= 8) {
+        __m256 acc = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8) {
+            acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        m = _mm_cvtss_f32(h);
+    }
+#endif
+    for (; i < n; ++i) {
+        m = std::max(m, x[i]);
+    }
+    return m;
+}
 
 float slope_of(uint32_t h, float max_bias, uint32_t n_head_log2, float m0, float m1) {
     if (max_bias <= 0.0f) {
@@ -261,8 +298,7 @@ void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor *
                 bool skip[QT] = {};
                 for (int64_t tq = 0; tq < QT; ++tq) {
                     float * kq_row = KQ + tq * KT;
-                    float tile_max;
-                    ggml_vec_max_f32(KT, &tile_max, kq_row);
+                    const float tile_max = row_max(kq_row, KT);
                     if (tile_max == -INFINITY) {
                         skip[tq] = true;
                         continue;
