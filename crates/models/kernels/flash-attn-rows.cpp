@@ -30,6 +30,7 @@
 #include "ops.h"
 #include "vec.h"
 #include "common.h"
+#include "flash-attn-common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +50,8 @@ __attribute__((used, retain)) static const char glassbox_flash_attn_rows_mark[] 
 #endif
 
 namespace {
+
+using namespace glassbox_attention;
 
 // Cells scored per block.
 constexpr int64_t BLOCK = 64;
@@ -215,46 +218,6 @@ inline void add_values_heads(int H, float * const * vkq, int64_t DV, const ggml_
 
 #endif
 
-struct Attention {
-    const ggml_tensor * q;
-    const ggml_tensor * k;
-    const ggml_tensor * v;
-    const ggml_tensor * mask;
-    const ggml_tensor * sinks;
-    ggml_tensor * dst;
-    int64_t DK, DV;
-    int64_t rk2, rk3, rv2, rv3;
-    float scale, max_bias, softcap, m0, m1;
-    uint32_t n_head_log2;
-};
-
-Attention attention_of(ggml_tensor * dst) {
-    Attention a{};
-    a.q = dst->src[0];
-    a.k = dst->src[1];
-    a.v = dst->src[2];
-    a.mask = dst->src[3];
-    a.sinks = dst->src[4];
-    a.dst = dst;
-    a.DK = a.k->ne[0];
-    a.DV = a.v->ne[0];
-    a.rk2 = a.q->ne[2] / a.k->ne[2];
-    a.rk3 = a.q->ne[3] / a.k->ne[3];
-    a.rv2 = a.q->ne[2] / a.v->ne[2];
-    a.rv3 = a.q->ne[3] / a.v->ne[3];
-    std::memcpy(&a.scale, (const float *) dst->op_params + 0, sizeof(float));
-    std::memcpy(&a.max_bias, (const float *) dst->op_params + 1, sizeof(float));
-    std::memcpy(&a.softcap, (const float *) dst->op_params + 2, sizeof(float));
-    if (a.softcap != 0.0f) {
-        a.scale /= a.softcap;
-    }
-    const uint32_t n_head = (uint32_t) a.q->ne[2];
-    a.n_head_log2 = 1u << (uint32_t) std::floor(std::log2((double) n_head));
-    a.m0 = std::pow(2.0f, -(a.max_bias) / a.n_head_log2);
-    a.m1 = std::pow(2.0f, -(a.max_bias / 2.0f) / a.n_head_log2);
-    return a;
-}
-
 // Whether this file's kernel takes the op: F32 queries, F16 keys and
 // values, fewer query rows than ggml's tile, contiguous rows.
 bool handled(const ggml_compute_params * params, const ggml_tensor * dst) {
@@ -331,15 +294,6 @@ struct Heads {
     int64_t i1, h0, n, i3;
 };
 
-// The mask row of query row (i1, head, i3), or null.
-const ggml_fp16_t * mask_row(const Attention & a, int64_t i1, int64_t head, int64_t i3) {
-    if (a.mask == nullptr) {
-        return nullptr;
-    }
-    return (const ggml_fp16_t *) ((const char *) a.mask->data + i1 * a.mask->nb[1] +
-                                  (head % a.mask->ne[2]) * a.mask->nb[2] + (i3 % a.mask->ne[3]) * a.mask->nb[3]);
-}
-
 // Whether query heads h and h + 1 of a row share their mask row.
 bool same_mask(const Attention & a, int64_t h) {
     return a.mask == nullptr || h % a.mask->ne[2] == (h + 1) % a.mask->ne[2];
@@ -365,9 +319,7 @@ void attend_heads(const Attention & a, Scratch & scratch, Heads g, int64_t ic0, 
     for (int64_t i = 0; i < nh; ++i) {
         const int64_t iq2 = g.h0 + i;
         const uint32_t h = (uint32_t) iq2;
-        slope[i] = a.max_bias > 0.0f ? (h < a.n_head_log2 ? std::pow(a.m0, (float) (h + 1))
-                                                          : std::pow(a.m1, (float) (2 * (h - a.n_head_log2) + 1)))
-                                     : 1.0f;
+        slope[i] = alibi_slope(a, h);
         pq[i] = (const float *) ((const char *) q->data + g.i1 * q->nb[1] + iq2 * q->nb[2] + g.i3 * q->nb[3]);
         k_base[i] = (const char *) k->data + (iq2 / a.rk2) * k->nb[2] + (g.i3 / a.rk3) * k->nb[3];
         v_base[i] = (const char *) v->data + (iq2 / a.rv2) * v->nb[2] + (g.i3 / a.rv3) * v->nb[3];

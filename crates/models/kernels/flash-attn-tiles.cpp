@@ -26,6 +26,7 @@
 #include "vec.h"
 #include "common.h"
 #include "simd-gemm.h"
+#include "flash-attn-common.h"
 
 #if defined(__AVX__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -37,6 +38,8 @@
 #include <vector>
 
 namespace {
+
+using namespace glassbox_attention;
 
 constexpr int64_t QT = ggml_fa_tile_config::Q;
 constexpr int64_t KT = ggml_fa_tile_config::KV;
@@ -90,13 +93,6 @@ float row_max(const float * x, int64_t n) {
     return m;
 }
 
-float slope_of(uint32_t h, float max_bias, uint32_t n_head_log2, float m0, float m1) {
-    if (max_bias <= 0.0f) {
-        return 1.0f;
-    }
-    return h < n_head_log2 ? powf(m0, h + 1) : powf(m1, 2 * (h - n_head_log2) + 1);
-}
-
 }  // namespace
 
 // Whether the tiled path takes the op: what ggml's tiled kernel takes, with
@@ -114,42 +110,26 @@ bool glassbox_flash_attn_tiles_handle(const ggml_compute_params * params, const 
 }
 
 void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor * dst) {
-    const ggml_tensor * q = dst->src[0];
-    const ggml_tensor * k = dst->src[1];
-    const ggml_tensor * v = dst->src[2];
-    const ggml_tensor * mask = dst->src[3];
-    const ggml_tensor * sinks = dst->src[4];
-
-    const int64_t DK = k->ne[0];
-    const int64_t DV = v->ne[0];
+    const Attention a = attention_of(dst);
+    const ggml_tensor * q = a.q;
+    const ggml_tensor * k = a.k;
+    const ggml_tensor * v = a.v;
+    const ggml_tensor * mask = a.mask;
+    const int64_t DK = a.DK;
+    const int64_t DV = a.DV;
     const int64_t N = q->ne[1];
     const int64_t n_head = q->ne[2];
     const int64_t nek1 = k->ne[1];
-    const int64_t rk2 = q->ne[2] / k->ne[2];
-    const int64_t rk3 = q->ne[3] / k->ne[3];
-    const int64_t rv2 = q->ne[2] / v->ne[2];
-    const int64_t rv3 = q->ne[3] / v->ne[3];
-
-    float scale = 1.0f;
-    float max_bias = 0.0f;
-    float softcap = 0.0f;
-    std::memcpy(&scale, (const float *) dst->op_params + 0, sizeof(float));
-    std::memcpy(&max_bias, (const float *) dst->op_params + 1, sizeof(float));
-    std::memcpy(&softcap, (const float *) dst->op_params + 2, sizeof(float));
-    if (softcap != 0.0f) {
-        scale /= softcap;
-    }
-    const uint32_t n_head_log2 = 1u << (uint32_t) std::floor(std::log2((double) n_head));
-    const float m0 = powf(2.0f, -(max_bias) / n_head_log2);
-    const float m1 = powf(2.0f, -(max_bias / 2.0f) / n_head_log2);
+    const int64_t rk2 = a.rk2;
+    const float softcap = a.softcap;
 
     // Heads that read the same keys, values and mask go through the cells
     // together; one mask for all heads unless ALiBi scales it per head.
-    int64_t group = (rk2 == rv2 && (mask == nullptr || mask->ne[2] == 1)) ? std::min(rk2, MAX_GROUP) : 1;
+    int64_t group = (rk2 == a.rv2 && (mask == nullptr || mask->ne[2] == 1)) ? std::min(rk2, MAX_GROUP) : 1;
     while (n_head % group != 0 || rk2 % group != 0) {
         --group;
     }
-    const bool shared_mask = max_bias <= 0.0f;
+    const bool shared_mask = a.max_bias <= 0.0f;
 
     Scratch & s = tile_scratch;
     s.q.resize((size_t) (group * QT * DK));
@@ -176,13 +156,13 @@ void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor *
         const int64_t iq1 = tile * QT;
         const int64_t rows = std::min(QT, N - iq1);
         const int64_t ik2 = h0 / rk2;
-        const int64_t ik3 = iq3 / rk3;
-        const int64_t iv2 = h0 / rv2;
-        const int64_t iv3 = iq3 / rv3;
+        const int64_t ik3 = iq3 / a.rk3;
+        const int64_t iv2 = h0 / a.rv2;
+        const int64_t iv3 = iq3 / a.rv3;
 
         float slope[MAX_GROUP];
         for (int64_t g = 0; g < group; ++g) {
-            slope[g] = slope_of((uint32_t) (h0 + g), max_bias, n_head_log2, m0, m1);
+            slope[g] = alibi_slope(a, (uint32_t) (h0 + g));
             float * Q = s.q.data() + g * QT * DK;
             for (int64_t tq = 0; tq < rows; ++tq) {
                 const float * pq = (const float *) ((const char *) q->data + (iq1 + tq) * q->nb[1] +
@@ -207,10 +187,7 @@ void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor *
             if (mask) {
                 all_hidden = true;
                 for (int64_t tq = 0; tq < rows; ++tq) {
-                    const ggml_fp16_t * mp = (const ggml_fp16_t *) ((const char *) mask->data +
-                                                                    (iq1 + tq) * mask->nb[1] +
-                                                                    (h0 % mask->ne[2]) * mask->nb[2] +
-                                                                    (iq3 % mask->ne[3]) * mask->nb[3]);
+                    const ggml_fp16_t * mp = mask_row(a, iq1 + tq, h0, iq3);
                     float * r = s.raw.data() + tq * KT;
                     ggml_cpu_fp16_to_fp32(mp + ic, r, kv_tile);
                     for (int64_t tk = kv_tile; tk < KT; ++tk) {
@@ -279,7 +256,7 @@ void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor *
 
                 std::memset(KQ, 0, QT * KT * sizeof(float));
                 simd_gemm(KQ, s.q.data() + g * QT * DK, s.keys.data(), QT, DK, KT);
-                ggml_vec_scale_f32(QT * KT, KQ, scale);
+                ggml_vec_scale_f32(QT * KT, KQ, a.scale);
                 if (softcap != 0.0f) {
                     ggml_vec_tanh_f32(QT * KT, KQ, KQ);
                     ggml_vec_scale_f32(QT * KT, KQ, softcap);
@@ -327,8 +304,8 @@ void glassbox_flash_attn_tiles(const ggml_compute_params * params, ggml_tensor *
             float * S = s.sm.data() + g * 2 * QT;
             float * M = S + QT;
             float * VKQ = s.vkq.data() + g * QT * DV;
-            if (sinks) {
-                const float sk = ((const float *) sinks->data)[h];
+            if (a.sinks) {
+                const float sk = ((const float *) a.sinks->data)[h];
                 for (int64_t tq = 0; tq < rows; ++tq) {
                     float ms = 1.0f;
                     float vs = 1.0f;
