@@ -15,7 +15,10 @@
 // 4-byte groups interleaved, its scales beside), the first time it is
 // multiplied. Then one 8-lane integer multiply-add gives four products for
 // eight rows at once, a block's scaling is one vector operation for eight
-// rows, and the widened weights serve up to four tokens. Same arithmetic as
+// rows, and the widened weights serve up to eight tokens (four without
+// AVX-512's 32 vector registers). With VNNI a token's integer sum is split
+// over as many accumulators as the registers allow, so the multiply-adds do
+// not wait on one another. Same arithmetic as
 // ggml's (the token quantised by ggml's own function, an exact integer dot
 // per block, F32 scaling), summed in another order; a token's result does not
 // depend on the other tokens of its batch (docs/adr/0006-batch-invariant-
@@ -67,6 +70,27 @@ inline __m256i dot4(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_ep
 inline __m256i dot4(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_avx_epi32(acc, w, a); }
 #else
 #define GB_VNNI 0
+#endif
+
+// Tokens a pass over a group's weights serves: each needs its own sums, so
+// as many as the vector registers hold beside the weights.
+#if defined(__AVX512VL__)
+#define PASS_TOKENS 8
+#else
+#define PASS_TOKENS 4
+#endif
+
+#if GB_VNNI
+// Integer accumulators per token of a pass: as many multiply-add chains in
+// flight as the registers hold beside the eight weight vectors (32 vector
+// registers with AVX-512, 16 without).
+#if defined(__AVX512VL__)
+constexpr int DOT_REGISTERS = 8;
+#else
+constexpr int DOT_REGISTERS = 4;
+#endif
+template <int C>
+constexpr int DOT_CHAINS = DOT_REGISTERS / C < 1 ? 1 : (DOT_REGISTERS / C > 8 ? 8 : DOT_REGISTERS / C);
 #endif
 
 // One block of 32 weights for eight rows, as many bytes as in the GGUF
@@ -258,15 +282,36 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
                 w[u] = _mm256_loadu_si256((const __m256i *) (blk.qs + 32 * u));
             }
         }
+#if GB_VNNI
+        // Each token's integer sum in DOT_CHAINS<C> parts: the multiply-adds
+        // no longer wait on one another (an instruction's latency is several
+        // of its issue slots). Integer sums, so the total is the same.
+        constexpr int K = DOT_CHAINS<C>;
+        __m256i part[C][K];
         for (int c = 0; c < C; c++) {
             const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
+            for (int u = 0; u < K; u++) {
+                part[c][u] = dot4(_mm256_setzero_si256(), w[u], splat4(q + 4 * u));
+            }
+        }
+        for (int u = K; u < 8; u++) {
+            for (int c = 0; c < C; c++) {
+                const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
+                part[c][u % K] = dot4(part[c][u % K], w[u], splat4(q + 4 * u));
+            }
+        }
+#endif
+        for (int c = 0; c < C; c++) {
             __m256i dot;
 #if GB_VNNI
-            dot = _mm256_setzero_si256();
-            for (int u = 0; u < 8; u++) {
-                dot = dot4(dot, w[u], splat4(q + 4 * u));
+            for (int n = K; n > 1; n = (n + 1) / 2) {
+                for (int i = 0; i + (n + 1) / 2 < n; i++) {
+                    part[c][i] = _mm256_add_epi32(part[c][i], part[c][i + (n + 1) / 2]);
+                }
             }
+            dot = part[c][0];
 #else
+            const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
             if constexpr (T == GGML_TYPE_Q4_1) {
                 // Sums of pairs in 16 bits: at most 8 × 2 × 15 × 127 = 30480.
                 __m256i pairs = _mm256_maddubs_epi16(w[0], splat4(q));
@@ -300,6 +345,12 @@ template <ggml_type T>
 void group_times_n(int n, const uint8_t * g, int64_t nb, const char * const * a, const float * const * ds,
                    float * const * out) {
     switch (n) {
+#if PASS_TOKENS == 8
+        case 8: group_times<T, 8>(g, nb, a, ds, out); break;
+        case 7: group_times<T, 7>(g, nb, a, ds, out); break;
+        case 6: group_times<T, 6>(g, nb, a, ds, out); break;
+        case 5: group_times<T, 5>(g, nb, a, ds, out); break;
+#endif
         case 4: group_times<T, 4>(g, nb, a, ds, out); break;
         case 3: group_times<T, 3>(g, nb, a, ds, out); break;
         case 2: group_times<T, 2>(g, nb, a, ds, out); break;
@@ -393,11 +444,11 @@ static bool glassbox_mul_mat_rows8(const ggml_compute_params * params, ggml_tens
     const size_t gbytes = group_bytes(type);
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t * grp = pack->blocks + g * nb * gbytes;
-        for (int64_t j0 = 0; j0 < tokens; j0 += 4) {
-            const int n = (int) std::min<int64_t>(4, tokens - j0);
-            const char * a[4];
-            const float * ds[4];
-            float * out[4];
+        for (int64_t j0 = 0; j0 < tokens; j0 += PASS_TOKENS) {
+            const int n = (int) std::min<int64_t>(PASS_TOKENS, tokens - j0);
+            const char * a[PASS_TOKENS];
+            const float * ds[PASS_TOKENS];
+            float * out[PASS_TOKENS];
             for (int c = 0; c < n; c++) {
                 const int64_t j = j0 + c;
                 a[c] = wdata + j * row_size;

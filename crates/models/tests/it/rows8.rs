@@ -186,8 +186,9 @@ mod against_ggml {
     fn quantised_products_match_ggml_and_a_reference() {
         glassbox_models::cpu::load_kernels().expect("CPU kernels");
         // SmolLM2's shapes (576 wide, 192 and 1536 rows; a Q8_0 output
-        // head), one block, tokens in and out of the kernel's tiles of
-        // four, and rows not in eights (ggml's path).
+        // head), one block, tokens in and out of the kernel's passes of
+        // four (eight with AVX-512: 14 = 8 + 6, 16, 31), and rows not in
+        // eights (ggml's path).
         let q4_1 = sys::GGML_TYPE_Q4_1;
         let q8_0 = sys::GGML_TYPE_Q8_0;
         let cases = [
@@ -199,10 +200,13 @@ mod against_ggml {
             (q4_1, 64, 96, 33),
             (q4_1, 16, 576, 2),
             (q4_1, 12, 64, 4),
+            (q4_1, 64, 576, 14),
+            (q4_1, 24, 1536, 31),
             (q8_0, 1024, 576, 1),
             (q8_0, 576, 576, 4),
             (q8_0, 64, 1536, 7),
             (q8_0, 8, 32, 2),
+            (q8_0, 40, 576, 16),
             (q8_0, 20, 64, 3),
         ];
         for (i, (ty, rows, k, tokens)) in cases.into_iter().enumerate() {
