@@ -72,26 +72,20 @@ inline __m256i dot4(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_av
 #define GB_VNNI 0
 #endif
 
-// Tokens a pass over a group's weights serves: each needs its own sums, so
-// as many as the vector registers hold beside the weights.
+// With AVX-512's 32 vector registers beside the eight weight vectors: a pass
+// over a group's weights serves eight tokens (each needs its own sums), and
+// with VNNI a token's integer sum may take eight accumulators a pass (so many
+// multiply-add chains in flight). With 16 registers: four tokens, four.
 #if defined(__AVX512VL__)
 #define PASS_TOKENS 8
-#else
-#define PASS_TOKENS 4
-#endif
-
-#if GB_VNNI
-// Integer accumulators per token of a pass: as many multiply-add chains in
-// flight as the registers hold beside the eight weight vectors (32 vector
-// registers with AVX-512, 16 without).
-#if defined(__AVX512VL__)
 constexpr int DOT_REGISTERS = 8;
 #else
+#define PASS_TOKENS 4
 constexpr int DOT_REGISTERS = 4;
 #endif
+// Integer accumulators per token when a pass serves C tokens.
 template <int C>
-constexpr int DOT_CHAINS = DOT_REGISTERS / C < 1 ? 1 : (DOT_REGISTERS / C > 8 ? 8 : DOT_REGISTERS / C);
-#endif
+constexpr int DOT_CHAINS = DOT_REGISTERS / C > 1 ? DOT_REGISTERS / C : 1;
 
 // One block of 32 weights for eight rows, as many bytes as in the GGUF
 // file (decode streams the weights from memory where they do not fit in the
@@ -282,6 +276,10 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
                 w[u] = _mm256_loadu_si256((const __m256i *) (blk.qs + 32 * u));
             }
         }
+        const int8_t * q[C];
+        for (int c = 0; c < C; c++) {
+            q[c] = (const int8_t *) (a[c] + b * a_bytes + a_head);
+        }
 #if GB_VNNI
         // Each token's integer sum in DOT_CHAINS<C> parts: the multiply-adds
         // no longer wait on one another (an instruction's latency is several
@@ -289,15 +287,13 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
         constexpr int K = DOT_CHAINS<C>;
         __m256i part[C][K];
         for (int c = 0; c < C; c++) {
-            const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
-            for (int u = 0; u < K; u++) {
-                part[c][u] = dot4(_mm256_setzero_si256(), w[u], splat4(q + 4 * u));
+            for (int k = 0; k < K; k++) {
+                part[c][k] = _mm256_setzero_si256();
             }
         }
-        for (int u = K; u < 8; u++) {
+        for (int u = 0; u < 8; u++) {
             for (int c = 0; c < C; c++) {
-                const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
-                part[c][u % K] = dot4(part[c][u % K], w[u], splat4(q + 4 * u));
+                part[c][u % K] = dot4(part[c][u % K], w[u], splat4(q[c] + 4 * u));
             }
         }
 #endif
@@ -311,12 +307,11 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
             }
             dot = part[c][0];
 #else
-            const int8_t * q = (const int8_t *) (a[c] + b * a_bytes + a_head);
             if constexpr (T == GGML_TYPE_Q4_1) {
                 // Sums of pairs in 16 bits: at most 8 × 2 × 15 × 127 = 30480.
-                __m256i pairs = _mm256_maddubs_epi16(w[0], splat4(q));
+                __m256i pairs = _mm256_maddubs_epi16(w[0], splat4(q[c]));
                 for (int u = 1; u < 8; u++) {
-                    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[u], splat4(q + 4 * u)));
+                    pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[u], splat4(q[c] + 4 * u)));
                 }
                 dot = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
             } else {
@@ -324,7 +319,7 @@ void group_times(const uint8_t * g, int64_t nb, const char * const * a, const fl
                 dot = _mm256_setzero_si256();
                 for (int u = 0; u < 8; u++) {
                     const __m256i pairs =
-                        _mm256_maddubs_epi16(_mm256_abs_epi8(w[u]), _mm256_sign_epi8(splat4(q + 4 * u), w[u]));
+                        _mm256_maddubs_epi16(_mm256_abs_epi8(w[u]), _mm256_sign_epi8(splat4(q[c] + 4 * u), w[u]));
                     dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
                 }
             }
