@@ -20,6 +20,12 @@
 #   BENCH_N        vectors in the search benchmark (default 100000)
 #   BENCH_FLASH_ATTN  on|off: flash attention in both LLM engines (default on,
 #                  llama.cpp's own default; llama-cpp-python's is off)
+#   BENCH_AVX2=1   the LLM pair without AVX-512 on a CPU that has it: glassbox
+#                  on ggml's `haswell` kernels (GLASSBOX_CPU_VARIANT) and the
+#                  peer on the llama.cpp its release vendors, built for AVX2
+#                  (GGML_NATIVE off; AVX2, FMA, F16C, BMI2) into
+#                  .venv-bench/llama-avx2-VERSION on first use (~10 minutes on
+#                  2 cores) and loaded through LLAMA_CPP_LIB_PATH
 #   PROFILE        cargo profile (default release)
 #   SHORT=1        a smoke run that checks the script works
 #                  (scripts/check-script-order.sh): 1 run of 16 tokens, 2,000
@@ -58,6 +64,11 @@ cargo build --locked $(profile_args) -p glassbox-models --examples --quiet
 bin=$(profile_dir)/examples
 
 if [[ $short == 1 ]]; then
+  # Apart from the real runs' results: the report reads every result file in
+  # $out, and a smoke run's figures would otherwise stand in its table as
+  # measurements (with bounds measured on whatever else was running).
+  out=$out/short
+  mkdir -p "$out"
   echo "== SHORT=1: one small run of each glassbox benchmark, no peers" >&2
   [[ -z $only || $only == llm ]] && "$bin/bench_llm" --threads "$threads" --runs 1 --max-tokens 16 --out "$out"
   if [[ -z $only || $only == embed ]]; then
@@ -88,6 +99,35 @@ if ! "$py" -c "import $mods" 2>/dev/null; then
   "$py" -m pip install --quiet "${pkgs[@]}"
 fi
 peers="$py $root/scripts/bench_models_peers.py"
+if [[ ${BENCH_AVX2:-0} == 1 ]]; then
+  export GLASSBOX_CPU_VARIANT=haswell
+  version=$("$py" -c 'import llama_cpp; print(llama_cpp.__version__)')
+  avx2=$venv/llama-avx2-$version
+  if [[ ! -e $avx2/lib/libllama.so ]]; then
+    src=$venv/src
+    mkdir -p "$src"
+    if [[ ! -d $src/llama_cpp_python-$version ]]; then
+      echo "downloading llama-cpp-python $version (source package) from PyPI ..." >&2
+      "$py" -m pip download --quiet --no-deps --no-binary :all: \
+        "llama-cpp-python==$version" -d "$src"
+      tar -xzf "$src/llama_cpp_python-$version.tar.gz" -C "$src"
+    fi
+    echo "building the peer's llama.cpp for AVX2 into $avx2 (first run only) ..." >&2
+    build=$src/build-avx2-$version
+    cmake -S "$src/llama_cpp_python-$version/vendor/llama.cpp" -B "$build" \
+      -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH='$ORIGIN' \
+      -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+      -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+      -DLLAMA_CURL=OFF >&2
+    # The library alone (the tree's apps need files its source package lacks).
+    cmake --build "$build" --target llama -j "$(nproc)" >&2
+    mkdir -p "$avx2/lib"
+    cp -a "$build"/bin/libllama.so* "$build"/bin/libggml*.so* "$avx2/lib/"
+  fi
+  export LLAMA_CPP_LIB_PATH=$avx2/lib
+  echo "bench-models: BENCH_AVX2=1: glassbox on its haswell kernels, the peer on $avx2" >&2
+fi
 # One thread per engine unless asked otherwise, BLAS included.
 export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 export RAYON_NUM_THREADS=$threads

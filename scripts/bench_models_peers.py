@@ -50,7 +50,11 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
     import llama_cpp
     from llama_cpp import Llama
 
-    amx = "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
+    info = llama_cpp.llama_print_system_info().decode()
+    amx = "AMX_INT8 = 1" in info
+    # The widest vector kernels its llama.cpp was built with (pip builds for the build
+    # machine; BENCH_AVX2=1 in bench-models.sh loads one built for AVX2).
+    isa = "AVX-512" if "AVX512 = 1" in info else "AVX2" if "AVX2 = 1" in info else "no AVX2"
     if amx:
         # pip builds llama.cpp for the build machine (GGML_NATIVE); on an AMX Xeon that
         # compiles in ggml's AMX weight buffer, whose matmul segfaults there
@@ -102,7 +106,8 @@ def llm(out: Path, threads: int, flash_attn: bool = False, with_reuse: bool = Tr
     run(chats[0], 8)  # warm-up, on a chat no measured run uses
     results = [run(chat, 128) for chat in chats[1:]]
     result = {
-        "engine": "llama-cpp-python " + llama_cpp.__version__ + (" (AMX buffer off)" if amx else ""),
+        "engine": f"llama-cpp-python {llama_cpp.__version__} ({isa} build"
+                  + (", AMX buffer off)" if amx else ")"),
         "threads": threads,
         "flash_attention": flash_attn,
         "prompt_tokens": results[-1][2],
@@ -321,7 +326,8 @@ def report(out: Path) -> None:
         print(f"Bounds: {c['model']} ({c['kernels']} kernels), {lr['threads']} threads at "
               f"{c['clock_ghz']:.2f} GHz ({c['clock_source']}): peak {c['peak_ops_per_s'] / 1e12:.2f} "
               f"T int8 ops/s; read {c['read_bytes_per_s'] / 1e9:.1f} GB/s over "
-              f"{c['read_working_set_bytes'] / 1e6:.0f} MB (measured).")
+              f"{c['read_working_set_bytes'] / 1e6:.0f} MB (measured; a read ceiling allows 1.5x that, "
+              f"for kernels that read faster than the measuring loop).")
     if ep and "min_cosine_vs_rust" in ep:
         print(f"Embedding agreement: min cosine(ours, sentence-transformers) over 64 sentences = "
               f"{ep['min_cosine_vs_rust']:.6f}.")

@@ -150,8 +150,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Ceilings: one query reads at least these bytes, at most this fast.
     let vector_bytes = (DIM * 4) as f64;
     let base_bytes = n * DIM * 4;
-    let exact_bound_qps = bound::read_bandwidth(base_bytes, threads) / (vector_bytes * n as f64);
-    let one_thread = bound::read_bandwidth(base_bytes, 1);
+    let exact_bound_qps = bound::read_ceiling(base_bytes, threads) / (vector_bytes * n as f64);
+    let one_thread = bound::read_ceiling(base_bytes, 1);
     let mut sweep = Vec::new();
     for ef in [10, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         index.set_expansion_search(ef);

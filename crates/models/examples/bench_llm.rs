@@ -174,7 +174,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bytes_per_token = dims.min_decode_bytes_per_token(context);
     let bandwidth = bound::read_bandwidth(bytes_per_token as usize, threads);
     let prompt_bound = peak / dims.min_prompt_ops_per_token();
-    let decode_bound = bandwidth / bytes_per_token;
+    let decode_bound = bandwidth * bound::READ_HEADROOM / bytes_per_token;
     let kernels =
         glassbox_models::load_kernels().map_or_else(|e| e.to_string(), |k| k.variant.clone());
 
