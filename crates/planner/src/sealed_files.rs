@@ -87,6 +87,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-05-vllm-prs-tp.csv"),
     ),
     (
+        "2026-12-06-anl-inference-bench.csv",
+        include_str!("../data/sealed/2026-12-06-anl-inference-bench.csv"),
+    ),
+    (
         "2026-12-06-exllamav2-ollama.csv",
         include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
     ),
