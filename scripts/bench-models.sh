@@ -24,8 +24,8 @@
 #                  on ggml's `haswell` kernels (GLASSBOX_CPU_VARIANT) and the
 #                  peer on the llama.cpp its release vendors, built for AVX2
 #                  (GGML_NATIVE off; AVX2, FMA, F16C, BMI2) into
-#                  .venv-bench/llama-avx2-VERSION on first use (~10 minutes on
-#                  2 cores) and loaded through LLAMA_CPP_LIB_PATH
+#                  .venv-bench/llama-avx2-VERSION on first use (minutes) and
+#                  loaded through LLAMA_CPP_LIB_PATH
 #   PROFILE        cargo profile (default release)
 #   SHORT=1        a smoke run that checks the script works
 #                  (scripts/check-script-order.sh): 1 run of 16 tokens, 2,000
@@ -99,7 +99,7 @@ if ! "$py" -c "import $mods" 2>/dev/null; then
   "$py" -m pip install --quiet "${pkgs[@]}"
 fi
 peers="$py $root/scripts/bench_models_peers.py"
-if [[ ${BENCH_AVX2:-0} == 1 ]]; then
+if [[ ${BENCH_AVX2:-0} == 1 && ( -z $only || $only == llm ) ]]; then
   export GLASSBOX_CPU_VARIANT=haswell
   version=$("$py" -c 'import llama_cpp; print(llama_cpp.__version__)')
   avx2=$venv/llama-avx2-$version

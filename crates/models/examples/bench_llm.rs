@@ -202,6 +202,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "clock_source": clock.source,
             "peak_ops_per_s": peak,
             "read_bytes_per_s": bandwidth,
+            "read_headroom": bound::READ_HEADROOM,
             "read_working_set_bytes": bytes_per_token,
         },
         "model": dims,
