@@ -95,6 +95,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
     ),
     (
+        "2026-12-06-rocm-llamacpp-sglang-a30.csv",
+        include_str!("../data/sealed/2026-12-06-rocm-llamacpp-sglang-a30.csv"),
+    ),
+    (
         "2026-12-06-tgi-mlc-sglang.csv",
         include_str!("../data/sealed/2026-12-06-tgi-mlc-sglang.csv"),
     ),
