@@ -45,7 +45,7 @@ extern "C" void ggml_compute_forward_flash_attn_ext_upstream(const ggml_compute_
 __attribute__((used, retain)) static const char glassbox_flash_attn_rows_mark[] =
     "glassbox: flash attention for a few rows";
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__) && defined(__FMA__))
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -257,7 +257,31 @@ struct Visible {
         valid = true;
         cells.clear();
         bias.clear();
-        for (int64_t ic = from; ic < to; ++ic) {
+        int64_t ic = from;
+#if defined(__AVX2__)
+        // Sixteen mask cells at a time: in a stream holding several
+        // sequences most of a row's cells are −∞ (F16 0xFC00), and a run of
+        // them is passed over in one compare (a scalar pass over ~5,000
+        // cells a row and layer was 5% of the kernel's time with four
+        // requests in chunk mode).
+        if (row != nullptr) {
+            const __m256i minus_inf = _mm256_set1_epi16((short) 0xFC00);
+            for (; ic + 16 <= to; ic += 16) {
+                const __m256i m16 = _mm256_loadu_si256((const __m256i *) (row + ic));
+                if ((unsigned) _mm256_movemask_epi8(_mm256_cmpeq_epi16(m16, minus_inf)) == 0xFFFFFFFFu) {
+                    continue;
+                }
+                for (int64_t c = ic; c < ic + 16; ++c) {
+                    const float m = GGML_CPU_FP16_TO_FP32(row[c]);
+                    if (m != -INFINITY) {
+                        cells.push_back(c);
+                        bias.push_back(m);
+                    }
+                }
+            }
+        }
+#endif
+        for (; ic < to; ++ic) {
             const float m = row ? GGML_CPU_FP16_TO_FP32(row[ic]) : 0.0f;
             if (m != -INFINITY) {
                 cells.push_back(ic);

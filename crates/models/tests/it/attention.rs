@@ -143,6 +143,9 @@ mod against_a_reference {
         max_bias: f32,
         softcap: f32,
         sinks: bool,
+        /// Sequences sharing the cache, as in one KV stream: cells go to
+        /// them in turns of 96, the first `rows / seqs` rows to the first.
+        seqs: i64,
     }
 
     fn to_f16(values: &[f32]) -> (Vec<u16>, Vec<f32>) {
@@ -289,12 +292,14 @@ mod against_a_reference {
         let v: Vec<f32> = (0..c.dv * c.cells * c.kv_heads)
             .map(|_| rng.signed())
             .collect();
-        // Row r sees a prefix of the cells, with every seventh cell masked
-        // out and a small bias on the rest (an ALiBi-style position).
+        // Row r sees a prefix of its sequence's cells, with every seventh
+        // cell masked out and a small bias on the rest (an ALiBi-style
+        // position).
         let mask: Vec<f32> = (0..c.rows * c.cells)
             .map(|i| {
                 let (r, j) = (i / c.cells, i % c.cells);
-                if j > c.cells - c.rows + r || j % 7 == 3 {
+                let other = (j / 96) % c.seqs != r * c.seqs / c.rows;
+                if j > c.cells - c.rows + r || j % 7 == 3 || other {
                     f32::NEG_INFINITY
                 } else {
                     -((c.cells - j) as f32) / 64.0
@@ -336,6 +341,7 @@ mod against_a_reference {
             max_bias: 0.0,
             softcap: 0.0,
             sinks: false,
+            seqs: 1,
         };
         let cases = [
             base, // one row, cells split
@@ -397,6 +403,27 @@ mod against_a_reference {
                 cells: 600,
                 ..base
             }, // the same, one row, cells split
+            Case {
+                rows: 6,
+                seqs: 2,
+                cells: 800,
+                ..base
+            }, // two sequences' rows in one stream, three each (a token and its draft)
+            Case {
+                rows: 4,
+                seqs: 4,
+                cells: 1500,
+                sinks: true,
+                ..base
+            }, // four sequences' lone rows: long runs of masked cells
+            Case {
+                rows: 8,
+                seqs: 2,
+                heads: 32,
+                kv_heads: 8,
+                cells: 700,
+                ..base
+            }, // the same with Llama-3-like heads
             Case {
                 rows: 64,
                 cells: 200,
