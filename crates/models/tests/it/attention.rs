@@ -417,6 +417,11 @@ mod against_a_reference {
                 ..base
             }, // four sequences' lone rows: long runs of masked cells
             Case {
+                seqs: 2,
+                cells: 1200,
+                ..base
+            }, // one row among another sequence's cells, split over the threads
+            Case {
                 rows: 8,
                 seqs: 2,
                 heads: 32,
