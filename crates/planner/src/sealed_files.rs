@@ -91,6 +91,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-anl-inference-bench.csv"),
     ),
     (
+        "2026-12-06-databasemart-a40-a6000-vllm.csv",
+        include_str!("../data/sealed/2026-12-06-databasemart-a40-a6000-vllm.csv"),
+    ),
+    (
         "2026-12-06-exllamav2-ollama.csv",
         include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
     ),
