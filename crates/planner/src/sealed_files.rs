@@ -99,6 +99,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-exllamav2-ollama.csv"),
     ),
     (
+        "2026-12-06-modal-l4-inference-bench.csv",
+        include_str!("../data/sealed/2026-12-06-modal-l4-inference-bench.csv"),
+    ),
+    (
         "2026-12-06-rocm-llamacpp-sglang-a30.csv",
         include_str!("../data/sealed/2026-12-06-rocm-llamacpp-sglang-a30.csv"),
     ),
