@@ -425,7 +425,10 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
             assert_eq!(own["engine"], "vllm", "{r}");
             let files = own["files"].as_u64().unwrap();
             assert!(files >= 1 && files <= b["files"].as_u64().unwrap(), "{r}");
-            assert!(own["rows"].as_u64().unwrap() <= b["rows"].as_u64().unwrap(), "{r}");
+            assert!(
+                own["rows"].as_u64().unwrap() <= b["rows"].as_u64().unwrap(),
+                "{r}"
+            );
         }
     }
 
