@@ -262,6 +262,16 @@ pub fn source_key(source: &str) -> String {
     let host = host.strip_prefix("www.").unwrap_or(&host).to_string();
     let path: Vec<&str> = parts.collect();
     match host.as_str() {
+        // A thread (issue, pull request, discussion) is its author's own
+        // publication, measured on their machines: a source of its own.
+        "github.com" if path.len() >= 4 && is_thread(path[2], path[3]) => format!(
+            "github.com/{}/{}/{}/{}",
+            path[0],
+            path[1],
+            path[2],
+            path[3].split(['?', '#']).next().unwrap_or_default()
+        )
+        .to_ascii_lowercase(),
         "github.com" | "raw.githubusercontent.com" if path.len() >= 2 => {
             format!("github.com/{}/{}", path[0], path[1]).to_ascii_lowercase()
         }
@@ -273,6 +283,14 @@ pub fn source_key(source: &str) -> String {
                 .to_ascii_lowercase()
         }
     }
+}
+
+/// Whether `kind/number` after a GitHub repository names a thread.
+fn is_thread(kind: &str, number: &str) -> bool {
+    let number = number.split(['?', '#']).next().unwrap_or_default();
+    matches!(kind, "issues" | "pull" | "discussions")
+        && !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Catalogues a row is resolved against.
@@ -386,6 +404,23 @@ mod tests {
             "example.com/p/post"
         );
         assert_eq!(source_key("lab notebook"), "lab notebook");
+        // Threads of one repository are their authors' own publications;
+        // the repository's files stay one source.
+        let thread = source_key("https://github.com/ggml-org/llama.cpp/discussions/15396#x");
+        assert_eq!(thread, "github.com/ggml-org/llama.cpp/discussions/15396");
+        assert_ne!(
+            source_key("https://github.com/ggml-org/llama.cpp/pull/4766"),
+            source_key("https://github.com/ggml-org/llama.cpp/pull/4406")
+        );
+        assert_eq!(
+            source_key("https://github.com/ggml-org/llama.cpp/blob/master/README.md"),
+            "github.com/ggml-org/llama.cpp"
+        );
+        assert_eq!(
+            source_key("https://github.com/a/b/issues"),
+            "github.com/a/b",
+            "a list of threads is not a thread"
+        );
     }
 
     #[test]

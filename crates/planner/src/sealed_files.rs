@@ -114,6 +114,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-06-torchao-gptfast-unseen.csv",
         include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
     ),
+    (
+        "2026-12-07-llamacpp-moe.csv",
+        include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
+    ),
 ];
 
 /// The (metric, engine family) pairs of each shipped file, parsed once (a
