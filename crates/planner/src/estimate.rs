@@ -94,16 +94,25 @@ impl Estimator {
         let weights = s.weight_bytes();
         let routed = s.model.all_routed_expert_params();
         explain.push(if s.quant.experts_only && routed > 0.0 {
+            let rest = s.engine.experts_only_rest_bytes();
+            let kept = if rest < 2.0 {
+                "the engine's file keeps attention, router, embeddings and LM head in Q8_0"
+            } else {
+                "attention, router, embeddings and LM head stay BF16"
+            };
             Line::new(
                 "weights",
                 weights / 1e9,
                 "GB",
-                "routed experts × bits_per_weight / 8 + other weights × 2 (the format covers the experts; attention, router, embeddings and LM head stay BF16)",
                 format!(
-                    "{} × {} / 8 + {} × 2 ({})",
+                    "routed experts × bits_per_weight / 8 + other weights × bytes (the format covers the experts; {kept})"
+                ),
+                format!(
+                    "{} × {} / 8 + {} × {} ({})",
                     num(routed),
                     num(bpw),
                     num(params - routed),
+                    num(rest),
                     s.quant.name
                 ),
             )
@@ -293,7 +302,7 @@ impl Estimator {
         .iter()
         .filter_map(|n| Quant::parse(n).ok())
         .map(|q| WeightRow {
-            gb: s.model.weight_bytes(&q) / 1e9,
+            gb: s.model.weight_bytes(&q, s.engine) / 1e9,
             bits_per_weight: q.bits_per_weight,
             quant: q.name,
         })

@@ -308,7 +308,7 @@ impl Measurement {
         let quant = Quant::parse(&self.quant)?;
         // The `tp` column is the GPUs the run used; they are split the way
         // the engine splits them by default (llama.cpp: layers).
-        let fits_one = model.weight_bytes(&quant) < hw.memory_bytes();
+        let fits_one = model.weight_bytes(&quant, self.engine) < hw.memory_bytes();
         let (tp, pp) = parallel::replica_split(self.engine, self.tp, fits_one);
         Ok(Scenario {
             model,

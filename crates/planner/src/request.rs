@@ -139,7 +139,7 @@ impl ResolvedRequest {
     /// for a GPU count, with the reason.
     pub fn parallelism(&self, hw: &Hardware) -> Result<Parallelism, PlannerError> {
         let spec = &self.model.spec;
-        let weights = spec.weight_bytes(&self.quant);
+        let weights = spec.weight_bytes(&self.quant, self.engine);
         let held = spec.kv_tokens_held(self.context as f64, self.engine);
         let kv = spec.kv_bytes_per_token(self.kv_bytes) * held;
         let fits_on = |n: u32| {

@@ -98,7 +98,7 @@ impl Scenario<'_> {
 
     /// Weights of one replica, bytes.
     pub fn weight_bytes(&self) -> f64 {
-        self.model.weight_bytes(&self.quant)
+        self.model.weight_bytes(&self.quant, self.engine)
     }
 
     /// KV bytes one token takes across the replica: the model's per-token
@@ -337,7 +337,7 @@ impl Scenario<'_> {
 /// One decode step for `batch` sequences at context `ctx`. The weight
 /// matmuls compute [`Scenario::gemm_rows`]`(batch)` rows.
 pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
-    let weights = s.model.read_bytes(batch, &s.quant);
+    let weights = s.model.read_bytes(batch, &s.quant, s.engine);
     // Windowed layers read at most their window, whatever the cache keeps.
     let keys = s.model.attended_keys(ctx);
     let kv = batch * keys * s.kv_bytes_per_token() + s.attention_scores_bytes(batch, keys);
@@ -358,7 +358,7 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
 /// One prefill pass over `tokens` prompt tokens (all sequences together).
 pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let per_seq = (tokens / seqs.max(1.0)).max(1.0);
-    let weights = s.model.read_bytes(tokens, &s.quant);
+    let weights = s.model.read_bytes(tokens, &s.quant, s.engine);
     let seqs = seqs.max(1.0);
     // Causal: the prompt's tokens attend over (n + 1) / 2 positions on
     // average (fewer in windowed layers).

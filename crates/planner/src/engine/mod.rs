@@ -34,6 +34,9 @@ pub use version::Version;
 /// [`Engine::LlamaCppNoFa`] before it.
 pub const LLAMA_CPP_FLASH_ATTN_AUTO_BUILD: u32 = 6327;
 
+/// Bytes a Q8_0 weight takes: blocks of 32 int8 weights with one F16 scale.
+const Q8_0_BYTES_PER_WEIGHT: f64 = 34.0 / 32.0;
+
 /// An inference engine (and, for vLLM, a version range with other mechanisms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Engine {
@@ -312,6 +315,21 @@ impl Engine {
         match self {
             Self::Transformers => (1.0, 3.0),
             _ => (1.0, 1.0),
+        }
+    }
+
+    /// Bytes a weight outside the routed experts takes where the format
+    /// covers only the experts (MXFP4, [`crate::weights`]). The checkpoints
+    /// the engines load keep those weights in BF16 (gpt-oss's
+    /// `modules_to_not_convert`; Ollama's library files, 14 GB for
+    /// gpt-oss:20b), except llama.cpp's MXFP4 GGUF: its file type
+    /// `LLAMA_FTYPE_MOSTLY_MXFP4_MOE` stores "MoE tensors -> MXFP4, other
+    /// tensors -> Q8_0" (`src/llama-quant.cpp`, `llama_tensor_get_type`), the
+    /// 11.27 GiB of ggml-org's gpt-oss-20b file: 8.5 bits a weight.
+    pub fn experts_only_rest_bytes(self) -> f64 {
+        match self {
+            Self::LlamaCpp | Self::LlamaCppNoFa => Q8_0_BYTES_PER_WEIGHT,
+            _ => 2.0,
         }
     }
 
