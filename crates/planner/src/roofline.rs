@@ -220,6 +220,32 @@ impl Scenario<'_> {
         }
     }
 
+    /// Routed-expert FLOPs one sequence's prompt of `tokens` tokens computes
+    /// beyond its own, per device, where the engine runs each expert's
+    /// tokens in whole tiles ([`Engine::moe_prompt_tile`]): the prompt is
+    /// cut into micro-batches ([`Engine::prompt_micro_batches`]) and each
+    /// pays [`ModelSpec::expert_tile_padding`] on its routed experts' FLOPs.
+    /// 0 for a dense model or an engine whose expert GEMMs fit their tokens.
+    pub fn expert_tile_flops(&self, tokens: f64) -> f64 {
+        let Some(tile) = self.engine.moe_prompt_tile(self.hw.class) else {
+            return 0.0;
+        };
+        let Some((_, ubatch)) = self.engine.prompt_micro_batches() else {
+            return 0.0;
+        };
+        let Some(active) = self.model.moe.as_ref().map(|m| f64::from(m.active)) else {
+            return 0.0;
+        };
+        let ubatch = f64::from(ubatch);
+        let full = (tokens / ubatch).floor();
+        let rest = tokens - full * ubatch;
+        let mut extra_tokens = full * ubatch * (self.model.expert_tile_padding(ubatch, tile) - 1.0);
+        if rest >= 1.0 {
+            extra_tokens += rest * (self.model.expert_tile_padding(rest, tile) - 1.0);
+        }
+        2.0 * self.model.routed_expert_params(active) * extra_tokens / self.tp()
+    }
+
     /// Communication of one forward pass over `tokens` tokens. Tensor
     /// parallel: two ring all-reduces per layer of `tokens × hidden` FP16
     /// activations, each moving `2(N−1)/N` of the message over the link,
@@ -365,7 +391,10 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let keys = s.model.mean_causal_keys(per_seq, 0.0);
     let scores = seqs * s.attention_scores_bytes(per_seq, keys) / s.tp();
     let bytes = weights / s.tp() + scores;
-    let c = s.forward_compute(per_seq, 0.0);
+    let mut c = s.forward_compute(per_seq, 0.0);
+    let tiles = s.expert_tile_flops(per_seq);
+    c.linear_flops += tiles;
+    c.linear_s += tiles / s.peak_flops();
     // Pipeline stages overlap the micro-batches of one prompt where the
     // engine cuts it into them; the roofline times shrink by that overlap.
     let k = if seqs <= 1.0 {

@@ -423,6 +423,32 @@ impl Engine {
     pub fn prompt_micro_batches(self) -> Option<(u32, u32)> {
         (self.family() == Self::LlamaCpp).then_some((2048, 512))
     }
+
+    /// The widest tile of token columns in which the engine's prompt runs an
+    /// MoE layer's routed-expert GEMMs, on a device of `class`; `None` where
+    /// an expert's GEMM is sized to its own tokens. ggml's CUDA and HIP
+    /// backends (llama.cpp, Ollama) run `MUL_MAT_ID` as one MMQ launch over
+    /// every expert since ggml-org/llama.cpp#13199 (b5237, 2025-04): the
+    /// tokens are grouped by expert (`expert_bounds`) and each expert's share
+    /// is computed in tiles of `mmq_x` columns, chosen for the whole
+    /// micro-batch (`mul_mat_q_case` takes the width that needs fewest tiles
+    /// for the micro-batch's tokens, up to 128 with Turing's int8 MMA or
+    /// CDNA3's MFMA, `get_mmq_x_max_host`); a tile with no token is skipped,
+    /// a partly filled one computes whole, only its write-back is masked.
+    /// Metal's `kernel_mul_mm_id` computes 32-token tiles per expert
+    /// (`BLOCK_SIZE_N`, the per-expert token lists of `kernel_mul_mm_id_map0`,
+    /// ggml-org/llama.cpp#13388). See [`crate::ModelSpec::expert_tile_padding`].
+    pub fn moe_prompt_tile(self, class: crate::hardware::HardwareClass) -> Option<f64> {
+        use crate::hardware::HardwareClass;
+        if self.family() != Self::LlamaCpp {
+            return None;
+        }
+        match class {
+            HardwareClass::Datacenter | HardwareClass::Consumer => Some(128.0),
+            HardwareClass::Apple => Some(32.0),
+            HardwareClass::Cpu | HardwareClass::Npu => None,
+        }
+    }
 }
 
 impl fmt::Display for Engine {
