@@ -271,17 +271,17 @@ struct Visible {
                 if ((unsigned) _mm256_movemask_epi8(_mm256_cmpeq_epi16(m16, minus_inf)) == 0xFFFFFFFFu) {
                     continue;
                 }
-                for (int64_t c = ic; c < ic + 16; ++c) {
-                    const float m = GGML_CPU_FP16_TO_FP32(row[c]);
-                    if (m != -INFINITY) {
-                        cells.push_back(c);
-                        bias.push_back(m);
-                    }
-                }
+                keep(row, ic, ic + 16);
             }
         }
 #endif
-        for (; ic < to; ++ic) {
+        keep(row, ic, to);
+    }
+
+    // Appends the cells of [from, to) that `row` leaves visible, with their
+    // bias; without a mask row every cell is visible, with bias 0.
+    void keep(const ggml_fp16_t * row, int64_t from, int64_t to) {
+        for (int64_t ic = from; ic < to; ++ic) {
             const float m = row ? GGML_CPU_FP16_TO_FP32(row[ic]) : 0.0f;
             if (m != -INFINITY) {
                 cells.push_back(ic);
