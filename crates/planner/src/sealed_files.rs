@@ -118,6 +118,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-llamacpp-moe.csv",
         include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
     ),
+    (
+        "2026-12-07-datacenter-serving.csv",
+        include_str!("../data/sealed/2026-12-07-datacenter-serving.csv"),
+    ),
 ];
 
 /// The (metric, engine family) pairs of each shipped file, parsed once (a
