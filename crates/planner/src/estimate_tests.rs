@@ -495,3 +495,66 @@ fn gpt_fast_int8_on_an_a100_reads_at_its_share_and_the_baseline_does_not() {
     let baseline = Estimator::new(EfficiencyTable::baseline());
     assert_eq!(eta(&baseline, &int8), eta(&baseline, &bf16));
 }
+
+#[test]
+fn llama_cpp_moe_prompts_pay_whole_expert_tiles_per_micro_batch() {
+    let models = ModelCatalogue::builtin().unwrap();
+    let gpu = card("rtx-4090");
+    let scenario = |model: &str, engine: Engine| Scenario {
+        model: models.get(model).unwrap(),
+        hw: &gpu,
+        quant: Quant::parse("q4_k_m").unwrap(),
+        kv_bytes: 2.0,
+        engine,
+        tp: 1,
+        pp: 1,
+        batch: 1,
+        prompt_tokens: 512,
+        gen_tokens: 1,
+        context: 4096,
+        memory_headroom: 0.1,
+    };
+    let llama = scenario("qwen3-30b-a3b", Engine::LlamaCpp);
+    let m = llama.model;
+    let routed = m.routed_expert_params(8.0);
+    // One 512-token micro-batch: the routed experts' FLOPs times the
+    // padding factor, the rest of the model unpadded.
+    let pad = m.expert_tile_padding(512.0, 128.0);
+    let extra = llama.expert_tile_flops(512.0);
+    assert!((extra - 2.0 * routed * 512.0 * (pad - 1.0)).abs() < 1.0);
+    let vllm = scenario("qwen3-30b-a3b", Engine::Vllm);
+    let (l, v) = (
+        prefill_terms(&llama, 512.0, 1.0),
+        prefill_terms(&vllm, 512.0, 1.0),
+    );
+    assert!(
+        (l.flops - v.flops - extra).abs() < 1e3,
+        "{} {}",
+        l.flops,
+        v.flops
+    );
+    // A 1,000-token prompt: a full micro-batch and one of 488 tokens.
+    let two = llama.expert_tile_flops(1000.0);
+    let rest = 2.0 * routed * 488.0 * (m.expert_tile_padding(488.0, 128.0) - 1.0);
+    assert!((two - extra - rest).abs() < 1.0);
+    // Four sequences of 128 tokens share one micro-batch: the pass pays
+    // what one 512-token prompt pays, not four 128-token ones.
+    let four = prefill_terms(&llama, 512.0, 4.0);
+    let alone = prefill_terms(&llama, 128.0, 1.0);
+    let unpadded = prefill_terms(&vllm, 512.0, 4.0);
+    assert!((four.flops - unpadded.flops - extra).abs() < 1e3);
+    assert!(four.flops < 4.0 * alone.flops);
+    // Nothing for a dense model, an engine sizing GEMMs to the expert, or a
+    // CPU.
+    assert_eq!(
+        scenario("llama-3.1-8b", Engine::LlamaCpp).expert_tile_flops(512.0),
+        0.0
+    );
+    assert_eq!(vllm.expert_tile_flops(512.0), 0.0);
+    let cpu = card("cpu-generic");
+    let on_cpu = Scenario {
+        hw: &cpu,
+        ..llama.clone()
+    };
+    assert_eq!(on_cpu.expert_tile_flops(512.0), 0.0);
+}

@@ -220,11 +220,12 @@ impl Scenario<'_> {
         }
     }
 
-    /// Routed-expert FLOPs one sequence's prompt of `tokens` tokens computes
-    /// beyond its own, per device, where the engine runs each expert's
-    /// tokens in whole tiles ([`Engine::moe_prompt_tile`]): the prompt is
-    /// cut into micro-batches ([`Engine::prompt_micro_batches`]) and each
-    /// pays [`ModelSpec::expert_tile_padding`] on its routed experts' FLOPs.
+    /// Routed-expert FLOPs a prompt pass of `tokens` tokens (every sequence
+    /// in it) computes beyond its own, per device, where the engine runs
+    /// each expert's tokens in whole tiles ([`Engine::moe_prompt_tile`]): the
+    /// pass is cut into micro-batches ([`Engine::prompt_micro_batches`]) and
+    /// each pays [`ModelSpec::expert_tile_padding`] on its routed experts'
+    /// FLOPs.
     /// 0 for a dense model or an engine whose expert GEMMs fit their tokens.
     pub fn expert_tile_flops(&self, tokens: f64) -> f64 {
         let Some(tile) = self.engine.moe_prompt_tile(self.hw.class) else {
@@ -392,7 +393,9 @@ pub fn prefill_terms(s: &Scenario, tokens: f64, seqs: f64) -> Terms {
     let scores = seqs * s.attention_scores_bytes(per_seq, keys) / s.tp();
     let bytes = weights / s.tp() + scores;
     let mut c = s.forward_compute(per_seq, 0.0);
-    let tiles = s.expert_tile_flops(per_seq);
+    // The sequences' tokens share the pass's micro-batches, and so their
+    // experts' tiles.
+    let tiles = s.expert_tile_flops(tokens) / seqs;
     c.linear_flops += tiles;
     c.linear_s += tiles / s.peak_flops();
     // Pipeline stages overlap the micro-batches of one prompt where the
