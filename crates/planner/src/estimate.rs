@@ -193,6 +193,9 @@ impl Estimator {
                 num(pt.comm_s * 1e3)
             ),
         ));
+        if let Some(line) = expert_tiles_line(s, prompt) {
+            explain.push(line);
+        }
         let prefill_tok_s = prompt / ttft;
         explain.push(Line::new(
             "prefill_tok_s",
@@ -390,6 +393,35 @@ fn max_seqs_line(s: &Scenario, max_seqs: u64, cap: f64, kvt: f64) -> Line {
         formula,
         inputs,
     )
+}
+
+/// The prompt's routed-expert work as a multiple of its tokens' own, where
+/// the engine computes each expert's tokens in whole tiles
+/// ([`Scenario::expert_tile_flops`]); `None` where nothing is padded.
+fn expert_tiles_line(s: &Scenario, prompt: f64) -> Option<Line> {
+    let extra = s.expert_tile_flops(prompt);
+    let moe = s.model.moe.as_ref()?;
+    let tile = s.engine.moe_prompt_tile(s.hw.class)?;
+    let (_, ubatch) = s.engine.prompt_micro_batches()?;
+    let useful = 2.0 * s.model.routed_expert_params(f64::from(moe.active)) * prompt / s.tp();
+    if extra <= 0.0 || useful <= 0.0 {
+        return None;
+    }
+    let u = prompt.min(f64::from(ubatch));
+    Some(Line::new(
+        "expert_tiles",
+        1.0 + extra / useful,
+        "×",
+        "E·w·E[⌈X/w⌉] / (u·k), X ~ Binomial(u, k/E): the routed experts' prompt FLOPs, each expert's share of a u-token micro-batch computed in whole tiles of w tokens (in ttft's FLOPs)",
+        format!(
+            "E = {}, k = {}, u = {}, w = {} ({})",
+            moe.experts,
+            moe.active,
+            num(u),
+            num(tile.min((u / 8.0).ceil() * 8.0)),
+            s.engine
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -557,4 +557,23 @@ fn llama_cpp_moe_prompts_pay_whole_expert_tiles_per_micro_batch() {
         ..llama.clone()
     };
     assert_eq!(on_cpu.expert_tile_flops(512.0), 0.0);
+    // The plan names the padding beside its TTFT: the factor of a
+    // 512-token prompt, with the counts it came from.
+    let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
+    let line = |s: &Scenario| {
+        est.estimate(s)
+            .unwrap()
+            .explain
+            .into_iter()
+            .find(|l| l.metric == "expert_tiles")
+    };
+    let tiles = line(&llama).unwrap();
+    assert!((tiles.value - pad).abs() < 1e-9, "{} {pad}", tiles.value);
+    assert!(
+        tiles.inputs.contains("E = 128, k = 8, u = 512, w = 128"),
+        "{}",
+        tiles.inputs
+    );
+    assert!(line(&vllm).is_none());
+    assert!(line(&scenario("llama-3.1-8b", Engine::LlamaCpp)).is_none());
 }

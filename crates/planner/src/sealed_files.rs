@@ -115,12 +115,12 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
     ),
     (
-        "2026-12-07-llamacpp-moe.csv",
-        include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
-    ),
-    (
         "2026-12-07-datacenter-serving.csv",
         include_str!("../data/sealed/2026-12-07-datacenter-serving.csv"),
+    ),
+    (
+        "2026-12-07-llamacpp-moe.csv",
+        include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
     ),
 ];
 
