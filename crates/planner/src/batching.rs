@@ -102,6 +102,7 @@ pub fn running_seqs(est: &Estimator, s: &Scenario, batch: f64) -> (f64, f64, Bat
     let headroom = s.memory_headroom.max(profile.memory_reserve);
     let engine_view = Scenario {
         memory_headroom: headroom,
+        ubatch: None,
         ..s.clone()
     };
     let kv_seqs = est.max_concurrent(&engine_view) as f64;
@@ -287,6 +288,7 @@ mod tests {
             gen_tokens: 128,
             context: 1152,
             memory_headroom: 0.0,
+            ubatch: None,
         };
         f(&s, &Estimator::new(EfficiencyTable::priors_only()))
     }
@@ -524,6 +526,7 @@ mod tests {
             gen_tokens: 256,
             context: 512,
             memory_headroom: 0.1,
+            ubatch: None,
         };
         let old = Scenario {
             engine: Engine::VllmV0,

@@ -315,7 +315,13 @@ impl Estimator {
             gpu: s.hw.id.clone(),
             quant: s.quant.name.clone(),
             engine: s.engine.to_string(),
-            engine_profile: s.engine.describe().to_string(),
+            engine_profile: match (s.ubatch, s.prompt_micro_batches()) {
+                (Some(_), Some((n_batch, n_ubatch))) => format!(
+                    "{}; prompts in micro-batches of {n_ubatch} tokens (--ubatch), logical batches of {n_batch}",
+                    s.engine.describe()
+                ),
+                _ => s.engine.describe().to_string(),
+            },
             tp: s.tp,
             pp: s.pp,
             batch: s.batch,
@@ -402,7 +408,7 @@ fn expert_tiles_line(s: &Scenario, prompt: f64) -> Option<Line> {
     let extra = s.expert_tile_flops(prompt);
     let moe = s.model.moe.as_ref()?;
     let tile = s.engine.moe_prompt_tile(s.hw.class)?;
-    let (_, ubatch) = s.engine.prompt_micro_batches()?;
+    let (_, ubatch) = s.prompt_micro_batches()?;
     let useful = 2.0 * s.model.routed_expert_params(f64::from(moe.active)) * prompt / s.tp();
     if extra <= 0.0 || useful <= 0.0 {
         return None;

@@ -34,6 +34,7 @@ fn fp8_tp8_stream<'a>(
         gen_tokens: 128,
         context: 256,
         memory_headroom: 0.1,
+        ubatch: None,
     }
 }
 
@@ -55,6 +56,7 @@ fn seed_003_fp16_7b_ceiling_is_about_70_tok_s_at_1_tb_s() {
         gen_tokens: 1,
         context: 2048,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     // Roofline at 100% efficiency and no overhead: 13.5 GB / 1 TB/s.
     let t = decode_terms(&s, 1.0, 1.0);
@@ -96,6 +98,7 @@ fn llama_cpp_before_b6327_writes_its_attention_scores_and_flash_attention_engine
         gen_tokens: 1,
         context: 8193,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let (cpp, vllm) = (s(Engine::LlamaCppNoFa), s(Engine::Vllm));
     // A current build (flash attention `auto`) keeps them on chip, as vLLM does.
@@ -145,6 +148,7 @@ fn tensor_parallel_adds_comm_and_splits_bytes() {
         gen_tokens: 128,
         context: 4096,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let one = decode_terms(&s, 1.0, 512.0);
     s.tp = 4;
@@ -179,6 +183,7 @@ fn a_batched_steps_matmuls_compute_whole_64_row_tiles() {
         gen_tokens: 2048,
         context: 2176,
         memory_headroom: 0.0,
+        ubatch: None,
     };
     let per_token = s.forward_compute(1.0, 1000.0);
     let matmul_s = |n: f64| {
@@ -236,6 +241,7 @@ fn an_80_gb_card_holds_80_gib_for_weights_and_kv() {
         gen_tokens: 1,
         context: 32_768,
         memory_headroom: 0.1,
+        ubatch: None,
     };
     let est = Estimator::new(crate::request::efficiency_table(None).unwrap());
     let cap = est.kv_capacity_bytes(&s);
@@ -261,6 +267,7 @@ fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
         gen_tokens: 0,
         context: 4096,
         memory_headroom: 0.0,
+        ubatch: None,
     };
     let four = Scenario {
         pp: 4,
@@ -308,6 +315,7 @@ fn ranks_that_copy_kv_hold_fewer_sequences_and_read_more_per_step() {
         gen_tokens: 800,
         context: 4000,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let per_token = s.model.kv_bytes_per_token(2.0);
     assert_eq!(s.kv_bytes_per_token(), 8.0 * per_token);
@@ -384,6 +392,7 @@ fn windowed_layers_hold_and_read_only_their_window() {
         gen_tokens: 1000,
         context: 131_072,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let held = (10.0 * 131_072.0 + 52.0 * 1024.0) / 62.0;
     assert!((s.kv_tokens_held(131_072.0) - held).abs() < 1e-6);
@@ -473,6 +482,7 @@ fn gpt_fast_int8_on_an_a100_reads_at_its_share_and_the_baseline_does_not() {
         gen_tokens: 200,
         context: 205,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let shipped = Estimator::new(EfficiencyTable::defaults().unwrap());
     let eta = |est: &Estimator, s: &Scenario| est.factors_for(s).1.factor.efficiency;
@@ -513,6 +523,7 @@ fn llama_cpp_moe_prompts_pay_whole_expert_tiles_per_micro_batch() {
         gen_tokens: 1,
         context: 4096,
         memory_headroom: 0.1,
+        ubatch: None,
     };
     let llama = scenario("qwen3-30b-a3b", Engine::LlamaCpp);
     let m = llama.model;
@@ -576,4 +587,27 @@ fn llama_cpp_moe_prompts_pay_whole_expert_tiles_per_micro_batch() {
     );
     assert!(line(&vllm).is_none());
     assert!(line(&scenario("llama-3.1-8b", Engine::LlamaCpp)).is_none());
+    // A user's `--ubatch-size`: bigger micro-batches, fewer empty columns;
+    // a logical batch never smaller than its micro-batch.
+    let big = Scenario {
+        ubatch: Some(2048),
+        ..llama.clone()
+    };
+    assert_eq!(big.prompt_micro_batches(), Some((2048, 2048)));
+    let huge = Scenario {
+        ubatch: Some(4096),
+        ..llama.clone()
+    };
+    assert_eq!(huge.prompt_micro_batches(), Some((4096, 4096)));
+    assert_eq!(llama.prompt_micro_batches(), Some((2048, 512)));
+    let per_token = |s: &Scenario| s.expert_tile_flops(2048.0) / 2048.0;
+    assert!(per_token(&big) < 0.5 * per_token(&llama));
+    assert_eq!(
+        Scenario {
+            ubatch: Some(2048),
+            ..vllm.clone()
+        }
+        .prompt_micro_batches(),
+        None
+    );
 }

@@ -46,6 +46,7 @@ pub mod engine;
 pub mod error;
 pub mod estimate;
 pub mod estimator;
+pub mod expert_tiles;
 pub mod explain;
 pub mod gguf;
 pub mod hardware;

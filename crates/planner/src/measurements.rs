@@ -325,6 +325,7 @@ impl Measurement {
             // What the engine itself leaves free (vLLM's 0.9 memory
             // utilisation, ...), not a planning headroom.
             memory_headroom: self.engine.profile(hw).memory_reserve,
+            ubatch: None,
         })
     }
 

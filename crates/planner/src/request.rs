@@ -44,6 +44,9 @@ pub struct PlanRequest {
     /// ([`crate::parallel`]).
     pub parallel: ParallelRequest,
     pub memory_headroom: f64,
+    /// llama.cpp's `--ubatch-size` (tokens of a prompt computed in one
+    /// pass); `None`: the engine's default.
+    pub ubatch: Option<u32>,
     /// Traffic, SLA and pricing. Its token counts are taken from
     /// `prompt_tokens` and `gen_tokens` when resolving.
     pub workload: Workload,
@@ -63,6 +66,7 @@ impl PlanRequest {
             context: None,
             parallel: ParallelRequest::default(),
             memory_headroom: defaults::MEMORY_HEADROOM,
+            ubatch: None,
             workload: Workload::default(),
         }
     }
@@ -82,6 +86,9 @@ impl PlanRequest {
             (None, _) => Engine::Vllm,
         };
         let kv_bytes = kv_dtype_bytes(&self.kv_dtype)?;
+        if let Some(u) = self.ubatch {
+            check_ubatch(u, engine)?;
+        }
         let workload = Workload {
             input_tokens: self.prompt_tokens,
             output_tokens: self.gen_tokens,
@@ -100,9 +107,33 @@ impl PlanRequest {
                 .unwrap_or(self.prompt_tokens.saturating_add(self.gen_tokens)),
             parallel: self.parallel,
             memory_headroom: self.memory_headroom,
+            ubatch: self.ubatch,
             workload,
         })
     }
+}
+
+/// The largest `--ubatch` taken: llama.cpp's context default and more.
+const MAX_UBATCH: u32 = 1 << 16;
+
+/// A user's micro-batch: llama.cpp's flag, so only for its family, and a
+/// token count it can run.
+fn check_ubatch(u: u32, engine: Engine) -> Result<(), PlannerError> {
+    if engine.prompt_micro_batches().is_none() {
+        return Err(PlannerError::invalid(
+            "ubatch",
+            format!(
+                "`--ubatch` is llama.cpp's `--ubatch-size`; engine `{engine}` does not take it (hint: drop it, or use `--engine llama.cpp`)"
+            ),
+        ));
+    }
+    if u == 0 || u > MAX_UBATCH {
+        return Err(PlannerError::invalid(
+            "ubatch",
+            format!("must be 1-{MAX_UBATCH} tokens, got {u} (hint: llama.cpp's default is 512)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes per KV-cache element for a dtype name.
@@ -131,6 +162,8 @@ pub struct ResolvedRequest {
     pub context: u64,
     pub parallel: ParallelRequest,
     pub memory_headroom: f64,
+    /// llama.cpp's `--ubatch-size`, checked against the engine.
+    pub ubatch: Option<u32>,
     pub workload: Workload,
 }
 
@@ -165,6 +198,7 @@ impl ResolvedRequest {
             gen_tokens: self.gen_tokens,
             context: self.context,
             memory_headroom: self.memory_headroom,
+            ubatch: self.ubatch,
         }
     }
 

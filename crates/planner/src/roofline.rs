@@ -50,6 +50,9 @@ pub struct Scenario<'a> {
     pub context: u64,
     /// Fraction of device memory left free (seed 001: at least 20%).
     pub memory_headroom: f64,
+    /// llama.cpp's `--ubatch-size` where the user gives one; else the
+    /// engine's default ([`Engine::prompt_micro_batches`]).
+    pub ubatch: Option<u32>,
 }
 
 impl Scenario<'_> {
@@ -220,6 +223,17 @@ impl Scenario<'_> {
         }
     }
 
+    /// How the engine cuts a prompt, `(n_batch, n_ubatch)`
+    /// ([`Engine::prompt_micro_batches`]), with the user's `--ubatch-size`
+    /// where given (a logical batch is never smaller than its micro-batch).
+    pub fn prompt_micro_batches(&self) -> Option<(u32, u32)> {
+        let (n_batch, n_ubatch) = self.engine.prompt_micro_batches()?;
+        Some(match self.ubatch {
+            Some(u) => (n_batch.max(u), u),
+            None => (n_batch, n_ubatch),
+        })
+    }
+
     /// Routed-expert FLOPs a prompt pass of `tokens` tokens (every sequence
     /// in it) computes beyond its own, per device, where the engine runs
     /// each expert's tokens in whole tiles ([`Engine::moe_prompt_tile`]): the
@@ -231,7 +245,7 @@ impl Scenario<'_> {
         let Some(tile) = self.engine.moe_prompt_tile(self.hw.class) else {
             return 0.0;
         };
-        let Some((_, ubatch)) = self.engine.prompt_micro_batches() else {
+        let Some((_, ubatch)) = self.prompt_micro_batches() else {
             return 0.0;
         };
         let Some(active) = self.model.moe.as_ref().map(|m| f64::from(m.active)) else {
@@ -427,14 +441,14 @@ pub fn prefill_time(t: &Terms, prefill: Factor, decode: Factor) -> f64 {
 }
 
 /// Fraction of a one-stage-at-a-time prompt pass left when `s.pp` stages
-/// overlap the prompt's micro-batches ([`Engine::prompt_micro_batches`]):
+/// overlap the prompt's micro-batches ([`Scenario::prompt_micro_batches`]):
 /// a logical batch of `u` micro-batches through `p` stages takes
 /// `u + p − 1` stage-times instead of `u · p`, so its time is
 /// `(u + p − 1) / (u · p)` of the sequential pass. Averaged over the
 /// prompt's logical batches by their tokens; 1 with one stage, one
 /// micro-batch, or an engine that does not cut prompts this way.
 pub fn prompt_overlap(s: &Scenario, tokens: f64) -> f64 {
-    let Some((n_batch, n_ubatch)) = s.engine.prompt_micro_batches() else {
+    let Some((n_batch, n_ubatch)) = s.prompt_micro_batches() else {
         return 1.0;
     };
     if s.pp <= 1 || tokens <= 0.0 {

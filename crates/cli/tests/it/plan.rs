@@ -595,6 +595,84 @@ fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
 }
 
 #[test]
+fn a_llama_cpp_micro_batch_sets_an_moe_prompts_expert_tiles() {
+    let plan = |args: &[&str]| {
+        let mut all = vec![
+            "plan",
+            "--model",
+            "qwen3-30b-a3b",
+            "--gpu",
+            "rtx-4090",
+            "--quant",
+            "q4_k_m",
+            "--prompt-tokens",
+            "2048",
+            "--format",
+            "json",
+        ];
+        all.extend_from_slice(args);
+        let out = glassbox(&all, None);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let tiles = |p: &serde_json::Value| {
+        p["estimate"]["explain"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["metric"] == "expert_tiles")
+            .map(|l| (l["value"].as_f64().unwrap(), l["inputs"].to_string()))
+    };
+    // llama-bench's default micro-batch: 512 tokens, ~32 an expert, a
+    // 128-column tile each: about 4x the experts' useful work.
+    let default = plan(&["--engine", "llama.cpp"]);
+    let (pad, inputs) = tiles(&default).unwrap();
+    assert!((3.8..4.2).contains(&pad), "{pad}");
+    assert!(inputs.contains("u = 512"), "{inputs}");
+    // `-ub 2048`: four times the tokens an expert, less padding, a faster prompt.
+    let big = plan(&["--engine", "llama.cpp", "--ubatch", "2048"]);
+    let (pad_big, inputs) = tiles(&big).unwrap();
+    assert!(pad_big < 0.5 * pad, "{pad_big} vs {pad}");
+    assert!(inputs.contains("u = 2048"), "{inputs}");
+    let profile = big["estimate"]["engine_profile"].as_str().unwrap();
+    assert!(
+        profile.contains("micro-batches of 2048 tokens (--ubatch)"),
+        "{profile}"
+    );
+    let ttft = |p: &serde_json::Value| p["ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft(&big) < ttft(&default),
+        "{} {}",
+        ttft(&big),
+        ttft(&default)
+    );
+    // vLLM sizes an expert's GEMM to its tokens: no padding line.
+    assert!(tiles(&plan(&["--engine", "vllm"])).is_none());
+    // `--ubatch` is llama.cpp's flag: another engine, or zero tokens, is refused.
+    for (engine, ubatch, says) in [
+        ("vllm", "2048", "llama.cpp's `--ubatch-size`"),
+        ("llama.cpp", "0", "must be 1-65536"),
+    ] {
+        let out = glassbox(
+            &[
+                "plan",
+                "--model",
+                "qwen3-30b-a3b",
+                "--gpu",
+                "rtx-4090",
+                "--engine",
+                engine,
+                "--ubatch",
+                ubatch,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+}
+
+#[test]
 fn parallelism_that_does_not_add_up_exits_78_naming_the_numbers() {
     let out = glassbox(
         &[

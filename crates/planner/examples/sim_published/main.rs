@@ -167,6 +167,7 @@ fn simulate(
         gen_tokens: run.output,
         context: run.prompt + run.output,
         memory_headroom: run.headroom.unwrap_or(profile.memory_reserve),
+        ubatch: None,
     };
     let cost = EstimatorCost::new(est, scenario);
     let limits = Limits {

@@ -349,6 +349,7 @@ fn estimator_cost_mixes_prefill_into_decode() {
         gen_tokens: 128,
         context: 4096,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let cost = EstimatorCost::new(&est, s.clone());
     let decode = Step {
@@ -558,6 +559,7 @@ fn estimator_cost_carries_the_engines_server_latency() {
         gen_tokens: 128,
         context: 4096,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let est = Estimator::new(EfficiencyTable::priors_only());
     for engine in Engine::ALL {

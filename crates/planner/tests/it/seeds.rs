@@ -28,6 +28,7 @@ fn seed_003_7b_fp16_decode_ceiling_is_about_70_tok_s_at_1_tb_s() {
         gen_tokens: 1,
         context: 4096,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let est = Estimator::new(EfficiencyTable::defaults().unwrap());
     let e = est.estimate(&s).unwrap();
@@ -72,6 +73,7 @@ fn seed_001_fifty_thousand_requests_a_day_needs_one_or_two_cards() {
             gen_tokens: 300,
             context: 1800,
             memory_headroom: 0.2,
+            ubatch: None,
         };
         let z = workload::size(&est, &s, &w).unwrap();
         // 50,000 × (1500 + 300) = 90M tokens/day.
@@ -140,6 +142,7 @@ fn seed_000_concurrency_formula_matches_its_example() {
         gen_tokens: 512,
         context: 1024,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let w = Workload {
         output_tokens: 512,
@@ -176,6 +179,7 @@ fn mixed_pool_uses_fewer_gpus_than_separate_pools() {
         gen_tokens: 200,
         context: 1200,
         memory_headroom: 0.2,
+        ubatch: None,
     };
     let w = Workload {
         requests_per_day: 2e6,

@@ -104,6 +104,11 @@ pub struct PlanArgs {
     /// llama.cpp's --split-mode with --gpus: layer (its default) or row.
     #[arg(long)]
     pub split_mode: Option<String>,
+    /// llama.cpp's --ubatch-size: prompt tokens computed in one pass (default 512). Sets how
+    /// many tokens an MoE prompt's experts get per pass and the micro-batches layer-split
+    /// GPUs overlap.
+    #[arg(long)]
+    pub ubatch: Option<u32>,
     /// GPU memory kept free (seed 001: at least 20%).
     #[arg(long, default_value_t = defaults::MEMORY_HEADROOM)]
     pub memory_headroom: f64,
@@ -183,6 +188,7 @@ impl PlanArgs {
                     .transpose()?,
             },
             memory_headroom: self.memory_headroom,
+            ubatch: self.ubatch,
             workload: Workload {
                 requests_per_day: self.requests_per_day,
                 peak_factor: self.peak_factor,
