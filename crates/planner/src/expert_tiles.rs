@@ -53,13 +53,9 @@ impl ModelSpec {
 mod tests {
     use crate::model::ModelCatalogue;
 
-    fn cat() -> ModelCatalogue {
-        ModelCatalogue::builtin().unwrap()
-    }
-
     #[test]
     fn expert_tiles_pad_a_micro_batch_by_its_tokens_per_expert() {
-        let c = cat();
+        let c = ModelCatalogue::builtin().unwrap();
         let pad = |model: &str, tokens: f64, tile: f64| {
             c.get(model).unwrap().expert_tile_padding(tokens, tile)
         };
