@@ -122,6 +122,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-llamacpp-moe.csv",
         include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
     ),
+    (
+        "2026-12-07-serving-results.csv",
+        include_str!("../data/sealed/2026-12-07-serving-results.csv"),
+    ),
 ];
 
 /// The (metric, engine family) pairs of each shipped file, parsed once (a
