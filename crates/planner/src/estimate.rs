@@ -424,7 +424,7 @@ fn expert_tiles_line(s: &Scenario, prompt: f64) -> Option<Line> {
             moe.experts,
             moe.active,
             num(u),
-            num(tile.min((u / 8.0).ceil() * 8.0)),
+            num(crate::expert_tiles::tile_width(u, tile)),
             s.engine
         ),
     ))

@@ -7,6 +7,13 @@
 
 use crate::model::ModelSpec;
 
+/// Token columns of one tile for a micro-batch of `tokens` tokens: the
+/// widest the kernel takes (`tile`), narrowed to the micro-batch rounded up
+/// to 8 (MMQ's widths come in steps of 8 and the fewest tiles win).
+pub fn tile_width(tokens: f64, tile: f64) -> f64 {
+    tile.min((tokens / 8.0).ceil() * 8.0).max(1.0)
+}
+
 impl ModelSpec {
     /// Expert GEMM work a micro-batch of `tokens` prompt tokens does per
     /// unit of useful work, where each routed expert's tokens are computed
@@ -28,7 +35,7 @@ impl ModelSpec {
         let e = f64::from(m.experts);
         let k = f64::from(m.active).min(e);
         let p = k / e;
-        let width = tile.min((u / 8.0).ceil() * 8.0).max(1.0);
+        let width = tile_width(u, tile);
         if p >= 1.0 {
             return width * (u / width).ceil() / u;
         }

@@ -261,17 +261,14 @@ pub fn source_key(source: &str) -> String {
     let host = parts.next().unwrap_or_default().to_ascii_lowercase();
     let host = host.strip_prefix("www.").unwrap_or(&host).to_string();
     let path: Vec<&str> = parts.collect();
+    // A thread (issue, pull request, discussion) is its author's own
+    // publication, measured on their machines: a source of its own.
+    if let ("github.com", [owner, repo, kind, number, ..]) = (host.as_str(), path.as_slice())
+        && let Some(n) = thread_number(kind, number)
+    {
+        return format!("github.com/{owner}/{repo}/{kind}/{n}").to_ascii_lowercase();
+    }
     match host.as_str() {
-        // A thread (issue, pull request, discussion) is its author's own
-        // publication, measured on their machines: a source of its own.
-        "github.com" if path.len() >= 4 && is_thread(path[2], path[3]) => format!(
-            "github.com/{}/{}/{}/{}",
-            path[0],
-            path[1],
-            path[2],
-            path[3].split(['?', '#']).next().unwrap_or_default()
-        )
-        .to_ascii_lowercase(),
         "github.com" | "raw.githubusercontent.com" if path.len() >= 2 => {
             format!("github.com/{}/{}", path[0], path[1]).to_ascii_lowercase()
         }
@@ -285,12 +282,14 @@ pub fn source_key(source: &str) -> String {
     }
 }
 
-/// Whether `kind/number` after a GitHub repository names a thread.
-fn is_thread(kind: &str, number: &str) -> bool {
+/// The thread number where `kind/number` after a GitHub repository names
+/// a thread (an anchor or query after it dropped).
+fn thread_number<'a>(kind: &str, number: &'a str) -> Option<&'a str> {
     let number = number.split(['?', '#']).next().unwrap_or_default();
-    matches!(kind, "issues" | "pull" | "discussions")
+    let thread = matches!(kind, "issues" | "pull" | "discussions")
         && !number.is_empty()
-        && number.bytes().all(|b| b.is_ascii_digit())
+        && number.bytes().all(|b| b.is_ascii_digit());
+    thread.then_some(number)
 }
 
 /// Catalogues a row is resolved against.

@@ -2,6 +2,13 @@
 
 use crate::support::{glassbox, stderr, stdout};
 
+/// Runs `glassbox` with `args`, which must succeed, and parses its JSON output.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = glassbox(args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
 #[test]
 fn plan_json_has_the_documented_keys() {
     let out = glassbox(
@@ -521,9 +528,7 @@ fn a_gpu_count_is_split_the_way_the_engine_splits_it_and_the_plan_says_so() {
     let plan = |args: &[&str]| {
         let mut all = vec!["plan", "--model", "llama-3.1-70b", "--format", "json"];
         all.extend_from_slice(args);
-        let out = glassbox(&all, None);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+        json_of(&all)
     };
     // llama.cpp on two 4090s (43 GB of Q4_K_M weights: little headroom left to keep): layers
     // split (one stream passes both cards in turn).
@@ -611,9 +616,7 @@ fn a_llama_cpp_micro_batch_sets_an_moe_prompts_expert_tiles() {
             "json",
         ];
         all.extend_from_slice(args);
-        let out = glassbox(&all, None);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+        json_of(&all)
     };
     let tiles = |p: &serde_json::Value| {
         p["estimate"]["explain"]
@@ -812,26 +815,21 @@ nodes:
 #[test]
 fn a_llama_cpp_build_before_b6327_pays_for_its_attention_scores_on_a_long_prompt() {
     let plan = |engine: &str| {
-        let out = glassbox(
-            &[
-                "plan",
-                "--model",
-                "llama-3.1-8b",
-                "--gpu",
-                "rtx-4090",
-                "--quant",
-                "q4_k_m",
-                "--engine",
-                engine,
-                "--prompt-tokens",
-                "8192",
-                "--format",
-                "json",
-            ],
-            None,
-        );
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+        json_of(&[
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "rtx-4090",
+            "--quant",
+            "q4_k_m",
+            "--engine",
+            engine,
+            "--prompt-tokens",
+            "8192",
+            "--format",
+            "json",
+        ])
     };
     let (current, old) = (plan("llama.cpp"), plan("llama.cpp@b2800"));
     // The old build is its own profile, and the plan says which one it took.
@@ -915,9 +913,7 @@ fn plan_takes_the_published_format_when_no_quant_is_given() {
         let mut all = vec!["plan"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--format", "json"]);
-        let out = glassbox(&all, None);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+        json_of(&all)
     };
     // gpt-oss ships MXFP4 experts with the rest in BF16: about 13.7 GB.
     let v = json(&["--model", "openai/gpt-oss-20b", "--gpu", "rtx-4090"]);
