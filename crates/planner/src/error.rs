@@ -8,23 +8,25 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PlannerError {
     /// A GPU id that is not in the catalogue.
-    #[error("unknown gpu `{name}`{}", hint(.suggestion))]
+    #[error("unknown gpu `{name}`{}", hint(.suggestion, LIST_GPUS))]
     UnknownGpu {
         name: String,
         suggestion: Option<String>,
     },
     /// A model id that is not in the catalogue and not a file.
-    #[error("unknown model `{name}`{}", hint(.suggestion))]
+    #[error("unknown model `{name}`{}", hint(.suggestion, LIST_MODELS))]
     UnknownModel {
         name: String,
         suggestion: Option<String>,
     },
-    /// An unknown quantisation, engine or other enumerated value.
-    #[error("unknown {what} `{value}`{}", hint(.suggestion))]
+    /// An unknown quantisation, engine or other enumerated value;
+    /// `choices` lists the values taken.
+    #[error("unknown {what} `{value}`{}", hint(.suggestion, &format!("one of: {choices}")))]
     UnknownValue {
         what: &'static str,
         value: String,
         suggestion: Option<String>,
+        choices: String,
     },
     /// A KV-cache dtype the planner does not know.
     #[error("unknown kv dtype `{value}` (fp16, fp8 or fp32)")]
@@ -68,10 +70,15 @@ pub enum PlannerError {
     Sealed { file: String, message: String },
 }
 
-fn hint(suggestion: &Option<String>) -> String {
+const LIST_GPUS: &str =
+    "hint: `glassbox plan list-gpus` lists the catalogue; `--hardware-file` adds your own";
+const LIST_MODELS: &str = "hint: `glassbox plan list-models` lists the catalogue; a Hugging Face repository id, a config.json or a .gguf path work too";
+
+/// The close name when there is one, else where the names are listed.
+fn hint(suggestion: &Option<String>, otherwise: &str) -> String {
     match suggestion {
         Some(s) => format!(" (did you mean `{s}`?)"),
-        None => String::new(),
+        None => format!(" ({otherwise})"),
     }
 }
 
@@ -135,5 +142,13 @@ mod tests {
         };
         assert_eq!(e.to_string(), "unknown gpu `h10` (did you mean `h100`?)");
         assert_eq!(e.code(), "planner.unknown_gpu");
+        let far = PlannerError::UnknownModel {
+            name: "zzzz".into(),
+            suggestion: None,
+        };
+        assert!(
+            far.to_string().contains("glassbox plan list-models"),
+            "{far}"
+        );
     }
 }

@@ -60,6 +60,7 @@ impl HardwareClass {
                 what: "hardware class",
                 value: s.to_string(),
                 suggestion: did_you_mean(s, Self::ALL.iter().map(|c| c.as_str())),
+                choices: Self::ALL.map(|c| c.as_str()).join(", "),
             })
     }
 }

@@ -272,8 +272,9 @@ pub fn plan(
                     let prompt = (n.input_tokens_per_call * (1.0 - hit)).round().max(1.0) as u64;
                     req.prompt_tokens = prompt;
                     req.gen_tokens = n.output_tokens_per_call.round().max(1.0) as u64;
+                    // The whole prompt stays in the context, cached part included.
                     req.context =
-                        Some((n.input_tokens_per_call.ceil() as u64 + req.gen_tokens).max(1));
+                        Some((n.input_tokens_per_call.ceil() as u64).max(prompt) + req.gen_tokens);
                     req.workload = Workload {
                         requests_per_day: calls_avg * SECONDS_PER_DAY,
                         peak_factor: t.peak_factor,

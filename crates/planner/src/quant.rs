@@ -108,6 +108,12 @@ impl Quant {
                 what: "quantisation",
                 value: name.to_string(),
                 suggestion: did_you_mean(&lower, TABLE.iter().map(|(n, _, _)| *n)),
+                choices: TABLE
+                    .iter()
+                    .map(|(n, _, _)| *n)
+                    .chain(["exl2-<bits>"])
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 

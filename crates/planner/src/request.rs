@@ -17,7 +17,7 @@ use crate::efficiency::{EfficiencyTable, Engine};
 use crate::error::PlannerError;
 use crate::estimate::{Estimate, Estimator, Scenario};
 use crate::hardware::{Hardware, HardwareCatalogue};
-use crate::model::ModelCatalogue;
+use crate::model::{ModelCatalogue, ModelSpec};
 use crate::model_source::{self, ResolvedModel};
 use crate::parallel::{ParallelRequest, Parallelism};
 use crate::quant::Quant;
@@ -89,6 +89,10 @@ impl PlanRequest {
         if let Some(u) = self.ubatch {
             check_ubatch(u, engine)?;
         }
+        let context = self
+            .context
+            .unwrap_or(self.prompt_tokens.saturating_add(self.gen_tokens));
+        check_context(&model.spec, self.prompt_tokens, self.gen_tokens, context)?;
         let workload = Workload {
             input_tokens: self.prompt_tokens,
             output_tokens: self.gen_tokens,
@@ -102,9 +106,7 @@ impl PlanRequest {
             batch: self.batch,
             prompt_tokens: self.prompt_tokens,
             gen_tokens: self.gen_tokens,
-            context: self
-                .context
-                .unwrap_or(self.prompt_tokens.saturating_add(self.gen_tokens)),
+            context,
             parallel: self.parallel,
             memory_headroom: self.memory_headroom,
             ubatch: self.ubatch,
@@ -134,6 +136,91 @@ fn check_ubatch(u: u32, engine: Engine) -> Result<(), PlannerError> {
         ));
     }
     Ok(())
+}
+
+/// A sequence's tokens fit the context it is given, and that context fits
+/// the model's own (`max_position_embeddings`): engines refuse a request
+/// past either (vLLM checks prompt + `max_tokens` against `max_model_len`,
+/// and `max_model_len` against the model's config).
+fn check_context(
+    spec: &ModelSpec,
+    prompt: u64,
+    generated: u64,
+    context: u64,
+) -> Result<(), PlannerError> {
+    let tokens = prompt.saturating_add(generated);
+    if context < tokens {
+        return Err(PlannerError::invalid(
+            "context",
+            format!(
+                "{prompt} prompt + {generated} generated tokens do not fit a context of {context} (hint: `--context {tokens}` or more, or fewer tokens)"
+            ),
+        ));
+    }
+    match spec.context {
+        Some(max) if context > max => Err(PlannerError::invalid(
+            "context",
+            format!(
+                "{} takes at most {max} tokens a sequence (its max_position_embeddings), {context} asked (hint: fewer tokens, or a config.json whose RoPE scaling extends the context)",
+                spec.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the model takes the split `p`. No engine runs more pipeline
+/// stages than the model has layers. Engines that shard attention by heads
+/// (all but llama.cpp's row split, which cuts matrices by rows) need the
+/// query heads to divide among the GPUs, and the KV heads to divide among
+/// them or be replicated to them whole: vLLM's `verify_with_parallel_config`
+/// ("Total number of attention heads must be divisible by tensor parallel
+/// size") and `QKVParallelLinear`, and the same rule in SGLang and
+/// TensorRT-LLM. MLA's one latent is replicated, so only the query heads count.
+fn check_split(spec: &ModelSpec, engine: Engine, p: &Parallelism) -> Result<(), PlannerError> {
+    if u64::from(p.pp) > spec.layers {
+        return Err(PlannerError::invalid(
+            "pp",
+            format!(
+                "{} has {} layers, so at most {} pipeline stages, got {} (hint: `--pp {}` or fewer)",
+                spec.name, spec.layers, spec.layers, p.pp, spec.layers
+            ),
+        ));
+    }
+    if !shards_heads(spec, engine, p.tp) {
+        let fits: Vec<String> = (1..=64u32)
+            .filter(|&t| shards_heads(spec, engine, t))
+            .map(|t| t.to_string())
+            .collect();
+        return Err(PlannerError::invalid(
+            "tp",
+            format!(
+                "{} has {} attention heads and {} KV heads, which {} GPUs cannot share evenly: {engine} shards attention by heads (hint: `--tp` one of {}, with `--pp` for more GPUs)",
+                spec.name,
+                spec.heads,
+                spec.kv_heads,
+                p.tp,
+                fits.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `tp` GPUs can share the model's attention heads under `engine`.
+fn shards_heads(spec: &ModelSpec, engine: Engine, tp: u32) -> bool {
+    let tp = u64::from(tp);
+    if tp <= 1 || engine.family() == Engine::LlamaCpp {
+        return true;
+    }
+    let kv = spec.kv_heads.max(1);
+    let kv_ok = spec.mla.is_some()
+        || if tp >= kv {
+            tp.is_multiple_of(kv)
+        } else {
+            kv.is_multiple_of(tp)
+        };
+    spec.heads.is_multiple_of(tp) && kv_ok
 }
 
 /// Bytes per KV-cache element for a dtype name.
@@ -175,11 +262,15 @@ impl ResolvedRequest {
         let weights = spec.weight_bytes(&self.quant, self.engine);
         let held = spec.kv_tokens_held(self.context as f64, self.engine);
         let kv = spec.kv_bytes_per_token(self.kv_bytes) * held;
+        // A group the heads cannot be shared over is not one the model fits.
         let fits_on = |n: u32| {
-            weights + kv * spec.kv_copies(n)
-                <= hw.memory_bytes() * (1.0 - self.memory_headroom) * f64::from(n)
+            shards_heads(spec, self.engine, n)
+                && weights + kv * spec.kv_copies(n)
+                    <= hw.memory_bytes() * (1.0 - self.memory_headroom) * f64::from(n)
         };
-        self.parallel.resolve(self.engine, fits_on)
+        let p = self.parallel.resolve(self.engine, fits_on)?;
+        check_split(spec, self.engine, &p)?;
+        Ok(p)
     }
 
     /// The estimator's view of one replica of this request on `hw`, split
@@ -391,5 +482,70 @@ mod tests {
         let sizing = plan.sizing.unwrap();
         assert!(sizing.replicas >= 3, "{}", sizing.replicas);
         assert_eq!(sizing.gpus_needed, sizing.replicas);
+    }
+
+    #[test]
+    fn splits_and_contexts_engines_refuse_are_refused_with_a_hint() {
+        let models = ModelCatalogue::builtin().unwrap();
+        let hw = hardware_catalogue(None).unwrap();
+        let h100 = hw.get("h100-sxm").unwrap();
+        let split = |model: &str, engine: &str, parallel: ParallelRequest| {
+            let mut req = PlanRequest::new(model);
+            req.engine = Some(engine.into());
+            req.parallel = parallel;
+            req.resolve(&models).unwrap().parallelism(h100)
+        };
+        // 28 query heads and 4 KV heads (Qwen2.5-7B): vLLM cannot shard them over 8.
+        let err = split("qwen2.5-7b", "vllm", ParallelRequest::tensor(8)).unwrap_err();
+        assert_eq!(err.code(), "planner.invalid");
+        assert!(err.to_string().contains("one of 1, 2, 4, 28"), "{err}");
+        assert_eq!(
+            split("qwen2.5-7b", "vllm", ParallelRequest::tensor(4))
+                .unwrap()
+                .tp,
+            4
+        );
+        // llama.cpp's row split cuts matrices by rows: any count goes.
+        let rows = ParallelRequest {
+            gpus: Some(3),
+            split_mode: Some(crate::parallel::SplitMode::Row),
+            ..ParallelRequest::default()
+        };
+        assert_eq!(split("llama-3.1-8b", "llama.cpp", rows).unwrap().tp, 3);
+        // More pipeline stages than layers.
+        let deep = ParallelRequest {
+            pp: Some(33),
+            ..ParallelRequest::default()
+        };
+        let err = split("llama-3.1-8b", "vllm", deep).unwrap_err();
+        assert!(
+            err.to_string().contains("at most 32 pipeline stages"),
+            "{err}"
+        );
+        // A GPU count alone: 70B in FP16 needs a group of four H100s, and
+        // SmolLM2 (9 heads) runs one GPU a replica.
+        let gpus = |n| ParallelRequest {
+            gpus: Some(n),
+            ..ParallelRequest::default()
+        };
+        let big = split("llama-3.1-70b", "vllm", gpus(8)).unwrap();
+        assert_eq!((big.tp, big.dp), (4, 2));
+        let small = split("smollm2-135m", "vllm", gpus(2)).unwrap();
+        assert_eq!((small.tp, small.dp), (1, 2));
+
+        // Contexts: shorter than the tokens, or longer than the model's.
+        let mut req = PlanRequest::new("llama-2-7b");
+        req.context = Some(1000);
+        let err = req.resolve(&models).unwrap_err();
+        assert!(
+            err.to_string().contains("`--context 1800` or more"),
+            "{err}"
+        );
+        req.context = None;
+        req.prompt_tokens = 4000;
+        let err = req.resolve(&models).unwrap_err();
+        assert!(err.to_string().contains("at most 4096 tokens"), "{err}");
+        req.prompt_tokens = 3796;
+        assert_eq!(req.resolve(&models).unwrap().context, 4096);
     }
 }

@@ -156,6 +156,14 @@ impl Engine {
         }
     }
 
+    /// The names `--engine` takes (version ranges are spelled `name@version`).
+    fn names() -> impl Iterator<Item = &'static str> {
+        Self::ALL
+            .into_iter()
+            .filter(|e| !e.is_version_range())
+            .map(|e| e.as_str())
+    }
+
     /// Parses an engine name, optionally with a version: `vllm`, `vllm@0.5`,
     /// `vllm@0.5.3`, `ollama@0.3`, `llama.cpp@b6327` (llama.cpp's versions
     /// are its build numbers). A version picks the profile of the range it
@@ -184,13 +192,8 @@ impl Engine {
             .ok_or_else(|| PlannerError::UnknownValue {
                 what: "engine",
                 value: s.to_string(),
-                suggestion: did_you_mean(
-                    key,
-                    Self::ALL
-                        .iter()
-                        .filter(|e| !e.is_version_range())
-                        .map(|e| e.as_str()),
-                ),
+                suggestion: did_you_mean(key, Self::names()),
+                choices: Self::names().collect::<Vec<_>>().join(", "),
             })?;
         Ok(match (engine, version) {
             (Self::Vllm, Some(v)) if v < Version::new(0, 6) => Self::VllmV0,
