@@ -98,6 +98,7 @@ impl PlanRequest {
             output_tokens: self.gen_tokens,
             ..self.workload
         };
+        workload::validate(&workload)?;
         Ok(ResolvedRequest {
             model,
             quant,

@@ -138,16 +138,36 @@ pub struct Sizing {
     pub explain: Vec<Line>,
 }
 
-fn validate(w: &Workload) -> Result<(), PlannerError> {
+/// More requests a day than any service serves (11.6 million a second):
+/// past it a plan's GPU count stops being a number anyone can buy.
+const MAX_REQUESTS_PER_DAY: f64 = 1e12;
+
+/// Checks the traffic, prices and SLA a person gave.
+pub(crate) fn validate(w: &Workload) -> Result<(), PlannerError> {
     let bad = |f: &str, m: String| Err(PlannerError::invalid(f, m));
-    if !(w.requests_per_day.is_finite() && w.requests_per_day > 0.0) {
+    if !(w.requests_per_day.is_finite()
+        && w.requests_per_day > 0.0
+        && w.requests_per_day <= MAX_REQUESTS_PER_DAY)
+    {
         return bad(
             "requests per day",
-            format!("must be > 0, got {}", w.requests_per_day),
+            format!(
+                "must be above 0 and at most {MAX_REQUESTS_PER_DAY:e}, got {}",
+                w.requests_per_day
+            ),
         );
     }
+    for (name, v) in [
+        ("sla ttft", w.sla.ttft_ms),
+        ("sla tpot", w.sla.tpot_ms),
+        ("sla e2e", w.sla.e2e_ms),
+    ] {
+        if let Some(ms) = v.filter(|ms| !(ms.is_finite() && *ms > 0.0)) {
+            return bad(name, format!("must be milliseconds above 0, got {ms}"));
+        }
+    }
     if w.input_tokens == 0 {
-        return bad("input tokens", "must be >= 1".into());
+        return bad("input tokens", "must be >= 1 (`--prompt-tokens`)".into());
     }
     if !(w.peak_factor >= 1.0 && w.peak_factor.is_finite()) {
         return bad(

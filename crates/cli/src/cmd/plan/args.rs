@@ -122,13 +122,13 @@ pub struct PlanArgs {
     #[arg(long)]
     pub peak_concurrency: Option<u64>,
     /// SLA: P99 time to first token, ms.
-    #[arg(long)]
+    #[arg(long, value_parser = positive_ms)]
     pub sla_ttft_ms: Option<f64>,
     /// SLA: P99 time per output token, ms.
-    #[arg(long)]
+    #[arg(long, value_parser = positive_ms)]
     pub sla_tpot_ms: Option<f64>,
     /// SLA: P99 end-to-end latency, ms.
-    #[arg(long)]
+    #[arg(long, value_parser = positive_ms)]
     pub sla_e2e_ms: Option<f64>,
     /// Capacity kept free at peak (seed 001: at least 30%).
     #[arg(long, default_value_t = defaults::HEADROOM)]
@@ -210,5 +210,17 @@ impl PlanArgs {
                 ..Workload::default()
             },
         })
+    }
+}
+
+/// An SLA bound: a finite number of milliseconds above 0.
+pub(super) fn positive_ms(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of milliseconds"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("must be a number of milliseconds above 0, got {s}"))
     }
 }

@@ -67,13 +67,13 @@ pub struct SimArgs {
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
     /// SLA: P99 time to first token, ms (simulated).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::args::positive_ms)]
     pub sla_ttft_p99: Option<f64>,
     /// SLA: P99 time per output token, ms (simulated).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::args::positive_ms)]
     pub sla_tpot_p99: Option<f64>,
     /// SLA: P99 end-to-end latency per task, ms (simulated).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::args::positive_ms)]
     pub sla_e2e_p99: Option<f64>,
     #[arg(long, value_enum, default_value_t = ArrivalKind::Poisson)]
     pub arrivals: ArrivalKind,
