@@ -126,6 +126,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-serving-results.csv",
         include_str!("../data/sealed/2026-12-07-serving-results.csv"),
     ),
+    (
+        "2026-12-07-t4-vllm-qwen15b.csv",
+        include_str!("../data/sealed/2026-12-07-t4-vllm-qwen15b.csv"),
+    ),
 ];
 
 /// The (metric, engine family) pairs of each shipped file, parsed once (a
