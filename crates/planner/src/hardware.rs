@@ -428,7 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn mi300x_computes_at_the_clock_amd_measured_under_dense_gemm_load() {
+    fn mi300x_and_t4_compute_at_the_clock_measured_under_dense_gemm_load() {
         let c = HardwareCatalogue::builtin().unwrap();
         let mi300x = c.get("mi300x").unwrap();
         // The datasheet peaks stay as published (plans and comparisons show them).
@@ -439,6 +439,12 @@ mod tests {
         let eight = mi300x.peak_tflops(ComputeDtype::Fp8);
         assert!((eight - 2614.9 * 1230.0 / 2100.0).abs() < 1e-9, "{eight}");
         assert_eq!(mi300x.datasheet_tflops(ComputeDtype::Fp8), 2614.9);
+        // The T4 under continuous dense work: its 70 W cap holds it near the
+        // 585 MHz base clock (about 24 of its 65 TFLOPS in cuBLAS FP16).
+        let t4 = c.get("t4").unwrap();
+        let t4_16 = t4.peak_tflops(ComputeDtype::Fp16);
+        assert!((t4_16 - 65.0 * 585.0 / 1590.0).abs() < 1e-9, "{t4_16}");
+        assert!((23.0..25.0).contains(&t4_16), "{t4_16}");
         // Devices without a published matrix clock keep their datasheet peak.
         let h100 = c.get("h100-sxm").unwrap();
         assert_eq!(h100.peak_tflops(ComputeDtype::Fp16), h100.fp16_tflops);
