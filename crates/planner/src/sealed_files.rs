@@ -127,6 +127,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-serving-results.csv"),
     ),
     (
+        "2026-12-07-t4-vllm-offline-qwen15b.csv",
+        include_str!("../data/sealed/2026-12-07-t4-vllm-offline-qwen15b.csv"),
+    ),
+    (
         "2026-12-07-t4-vllm-qwen15b.csv",
         include_str!("../data/sealed/2026-12-07-t4-vllm-qwen15b.csv"),
     ),
