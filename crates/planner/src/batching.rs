@@ -16,9 +16,8 @@
 //!    turn decode into a KV-reading problem), and the FLOPs grow with the
 //!    batch: past the device's ridge point (`peak / bandwidth` FLOPs per
 //!    byte) the step is compute-bound. The matmuls compute whole 64-row
-//!    tensor-core tiles (16-row ones in weight-only 4-bit kernels), so the
-//!    step's token rows (running sequences plus the prompt chunk) are padded
-//!    once ([`Scenario::gemm_rows`]).
+//!    tensor-core tiles, so the step's token rows (running sequences plus
+//!    the prompt chunk) are padded once ([`tile_padded_tokens`]).
 //! 3. **Prefill interleaved with decode.** At steady state every sequence
 //!    that finishes is replaced by a new one whose prompt must be processed:
 //!    from one sequence's view, the other `running − 1` sequences each bring

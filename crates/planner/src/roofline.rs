@@ -10,7 +10,7 @@
 //! where bytes are the weights one step reads (MoE: the experts the batch
 //! touches) plus the KV cache it reads, and FLOPs are `2·P_active` per token
 //! plus attention (a batched step's matmuls padded to whole 64-row tiles,
-//! [`tile_padded_tokens`], or 16-row ones for weight-only 4-bit kernels). Tensor parallelism splits bytes and FLOPs over `tp`
+//! [`tile_padded_tokens`]). Tensor parallelism splits bytes and FLOPs over `tp`
 //! devices and adds two ring all-reduces per layer. Pipeline (layer) stages
 //! (`pp`) hold a share of the layers each: memory adds up over `tp · pp`
 //! devices, but a token passes the stages in turn, so a step's time is that
@@ -355,22 +355,10 @@ pub const GEMM_TILE_ROWS: f64 = 64.0;
 /// [`GEMM_TILE_ROWS`] (NVIDIA's "tile quantization"). One token (a single
 /// stream) runs a matrix-vector kernel and is not padded.
 pub fn tile_padded_tokens(m: f64) -> f64 {
-    padded_to(m, GEMM_TILE_ROWS)
-}
-
-/// Rows of a weight-only 4-bit kernel's token tile (the `int4` format:
-/// AWQ/GPTQ): AWQ's GEMM (`gemm_forward_4bit_cuda_m16nXk32`, vLLM's
-/// `awq_gemm`) walks the token dimension in `ceil(M / 16)` tiles, and
-/// Marlin's `thread_m_blocks` are 16 rows each.
-pub const INT4_TILE_ROWS: f64 = 16.0;
-
-/// `m` token rows rounded up to whole tiles of `tile` rows; one row (a
-/// matrix-vector kernel) is not padded.
-fn padded_to(m: f64, tile: f64) -> f64 {
     if m <= 1.0 {
         m
     } else {
-        (m / tile).ceil() * tile
+        (m / GEMM_TILE_ROWS).ceil() * GEMM_TILE_ROWS
     }
 }
 
@@ -381,9 +369,6 @@ impl Scenario<'_> {
     /// silicon and NPUs, whose kernels do not pad a few rows to 64.
     pub fn gemm_rows(&self, m: f64) -> f64 {
         match self.hw.class {
-            HardwareClass::Datacenter | HardwareClass::Consumer if self.quant.name == "int4" => {
-                padded_to(m, INT4_TILE_ROWS)
-            }
             HardwareClass::Datacenter | HardwareClass::Consumer => tile_padded_tokens(m),
             HardwareClass::Apple | HardwareClass::Cpu | HardwareClass::Npu => m,
         }
