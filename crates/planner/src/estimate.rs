@@ -10,7 +10,8 @@ use crate::batching;
 use crate::error::PlannerError;
 pub use crate::estimator::Estimator;
 use crate::explain::{Line, num};
-use crate::quant::Quant;
+use crate::hardware::Hardware;
+use crate::quant::{ComputeDtype, Quant};
 pub use crate::roofline::*;
 
 /// The factors used, with their provenance.
@@ -41,6 +42,11 @@ pub struct Estimate {
     pub engine: String,
     /// What the engine profile assumes, in one line ([`Engine::describe`]).
     pub engine_profile: String,
+    /// The clock the GPU computes at where it holds one below its
+    /// datasheet's under dense matrix work ([`Hardware::matrix_clock_mhz`]),
+    /// in one line; `None` where the datasheet peak holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_clock: Option<String>,
     pub tp: u32,
     /// Pipeline (layer-split) stages.
     pub pp: u32,
@@ -322,6 +328,7 @@ impl Estimator {
                 ),
                 _ => s.engine.describe().to_string(),
             },
+            compute_clock: compute_clock(s.hw),
             tp: s.tp,
             pp: s.pp,
             batch: s.batch,
@@ -433,3 +440,24 @@ fn expert_tiles_line(s: &Scenario, prompt: f64) -> Option<Line> {
 #[cfg(test)]
 #[path = "estimate_tests.rs"]
 mod tests;
+
+/// One line on the clock `hw` computes at under dense matrix work, where its
+/// vendor or a published measurement puts it below the datasheet's.
+fn compute_clock(hw: &Hardware) -> Option<String> {
+    let c = hw.matrix_clock_mhz?;
+    let rate = |d: ComputeDtype| {
+        format!(
+            "{} of {} TFLOPS",
+            num(hw.peak_tflops(d)),
+            num(hw.datasheet_tflops(d))
+        )
+    };
+    Some(format!(
+        "{} holds {} MHz (16-bit; {}) and {} MHz (8-bit) under dense matrix work, not the datasheet's {} MHz: compute-bound terms use those rates",
+        hw.id,
+        num(c.fp16),
+        rate(ComputeDtype::Fp16),
+        num(c.fp8),
+        num(c.boost)
+    ))
+}

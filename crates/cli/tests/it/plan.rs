@@ -965,3 +965,33 @@ fn plan_takes_the_published_format_when_no_quant_is_given() {
     let w = v["weights_gb"].as_f64().unwrap();
     assert!((15.0..17.0).contains(&w), "weights_gb = {w}");
 }
+
+#[test]
+fn a_gpu_that_computes_below_its_datasheet_clock_says_so() {
+    let args = |gpu| {
+        vec![
+            "plan",
+            "--model",
+            "qwen2.5-1.5b",
+            "--gpu",
+            gpu,
+            "--format",
+            "json",
+        ]
+    };
+    let t4 = json_of(&args("t4"));
+    let clock = t4["estimate"]["compute_clock"].as_str().unwrap();
+    assert!(
+        clock.contains("585 MHz") && clock.contains("1590 MHz"),
+        "{clock}"
+    );
+    let h100 = json_of(&args("h100-sxm"));
+    assert!(h100["estimate"].get("compute_clock").is_none(), "{h100}");
+    // The text plan prints it under the engine profile.
+    let out = glassbox(&args("t4")[..5], None);
+    assert!(
+        stdout(&out).contains("compute clock: t4 holds 585 MHz"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -171,6 +171,9 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str, file_format: bool
         e.batch
     );
     out!("engine profile: {}", e.engine_profile);
+    if let Some(clock) = &e.compute_clock {
+        out!("compute clock: {clock}");
+    }
     let p = &plan.parallelism;
     out!(
         "GPUs: tp {} × pp {} per replica, dp {} replica(s) ({}): {}",
