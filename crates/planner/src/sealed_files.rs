@@ -119,6 +119,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-datacenter-serving.csv"),
     ),
     (
+        "2026-12-07-l4-vllm-qwen15b-prefill-batch.csv",
+        include_str!("../data/sealed/2026-12-07-l4-vllm-qwen15b-prefill-batch.csv"),
+    ),
+    (
+        "2026-12-07-llamabench-3080-m4-m1max.csv",
+        include_str!("../data/sealed/2026-12-07-llamabench-3080-m4-m1max.csv"),
+    ),
+    (
         "2026-12-07-llamacpp-moe.csv",
         include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
     ),
