@@ -115,6 +115,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
     ),
     (
+        "2026-12-07-a100-vllm-qwen3-8b.csv",
+        include_str!("../data/sealed/2026-12-07-a100-vllm-qwen3-8b.csv"),
+    ),
+    (
         "2026-12-07-datacenter-serving.csv",
         include_str!("../data/sealed/2026-12-07-datacenter-serving.csv"),
     ),
@@ -129,6 +133,10 @@ const FILES: &[(&str, &str)] = &[
     (
         "2026-12-07-llamacpp-moe.csv",
         include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
+    ),
+    (
+        "2026-12-07-macllmbench-m1-m2max.csv",
+        include_str!("../data/sealed/2026-12-07-macllmbench-m1-m2max.csv"),
     ),
     (
         "2026-12-07-serving-results.csv",
