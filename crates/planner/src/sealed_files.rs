@@ -115,6 +115,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-06-torchao-gptfast-unseen.csv"),
     ),
     (
+        "2026-12-07-2x3090-vllm-qwen3moe-fp8.csv",
+        include_str!("../data/sealed/2026-12-07-2x3090-vllm-qwen3moe-fp8.csv"),
+    ),
+    (
         "2026-12-07-a100-vllm-qwen3-8b.csv",
         include_str!("../data/sealed/2026-12-07-a100-vllm-qwen3-8b.csv"),
     ),
