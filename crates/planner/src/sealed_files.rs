@@ -143,6 +143,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-macllmbench-m1-m2max.csv"),
     ),
     (
+        "2026-12-07-mi300x-vllm-latency-llama8b.csv",
+        include_str!("../data/sealed/2026-12-07-mi300x-vllm-latency-llama8b.csv"),
+    ),
+    (
         "2026-12-07-serving-results.csv",
         include_str!("../data/sealed/2026-12-07-serving-results.csv"),
     ),
