@@ -437,10 +437,6 @@ fn expert_tiles_line(s: &Scenario, prompt: f64) -> Option<Line> {
     ))
 }
 
-#[cfg(test)]
-#[path = "estimate_tests.rs"]
-mod tests;
-
 /// One line on the clock `hw` computes at under dense matrix work, where its
 /// vendor or a published measurement puts it below the datasheet's.
 fn compute_clock(hw: &Hardware) -> Option<String> {
@@ -461,3 +457,7 @@ fn compute_clock(hw: &Hardware) -> Option<String> {
         num(c.boost)
     ))
 }
+
+#[cfg(test)]
+#[path = "estimate_tests.rs"]
+mod tests;

@@ -77,7 +77,8 @@ impl Parallelism {
     }
 }
 
-const MAX_GPUS: u32 = 64;
+/// The most GPUs a plan takes, in all and in one replica.
+pub(crate) const MAX_GPUS: u32 = 64;
 
 /// `(tp, pp)` of one replica of `gpus` GPUs run the way `engine` runs them
 /// by default, all GPUs in the one replica (a measurement's `tp` column:

@@ -189,7 +189,7 @@ fn check_split(spec: &ModelSpec, engine: Engine, p: &Parallelism) -> Result<(), 
         ));
     }
     if !shards_heads(spec, engine, p.tp) {
-        let fits: Vec<String> = (1..=64u32)
+        let fits: Vec<String> = (1..=crate::parallel::MAX_GPUS)
             .filter(|&t| shards_heads(spec, engine, t))
             .map(|t| t.to_string())
             .collect();
