@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 
 use super::state::WorkerState;
 use crate::api::body::JsonBody;
-use crate::api::openai::chat::{ChatMessage, StreamOptions, content_text};
+use crate::api::openai::chat::{
+    ChatMessage, Sampling, StreamOptions, check_sampling, content_text,
+};
 use crate::api::openai::stream::{Chunks, PROGRESS_EVERY, done, progress};
 use crate::api::openai::usage::Usage;
 use crate::error::ApiError;
@@ -99,6 +101,12 @@ fn watched(headers: &HeaderMap, req: &WorkerChat) -> bool {
 
 /// The domain call a chat request is.
 fn chat_ask(req: &WorkerChat, watched: bool) -> Result<ChatAsk, ApiError> {
+    check_sampling(&Sampling {
+        max_tokens: req.max_completion_tokens.or(req.max_tokens),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        ..Sampling::default()
+    })?;
     let messages = req
         .messages
         .iter()
@@ -350,5 +358,25 @@ mod tests {
         assert!(watched(&other, &chat(true)));
         let ask = chat_ask(&chat(true), false).unwrap();
         assert!(!ask.watched);
+    }
+
+    #[test]
+    fn a_worker_refuses_sampling_outside_openais_ranges() {
+        let mut hot = chat(false);
+        hot.temperature = Some(7.0);
+        let e = chat_ask(&hot, false).unwrap_err();
+        assert!(e.message.contains("`temperature` is 7"), "{}", e.message);
+        let mut none = chat(false);
+        none.max_tokens = Some(0);
+        assert!(
+            chat_ask(&none, false)
+                .unwrap_err()
+                .message
+                .contains("`max_tokens`")
+        );
+        let mut fine = chat(false);
+        fine.temperature = Some(0.0);
+        fine.top_p = Some(0.9);
+        assert!(chat_ask(&fine, false).is_ok());
     }
 }

@@ -97,9 +97,82 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<Value>,
+    /// OpenAI's sampling fields: checked against OpenAI's ranges
+    /// ([`check_sampling`]), then left to the topology, whose LLM nodes set
+    /// their own sampling.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    /// Choices asked for: a topology answers once, so only 1.
+    #[serde(default)]
+    pub n: Option<u64>,
+}
+
+/// The sampling fields of an OpenAI chat request, as the caller sent them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sampling {
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+}
+
+/// Refuses sampling values OpenAI's API refuses, naming the field and its
+/// range: `max_tokens` (and `max_completion_tokens`) at least 1,
+/// `temperature` in [0, 2], `top_p` in [0, 1], the penalties in [-2, 2].
+pub fn check_sampling(s: &Sampling) -> Result<(), ApiError> {
+    if s.max_tokens == Some(0) {
+        return Err(ApiError::bad_request(
+            "bad_input",
+            "`max_tokens` is 0: a completion needs at least 1 token",
+        )
+        .hint("set `max_tokens` to 1 or more, or leave it out to use the topology's own"));
+    }
+    let ranges = [
+        ("temperature", s.temperature, 0.0, 2.0),
+        ("top_p", s.top_p, 0.0, 1.0),
+        ("presence_penalty", s.presence_penalty, -2.0, 2.0),
+        ("frequency_penalty", s.frequency_penalty, -2.0, 2.0),
+    ];
+    for (name, value, lo, hi) in ranges {
+        if let Some(v) = value
+            && !(lo..=hi).contains(&v)
+        {
+            return Err(ApiError::bad_request(
+                "bad_input",
+                format!("`{name}` is {v}, outside [{lo}, {hi}]"),
+            )
+            .hint(format!("OpenAI's API takes `{name}` from {lo} to {hi}")));
+        }
+    }
+    Ok(())
 }
 
 impl ChatRequest {
+    /// Refuses fields a topology cannot honour or OpenAI would refuse.
+    fn check(&self) -> Result<(), ApiError> {
+        if let Some(n) = self.n.filter(|&n| n != 1) {
+            return Err(ApiError::bad_request(
+                "bad_input",
+                format!("`n` is {n}: a topology gives one answer per request"),
+            )
+            .hint("leave `n` out (or set it to 1) and send the request again for another answer"));
+        }
+        check_sampling(&Sampling {
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
+            temperature: self.temperature,
+            top_p: self.top_p,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+        })
+    }
+
     /// The conversation as JSON, for the topology's input.
     fn messages_json(&self) -> Vec<Value> {
         self.messages
@@ -215,6 +288,7 @@ pub async fn chat_completions(
     headers: HeaderMap,
     JsonBody(req): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
+    req.check()?;
     let text = question(&req)?;
     let model_ask = super::tools::model_ask(
         req.tools.as_ref(),
@@ -326,6 +400,41 @@ mod tests {
         let none: ChatRequest =
             serde_json::from_value(json!({"model": "m", "messages": []})).unwrap();
         assert_eq!(question(&none).unwrap_err().code, "bad_input");
+    }
+
+    #[test]
+    fn sampling_outside_openais_ranges_is_refused_by_name() {
+        let chat = |extra: Value| {
+            let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            serde_json::from_value::<ChatRequest>(body).unwrap().check()
+        };
+        let ok = json!({"temperature": 0, "top_p": 1, "n": 1, "max_tokens": 1,
+                        "presence_penalty": -2, "frequency_penalty": 2});
+        assert!(chat(ok).is_ok());
+        for (extra, field) in [
+            (json!({"temperature": 2.5}), "`temperature`"),
+            (json!({"temperature": -0.1}), "`temperature`"),
+            (json!({"top_p": 1.5}), "`top_p`"),
+            (json!({"presence_penalty": -3}), "`presence_penalty`"),
+            (json!({"frequency_penalty": 9}), "`frequency_penalty`"),
+            (json!({"max_tokens": 0}), "`max_tokens`"),
+            (
+                json!({"max_completion_tokens": 0, "max_tokens": 5}),
+                "`max_tokens`",
+            ),
+            (json!({"n": 3}), "`n`"),
+        ] {
+            let e = chat(extra.clone()).unwrap_err();
+            assert_eq!(e.code, "bad_input", "{extra}");
+            assert!(e.message.contains(field), "{extra}: {}", e.message);
+            assert!(e.hint.is_some(), "{extra}");
+        }
+        // A value of the wrong type fails to parse (the body's 400).
+        let hot = json!({"model": "m", "messages": [], "temperature": "hot"});
+        assert!(serde_json::from_value::<ChatRequest>(hot).is_err());
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!
 //! Chat: `model` is a topology id; the last `user` message becomes the input
 //! `{"question": TEXT}`; `max_tokens` (or `max_completion_tokens`) lowers
-//! every LLM call's own `max_tokens`; other request fields (temperature,
-//! ...) are accepted and ignored, because the topology decides them. `usage`
+//! every LLM call's own `max_tokens`; the sampling fields (temperature,
+//! ...) are checked against OpenAI's ranges and then ignored, because the
+//! topology decides them. `usage`
 //! counts the tokens of the topology's LLM spans.
 //!
 //! Streaming (`stream: true`) sends `chat.completion.chunk` events. Tokens go
