@@ -140,7 +140,7 @@ mod tests {
             let pass = Pass {
                 tokens,
                 tp: 8.0,
-                bandwidth: hw.bandwidth_gbps * 1e9,
+                bandwidth: crate::stream::read_gbps(&hw) * 1e9,
                 peak_flops: hw.peak_tflops(ComputeDtype::Fp8) * 1e12,
             };
             let q = Quant::parse(quant).unwrap();

@@ -47,6 +47,10 @@ pub struct Estimate {
     /// in one line; `None` where the datasheet peak holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compute_clock: Option<String>,
+    /// The bandwidth memory-bound terms use, where a published streaming
+    /// measurement puts it below the datasheet's ([`crate::stream`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_stream: Option<String>,
     pub tp: u32,
     /// Pipeline (layer-split) stages.
     pub pp: u32,
@@ -191,10 +195,10 @@ impl Estimator {
                 num(pt.flops),
                 num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
-                num((pt.memory_s - pt.kv_memory_s) * s.hw.bandwidth_gbps),
-                num(s.hw.bandwidth_gbps),
+                num((pt.memory_s - pt.kv_memory_s) * crate::stream::read_gbps(s.hw)),
+                num(crate::stream::read_gbps(s.hw)),
                 num(d.efficiency),
-                num(pt.kv_memory_s * s.hw.bandwidth_gbps),
+                num(pt.kv_memory_s * crate::stream::read_gbps(s.hw)),
                 num(p.overhead_ms),
                 num(pt.comm_s * 1e3)
             ),
@@ -239,12 +243,12 @@ impl Estimator {
             format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}"),
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
-                num((dt.memory_s - dt.kv_memory_s) * s.hw.bandwidth_gbps),
+                num((dt.memory_s - dt.kv_memory_s) * crate::stream::read_gbps(s.hw)),
                 num(dt.flops),
                 num(bt.prefill_tokens_per_step),
                 num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
-                num(dt.kv_memory_s * s.hw.bandwidth_gbps),
-                num(s.hw.bandwidth_gbps),
+                num(dt.kv_memory_s * crate::stream::read_gbps(s.hw)),
+                num(crate::stream::read_gbps(s.hw)),
                 num(d.efficiency),
                 num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
@@ -329,6 +333,7 @@ impl Estimator {
                 _ => s.engine.describe().to_string(),
             },
             compute_clock: compute_clock(s.hw),
+            memory_stream: crate::stream::note(s.hw),
             tp: s.tp,
             pp: s.pp,
             batch: s.batch,

@@ -135,6 +135,10 @@ pub struct Hardware {
     /// ([`MatrixClock`]); `None` where the datasheet peak's clock holds.
     #[serde(default)]
     pub matrix_clock_mhz: Option<MatrixClock>,
+    /// Bandwidth a published streaming benchmark measured, GB/s, where one
+    /// is cited ([`crate::stream`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_gbps: Option<f64>,
     pub tdp_w: f64,
     pub interconnect: Interconnect,
     #[serde(default)]
@@ -230,6 +234,7 @@ impl Hardware {
             ("memory_gb", self.memory_gb),
             ("bandwidth_gbps", self.bandwidth_gbps),
             ("fp16_tflops", self.fp16_tflops),
+            ("stream_gbps", self.stream_gbps.unwrap_or(1.0)),
         ];
         for (field, v) in checks {
             if !(v.is_finite() && v > 0.0) {

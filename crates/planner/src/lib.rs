@@ -64,6 +64,7 @@ pub mod roofline;
 pub mod sealed;
 pub mod sealed_files;
 pub mod sim;
+pub mod stream;
 pub mod validate;
 pub mod weights;
 pub mod window;

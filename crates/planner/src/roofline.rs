@@ -183,7 +183,7 @@ impl Scenario<'_> {
     }
 
     pub(crate) fn bandwidth(&self) -> f64 {
-        self.hw.bandwidth_gbps * 1e9
+        crate::stream::read_gbps(self.hw) * 1e9
     }
 
     /// The per-step time that tensor parallelism does not shorten: the

@@ -174,6 +174,9 @@ pub fn print_plan(plan: &Plan, model_name: &str, origin: &str, file_format: bool
     if let Some(clock) = &e.compute_clock {
         out!("compute clock: {clock}");
     }
+    if let Some(stream) = &e.memory_stream {
+        out!("memory bandwidth: {stream}");
+    }
     let p = &plan.parallelism;
     out!(
         "GPUs: tp {} × pp {} per replica, dp {} replica(s) ({}): {}",
