@@ -139,6 +139,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv"),
     ),
     (
+        "2026-12-07-f-augmxnt-mi300-testing.csv",
+        include_str!("../data/sealed/2026-12-07-f-augmxnt-mi300-testing.csv"),
+    ),
+    (
         "2026-12-07-h-ollama-rtx4070-agentic.csv",
         include_str!("../data/sealed/2026-12-07-h-ollama-rtx4070-agentic.csv"),
     ),
