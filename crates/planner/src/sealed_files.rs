@@ -143,6 +143,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-f-augmxnt-mi300-testing.csv"),
     ),
     (
+        "2026-12-07-g-anyscale-ray-serve-vllm-gptoss-h100.csv",
+        include_str!("../data/sealed/2026-12-07-g-anyscale-ray-serve-vllm-gptoss-h100.csv"),
+    ),
+    (
         "2026-12-07-h-ollama-rtx4070-agentic.csv",
         include_str!("../data/sealed/2026-12-07-h-ollama-rtx4070-agentic.csv"),
     ),
