@@ -995,3 +995,29 @@ fn a_gpu_that_computes_below_its_datasheet_clock_says_so() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_gpu_whose_memory_streams_less_than_the_fitted_ones_plans_at_that_bandwidth() {
+    let args = |gpu| {
+        vec![
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            gpu,
+            "--format",
+            "json",
+        ]
+    };
+    let mi300x = json_of(&args("mi300x"));
+    let note = mi300x["estimate"]["memory_stream"].as_str().unwrap();
+    assert!(note.contains("4150 of 5300 GB/s"), "{note}");
+    let h100 = json_of(&args("h100-sxm"));
+    assert!(h100["estimate"].get("memory_stream").is_none(), "{h100}");
+    let out = glassbox(&args("mi300x")[..5], None);
+    assert!(
+        stdout(&out).contains("memory bandwidth: mi300x streams"),
+        "{}",
+        stdout(&out)
+    );
+}
