@@ -151,6 +151,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-h-ollama-rtx4070-agentic.csv"),
     ),
     (
+        "2026-12-07-i-france-travail-vllm-a100.csv",
+        include_str!("../data/sealed/2026-12-07-i-france-travail-vllm-a100.csv"),
+    ),
+    (
+        "2026-12-07-j-h100-trtllm-vs-vllm-serving.csv",
+        include_str!("../data/sealed/2026-12-07-j-h100-trtllm-vs-vllm-serving.csv"),
+    ),
+    (
         "2026-12-07-l4-vllm-qwen15b-prefill-batch.csv",
         include_str!("../data/sealed/2026-12-07-l4-vllm-qwen15b-prefill-batch.csv"),
     ),
