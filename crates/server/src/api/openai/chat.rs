@@ -97,15 +97,17 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<Value>,
-    /// OpenAI's sampling fields: checked against OpenAI's ranges
-    /// ([`check_sampling`]), then left to the topology, whose LLM nodes set
-    /// their own sampling.
+    /// Checked against OpenAI's range, 0 to 2, then left to the topology,
+    /// whose LLM nodes set their own sampling.
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// Checked against OpenAI's range, 0 to 1, then left to the topology.
     #[serde(default)]
     pub top_p: Option<f64>,
+    /// Checked against OpenAI's range, -2 to 2, then left to the topology.
     #[serde(default)]
     pub presence_penalty: Option<f64>,
+    /// Checked against OpenAI's range, -2 to 2, then left to the topology.
     #[serde(default)]
     pub frequency_penalty: Option<f64>,
     /// Choices asked for: a topology answers once, so only 1.
