@@ -149,8 +149,9 @@ pub struct PlanArgs {
     /// Simultaneous-use coefficient of a mixed online/offline pool (seed 003).
     #[arg(long, default_value_t = defaults::SIMULTANEOUS_USE)]
     pub simultaneous_use: f64,
-    /// Rank these GPUs by cost per 1M tokens among those meeting the SLA.
-    #[arg(long, num_args = 1..)]
+    /// Rank these GPUs by cost per 1M tokens among those meeting the SLA
+    /// (space- or comma-separated: `--compare h100-sxm l40s` or `h100-sxm,l40s`).
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
     pub compare: Vec<String>,
     /// Extra or overriding GPU entries (TOML, same schema as the catalogue).
     #[arg(long)]
