@@ -28,6 +28,9 @@ use crate::quant::{ComputeDtype, Quant};
 /// Latency of one hand-off between pipeline stages (launch +
 /// synchronisation), seconds; all-reduce latency is [`crate::collective`]'s.
 pub const ALLREDUCE_LATENCY_S: f64 = crate::collective::ONE_SHOT_LATENCY_S;
+/// The most sequences in flight a scenario takes (`--batch`): 2^20, far
+/// past any engine's cap on running sequences.
+pub const MAX_BATCH: u32 = 1 << 20;
 
 /// What to estimate: one model on one kind of device.
 #[derive(Debug, Clone)]
@@ -69,10 +72,13 @@ impl Scenario<'_> {
                 format!("tp × pp must be 1-64, got {} × {}", self.tp, self.pp),
             ));
         }
-        if self.batch == 0 || self.batch > 1 << 20 {
+        if self.batch == 0 || self.batch > MAX_BATCH {
             return Err(PlannerError::invalid(
                 "batch",
-                format!("must be >= 1, got {}", self.batch),
+                format!(
+                    "must be 1-{MAX_BATCH} sequences in flight, got {}",
+                    self.batch
+                ),
             ));
         }
         if !(0.0..0.95).contains(&self.memory_headroom) {

@@ -187,10 +187,33 @@ pub(crate) fn validate(w: &Workload) -> Result<(), PlannerError> {
             format!("must be in (0, 1], got {}", w.simultaneous_use),
         );
     }
-    if w.pricing.amortize_years.is_nan() || w.pricing.amortize_years <= 0.0 {
+    if !(w.pricing.amortize_years.is_finite() && w.pricing.amortize_years > 0.0) {
         return bad(
             "amortize years",
             format!("must be > 0, got {}", w.pricing.amortize_years),
+        );
+    }
+    // Prices and volumes: a finite amount, 0 allowed (hardware already paid
+    // for, power at no charge, no offline work).
+    let p = &w.pricing;
+    for (name, v) in [
+        ("price per hour", p.hourly_usd),
+        ("purchase price", p.purchase_usd),
+        ("usd per kwh", Some(p.usd_per_kwh)),
+        ("offline tokens per day", Some(w.offline_tokens_per_day)),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            return bad(
+                name,
+                format!("must be a finite amount of 0 or more, got {v}"),
+            );
+        }
+    }
+    if w.peak_concurrency == Some(0) {
+        return bad(
+            "peak concurrency",
+            "must be 1 or more requests; leave `--peak-concurrency` out when it is not known"
+                .into(),
         );
     }
     Ok(())

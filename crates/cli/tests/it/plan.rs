@@ -753,6 +753,35 @@ fn setups_engines_refuse_and_impossible_traffic_exit_with_the_value_that_works()
             "requests per day",
         ),
         ("--model llama-3.1-8b --sla-ttft-ms 0", 2, "above 0"),
+        // Money and volumes that would print $NaN or $inf, and negative
+        // numbers, which reach the plan's check rather than clap's
+        // "unexpected argument".
+        (
+            "--model llama-3.1-8b --price-per-hour nan",
+            78,
+            "price per hour: must be a finite amount",
+        ),
+        ("--model llama-3.1-8b --price-per-hour -3", 78, "got -3"),
+        (
+            "--model llama-3.1-8b --purchase-price 1e400",
+            78,
+            "purchase price",
+        ),
+        (
+            "--model llama-3.1-8b --offline-tokens-per-day -5",
+            78,
+            "offline tokens per day",
+        ),
+        (
+            "--model llama-3.1-8b --peak-concurrency 0",
+            78,
+            "leave `--peak-concurrency` out",
+        ),
+        (
+            "--model llama-3.1-8b --batch 100000000",
+            78,
+            "must be 1-1048576 sequences",
+        ),
     ];
     for (extra, code, text) in cases {
         let mut args = vec!["plan", "--gpu", "h100-sxm"];

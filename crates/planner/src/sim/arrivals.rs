@@ -51,7 +51,7 @@ fn positive(field: &str, v: f64) -> Result<(), PlannerError> {
     } else {
         Err(PlannerError::invalid(
             field,
-            format!("must be above 0, got {v}"),
+            format!("must be a finite number above 0, got {v}"),
         ))
     }
 }

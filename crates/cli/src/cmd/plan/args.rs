@@ -14,6 +14,9 @@ use crate::cmd::common::OutputFormat;
 #[derive(Debug, clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
+    // `--price-per-hour -3` reaches the plan's own check ("must be a finite
+    // amount of 0 or more") instead of clap's "unexpected argument '-3'".
+    allow_negative_numbers = true,
     after_help = "Exit codes: 0 ok, 2 usage, 78 unknown model/GPU or invalid input.\n\
                   Method and defaults: docs/planner.md."
 )]
