@@ -6,19 +6,27 @@
 /// or why `s` is not one (the age forms of [`parse_time`]).
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let scale = match t.chars().last() {
-        Some('s') => 1_000_000u64,
-        Some('m') => 60_000_000,
-        Some('h') => 3_600_000_000,
-        Some('d') => 86_400_000_000,
-        Some('w') => 604_800_000_000,
-        _ => 0,
-    };
-    match t[..t.len().saturating_sub(1)].parse::<u64>() {
-        Ok(n) if scale > 0 && n > 0 => Ok(n.saturating_mul(scale)),
-        _ => Err(format!(
+    let bad = || {
+        format!(
             "`{s}` is not a length of time (expected a number and a unit: 30s, 90m, 24h, 7d, 2w)"
+        )
+    };
+    // The unit is the last character; only ASCII units are known, so the
+    // number before it ends on a character boundary.
+    let (number, scale) = match t.chars().last() {
+        Some('s') => (&t[..t.len() - 1], 1_000_000u64),
+        Some('m') => (&t[..t.len() - 1], 60_000_000),
+        Some('h') => (&t[..t.len() - 1], 3_600_000_000),
+        Some('d') => (&t[..t.len() - 1], 86_400_000_000),
+        Some('w') => (&t[..t.len() - 1], 604_800_000_000),
+        _ => return Err(bad()),
+    };
+    match number.parse::<u64>() {
+        Ok(0) => Err(format!(
+            "`{s}` is no time at all: give a length above 0, like 30s or 24h"
         )),
+        Ok(n) => Ok(n.saturating_mul(scale)),
+        Err(_) => Err(bad()),
     }
 }
 
@@ -111,10 +119,13 @@ mod tests {
         assert_eq!(parse_duration("90m"), Ok(5_400_000_000));
         assert_eq!(parse_duration("24h"), Ok(86_400_000_000));
         assert_eq!(parse_duration("30s"), Ok(30_000_000));
-        for bad in ["", "h", "0h", "-1h", "1y", "soon"] {
+        // A unit that is not ASCII (`µ`) is refused, not sliced mid-character.
+        for bad in ["", "h", "-1h", "1y", "soon", "5µ", "µ", "5µs"] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.contains("not a length of time"), "{bad}: {e}");
         }
+        let zero = parse_duration("0h").unwrap_err();
+        assert!(zero.contains("above 0"), "{zero}");
     }
 
     #[test]
