@@ -152,18 +152,8 @@ fn plan_compare_ranks_cards_meeting_the_sla_first() {
         "70B FP8 on PCIe L40S pairs cannot meet a 50 ms TPOT cheaply"
     );
     // A comma-separated list names the same cards.
-    let commas = glassbox(
-        &[
-            "plan",
-            "--model",
-            "llama-3.1-8b",
-            "--compare",
-            "h100-sxm,l40s",
-            "--format",
-            "json",
-        ],
-        None,
-    );
+    let args = "plan --model llama-3.1-8b --compare h100-sxm,l40s --format json";
+    let commas = glassbox(&args.split_whitespace().collect::<Vec<_>>(), None);
     assert_eq!(commas.status.code(), Some(0), "{}", stderr(&commas));
     let v: serde_json::Value = serde_json::from_str(&stdout(&commas)).unwrap();
     let mut gpus: Vec<&str> = v
