@@ -183,6 +183,8 @@ impl Estimator {
         } else {
             ""
         };
+        // The bandwidth the memory-bound terms were computed at.
+        let gbps = s.bandwidth() / 1e9;
         let pt = prefill_terms(s, prompt, 1.0);
         let ttft = prefill_time(&pt, p, d);
         explain.push(Line::new(
@@ -195,10 +197,10 @@ impl Estimator {
                 num(pt.flops),
                 num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
-                num((pt.memory_s - pt.kv_memory_s) * crate::stream::read_gbps(s.hw)),
-                num(crate::stream::read_gbps(s.hw)),
+                num((pt.memory_s - pt.kv_memory_s) * gbps),
+                num(gbps),
                 num(d.efficiency),
-                num(pt.kv_memory_s * crate::stream::read_gbps(s.hw)),
+                num(pt.kv_memory_s * gbps),
                 num(p.overhead_ms),
                 num(pt.comm_s * 1e3)
             ),
@@ -243,12 +245,12 @@ impl Estimator {
             format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}"),
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
-                num((dt.memory_s - dt.kv_memory_s) * crate::stream::read_gbps(s.hw)),
+                num((dt.memory_s - dt.kv_memory_s) * gbps),
                 num(dt.flops),
                 num(bt.prefill_tokens_per_step),
                 num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
-                num(dt.kv_memory_s * crate::stream::read_gbps(s.hw)),
-                num(crate::stream::read_gbps(s.hw)),
+                num(dt.kv_memory_s * gbps),
+                num(gbps),
                 num(d.efficiency),
                 num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
