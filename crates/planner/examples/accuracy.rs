@@ -16,6 +16,10 @@
 //! writes the accuracy bands every plan shows (`data/accuracy.toml`, from
 //! the leave-one-source-out run over every public row).
 //!
+//! Each held-out table is followed by its split into where each source
+//! sits as a whole and how its rows spread around that
+//! (`glassbox_planner::source_level`).
+//!
 //! `--sealed FILE [--log PATH]` scores a sealed holdout (crate::sealed, ADR
 //! 0010): the shipped model on measurements from sources it was never
 //! fitted on. The first score of a file is recorded with the file's SHA-256
@@ -27,6 +31,7 @@ use std::error::Error;
 use glassbox_planner::accuracy::AccuracyTable;
 use glassbox_planner::measurements::{self, Catalogues};
 use glassbox_planner::sealed::{self, FirstScore, Recorded, SealedLog};
+use glassbox_planner::source_level;
 use glassbox_planner::validate::{self, HeldOut, Split, ape};
 use glassbox_planner::{EfficiencyTable, Estimator, HardwareCatalogue, ModelCatalogue, calibrate};
 
@@ -228,6 +233,26 @@ fn print_held_out(h: &HeldOut, show_rows: bool) {
         println!(
             "| {} | {} | {:.1}% | {:.1}% | {:.2} |",
             s.name, s.rows, s.planner, s.baseline, s.median_ratio
+        );
+    }
+    println!(
+        "\nwhere each source sits (level: every row at its source's median predicted/measured; within: that level divided out)\n"
+    );
+    println!(
+        "| metric | rows | source groups | planner | level | within | baseline level | baseline within |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for s in source_level::split(h) {
+        println!(
+            "| {} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% |",
+            s.name,
+            s.rows,
+            s.sources,
+            s.planner,
+            s.level,
+            s.within,
+            s.baseline_level,
+            s.baseline_within
         );
     }
     let what = match h.split {

@@ -64,6 +64,7 @@ pub mod roofline;
 pub mod sealed;
 pub mod sealed_files;
 pub mod sim;
+pub mod source_level;
 pub mod stream;
 pub mod validate;
 pub mod weights;
