@@ -171,6 +171,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-llamacpp-moe.csv"),
     ),
     (
+        "2026-12-07-m-mi210-llamacpp-qwen3-4b.csv",
+        include_str!("../data/sealed/2026-12-07-m-mi210-llamacpp-qwen3-4b.csv"),
+    ),
+    (
         "2026-12-07-macllmbench-m1-m2max.csv",
         include_str!("../data/sealed/2026-12-07-macllmbench-m1-m2max.csv"),
     ),
