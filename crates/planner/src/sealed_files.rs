@@ -159,6 +159,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-j-h100-trtllm-vs-vllm-serving.csv"),
     ),
     (
+        "2026-12-07-k-accelmark-vllm-datacenter.csv",
+        include_str!("../data/sealed/2026-12-07-k-accelmark-vllm-datacenter.csv"),
+    ),
+    (
         "2026-12-07-l4-vllm-qwen15b-prefill-batch.csv",
         include_str!("../data/sealed/2026-12-07-l4-vllm-qwen15b-prefill-batch.csv"),
     ),
