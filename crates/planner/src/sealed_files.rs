@@ -187,6 +187,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-mi300x-vllm-latency-llama8b.csv"),
     ),
     (
+        "2026-12-07-n-wangjunjian-t4-vllm-qwen3-4b.csv",
+        include_str!("../data/sealed/2026-12-07-n-wangjunjian-t4-vllm-qwen3-4b.csv"),
+    ),
+    (
         "2026-12-07-serving-results.csv",
         include_str!("../data/sealed/2026-12-07-serving-results.csv"),
     ),
