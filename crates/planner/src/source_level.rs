@@ -118,16 +118,11 @@ mod tests {
     #[test]
     fn a_source_off_as_a_whole_is_level_and_a_spread_source_is_within() {
         use Metric::*;
-        let h = held_out(vec![
-            // a.com: every row predicted 1.3x, a pure level error.
-            row("a.com", ServingTokS, 100.0, 130.0),
-            row("a.com", ServingTokS, 200.0, 260.0),
-            row("a.com", ServingTokS, 50.0, 65.0),
-            // b.com: centred on 1, spread 0.9 / 1.0 / 1.1: within only.
-            row("b.com", ServingTokS, 100.0, 90.0),
-            row("b.com", ServingTokS, 100.0, 100.0),
-            row("b.com", ServingTokS, 100.0, 110.0),
-        ]);
+        // a.com: every row predicted 1.3x, a pure level error; b.com:
+        // centred on 1, spread 0.9 / 1.0 / 1.1, within only.
+        let a = [100.0, 200.0, 50.0].map(|m| row("a.com", ServingTokS, m, 1.3 * m));
+        let b = [0.9, 1.0, 1.1].map(|r| row("b.com", ServingTokS, 100.0, 100.0 * r));
+        let h = held_out(a.into_iter().chain(b).collect());
         let s = split(&h);
         assert_eq!(s.len(), 2, "one metric, then overall");
         let serving = &s[0];
