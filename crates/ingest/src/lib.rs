@@ -173,6 +173,14 @@ pub fn decode(encoding: Encoding, body: &[u8]) -> Result<ExportTraceServiceReque
                 message: e.to_string(),
             })
         }
+        // The OTLP JSON mapping is an object; serde would also read a struct
+        // from an array (`[]` as an empty export), which no exporter sends.
+        Encoding::Json if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') => {
+            Err(IngestError::Decode {
+                encoding: "JSON",
+                message: "expected a JSON object (`{\"resourceSpans\": [...]}`)".to_string(),
+            })
+        }
         Encoding::Json => serde_json::from_slice(body).map_err(|e| IngestError::Decode {
             encoding: "JSON",
             message: e.to_string(),

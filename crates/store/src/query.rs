@@ -100,12 +100,26 @@ impl FilterInput {
             }
             s => s,
         };
+        let since_us = time(&self.since, "since")?;
+        let until_us = time(&self.until, "until")?;
+        if let (Some(since), Some(until), Some(text)) = (since_us, until_us, &self.until)
+            && until <= since
+        {
+            return Err(FilterError::Time {
+                field: "until",
+                value: text.clone(),
+                message: format!(
+                    "`{text}` is not after `since` ({}): no request can start in that window; give the earlier time as `since`",
+                    self.since.as_deref().unwrap_or_default()
+                ),
+            });
+        }
         Ok(Filter {
             topology: given(&self.topology),
             version: given(&self.version),
             status,
-            since_us: time(&self.since, "since")?,
-            until_us: time(&self.until, "until")?,
+            since_us,
+            until_us,
         })
     }
 }
@@ -463,5 +477,22 @@ mod tests {
         assert_eq!(Sort::parse(Some("costliest")).unwrap(), Sort::Costliest);
         let e = Sort::parse(Some("fastest")).unwrap_err();
         assert_eq!((e.field(), e.value()), ("sort", "fastest"));
+        // A window that ends where or before it starts matches nothing.
+        for (since, until) in [("2026-12-01", "2026-11-01"), ("2h", "2h")] {
+            let empty = FilterInput {
+                since: Some(since.into()),
+                until: Some(until.into()),
+                ..FilterInput::default()
+            };
+            let e = empty.parse(NOW).unwrap_err();
+            assert_eq!((e.field(), e.value()), ("until", until));
+            assert!(e.to_string().contains("is not after `since`"), "{e}");
+        }
+        let window = FilterInput {
+            since: Some("2h".into()),
+            until: Some("1h".into()),
+            ..FilterInput::default()
+        };
+        assert!(window.parse(NOW).is_ok());
     }
 }

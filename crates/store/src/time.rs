@@ -45,6 +45,12 @@ pub fn parse_time(s: &str, now_us: u64) -> Result<i64, String> {
         && let Some((_, scale)) = units.iter().find(|(c, _)| *c == last)
         && let Ok(n) = s[..s.len() - 1].parse::<i64>()
     {
+        if n < 0 {
+            return Err(format!(
+                "`{s}` is an age, counted back from now, and cannot be negative: use {} (or a date for a time ahead)",
+                &s[1..]
+            ));
+        }
         return Ok(now.saturating_sub(n.saturating_mul(*scale)));
     }
     if let Ok(secs) = s.parse::<i64>() {
@@ -136,5 +142,12 @@ mod tests {
         assert_eq!(parse_time("1h", 3_600_000_000), Ok(0));
         assert!(parse_time("yesterday", 0).is_err());
         assert!(parse_time("2026-13-01", 0).is_err());
+        // An age is counted back from now: a negative one would reach into
+        // the future and match nothing, so it is refused with the fix.
+        let e = parse_time("-5h", 3_600_000_000).unwrap_err();
+        assert!(
+            e.contains("cannot be negative") && e.contains("use 5h"),
+            "{e}"
+        );
     }
 }

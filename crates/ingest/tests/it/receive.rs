@@ -122,6 +122,18 @@ fn a_genai_trace_in_json_says_what_was_not_recorded() {
         t400 = T0 + 400_000_000,
     );
     let from_json = decode(Encoding::Json, json.as_bytes()).unwrap();
+    // Not an object: refused, naming what was expected.
+    for not_an_export in ["[]", "  [1]", "\"x\"", "null", ""] {
+        let e = decode(Encoding::Json, not_an_export.as_bytes()).unwrap_err();
+        assert!(
+            e.to_string().contains("expected a JSON object"),
+            "{not_an_export}: {e}"
+        );
+    }
+    assert!(
+        decode(Encoding::Json, b" {}").is_ok(),
+        "an empty export is an export"
+    );
     let from_pb = decode(
         Encoding::Protobuf,
         &export("weather", None, genai(2)).encode_to_vec(),
