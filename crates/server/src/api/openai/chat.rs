@@ -113,6 +113,22 @@ pub struct ChatRequest {
     /// Choices asked for: a topology answers once, so only 1.
     #[serde(default)]
     pub n: Option<u64>,
+    /// Checked as OpenAI types it (an integer), then left to the topology,
+    /// whose LLM nodes set their own seed.
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Checked as OpenAI types it (a string or up to 4 strings), then left
+    /// to the topology, whose LLM nodes set their own stop sequences.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub stop: Option<Value>,
+    /// A topology's answer carries no token log probabilities: `true` is
+    /// refused rather than answered without them.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// Refused with `logprobs` (above 0 asks for them).
+    #[serde(default)]
+    pub top_logprobs: Option<u32>,
 }
 
 /// The sampling fields of an OpenAI chat request, as the caller sent them.
@@ -165,6 +181,25 @@ impl ChatRequest {
                 format!("`n` is {n}: a topology gives one answer per request"),
             )
             .hint("leave `n` out (or set it to 1) and send the request again for another answer"));
+        }
+        if self.logprobs == Some(true) || self.top_logprobs.is_some_and(|k| k > 0) {
+            return Err(ApiError::bad_request(
+                "bad_input",
+                "`logprobs`: a topology's answer carries no token log probabilities",
+            )
+            .hint("leave `logprobs` and `top_logprobs` out; the trace (GET /v1/traces/{id}) holds each LLM call's tokens"));
+        }
+        let stop_ok = match &self.stop {
+            None | Some(Value::Null | Value::String(_)) => true,
+            Some(Value::Array(items)) => items.len() <= 4 && items.iter().all(Value::is_string),
+            Some(_) => false,
+        };
+        if !stop_ok {
+            return Err(ApiError::bad_request(
+                "bad_input",
+                "`stop` must be a string or a list of at most 4 strings",
+            )
+            .hint("OpenAI's API takes `stop` as \"END\" or [\"END\", \"\\n\\n\"]"));
         }
         check_sampling(&Sampling {
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
@@ -414,8 +449,10 @@ mod tests {
             serde_json::from_value::<ChatRequest>(body).unwrap().check()
         };
         let ok = json!({"temperature": 0, "top_p": 1, "n": 1, "max_tokens": 1,
-                        "presence_penalty": -2, "frequency_penalty": 2});
+                        "presence_penalty": -2, "frequency_penalty": 2, "seed": 7,
+                        "stop": ["a", "b"], "logprobs": false, "top_logprobs": 0});
         assert!(chat(ok).is_ok());
+        assert!(chat(json!({"stop": "END"})).is_ok());
         for (extra, field) in [
             (json!({"temperature": 2.5}), "`temperature`"),
             (json!({"temperature": -0.1}), "`temperature`"),
@@ -428,6 +465,11 @@ mod tests {
                 "`max_tokens`",
             ),
             (json!({"n": 3}), "`n`"),
+            (json!({"logprobs": true}), "`logprobs`"),
+            (json!({"top_logprobs": 3}), "`logprobs`"),
+            (json!({"stop": 5}), "`stop`"),
+            (json!({"stop": ["a", "b", "c", "d", "e"]}), "`stop`"),
+            (json!({"stop": ["a", 1]}), "`stop`"),
         ] {
             let e = chat(extra.clone()).unwrap_err();
             assert_eq!(e.code, "bad_input", "{extra}");
@@ -435,8 +477,20 @@ mod tests {
             assert!(e.hint.is_some(), "{extra}");
         }
         // A value of the wrong type fails to parse (the body's 400).
-        let hot = json!({"model": "m", "messages": [], "temperature": "hot"});
-        assert!(serde_json::from_value::<ChatRequest>(hot).is_err());
+        for wrong in [
+            json!({"temperature": "hot"}),
+            json!({"seed": "x"}),
+            json!({"logprobs": 1}),
+        ] {
+            let mut body = json!({"model": "m", "messages": []});
+            for (k, v) in wrong.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            assert!(
+                serde_json::from_value::<ChatRequest>(body).is_err(),
+                "{wrong}"
+            );
+        }
     }
 
     #[test]
