@@ -45,7 +45,7 @@ impl TraceSink for CalibratedSink {
 
     fn request(&self, record: Arc<RequestRecord>) {
         for w in self.check(&record) {
-            eprintln!("glassbox serve: warning: `{}`: {w}", self.name);
+            crate::console::serve_line(format_args!("warning: `{}`: {w}", self.name));
         }
         self.inner.request(record);
     }

@@ -396,11 +396,11 @@ impl Catalog {
         let source = glassbox_topology::Source::new(name.clone(), text);
         // A calibration beside the file (`glassbox calibrate`) prices its nodes.
         let calibration = crate::calibration::beside(path, &mut |w| {
-            eprintln!("glassbox serve: `{name}`: {w}");
+            crate::console::serve_line(format_args!("`{name}`: {w}"));
         });
         let options = |topology: &Topology, _: &glassbox_topology::Report| {
             let prices = crate::calibration::prices(calibration.as_ref(), topology, &mut |w| {
-                eprintln!("glassbox serve: warning: {w}");
+                crate::console::serve_line(format_args!("warning: {w}"));
             });
             let metered = (self.builder.sink_for)(topology.id.as_str());
             let sink = match &calibration {

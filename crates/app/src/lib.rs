@@ -34,6 +34,7 @@ pub mod calibrate;
 pub mod calibrated;
 pub mod calibration;
 pub mod catalog;
+pub mod console;
 pub mod doctor;
 pub mod local;
 pub mod models;

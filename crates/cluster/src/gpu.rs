@@ -16,6 +16,7 @@
 //! never hides the others.
 
 use std::ffi::OsStr;
+use std::io::Write;
 use std::sync::OnceLock;
 
 use nvml_wrapper::Nvml;
@@ -179,7 +180,13 @@ pub fn shared() -> &'static NvmlSource {
     SHARED.get_or_init(|| {
         let source = NvmlSource::open();
         if let Some(why) = source.unavailable() {
-            eprintln!("glassbox: no GPU monitoring on this machine ({why}); reporting no GPUs");
+            // Not `eprintln!`: a closed stderr must not panic the server
+            // that asked (glassbox_app::console says why).
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "glassbox: no GPU monitoring on this machine ({why}); reporting no GPUs"
+            );
         }
         source
     })

@@ -92,7 +92,7 @@ pub async fn run_periodically(board: Arc<AlertBoard>, stop: glassbox_engine::Can
     let every = board.settings.interval();
     loop {
         if let Err(e) = board.evaluate_now().await {
-            eprintln!("glassbox serve: drift alert evaluation failed: {e}");
+            glassbox_app::console::serve_line(format_args!("drift alert evaluation failed: {e}"));
         }
         tokio::select! {
             _ = stop.cancelled() => return,

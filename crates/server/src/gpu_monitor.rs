@@ -349,7 +349,7 @@ impl GpuMonitor {
         }
         drop(latest);
         for c in &changes {
-            eprintln!("glassbox serve: {}", c.describe());
+            glassbox_app::console::serve_line(c.describe());
         }
         changes
     }
@@ -414,7 +414,7 @@ pub async fn run_periodically(monitor: Arc<GpuMonitor>, stop: glassbox_engine::C
         let m = monitor.clone();
         let now = glassbox_trace::unix_micros_now();
         if let Err(e) = tokio::task::spawn_blocking(move || m.sample_now(now)).await {
-            eprintln!("glassbox serve: GPU sampling failed: {e}");
+            glassbox_app::console::serve_line(format_args!("GPU sampling failed: {e}"));
         }
     }
 }

@@ -345,11 +345,11 @@ async fn poll(state: AppState, every: Duration, stop: glassbox_engine::Cancellat
         match tokio::task::spawn_blocking(move || catalog.rescan()).await {
             Ok(Ok(changes)) => {
                 for c in &changes {
-                    eprintln!("glassbox serve: {}", api::system::describe(c));
+                    glassbox_app::console::serve_line(api::system::describe(c));
                 }
             }
-            Ok(Err(e)) => eprintln!("glassbox serve: rescan failed: {e}"),
-            Err(e) => eprintln!("glassbox serve: rescan failed: {e}"),
+            Ok(Err(e)) => glassbox_app::console::serve_line(format_args!("rescan failed: {e}")),
+            Err(e) => glassbox_app::console::serve_line(format_args!("rescan failed: {e}")),
         }
     }
 }

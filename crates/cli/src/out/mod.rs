@@ -97,6 +97,14 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// Writes text to standard error, never failing: a closed or full stderr
+/// (`glassbox validate f.yaml 2>&1 | head -1`) drops the text, where
+/// `eprint!` would panic and turn the command's exit code into 101.
+fn emit_err(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+}
+
 /// Whether to colour output written to stdout (`true`) or stderr.
 pub fn color(stdout: bool) -> bool {
     std::env::var_os("NO_COLOR").is_none()
@@ -109,29 +117,29 @@ pub fn color(stdout: bool) -> bool {
 
 /// A warning on standard error: `warning: TEXT`.
 pub fn warn(text: &str) {
-    eprintln!("warning: {text}");
+    emit_err(&format!("warning: {text}\n"));
 }
 
 /// A status line on standard error: what a long-running command (`serve`,
 /// `worker`) or a side effect (a file written, a trace recorded) reports
 /// beside its result.
 pub fn status(text: &str) {
-    eprintln!("{text}");
+    emit_err(&format!("{text}\n"));
 }
 
 /// Text on standard error as it is (no prefix, no newline added).
 pub fn note(text: &str) {
-    eprint!("{text}");
+    emit_err(text);
 }
 
 /// Rendered diagnostics (of a topology or case file) on standard error.
 pub fn diagnostics(report: &glassbox_topology::Report) {
-    eprint!("{}", report.render(color(false)));
+    emit_err(&report.render(color(false)));
 }
 
 /// Reports a command's error on standard error (`error: ` and its context
 /// chain) and returns its exit code.
 pub fn error(err: &anyhow::Error) -> u8 {
-    eprintln!("error: {err:#}");
+    emit_err(&format!("error: {err:#}\n"));
     crate::exit::code_for(err)
 }

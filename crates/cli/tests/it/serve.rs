@@ -253,3 +253,60 @@ nodes:
     ids.sort();
     assert_eq!(stored, ids);
 }
+
+/// `glassbox serve 2>&1 | tee log` after `tee` has gone: every line the
+/// server writes to standard error meets a closed pipe. The server must
+/// still start, serve, and pick up each new topology file (the reload loop
+/// prints a line per change; a panic there would end it after the first).
+#[test]
+fn a_closed_stderr_stops_neither_the_server_nor_its_reloads() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-closed-stderr");
+    let _ = std::fs::remove_dir_all(&dir);
+    let topologies = dir.join("topologies");
+    std::fs::create_dir_all(&topologies).unwrap();
+    let example = std::fs::read_to_string(root().join("examples/moderation.yaml")).unwrap();
+    std::fs::write(topologies.join("moderation.yaml"), &example).unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
+        .args(["serve", "--topologies"])
+        .arg(&topologies)
+        .args(["--port", &port.to_string()])
+        .arg("--store")
+        .arg(format!("sqlite://{}", dir.join("traces.db").display()))
+        .env("NO_COLOR", "1")
+        .env_remove("GLASSBOX_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        port,
+    };
+    let agent = agent();
+    let served = |id: &str| {
+        let mut reply = agent
+            .get(format!("{}/v1/topologies", server.url))
+            .call()
+            .ok()?;
+        let text = reply.body_mut().read_to_string().ok()?;
+        Some(text.contains(&format!("\"id\":\"{id}\"")))
+    };
+    // Generous bounds (debug build, busy machine), not timing assertions.
+    let wait_for = |id: &str| {
+        let until = Instant::now() + Duration::from_secs(120);
+        while served(id) != Some(true) {
+            assert!(Instant::now() < until, "`{id}` never served");
+            thread::sleep(Duration::from_millis(200));
+        }
+    };
+    wait_for("moderation");
+    for id in ["moderation-b", "moderation-c"] {
+        let text = example.replace("topology_id: moderation", &format!("topology_id: {id}"));
+        std::fs::write(topologies.join(format!("{id}.yaml")), text).unwrap();
+        wait_for(id);
+    }
+}

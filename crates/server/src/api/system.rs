@@ -136,7 +136,7 @@ pub async fn reload(State(state): State<AppState>) -> Result<Json<ReloadReport>,
         .map_err(|e| ApiError::internal("reload_failed", e.to_string()))?;
     let lines: Vec<String> = changes.iter().map(describe).collect();
     for l in &lines {
-        eprintln!("glassbox serve: {l}");
+        glassbox_app::console::serve_line(l);
     }
     Ok(Json(ReloadReport { changes: lines }))
 }

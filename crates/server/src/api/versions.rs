@@ -117,15 +117,15 @@ fn change(
         .iter()
         .map(|s| format!("{} {}%", s.version, s.percent))
         .collect();
-    eprintln!(
-        "glassbox serve: {what} `{id}`: promoted {}{}",
+    glassbox_app::console::serve_line(format_args!(
+        "{what} `{id}`: promoted {}{}",
         view.promoted,
         if split.is_empty() {
             String::new()
         } else {
             format!(", split {}", split.join(" / "))
         }
-    );
+    ));
     Ok(Json(view))
 }
 

@@ -229,7 +229,7 @@ async fn accept_error(e: io::Error) {
     ) {
         return;
     }
-    eprintln!("glassbox serve: accept failed: {e}");
+    glassbox_app::console::serve_line(format_args!("accept failed: {e}"));
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
