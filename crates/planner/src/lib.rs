@@ -63,6 +63,7 @@ pub mod request;
 pub mod roofline;
 pub mod sealed;
 pub mod sealed_files;
+pub mod sealed_gpu;
 pub mod sim;
 pub mod source_level;
 pub mod stream;

@@ -315,6 +315,7 @@ impl ResolvedRequest {
             &self.quant.name,
             parallelism.tp,
         )?;
+        let sealed_on_gpu = crate::sealed_gpu::on_gpu(hw, self.engine, self.batch, est)?;
         let workload = Workload {
             min_replicas: u64::from(parallelism.dp),
             ..self.workload
@@ -324,6 +325,7 @@ impl ResolvedRequest {
             estimate,
             accuracy,
             coverage,
+            sealed_on_gpu,
             parallelism,
         })
     }
@@ -340,6 +342,9 @@ pub struct Plan {
     /// How many public rows share the setup's GPU, vendor, engine, weight
     /// format and split, and what none covers ([`crate::coverage`]).
     pub coverage: Coverage,
+    /// Measured / planned on the sealed rows of the plan's GPU, per metric
+    /// ([`crate::sealed_gpu`]); empty where too few rows are on it.
+    pub sealed_on_gpu: Vec<crate::sealed_gpu::SealedOnGpu>,
     /// How the GPUs are split, and whether that was assumed.
     pub parallelism: Parallelism,
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::measurements::parse_csv;
+use crate::measurements::{Measurement, parse_csv};
 
 /// (file name, contents) of every sealed file.
 const FILES: &[(&str, &str)] = &[
@@ -203,6 +203,20 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-t4-vllm-qwen15b.csv"),
     ),
 ];
+
+/// Every row of the shipped sealed files, parsed once (a plan reads those
+/// on its GPU, [`crate::sealed_gpu`]). The test `every_sealed_file_is_listed`
+/// requires every file to parse.
+pub fn rows() -> &'static [Measurement] {
+    static ROWS: OnceLock<Vec<Measurement>> = OnceLock::new();
+    ROWS.get_or_init(|| {
+        FILES
+            .iter()
+            .filter_map(|(name, text)| parse_csv(text, name).ok())
+            .flatten()
+            .collect()
+    })
+}
 
 /// The (metric, engine family) pairs of each shipped file, parsed once (a
 /// plan asks for every file on each of its figures).

@@ -511,6 +511,44 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
         s.contains("not covered by the public rows: no row on any AMD GPU"),
         "{s}"
     );
+    // The sealed rows measured on the MI300X are what the plan can say of
+    // its own GPU: measured ÷ planned of its vLLM serving rows near its batch.
+    assert!(
+        s.contains("sealed rows on the mi300x, measured ÷ planned by this model (median):")
+            && s.contains("vllm rows at 1–4 in flight"),
+        "{s}"
+    );
+    let json = glassbox(
+        &[
+            "plan",
+            "--model",
+            "llama-3.1-70b",
+            "--gpu",
+            "mi300x",
+            "--quant",
+            "fp8",
+            "--tp",
+            "8",
+            "--batch",
+            "64",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let serving = v["sealed_on_gpu"]
+        .as_array()
+        .and_then(|a| a.iter().find(|g| g["metric"] == "serving_tok_s"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(serving["engine_family"], "vllm");
+    assert_eq!(serving["batch_range"], serde_json::json!([16, 256]));
+    assert!(serving["rows"].as_u64().unwrap() >= 3, "{serving}");
+    assert!(
+        serving["measured_over_planned"].as_f64().unwrap() > 0.0,
+        "{serving}"
+    );
 
     // At one stream the decode speed carries the band instead.
     let single = glassbox(

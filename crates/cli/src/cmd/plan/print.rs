@@ -52,6 +52,7 @@ pub fn plan_json(plan: &Plan) -> serde_json::Value {
         "sizing_error": sizing_error,
         "accuracy": serde_json::to_value(&plan.accuracy).unwrap_or_default(),
         "coverage": serde_json::to_value(&plan.coverage).unwrap_or_default(),
+        "sealed_on_gpu": serde_json::to_value(&plan.sealed_on_gpu).unwrap_or_default(),
     })
 }
 
@@ -129,6 +130,32 @@ fn print_accuracy(plan: &Plan) {
         out!(
             "not covered by the public rows: {}; the band comes from other setups: expect the blind column's error",
             c.uncovered.join("; ")
+        );
+    }
+    if !plan.sealed_on_gpu.is_empty() {
+        let figures: Vec<String> = plan
+            .sealed_on_gpu
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {:.2}× ({} {}rows{}, {} source{})",
+                    g.metric,
+                    g.measured_over_planned,
+                    g.rows,
+                    g.engine_family
+                        .as_ref()
+                        .map_or(String::new(), |f| format!("{f} ")),
+                    g.batch_range
+                        .map_or(String::new(), |(lo, hi)| format!(" at {lo}–{hi} in flight")),
+                    g.sources,
+                    if g.sources == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        out!(
+            "sealed rows on the {}, measured ÷ planned by this model (median): {}",
+            plan.estimate.gpu,
+            figures.join(", ")
         );
     }
     out!(
