@@ -491,20 +491,18 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
         "{s}"
     );
     // No public row is on an AMD GPU: the plan says so.
-    let amd = glassbox(
-        &[
-            "plan",
-            "--model",
-            "llama-3.1-70b",
-            "--gpu",
-            "mi300x",
-            "--quant",
-            "fp8",
-            "--tp",
-            "8",
-        ],
-        None,
-    );
+    let mi300x = [
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "mi300x",
+        "--quant",
+        "fp8",
+        "--tp",
+        "8",
+    ];
+    let amd = glassbox(&mi300x, None);
     assert_eq!(amd.status.code(), Some(0), "{}", stderr(&amd));
     let s = stdout(&amd);
     assert!(
@@ -519,21 +517,7 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
         "{s}"
     );
     let json = glassbox(
-        &[
-            "plan",
-            "--model",
-            "llama-3.1-70b",
-            "--gpu",
-            "mi300x",
-            "--quant",
-            "fp8",
-            "--tp",
-            "8",
-            "--batch",
-            "64",
-            "--format",
-            "json",
-        ],
+        &[&mi300x[..], &["--batch", "64", "--format", "json"]].concat(),
         None,
     );
     let v: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();

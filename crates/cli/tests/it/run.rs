@@ -160,19 +160,18 @@ fn a_reader_that_stops_reading_is_not_a_panic() {
 /// keeps its own exit code (78, invalid input) instead of panicking (101).
 #[test]
 fn a_closed_stderr_is_not_a_panic() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("closed-stderr");
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "topology_id: x\nversion: 1.0.0\nnodes: [\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
-        .args(["diff", bad.to_str().unwrap(), bad.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
+    let mut child = crate::support::spawn_with_closed_stderr(
+        Command::new(env!("CARGO_BIN_EXE_glassbox")).args([
+            "diff",
+            bad.to_str().unwrap(),
+            bad.to_str().unwrap(),
+        ]),
+    );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(78), "exit {status:?}");
 }

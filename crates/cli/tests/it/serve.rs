@@ -267,20 +267,16 @@ fn a_closed_stderr_stops_neither_the_server_nor_its_reloads() {
     let example = std::fs::read_to_string(root().join("examples/moderation.yaml")).unwrap();
     std::fs::write(topologies.join("moderation.yaml"), &example).unwrap();
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox"))
-        .args(["serve", "--topologies"])
-        .arg(&topologies)
-        .args(["--port", &port.to_string()])
-        .arg("--store")
-        .arg(format!("sqlite://{}", dir.join("traces.db").display()))
-        .env("NO_COLOR", "1")
-        .env_remove("GLASSBOX_API_KEY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
+    let child = crate::support::spawn_with_closed_stderr(
+        Command::new(env!("CARGO_BIN_EXE_glassbox"))
+            .args(["serve", "--topologies"])
+            .arg(&topologies)
+            .args(["--port", &port.to_string()])
+            .arg("--store")
+            .arg(format!("sqlite://{}", dir.join("traces.db").display()))
+            .env("NO_COLOR", "1")
+            .env_remove("GLASSBOX_API_KEY"),
+    );
     let server = Server {
         child,
         url: format!("http://127.0.0.1:{port}"),

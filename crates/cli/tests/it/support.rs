@@ -142,3 +142,17 @@ pub fn wait_for_exit(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Starts `cmd` with its standard error already closed to the reader (the
+/// `2>&1 | head -1` case): stdin and stdout null, stderr a pipe whose read
+/// end is dropped before the child can write.
+pub fn spawn_with_closed_stderr(cmd: &mut Command) -> std::process::Child {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    child
+}
