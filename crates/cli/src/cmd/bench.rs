@@ -83,10 +83,14 @@ pub fn resolve(args: &Args) -> anyhow::Result<Config> {
     {
         return Err(usage(format!("`--rate` must be above 0, got {rate}")));
     }
-    if args.concurrency == Some(0) || args.max_in_flight == Some(0) || args.requests == Some(0) {
-        return Err(usage(
-            "`--concurrency`, `--max-in-flight` and `--requests` must be at least 1".into(),
-        ));
+    for (flag, zero) in [
+        ("--concurrency", args.concurrency == Some(0)),
+        ("--max-in-flight", args.max_in_flight == Some(0)),
+        ("--requests", args.requests == Some(0)),
+    ] {
+        if zero {
+            return Err(usage(format!("`{flag}` is 0: it must be at least 1")));
+        }
     }
     let stop = match (args.requests, args.duration) {
         (Some(n), _) => Stop::Count(n),

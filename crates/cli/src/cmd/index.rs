@@ -91,6 +91,13 @@ fn index_error(err: IndexError) -> anyhow::Error {
 }
 
 fn build(docs: PathBuf, out: PathBuf, models: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    // Before the embedding model loads: a mistyped folder is said at once.
+    if !docs.is_dir() {
+        return Err(Coded::invalid(format!(
+            "`{}` is not a folder (hint: give the folder that holds the Markdown or text documents, e.g. examples/rag-chat/kb)",
+            docs.display()
+        )));
+    }
     let embedder = load_embedder(models)?;
     // Its length is set once the documents are chunked.
     let bar = progress::events(Some(0));

@@ -27,6 +27,86 @@ fn validate_exit_codes() {
     assert_eq!(usage.status.code(), Some(2));
 }
 
+/// A mistyped path or a zero count names the one argument at fault, with
+/// the documented exit code (78 invalid input, 2 usage), before any model
+/// loads or any request is sent.
+#[test]
+fn bad_paths_and_zero_counts_name_the_argument() {
+    let index = glassbox(
+        &[
+            "index",
+            "build",
+            "no/such/folder",
+            "--out",
+            "no/such/out.index",
+        ],
+        None,
+    );
+    assert_eq!(index.status.code(), Some(78), "{}", stderr(&index));
+    assert!(
+        stderr(&index).contains("`no/such/folder` is not a folder"),
+        "{}",
+        stderr(&index)
+    );
+    let url = "http://127.0.0.1:9";
+    let inputs = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("zero-counts.jsonl");
+    std::fs::write(&inputs, "{\"question\": \"hi\"}\n").unwrap();
+    let inputs = inputs.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec![
+                "bench",
+                "--topology",
+                "t",
+                "--url",
+                url,
+                "--inputs",
+                inputs,
+                "--max-in-flight",
+                "0",
+            ],
+            "--max-in-flight",
+        ),
+        (
+            vec![
+                "bench",
+                "--topology",
+                "t",
+                "--url",
+                url,
+                "--inputs",
+                inputs,
+                "--requests",
+                "0",
+            ],
+            "--requests",
+        ),
+        (
+            vec![
+                "bench",
+                "chat",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "-q",
+                "hi",
+                "--concurrency",
+                "0",
+            ],
+            "--concurrency",
+        ),
+    ] {
+        let o = glassbox(&args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("`{flag}` is 0: it must be at least 1")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn validate_json_lists_every_problem() {
     let out = glassbox(

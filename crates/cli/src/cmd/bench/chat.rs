@@ -90,10 +90,13 @@ pub fn resolve(a: &ChatArgs) -> anyhow::Result<ChatConfig> {
     {
         return Err(usage(format!("`--rate` must be above 0, got {rate}")));
     }
-    if a.requests == 0 || a.concurrency == Some(0) {
-        return Err(usage(
-            "`--requests` and `--concurrency` must be at least 1".into(),
-        ));
+    for (flag, zero) in [
+        ("--requests", a.requests == 0),
+        ("--concurrency", a.concurrency == Some(0)),
+    ] {
+        if zero {
+            return Err(usage(format!("`{flag}` is 0: it must be at least 1")));
+        }
     }
     if a.slo_ms.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
         return Err(usage("`--slo-ms` must be above 0".into()));
