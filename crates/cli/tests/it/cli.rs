@@ -52,51 +52,14 @@ fn bad_paths_and_zero_counts_name_the_argument() {
     let inputs = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("zero-counts.jsonl");
     std::fs::write(&inputs, "{\"question\": \"hi\"}\n").unwrap();
     let inputs = inputs.to_str().unwrap();
-    for (args, flag) in [
-        (
-            vec![
-                "bench",
-                "--topology",
-                "t",
-                "--url",
-                url,
-                "--inputs",
-                inputs,
-                "--max-in-flight",
-                "0",
-            ],
-            "--max-in-flight",
-        ),
-        (
-            vec![
-                "bench",
-                "--topology",
-                "t",
-                "--url",
-                url,
-                "--inputs",
-                inputs,
-                "--requests",
-                "0",
-            ],
-            "--requests",
-        ),
-        (
-            vec![
-                "bench",
-                "chat",
-                "--url",
-                url,
-                "--model",
-                "m",
-                "-q",
-                "hi",
-                "--concurrency",
-                "0",
-            ],
-            "--concurrency",
-        ),
+    let bench = ["bench", "--topology", "t", "--url", url, "--inputs", inputs];
+    let chat = ["bench", "chat", "--url", url, "--model", "m", "-q", "hi"];
+    for (base, flag) in [
+        (&bench[..], "--max-in-flight"),
+        (&bench[..], "--requests"),
+        (&chat[..], "--concurrency"),
     ] {
+        let args = [base, &[flag, "0"]].concat();
         let o = glassbox(&args, None);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(
