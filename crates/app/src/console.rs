@@ -8,9 +8,15 @@
 
 use std::io::Write;
 
-/// Writes `glassbox serve: TEXT` and a newline to standard error, dropping
-/// it if standard error cannot take it.
-pub fn serve_line(text: impl std::fmt::Display) {
+/// Writes `text` as it is to standard error, dropping it if standard error
+/// cannot take it (the CLI's `out` module writes its stderr through this).
+pub fn write_err(text: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "glassbox serve: {text}").and_then(|()| err.flush());
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+}
+
+/// Writes `glassbox serve: TEXT` and a newline to standard error, as
+/// [`write_err`] does.
+pub fn serve_line(text: impl std::fmt::Display) {
+    write_err(&format!("glassbox serve: {text}\n"));
 }

@@ -13,6 +13,8 @@
 //! them, else every engine's. This is today's model on rows it has been
 //! scored on before, not a first score, and no figure of the plan changes.
 
+use std::sync::OnceLock;
+
 use serde::Serialize;
 
 use crate::engine::Engine;
@@ -45,6 +47,34 @@ pub struct SealedOnGpu {
     pub batch_range: Option<(u32, u32)>,
 }
 
+/// The builtin catalogues the sealed rows are predicted against, and each
+/// row's GPU as its catalogue id, resolved once per process: a `--compare`
+/// plans every GPU against the same rows.
+struct Resolved {
+    hardware: HardwareCatalogue,
+    models: ModelCatalogue,
+    /// `(catalogue GPU id, row)` of every sealed row whose GPU is known.
+    rows: Vec<(String, &'static Measurement)>,
+}
+
+fn resolved() -> Result<&'static Resolved, PlannerError> {
+    static RESOLVED: OnceLock<Resolved> = OnceLock::new();
+    if let Some(r) = RESOLVED.get() {
+        return Ok(r);
+    }
+    let hardware = HardwareCatalogue::builtin()?;
+    let models = ModelCatalogue::builtin()?;
+    let rows = crate::sealed_files::rows()
+        .iter()
+        .filter_map(|r| Some((hardware.get(&r.gpu).ok()?.id.clone(), r)))
+        .collect();
+    Ok(RESOLVED.get_or_init(|| Resolved {
+        hardware,
+        models,
+        rows,
+    }))
+}
+
 /// The sealed rows on `hw`, per metric with at least [`MIN_ROWS`] rows,
 /// predicted by `est`. Rows the estimator cannot predict (a model that
 /// does not fit, say) are left out.
@@ -54,15 +84,16 @@ pub fn on_gpu(
     batch: u32,
     est: &Estimator,
 ) -> Result<Vec<SealedOnGpu>, PlannerError> {
-    let hardware = HardwareCatalogue::builtin()?;
-    let models = ModelCatalogue::builtin()?;
+    let r = resolved()?;
     let cat = Catalogues {
-        hardware: &hardware,
-        models: &models,
+        hardware: &r.hardware,
+        models: &r.models,
     };
-    let on_this: Vec<&Measurement> = crate::sealed_files::rows()
+    let on_this: Vec<&Measurement> = r
+        .rows
         .iter()
-        .filter(|r| hardware.get(&r.gpu).is_ok_and(|h| h.id == hw.id))
+        .filter(|(gpu, _)| *gpu == hw.id)
+        .map(|(_, row)| *row)
         .collect();
     Ok(summarise(&on_this, engine, batch, |r| {
         r.predict(est, cat).ok()

@@ -25,6 +25,10 @@ pub mod table;
 use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
+// Standard error never fails: a closed or full stderr (`glassbox diff a.yaml
+// b.yaml 2>&1 | head -1`) drops the text, where `eprint!` would panic and
+// turn the command's exit code into 101.
+use glassbox_app::console::write_err as emit_err;
 
 /// `--format` for commands that print either tables or JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -95,14 +99,6 @@ pub fn emit(text: &str) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
-}
-
-/// Writes text to standard error, never failing: a closed or full stderr
-/// (`glassbox validate f.yaml 2>&1 | head -1`) drops the text, where
-/// `eprint!` would panic and turn the command's exit code into 101.
-fn emit_err(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
 }
 
 /// Whether to colour output written to stdout (`true`) or stderr.
