@@ -506,6 +506,17 @@ source = "test"
             ("Apple M1 Ultra", "apple-m1-ultra"),
             ("NVIDIA RTX A6000", "rtx-a6000"),
             ("NVIDIA A40", "a40"),
+            (
+                "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+                "rtx-pro-6000",
+            ),
+            (
+                "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                "rtx-pro-6000",
+            ),
+            ("Tesla V100-PCIE-16GB", "v100-pcie-16gb"),
+            ("Tesla V100-PCIE-32GB", "v100-pcie-32gb"),
+            ("AMD Instinct MI100", "mi100"),
         ] {
             assert_eq!(c.get(name).unwrap().id, id, "{name}");
         }
@@ -513,6 +524,11 @@ source = "test"
         // out of the catalogue on purpose: docs/planner.md).
         assert!(matches!(
             c.get("NVIDIA RTX 6000 Ada Generation"),
+            Err(PlannerError::UnknownGpu { .. })
+        ));
+        // Nor does the 300 W Max-Q edition become the 600 W card.
+        assert!(matches!(
+            c.get("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
             Err(PlannerError::UnknownGpu { .. })
         ));
     }
