@@ -191,8 +191,16 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-n-wangjunjian-t4-vllm-qwen3-4b.csv"),
     ),
     (
+        "2026-12-07-s-akabane-t4-a100-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-s-akabane-t4-a100-vllm.csv"),
+    ),
+    (
         "2026-12-07-serving-results.csv",
         include_str!("../data/sealed/2026-12-07-serving-results.csv"),
+    ),
+    (
+        "2026-12-07-t-youwins-l4-vllm-qwen25-7b-quant.csv",
+        include_str!("../data/sealed/2026-12-07-t-youwins-l4-vllm-qwen25-7b-quant.csv"),
     ),
     (
         "2026-12-07-t4-vllm-offline-qwen15b.csv",
