@@ -210,6 +210,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-t4-vllm-qwen15b.csv",
         include_str!("../data/sealed/2026-12-07-t4-vllm-qwen15b.csv"),
     ),
+    (
+        "2026-12-07-u-llamacpp-4167-apple-m-series.csv",
+        include_str!("../data/sealed/2026-12-07-u-llamacpp-4167-apple-m-series.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
