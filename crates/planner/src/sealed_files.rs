@@ -214,6 +214,14 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-u-llamacpp-4167-apple-m-series.csv",
         include_str!("../data/sealed/2026-12-07-u-llamacpp-4167-apple-m-series.csv"),
     ),
+    (
+        "2026-12-07-w-localscore-testdb-3090-4060ti.csv",
+        include_str!("../data/sealed/2026-12-07-w-localscore-testdb-3090-4060ti.csv"),
+    ),
+    (
+        "2026-12-07-y-r1-benchmark-h200.csv",
+        include_str!("../data/sealed/2026-12-07-y-r1-benchmark-h200.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
