@@ -123,6 +123,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-a100-vllm-qwen3-8b.csv"),
     ),
     (
+        "2026-12-07-ac-vllm-pr23197-rtn-baseline.csv",
+        include_str!("../data/sealed/2026-12-07-ac-vllm-pr23197-rtn-baseline.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
