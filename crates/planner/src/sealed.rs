@@ -214,6 +214,11 @@ pub struct Blind {
     /// The row-weighted median of the files' first scores, percent: the
     /// first score a row of this metric most typically came with.
     pub typical_pct: f64,
+    /// The row-weighted median of the files' median predicted/measured
+    /// ratios: which way the first scores missed (below 1, the plan came
+    /// under what was measured); `None` where no file recorded one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub typical_ratio: Option<f64>,
     /// The engine family the files were chosen for (they hold rows of it),
     /// `None` for every file ([`SealedLog::blind_for`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,37 +252,50 @@ impl SealedLog {
                 crate::sealed_files::engines_of(&f.file).contains(&(metric.into(), fam.into()))
             })
         };
-        let mut scores: Vec<(f64, usize)> = self
+        let scores: Vec<&MetricScore> = self
             .score
             .iter()
             .filter(|f| holds(f))
             .flat_map(|f| f.metric.iter())
             .filter(|m| m.name == metric && m.rows > 0 && m.planner_pct.is_finite())
-            .map(|m| (m.planner_pct, m.rows))
             .collect();
-        if scores.is_empty() {
-            return None;
-        }
-        scores.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let rows: usize = scores.iter().map(|s| s.1).sum();
-        // The score under which half of the rows (counted once each) lie.
-        let mut seen = 0;
-        let typical = scores
+        let pcts: Vec<(f64, usize)> = scores.iter().map(|m| (m.planner_pct, m.rows)).collect();
+        let ratios: Vec<(f64, usize)> = scores
             .iter()
-            .find(|s| {
-                seen += s.1;
-                2 * seen >= rows
-            })
-            .map_or(scores[0].0, |s| s.0);
+            .filter(|m| m.median_ratio.is_finite())
+            .map(|m| (m.median_ratio, m.rows))
+            .collect();
+        let (lowest, highest) = pcts
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, s| {
+                (a.0.min(s.0), a.1.max(s.0))
+            });
         Some(Blind {
-            files: scores.len(),
-            rows,
-            lowest_pct: scores[0].0,
-            highest_pct: scores[scores.len() - 1].0,
-            typical_pct: typical,
+            files: pcts.len(),
+            rows: pcts.iter().map(|s| s.1).sum(),
+            lowest_pct: lowest,
+            highest_pct: highest,
+            typical_pct: weighted_median(pcts.clone())?,
+            typical_ratio: weighted_median(ratios),
             engine: family.map(str::to_string),
         })
     }
+}
+
+/// The value under which half of the rows (counted once each) lie, for
+/// `(value, rows)` pairs; `None` when there are none.
+fn weighted_median(mut values: Vec<(f64, usize)>) -> Option<f64> {
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let rows: usize = values.iter().map(|s| s.1).sum();
+    let mut seen = 0;
+    values
+        .iter()
+        .find(|s| {
+            seen += s.1;
+            2 * seen >= rows
+        })
+        .or(values.first())
+        .map(|s| s.0)
 }
 
 /// Today's UTC date as `YYYY-MM-DD`, from days since 1970-01-01 (the

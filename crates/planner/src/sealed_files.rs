@@ -330,6 +330,8 @@ mod tests {
             .unwrap();
         assert_eq!((own.files, own.rows), (1, decode.rows));
         assert_eq!(own.typical_pct, decode.planner_pct);
+        // Which way it missed is that file's own median ratio.
+        assert_eq!(own.typical_ratio, Some(decode.median_ratio));
         assert_eq!(own.engine.as_deref(), Some("exllamav2"));
         assert!(all.files > own.files && all.engine.is_none());
         // No sealed file has rows of the metric from the engine: no figure of

@@ -429,6 +429,9 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
             pct("lowest_pct") <= pct("typical_pct") && pct("typical_pct") <= pct("highest_pct"),
             "{r}"
         );
+        // And which way the first scores missed: the files' median
+        // predicted/measured, weighted by their rows.
+        assert!(pct("typical_ratio") > 0.0, "{r}");
         // Sealed files hold vLLM's batched rows (and, since the
         // twenty-fifth, a few of its TTFT rows; none of its prompt rows):
         // where the plan's engine has sealed rows of a metric, their blind
@@ -458,6 +461,7 @@ fn plan_shows_how_far_held_out_measurements_were_from_its_figures() {
     assert!(s.contains("80% of measurements were"), "{s}");
     assert!(s.contains("h100-sxm"), "{s}");
     assert!(s.contains("blind: median error on sealed sources"), "{s}");
+    assert!(s.contains("× of measured"), "{s}");
     // Public rows measured vLLM on the H100 in 16 bits at tp 1: covered.
     let c = &v["coverage"];
     assert!(

@@ -340,15 +340,22 @@ fn blind_cell(r: &glassbox_planner::accuracy::Range) -> String {
             s.lowest_pct, s.highest_pct, s.files, s.rows
         )
     });
+    // Which way they missed: the plan's figure over what was measured.
+    let way = |s: &glassbox_planner::sealed::Blind| {
+        s.typical_ratio
+            .map(|x| format!(", planned {x:.2}× of measured"))
+            .unwrap_or_default()
+    };
     match (&r.blind_engine, &r.blind, all) {
         (Some(own), _, Some(all)) => format!(
-            "{:.0}% on the {} file{} with {} rows ({all})",
+            "{:.0}% on the {} file{} with {} rows{} ({all})",
             own.typical_pct,
             own.files,
             if own.files == 1 { "" } else { "s" },
             own.engine.as_deref().unwrap_or("its engine's"),
+            way(own),
         ),
-        (None, Some(s), Some(all)) => format!("{:.0}% ({all})", s.typical_pct),
+        (None, Some(s), Some(all)) => format!("{:.0}%{} ({all})", s.typical_pct, way(s)),
         _ => "–".to_string(),
     }
 }
