@@ -127,6 +127,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-ac-vllm-pr23197-rtn-baseline.csv"),
     ),
     (
+        "2026-12-07-af-dambergn-4060ti-ollama.csv",
+        include_str!("../data/sealed/2026-12-07-af-dambergn-4060ti-ollama.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
