@@ -131,6 +131,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-af-dambergn-4060ti-ollama.csv"),
     ),
     (
+        "2026-12-07-ah-qwen-quantization-a100-sglang.csv",
+        include_str!("../data/sealed/2026-12-07-ah-qwen-quantization-a100-sglang.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
