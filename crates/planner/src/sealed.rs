@@ -265,17 +265,15 @@ impl SealedLog {
             .filter(|m| m.median_ratio.is_finite())
             .map(|m| (m.median_ratio, m.rows))
             .collect();
-        let (lowest, highest) = pcts
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, s| {
-                (a.0.min(s.0), a.1.max(s.0))
-            });
+        let (files, rows) = (pcts.len(), pcts.iter().map(|s| s.1).sum());
+        let lowest_pct = pcts.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+        let highest_pct = pcts.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
         Some(Blind {
-            files: pcts.len(),
-            rows: pcts.iter().map(|s| s.1).sum(),
-            lowest_pct: lowest,
-            highest_pct: highest,
-            typical_pct: weighted_median(pcts.clone())?,
+            files,
+            rows,
+            lowest_pct,
+            highest_pct,
+            typical_pct: weighted_median(pcts)?,
             typical_ratio: weighted_median(ratios),
             engine: family.map(str::to_string),
         })

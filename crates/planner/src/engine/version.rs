@@ -69,8 +69,8 @@ fn split_release(v: &str) -> (&str, &str) {
     v.split_at(end)
 }
 
-/// Whether `s` is a run of PEP 440 suffixes (`.post3`, `rc1`, `.dev12`,
-/// `-1`-style separators allowed), or empty.
+/// Whether `s` is a run of PEP 440 suffixes (`.post3`, `rc1`, `.dev12`; a
+/// `.`, `-` or `_` may stand before each tag), or empty.
 fn valid_suffix(mut s: &str) -> bool {
     while !s.is_empty() {
         s = s.strip_prefix(['.', '-', '_']).unwrap_or(s);
