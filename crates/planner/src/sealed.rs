@@ -259,41 +259,36 @@ impl SealedLog {
             .flat_map(|f| f.metric.iter())
             .filter(|m| m.name == metric && m.rows > 0 && m.planner_pct.is_finite())
             .collect();
-        let pcts: Vec<(f64, usize)> = scores.iter().map(|m| (m.planner_pct, m.rows)).collect();
-        let ratios: Vec<(f64, usize)> = scores
+        if scores.is_empty() {
+            return None;
+        }
+        // The first score, and the ratio, under which half of the rows
+        // (counted once each) lie.
+        let mut pcts: Vec<(f64, f64)> = scores
+            .iter()
+            .map(|m| (m.planner_pct, m.rows as f64))
+            .collect();
+        let mut ratios: Vec<(f64, f64)> = scores
             .iter()
             .filter(|m| m.median_ratio.is_finite())
-            .map(|m| (m.median_ratio, m.rows))
+            .map(|m| (m.median_ratio, m.rows as f64))
             .collect();
-        let (files, rows) = (pcts.len(), pcts.iter().map(|s| s.1).sum());
-        let lowest_pct = pcts.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
-        let highest_pct = pcts.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
         Some(Blind {
-            files,
-            rows,
-            lowest_pct,
-            highest_pct,
-            typical_pct: weighted_median(pcts)?,
-            typical_ratio: weighted_median(ratios),
+            files: scores.len(),
+            rows: scores.iter().map(|m| m.rows).sum(),
+            lowest_pct: scores
+                .iter()
+                .map(|m| m.planner_pct)
+                .fold(f64::INFINITY, f64::min),
+            highest_pct: scores
+                .iter()
+                .map(|m| m.planner_pct)
+                .fold(f64::NEG_INFINITY, f64::max),
+            typical_pct: validate::weighted_median(&mut pcts),
+            typical_ratio: (!ratios.is_empty()).then(|| validate::weighted_median(&mut ratios)),
             engine: family.map(str::to_string),
         })
     }
-}
-
-/// The value under which half of the rows (counted once each) lie, for
-/// `(value, rows)` pairs; `None` when there are none.
-fn weighted_median(mut values: Vec<(f64, usize)>) -> Option<f64> {
-    values.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let rows: usize = values.iter().map(|s| s.1).sum();
-    let mut seen = 0;
-    values
-        .iter()
-        .find(|s| {
-            seen += s.1;
-            2 * seen >= rows
-        })
-        .or(values.first())
-        .map(|s| s.0)
 }
 
 /// Today's UTC date as `YYYY-MM-DD`, from days since 1970-01-01 (the
