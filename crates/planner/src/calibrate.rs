@@ -36,7 +36,6 @@ use crate::error::PlannerError;
 use crate::estimate::{Estimator, decode_terms, prefill_terms};
 use crate::hardware::HardwareClass;
 use crate::measurements::{Catalogues, Measurement};
-use crate::validate::weighted_median;
 
 pub const MIN_ROWS_FOR_OVERHEAD: usize = 4;
 pub const MIN_SPREAD_FOR_OVERHEAD: f64 = 1.5;
@@ -127,6 +126,21 @@ fn fit_group(points: &[Point], inherited_overhead_s: f64) -> Option<GroupFit> {
         overhead_fitted: fit_c,
         loss,
     })
+}
+
+/// The weighted median of `(value, weight)` pairs: the first value, in
+/// order, at which half the weight is reached (sorts them; empty → 0).
+pub(crate) fn weighted_median(v: &mut [(f64, f64)]) -> f64 {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = v.iter().map(|x| x.1).sum();
+    let mut acc = 0.0;
+    for &(value, w) in v.iter() {
+        acc += w;
+        if acc >= total / 2.0 {
+            return value;
+        }
+    }
+    v.last().map_or(0.0, |x| x.0)
 }
 
 /// A fit on `n` rows blended with the factor its level would fall back to

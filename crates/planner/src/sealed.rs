@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::calibrate;
 use crate::error::PlannerError;
 use crate::estimate::Estimator;
 use crate::measurements::{Catalogues, Measurement};
@@ -284,8 +285,8 @@ impl SealedLog {
                 .iter()
                 .map(|m| m.planner_pct)
                 .fold(f64::NEG_INFINITY, f64::max),
-            typical_pct: validate::weighted_median(&mut pcts),
-            typical_ratio: (!ratios.is_empty()).then(|| validate::weighted_median(&mut ratios)),
+            typical_pct: calibrate::weighted_median(&mut pcts),
+            typical_ratio: (!ratios.is_empty()).then(|| calibrate::weighted_median(&mut ratios)),
             engine: family.map(str::to_string),
         })
     }

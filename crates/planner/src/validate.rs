@@ -82,21 +82,6 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// The weighted median of `(value, weight)` pairs: the first value, in
-/// order, at which half the weight is reached (sorts them; empty → 0).
-pub(crate) fn weighted_median(v: &mut [(f64, f64)]) -> f64 {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total: f64 = v.iter().map(|x| x.1).sum();
-    let mut acc = 0.0;
-    for &(value, w) in v.iter() {
-        acc += w;
-        if acc >= total / 2.0 {
-            return value;
-        }
-    }
-    v.last().map_or(0.0, |x| x.0)
-}
-
 /// Runs the full comparison on `rows`.
 pub fn run(rows: &[Measurement], cat: Catalogues) -> Result<Report, PlannerError> {
     let fitted = Estimator::new(calibrate::fit(rows, cat)?);
