@@ -143,6 +143,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-an-optimum-benchmark-llama2-a100.csv"),
     ),
     (
+        "2026-12-07-ao-ik-llamacpp-mainline.csv",
+        include_str!("../data/sealed/2026-12-07-ao-ik-llamacpp-mainline.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
