@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::efficiency::{EfficiencyTable, Engine};
+use crate::engine::KV_CONCAT_PASSES;
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
 
@@ -610,4 +611,51 @@ fn llama_cpp_moe_prompts_pay_whole_expert_tiles_per_micro_batch() {
         .prompt_micro_batches(),
         None
     );
+}
+
+#[test]
+fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
+    // transformers grows the cache with `torch.cat` each step: the old cache
+    // is read and written again before attention reads it. A paged cache
+    // (vLLM) is read once; the weights are the same for both.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("a100-sxm-80gb");
+    let paged = Scenario {
+        model: models.get("llama-2-7b").unwrap(),
+        hw: &hw,
+        quant: Quant::parse("fp16").unwrap(),
+        kv_bytes: 2.0,
+        engine: Engine::Vllm,
+        tp: 1,
+        pp: 1,
+        batch: 64,
+        prompt_tokens: 256,
+        gen_tokens: 512,
+        context: 768,
+        memory_headroom: 0.2,
+        ubatch: None,
+    };
+    let cat = Scenario {
+        engine: Engine::Transformers,
+        ..paged.clone()
+    };
+    assert!(Engine::Transformers.concatenates_kv_cache());
+    assert!(!Engine::Vllm.concatenates_kv_cache());
+    assert_eq!(paged.kv_passes(), 1.0);
+    assert_eq!(cat.kv_passes(), KV_CONCAT_PASSES);
+    let (a, b) = (
+        decode_terms(&paged, 64.0, 512.0),
+        decode_terms(&cat, 64.0, 512.0),
+    );
+    let kv = 64.0 * 512.0 * paged.kv_bytes_per_token();
+    assert!(
+        (b.bytes - a.bytes - 2.0 * kv).abs() < 1.0,
+        "{} {}",
+        a.bytes,
+        b.bytes
+    );
+    assert!((b.kv_memory_s - 3.0 * a.kv_memory_s).abs() < 1e-12);
+    // At one token of context the copy is negligible.
+    let one = decode_terms(&cat, 1.0, 1.0).bytes - decode_terms(&paged, 1.0, 1.0).bytes;
+    assert!(one < 2.0 * paged.kv_bytes_per_token() + 1.0, "{one}");
 }

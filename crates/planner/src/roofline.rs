@@ -20,6 +20,7 @@
 use serde::Serialize;
 
 use crate::efficiency::{Engine, Factor, SCORE_BYTES_PER_ELEMENT};
+use crate::engine::KV_CONCAT_PASSES;
 use crate::error::PlannerError;
 use crate::hardware::{Hardware, HardwareClass};
 use crate::model::ModelSpec;
@@ -129,6 +130,17 @@ impl Scenario<'_> {
     /// [`Self::kv_bytes_per_token`] × [`Self::kv_tokens_held`].
     pub fn kv_bytes_per_seq(&self, ctx: f64) -> f64 {
         self.kv_bytes_per_token() * self.kv_tokens_held(ctx)
+    }
+
+    /// Times a decode step moves the KV cache: once, or
+    /// [`KV_CONCAT_PASSES`] where the engine grows it by concatenation
+    /// ([`Engine::concatenates_kv_cache`]).
+    pub fn kv_passes(&self) -> f64 {
+        if self.engine.concatenates_kv_cache() {
+            KV_CONCAT_PASSES
+        } else {
+            1.0
+        }
     }
 
     /// Attention-score traffic of `tokens` new tokens attending over a mean
@@ -387,7 +399,8 @@ pub fn decode_terms(s: &Scenario, batch: f64, ctx: f64) -> Terms {
     let weights = s.model.read_bytes(batch, &s.quant, s.engine);
     // Windowed layers read at most their window, whatever the cache keeps.
     let keys = s.model.attended_keys(ctx);
-    let kv = batch * keys * s.kv_bytes_per_token() + s.attention_scores_bytes(batch, keys);
+    let kv = batch * keys * s.kv_bytes_per_token() * s.kv_passes()
+        + s.attention_scores_bytes(batch, keys);
     let bytes = (weights + kv) / s.tp();
     let c = s.forward_compute(1.0, ctx);
     let rows = s.gemm_rows(batch);

@@ -24,8 +24,8 @@ mod version;
 
 pub use profile::{
     EngineProfile, GRAPH_REPLAY_HOST_MS, GRAPH_REPLAY_STEP_OVERHEAD_MS, KERNEL_BUBBLE_S,
-    OLLAMA_NUM_PARALLEL, SCORE_BYTES_PER_ELEMENT, StepLaunch, VLLM_FRONTEND_MS_PER_REQUEST,
-    VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS, VLLM_V0_PER_SEQ_MS,
+    KV_CONCAT_PASSES, OLLAMA_NUM_PARALLEL, SCORE_BYTES_PER_ELEMENT, StepLaunch,
+    VLLM_FRONTEND_MS_PER_REQUEST, VLLM_GRAPH_REPLAY_STEP_OVERHEAD_MS, VLLM_V0_PER_SEQ_MS,
 };
 pub use version::Version;
 
@@ -273,6 +273,16 @@ impl Engine {
     /// chip. See [`SCORE_BYTES_PER_ELEMENT`].
     pub fn materialises_attention_scores(self) -> bool {
         matches!(self, Self::LlamaCppNoFa | Self::Ollama)
+    }
+
+    /// Whether the engine grows each layer's KV cache by concatenation at
+    /// every decode step: transformers' `DynamicCache.update` (and the tuple
+    /// cache before it) does `torch.cat([past, new])`, which reads the whole
+    /// cache and writes it again before attention reads it, so a step moves
+    /// the cache three times ([`KV_CONCAT_PASSES`]). Engines with a paged or
+    /// preallocated cache write only the new token's entries.
+    pub fn concatenates_kv_cache(self) -> bool {
+        matches!(self, Self::Transformers)
     }
 
     /// Whether the engine's FP16 matmuls on CUDA accumulate in FP16:

@@ -223,6 +223,12 @@ impl Engine {
 /// probabilities to F16 for cuBLAS, a further 4 + 2 + 2 bytes not counted.)
 pub const SCORE_BYTES_PER_ELEMENT: f64 = 16.0;
 
+/// Passes over the KV cache of a decode step in an engine that grows the
+/// cache by concatenation ([`Engine::concatenates_kv_cache`]): `torch.cat`
+/// reads the old cache and writes it to the new tensor, then attention reads
+/// it, where a paged cache is read once.
+pub const KV_CONCAT_PASSES: f64 = 3.0;
+
 /// vLLM's per-request server latency, ms (`Engine::request_overhead_ms`).
 const VLLM_REQUEST_OVERHEAD_MS: f64 = 30.0;
 
