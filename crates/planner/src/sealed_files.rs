@@ -147,6 +147,18 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-ao-ik-llamacpp-mainline.csv"),
     ),
     (
+        "2026-12-07-ap-optimum-gptq-llama2-13b-a100.csv",
+        include_str!("../data/sealed/2026-12-07-ap-optimum-gptq-llama2-13b-a100.csv"),
+    ),
+    (
+        "2026-12-07-aq-zjuici-a100-40g-vllm025-mistral7b.csv",
+        include_str!("../data/sealed/2026-12-07-aq-zjuici-a100-40g-vllm025-mistral7b.csv"),
+    ),
+    (
+        "2026-12-07-ar-trtllm-latency-qwen25-05b.csv",
+        include_str!("../data/sealed/2026-12-07-ar-trtllm-latency-qwen25-05b.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
