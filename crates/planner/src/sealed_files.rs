@@ -159,6 +159,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-ar-trtllm-latency-qwen25-05b.csv"),
     ),
     (
+        "2026-12-07-au-florent-rtx3090fe-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-au-florent-rtx3090fe-vllm.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
