@@ -159,6 +159,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-ar-trtllm-latency-qwen25-05b.csv"),
     ),
     (
+        "2026-12-07-as-vllm-ascend-910b3-pr-reports.csv",
+        include_str!("../data/sealed/2026-12-07-as-vllm-ascend-910b3-pr-reports.csv"),
+    ),
+    (
         "2026-12-07-au-florent-rtx3090fe-vllm.csv",
         include_str!("../data/sealed/2026-12-07-au-florent-rtx3090fe-vllm.csv"),
     ),
