@@ -244,12 +244,20 @@ impl Estimator {
             "ms",
             format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}"),
             format!(
-                "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
+                "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV{}, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
                 num((dt.memory_s - dt.kv_memory_s) * gbps),
                 num(dt.flops),
                 num(bt.prefill_tokens_per_step),
                 num(s.model.forward_flops(prompt, 0.0) / prompt / s.tp()),
                 num(dt.kv_memory_s * gbps),
+                if s.kv_passes() > 1.0 {
+                    format!(
+                        ", the cache moved {} times: grown by concatenation",
+                        s.kv_passes()
+                    )
+                } else {
+                    String::new()
+                },
                 num(gbps),
                 num(d.efficiency),
                 num(s.hw.peak_tflops(s.weight_compute())),

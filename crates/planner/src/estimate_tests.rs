@@ -658,4 +658,25 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
     // At one token of context the copy is negligible.
     let one = decode_terms(&cat, 1.0, 1.0).bytes - decode_terms(&paged, 1.0, 1.0).bytes;
     assert!(one < 2.0 * paged.kv_bytes_per_token() + 1.0, "{one}");
+    // The plan's TPOT line says so for transformers only.
+    let est = Estimator::new(EfficiencyTable::priors_only());
+    let tpot_inputs = |sc: &Scenario| {
+        let e = est.estimate(sc).unwrap();
+        e.explain
+            .iter()
+            .find(|l| l.metric == "tpot")
+            .unwrap()
+            .inputs
+            .clone()
+    };
+    assert!(
+        tpot_inputs(&cat).contains("moved 3 times"),
+        "{}",
+        tpot_inputs(&cat)
+    );
+    assert!(
+        !tpot_inputs(&paged).contains("moved"),
+        "{}",
+        tpot_inputs(&paged)
+    );
 }
