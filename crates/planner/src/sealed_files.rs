@@ -167,6 +167,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-au-florent-rtx3090fe-vllm.csv"),
     ),
     (
+        "2026-12-07-aw-massedcompute-tgi-llama3-70b.csv",
+        include_str!("../data/sealed/2026-12-07-aw-massedcompute-tgi-llama3-70b.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
