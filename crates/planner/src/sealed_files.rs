@@ -167,6 +167,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-au-florent-rtx3090fe-vllm.csv"),
     ),
     (
+        "2026-12-07-av-ggml-ci-v100pcie-llamacpp.csv",
+        include_str!("../data/sealed/2026-12-07-av-ggml-ci-v100pcie-llamacpp.csv"),
+    ),
+    (
         "2026-12-07-aw-massedcompute-tgi-llama3-70b.csv",
         include_str!("../data/sealed/2026-12-07-aw-massedcompute-tgi-llama3-70b.csv"),
     ),
