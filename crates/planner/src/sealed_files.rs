@@ -175,6 +175,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-aw-massedcompute-tgi-llama3-70b.csv"),
     ),
     (
+        "2026-12-07-ax-quick-awq-fp16-baselines.csv",
+        include_str!("../data/sealed/2026-12-07-ax-quick-awq-fp16-baselines.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
