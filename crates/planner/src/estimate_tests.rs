@@ -621,19 +621,13 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("a100-sxm-80gb");
     let paged = Scenario {
-        model: models.get("llama-2-7b").unwrap(),
-        hw: &hw,
         quant: Quant::parse("fp16").unwrap(),
-        kv_bytes: 2.0,
-        engine: Engine::Vllm,
         tp: 1,
-        pp: 1,
         batch: 64,
         prompt_tokens: 256,
         gen_tokens: 512,
         context: 768,
-        memory_headroom: 0.2,
-        ubatch: None,
+        ..fp8_tp8_stream(models.get("llama-2-7b").unwrap(), &hw, Engine::Vllm)
     };
     let cat = Scenario {
         engine: Engine::Transformers,
