@@ -652,6 +652,13 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
     // At one token of context the copy is negligible.
     let one = decode_terms(&cat, 1.0, 1.0).bytes - decode_terms(&paged, 1.0, 1.0).bytes;
     assert!(one < 2.0 * paged.kv_bytes_per_token() + 1.0, "{one}");
+    // Gemma 3's sliding-window layers get transformers' preallocated
+    // HybridCache: no concatenation.
+    let gemma = Scenario {
+        model: models.get("gemma-3-27b").unwrap(),
+        ..cat.clone()
+    };
+    assert_eq!(gemma.kv_passes(), 1.0);
     // The plan's TPOT line says so for transformers only.
     let est = Estimator::new(EfficiencyTable::priors_only());
     let tpot_inputs = |sc: &Scenario| {

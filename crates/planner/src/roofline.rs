@@ -134,9 +134,10 @@ impl Scenario<'_> {
 
     /// Times a decode step moves the KV cache: once, or
     /// [`KV_CONCAT_PASSES`] where the engine grows it by concatenation
-    /// ([`Engine::concatenates_kv_cache`]).
+    /// ([`Engine::concatenates_kv_cache`]). A model with sliding-window
+    /// layers gets transformers' `HybridCache`, preallocated, instead.
     pub fn kv_passes(&self) -> f64 {
-        if self.engine.concatenates_kv_cache() {
+        if self.engine.concatenates_kv_cache() && self.model.sliding_window.is_none() {
             KV_CONCAT_PASSES
         } else {
             1.0

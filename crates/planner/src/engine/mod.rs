@@ -280,7 +280,8 @@ impl Engine {
     /// cache before it) does `torch.cat([past, new])`, which reads the whole
     /// cache and writes it again before attention reads it, so a step moves
     /// the cache three times ([`KV_CONCAT_PASSES`]). Engines with a paged or
-    /// preallocated cache write only the new token's entries.
+    /// preallocated cache write only the new token's entries (as does
+    /// transformers' `HybridCache` for sliding-window models).
     pub fn concatenates_kv_cache(self) -> bool {
         matches!(self, Self::Transformers)
     }
