@@ -179,6 +179,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-ax-quick-awq-fp16-baselines.csv"),
     ),
     (
+        "2026-12-07-ay-runpod-h100-vllm-qwen3-8b.csv",
+        include_str!("../data/sealed/2026-12-07-ay-runpod-h100-vllm-qwen3-8b.csv"),
+    ),
+    (
         "2026-12-07-az-alexziskind-m4max-llamabench.csv",
         include_str!("../data/sealed/2026-12-07-az-alexziskind-m4max-llamabench.csv"),
     ),
