@@ -187,6 +187,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-az-alexziskind-m4max-llamabench.csv"),
     ),
     (
+        "2026-12-07-ba-hkadm-ollama-gpu-test.csv",
+        include_str!("../data/sealed/2026-12-07-ba-hkadm-ollama-gpu-test.csv"),
+    ),
+    (
         "2026-12-07-bb-llm-tracker-vault-exl2-sglang.csv",
         include_str!("../data/sealed/2026-12-07-bb-llm-tracker-vault-exl2-sglang.csv"),
     ),
