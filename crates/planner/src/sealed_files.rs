@@ -199,6 +199,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bd-server-gear-h100nvl-vllm.csv"),
     ),
     (
+        "2026-12-07-bi-derekliu35-hf-quant.csv",
+        include_str!("../data/sealed/2026-12-07-bi-derekliu35-hf-quant.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
