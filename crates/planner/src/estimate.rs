@@ -238,11 +238,17 @@ impl Estimator {
         let ctx = bt.context;
         let dt = decode_terms(s, running, ctx);
         let tpot = bt.step_s;
+        // Named where the engine replays a one-token step as a CUDA graph.
+        let graphs = if s.cuda_graph_saving_s(running) > 0.0 {
+            " − launches the step's CUDA graph saves"
+        } else {
+            ""
+        };
         explain.push(Line::new(
             "tpot",
             tpot * 1e3,
             "ms",
-            format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}"),
+            format!("matmuls max(weights/(BW·η_d), (n + prompt tok) matmul FLOPs/(peak·η_p)) + attention max((n·ctx·kv + scores written by unfused attention)/(BW·η_d), score FLOPs/(peak_kv·η_p)) + c_d + n·c_seq + allreduce + kernel boundaries{floors}{graphs}"),
             format!(
                 "max({} GB, {} + {} prompt tok × {} FLOP) + max({} GB KV{}, attention) at {} GB/s·{} and {} T·{}, + {} ms; n = {}, ctx = {}",
                 num((dt.memory_s - dt.kv_memory_s) * gbps),

@@ -681,3 +681,82 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
         tpot_inputs(&paged)
     );
 }
+
+#[test]
+fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
+    // ggml-cuda captures a one-token step as a CUDA graph on compute
+    // capability 8.0 and later, with the weights not split by rows: the
+    // launches it saves are counted per layer.
+    use crate::engine::LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S as PER_LAYER;
+    let models = ModelCatalogue::builtin().unwrap();
+    let model = models.get("llama-3.1-8b").unwrap();
+    let ada = card("rtx-4090");
+    let mut turing = ada.clone();
+    turing.compute_capability = Some(7.5);
+    let graphs = Scenario {
+        quant: Quant::parse("q4_k_m").unwrap(),
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 16,
+        gen_tokens: 128,
+        context: 144,
+        ..fp8_tp8_stream(model, &ada, Engine::LlamaCpp)
+    };
+    let saved = model.layers as f64 * PER_LAYER;
+    assert!((graphs.cuda_graph_saving_s(1.0) - saved).abs() < 1e-15);
+    // The same step on a Turing card launches every kernel: it is longer by
+    // exactly what the graph saves.
+    let eager = Scenario {
+        hw: &turing,
+        ..graphs.clone()
+    };
+    assert_eq!(eager.cuda_graph_saving_s(1.0), 0.0);
+    let est = Estimator::new(EfficiencyTable::defaults().unwrap());
+    let step = |sc: &Scenario| est.tpot_s(sc, 1.0, 64.0);
+    assert!((step(&eager) - step(&graphs) - saved).abs() < 1e-12);
+    // Two tokens a step, rows split over GPUs, builds before b6327, Ollama,
+    // and other vendors: no graph.
+    assert_eq!(graphs.cuda_graph_saving_s(2.0), 0.0);
+    let row_split = Scenario {
+        tp: 2,
+        ..graphs.clone()
+    };
+    assert_eq!(row_split.cuda_graph_saving_s(1.0), 0.0);
+    for engine in [Engine::LlamaCppNoFa, Engine::Ollama, Engine::Vllm] {
+        let other = Scenario {
+            engine,
+            ..graphs.clone()
+        };
+        assert_eq!(other.cuda_graph_saving_s(1.0), 0.0, "{engine}");
+    }
+    for id in ["mi300x", "v100-sxm2-32gb", "apple-m2-max", "h100-sxm"] {
+        let hw = card(id);
+        let sc = Scenario {
+            hw: &hw,
+            ..graphs.clone()
+        };
+        let want = if id == "h100-sxm" { saved } else { 0.0 };
+        assert_eq!(sc.cuda_graph_saving_s(1.0), want, "{id}");
+    }
+    // The plan's TPOT formula names it where it applies.
+    let formula = |sc: &Scenario| {
+        est.estimate(sc)
+            .unwrap()
+            .explain
+            .iter()
+            .find(|l| l.metric == "tpot")
+            .unwrap()
+            .formula
+            .clone()
+    };
+    assert!(
+        formula(&graphs).contains("CUDA graph"),
+        "{}",
+        formula(&graphs)
+    );
+    assert!(
+        !formula(&eager).contains("CUDA graph"),
+        "{}",
+        formula(&eager)
+    );
+}

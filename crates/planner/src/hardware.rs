@@ -108,6 +108,11 @@ pub struct Hardware {
     pub id: String,
     pub name: String,
     pub class: HardwareClass,
+    /// An NVIDIA GPU's CUDA compute capability (8.6 for an RTX 3090, 9.0 for
+    /// an H100); `None` for other vendors and where unknown. Engines gate
+    /// kernels and CUDA graphs on it ([`Hardware::is_nvidia_ampere_or_newer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<f64>,
     #[serde(default)]
     pub aliases: Vec<String>,
     /// Memory as the datasheet states it. GPU and accelerator memory is
@@ -158,6 +163,13 @@ impl Hardware {
     /// defaults single it out).
     pub fn is_a100(&self) -> bool {
         self.id.contains("a100") || self.name.to_ascii_lowercase().contains("a100")
+    }
+
+    /// An NVIDIA GPU of compute capability 8.0 or later (Ampere, Ada,
+    /// Hopper, Blackwell); false for Volta, Turing, other vendors and a
+    /// device whose capability the catalogue does not give.
+    pub fn is_nvidia_ampere_or_newer(&self) -> bool {
+        self.compute_capability.is_some_and(|cc| cc >= 8.0)
     }
 
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
@@ -243,6 +255,14 @@ impl Hardware {
                     format!("must be a positive number, got {v}"),
                 ));
             }
+        }
+        if let Some(cc) = self.compute_capability
+            && !(cc.is_finite() && (1.0..100.0).contains(&cc))
+        {
+            return Err(PlannerError::invalid(
+                format!("{origin}: gpu `{}`.compute_capability", self.id),
+                format!("must be a CUDA compute capability like 8.6, got {cc}"),
+            ));
         }
         if let Some(c) = self.matrix_clock_mhz {
             let ok = [c.boost, c.fp16, c.fp8]

@@ -138,6 +138,34 @@ source = "test"
 }
 
 #[test]
+fn every_nvidia_device_names_its_compute_capability() {
+    // Engines gate CUDA graphs and kernels on it; other vendors have none.
+    let c = HardwareCatalogue::builtin().unwrap();
+    for hw in c.all() {
+        let nvidia = hw.name.starts_with("NVIDIA");
+        assert_eq!(hw.compute_capability.is_some(), nvidia, "{}", hw.id);
+    }
+    let cc = |id: &str| c.get(id).unwrap().is_nvidia_ampere_or_newer();
+    assert!(cc("a100-sxm-80gb") && cc("rtx-3090") && cc("l4") && cc("h100-sxm") && cc("b200"));
+    assert!(!cc("v100-sxm2-32gb") && !cc("t4") && !cc("rtx-2080-ti") && !cc("mi300x"));
+    let text = r#"
+[[gpu]]
+id = "x"
+name = "X"
+class = "datacenter"
+compute_capability = 0
+memory_gb = 80
+bandwidth_gbps = 2000
+fp16_tflops = 300
+tdp_w = 400
+interconnect = { name = "PCIe", gbps = 32 }
+source = "test"
+"#;
+    let e = parse(text, "t.toml").unwrap_err().to_string();
+    assert!(e.contains("compute_capability") && e.contains("8.6"), "{e}");
+}
+
+#[test]
 fn names_as_nvidia_smi_and_spec_sheets_print_them_find_their_device() {
     let c = HardwareCatalogue::builtin().unwrap();
     for (name, id) in [

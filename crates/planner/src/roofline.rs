@@ -208,9 +208,31 @@ impl Scenario<'_> {
     /// The per-step time that tensor parallelism does not shorten: the
     /// all-reduces of `tokens` tokens ([`Self::allreduce_s`]), the
     /// boundaries between the step's kernels ([`Self::kernel_bubbles_s`])
-    /// and block-FP8 GEMMs' floors ([`Self::block_fp8_floors_s`]).
+    /// and block-FP8 GEMMs' floors ([`Self::block_fp8_floors_s`]), less the
+    /// launches a CUDA graph saves a one-token step
+    /// ([`Self::cuda_graph_saving_s`]).
     pub fn fixed_step_s(&self, tokens: f64) -> f64 {
         self.allreduce_s(tokens) + self.kernel_bubbles_s() + self.block_fp8_floors_s(tokens)
+            - self.cuda_graph_saving_s(tokens)
+    }
+
+    /// Host time a pass of `tokens` tokens saves where the engine replays it
+    /// as a CUDA graph ([`Engine::replays_one_token_steps_as_cuda_graphs`]):
+    /// layers × [`LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S`] for one token on
+    /// an NVIDIA GPU of compute capability 8.0 or later with the weights not
+    /// split by rows (`tp` 1); 0 otherwise.
+    ///
+    /// [`LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S`]: crate::engine::LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S
+    pub fn cuda_graph_saving_s(&self, tokens: f64) -> f64 {
+        let replayed = self.engine.replays_one_token_steps_as_cuda_graphs()
+            && tokens <= 1.0
+            && self.tp <= 1
+            && self.hw.is_nvidia_ampere_or_newer();
+        if replayed {
+            self.model.layers as f64 * crate::engine::LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S
+        } else {
+            0.0
+        }
     }
 
     /// What block-FP8 GEMMs' time floors add to a pass of `tokens` tokens

@@ -42,6 +42,18 @@ pub const GRAPH_REPLAY_STEP_OVERHEAD_MS: f64 = 1.0;
 /// instead ([`Engine::kernel_boundaries_per_layer`], [`KERNEL_BUBBLE_S`]).
 pub const GRAPH_REPLAY_HOST_MS: f64 = 0.5;
 
+/// Host time per decoder layer that llama.cpp's CUDA graphs take off a
+/// one-token step, seconds ([`Engine::replays_one_token_steps_as_cuda_graphs`]).
+/// Three published before/after pairs of Llama-2-7B (32 layers) decoding at
+/// batch 1: NVIDIA's proposal (ggml-org/llama.cpp#6763, Q4_K_M on an H100
+/// PCIe, 143.35 → 163.83 tok/s, 0.87 ms a token less) and the pull request's
+/// review (ggml-org/llama.cpp#6766, Q4_0: RTX 3090 116.31 → 128.27 tok/s,
+/// 0.80 ms; RTX 4090 138.31 → 146.81, 0.42 ms). The median, 0.80 ms over 32
+/// layers: 25 µs a layer. The shipped llama.cpp fits come from builds before
+/// the graphs (XiongjieDai's 2023–24 runs, `llama.cpp@b6326`), so their step
+/// overhead still holds these launches.
+pub const LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S: f64 = 0.80e-3 / 32.0;
+
 /// Time a kernel boundary costs a forward pass on a GPU, seconds: the setup
 /// and teardown around each of a forward pass's small kernels in which no
 /// weights load. Hazy Research, "Look Ma, No Bubbles!" (2025-05-27), on one
@@ -295,6 +307,22 @@ impl Engine {
             | Self::ExLlamaV2
             | Self::Nemo => StepLaunch::PerKernel,
         }
+    }
+
+    /// The engine captures a step that computes one token as a CUDA graph
+    /// and replays it, where the GPU allows (llama.cpp from
+    /// ggml-org/llama.cpp#6766, May 2024, on by default in CUDA builds).
+    /// `ggml-cuda.cu` turns the graph off for a step of more than one token
+    /// (an `ADD` whose second operand has more than one row: "batch size >
+    /// 1"), for weights split by rows over GPUs (`--split-mode row`, the
+    /// split buffer type), and below compute capability 8.0 (Volta and Turing,
+    /// `disable_due_to_gpu_arch`); HIP builds leave graphs off unless built
+    /// with `GGML_HIP_GRAPHS`. Only `llama.cpp` from b6327 on: the
+    /// `llama.cpp@b6326` range spans builds before and after the graphs, and
+    /// Ollama builds ggml with its own options. See
+    /// [`crate::Scenario::cuda_graph_saving_s`].
+    pub fn replays_one_token_steps_as_cuda_graphs(self) -> bool {
+        self == Self::LlamaCpp
     }
 
     /// Kernel boundaries per decoder layer in a forward pass, for the engines
