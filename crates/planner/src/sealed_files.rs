@@ -207,6 +207,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bg-wmx-gke-l4-vllm-qwen05b.csv"),
     ),
     (
+        "2026-12-07-bh-btbtyler09-mi100-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-bh-btbtyler09-mi100-vllm.csv"),
+    ),
+    (
         "2026-12-07-bi-derekliu35-hf-quant.csv",
         include_str!("../data/sealed/2026-12-07-bi-derekliu35-hf-quant.csv"),
     ),
