@@ -195,6 +195,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bb-llm-tracker-vault-exl2-sglang.csv"),
     ),
     (
+        "2026-12-07-bc-tokenomics-h100-vllm-llama.csv",
+        include_str!("../data/sealed/2026-12-07-bc-tokenomics-h100-vllm-llama.csv"),
+    ),
+    (
         "2026-12-07-bd-server-gear-h100nvl-vllm.csv",
         include_str!("../data/sealed/2026-12-07-bd-server-gear-h100nvl-vllm.csv"),
     ),
