@@ -207,6 +207,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-be-ninehills-4090-qwen3-4b-quant.csv"),
     ),
     (
+        "2026-12-07-bf-azir-5070ti-trtllm-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-bf-azir-5070ti-trtllm-vllm.csv"),
+    ),
+    (
         "2026-12-07-bg-wmx-gke-l4-vllm-qwen05b.csv",
         include_str!("../data/sealed/2026-12-07-bg-wmx-gke-l4-vllm-qwen05b.csv"),
     ),
