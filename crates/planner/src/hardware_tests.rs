@@ -148,6 +148,13 @@ fn every_nvidia_device_names_its_compute_capability() {
     let cc = |id: &str| c.get(id).unwrap().is_nvidia_ampere_or_newer();
     assert!(cc("a100-sxm-80gb") && cc("rtx-3090") && cc("l4") && cc("h100-sxm") && cc("b200"));
     assert!(!cc("v100-sxm2-32gb") && !cc("t4") && !cc("rtx-2080-ti") && !cc("mi300x"));
+    // Every Blackwell device has FP4 tensor cores: NVFP4 matmuls must not
+    // fall back to the FP16 rate for want of a figure.
+    for hw in c.all() {
+        if hw.compute_capability.is_some_and(|v| v >= 10.0) {
+            assert!(hw.fp4_tflops.is_some(), "{}", hw.id);
+        }
+    }
     let text = r#"
 [[gpu]]
 id = "x"
