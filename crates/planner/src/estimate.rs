@@ -186,14 +186,16 @@ impl Estimator {
         // The bandwidth the memory-bound terms were computed at.
         let gbps = s.bandwidth() / 1e9;
         let pt = prefill_terms(s, prompt, 1.0);
+        // The prompt's pass on the GPU; a client also waits for the server path.
         let ttft = prefill_time(&pt, p, d);
+        let server = self.server_path_s(s);
         explain.push(Line::new(
             "ttft",
-            ttft * 1e3,
+            (ttft + server) * 1e3,
             "ms",
-            format!("max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries{floors}"),
+            format!("max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries{floors} + server path"),
             format!(
-                "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms",
+                "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms + {} ms ({})",
                 num(pt.flops),
                 num(s.hw.peak_tflops(s.weight_compute())),
                 num(p.efficiency),
@@ -202,7 +204,13 @@ impl Estimator {
                 num(d.efficiency),
                 num(pt.kv_memory_s * gbps),
                 num(p.overhead_ms),
-                num(pt.comm_s * 1e3)
+                num(pt.comm_s * 1e3),
+                num(server * 1e3),
+                if server > 0.0 {
+                    "HTTP, tokenising, hand-off to the engine loop and streaming back"
+                } else {
+                    "no published figure for this engine"
+                }
             ),
         ));
         if let Some(line) = expert_tiles_line(s, prompt) {
@@ -213,7 +221,7 @@ impl Estimator {
             "prefill_tok_s",
             prefill_tok_s,
             "tok/s",
-            "prompt_tokens / ttft",
+            "prompt_tokens / prefill pass (ttft less the server path)",
             format!("{} / {} ms", s.prompt_tokens, num(ttft * 1e3)),
         ));
         let output = s.gen_tokens as f64;
@@ -303,7 +311,7 @@ impl Estimator {
                 num(ttft * 1e3)
             ),
         ));
-        let e2e = ttft + s.gen_tokens as f64 * tpot;
+        let e2e = ttft + server + s.gen_tokens as f64 * tpot;
         explain.push(Line::new(
             "e2e",
             e2e * 1e3,
@@ -311,7 +319,7 @@ impl Estimator {
             "ttft + gen_tokens × tpot",
             format!(
                 "{} + {} × {} ms",
-                num(ttft * 1e3),
+                num((ttft + server) * 1e3),
                 s.gen_tokens,
                 num(tpot * 1e3)
             ),
@@ -365,7 +373,7 @@ impl Estimator {
             max_concurrent_seqs: max_seqs,
             fits,
             prefill_tok_s,
-            ttft_ms: ttft * 1e3,
+            ttft_ms: (ttft + server) * 1e3,
             tpot_ms: tpot * 1e3,
             decode_tok_s,
             decode_tok_s_per_seq: 1.0 / tpot,

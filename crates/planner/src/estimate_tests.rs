@@ -760,3 +760,42 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
         formula(&eager)
     );
 }
+
+#[test]
+fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
+    // The plan's TTFT is what a client waits for: the prompt's pass plus the
+    // server path the simulator delays every request by. The prompt rate,
+    // the closed-loop throughput and the baseline stay on the GPU's pass.
+    let models = ModelCatalogue::builtin().unwrap();
+    let hw = card("h100-sxm");
+    let vllm = Scenario {
+        quant: Quant::parse("bf16").unwrap(),
+        tp: 1,
+        batch: 1,
+        prompt_tokens: 512,
+        gen_tokens: 128,
+        context: 640,
+        ..fp8_tp8_stream(models.get("llama-3.1-8b").unwrap(), &hw, Engine::Vllm)
+    };
+    let est = Estimator::new(EfficiencyTable::defaults().unwrap());
+    let server = est.server_path_s(&vllm);
+    assert_eq!(server * 1e3, Engine::Vllm.profile(&hw).request_overhead_ms);
+    assert!(server > 0.0);
+    let e = est.estimate(&vllm).unwrap();
+    let pass = est.ttft_s(&vllm, 512.0);
+    assert!((e.ttft_ms - (pass + server) * 1e3).abs() < 1e-9);
+    assert!((e.prefill_tok_s - 512.0 / pass).abs() < 1e-6);
+    let line = e.explain.iter().find(|l| l.metric == "ttft").unwrap();
+    assert!(line.formula.ends_with("server path"), "{}", line.formula);
+    // No published figure for TensorRT-LLM: its TTFT is the pass.
+    let trt = Scenario {
+        engine: Engine::TrtLlm,
+        ..vllm.clone()
+    };
+    assert_eq!(est.server_path_s(&trt), 0.0);
+    let t = est.estimate(&trt).unwrap();
+    assert!((t.ttft_ms - est.ttft_s(&trt, 512.0) * 1e3).abs() < 1e-9);
+    // The constant-efficiency baseline stays a bare roofline.
+    let baseline = Estimator::new(EfficiencyTable::baseline());
+    assert_eq!(baseline.server_path_s(&vllm), 0.0);
+}

@@ -44,6 +44,22 @@ impl Estimator {
         prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
     }
 
+    /// The server path of one served request, seconds: what its TTFT holds
+    /// besides the prefill pass (HTTP, prompt rendering and tokenising, the
+    /// hand-off to the engine loop, detokenising and streaming the first
+    /// token back), the engine's
+    /// [`crate::efficiency::EngineProfile::request_overhead_ms`], the same
+    /// constant the serving simulator delays each request by. It occupies no
+    /// GPU time. Zero for engines without a published figure and for the
+    /// constant-efficiency baseline.
+    pub fn server_path_s(&self, s: &Scenario) -> f64 {
+        if self.factors.is_baseline() {
+            0.0
+        } else {
+            s.engine.profile(s.hw).request_overhead_ms / 1e3
+        }
+    }
+
     /// One decode step at `batch` and context `ctx`, seconds: the roofline
     /// step plus the engine's host cost per running sequence
     /// ([`crate::efficiency::EngineProfile::per_seq_overhead_ms`]). Prefill of

@@ -352,6 +352,16 @@ impl Measurement {
     }
 
     /// The planner's prediction of `value` with the given estimator.
+    /// What of the measured time is the server path
+    /// ([`Estimator::server_path_s`]): in a TTFT, none in a rate.
+    pub fn server_path_s(&self, est: &Estimator, s: &Scenario) -> f64 {
+        if self.metric == Metric::TtftMs {
+            est.server_path_s(s)
+        } else {
+            0.0
+        }
+    }
+
     pub fn predict(&self, est: &Estimator, cat: Catalogues) -> Result<f64, PlannerError> {
         let s = self.scenario(cat)?;
         let (pf, df) = est.factors_for(&s);
@@ -361,7 +371,9 @@ impl Measurement {
         Ok(match self.metric {
             Metric::DecodeTokS => 1.0 / est.tpot_s(&s, b, self.decode_ctx()),
             Metric::PrefillTokS => prompt / prefill_time(&prefill_terms(&s, prompt, 1.0), p, d),
-            Metric::TtftMs => prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) * 1e3,
+            Metric::TtftMs => {
+                (prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) + est.server_path_s(&s)) * 1e3
+            }
             Metric::ServingTokS => {
                 batching::output_tok_s(est, &s, b, prompt, self.gen_tokens as f64)
                     / f64::from(self.tp)
