@@ -223,6 +223,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bi-derekliu35-hf-quant.csv"),
     ),
     (
+        "2026-12-07-bl-xianghaokong-a100pcie-vllm-sglang.csv",
+        include_str!("../data/sealed/2026-12-07-bl-xianghaokong-a100pcie-vllm-sglang.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
