@@ -223,6 +223,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bi-derekliu35-hf-quant.csv"),
     ),
     (
+        "2026-12-07-bj-hathora-h100pcie-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-bj-hathora-h100pcie-vllm.csv"),
+    ),
+    (
         "2026-12-07-bl-xianghaokong-a100pcie-vllm-sglang.csv",
         include_str!("../data/sealed/2026-12-07-bl-xianghaokong-a100pcie-vllm-sglang.csv"),
     ),
