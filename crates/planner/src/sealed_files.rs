@@ -239,6 +239,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bp-vllm-issue4702-a6000.csv"),
     ),
     (
+        "2026-12-07-bt-clark-l4-triton-trtllm.csv",
+        include_str!("../data/sealed/2026-12-07-bt-clark-l4-triton-trtllm.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
