@@ -243,6 +243,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bt-clark-l4-triton-trtllm.csv"),
     ),
     (
+        "2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
