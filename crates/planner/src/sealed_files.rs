@@ -243,6 +243,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bt-clark-l4-triton-trtllm.csv"),
     ),
     (
+        "2026-12-07-bu-cloudrift-deplodock-vllm-sglang.csv",
+        include_str!("../data/sealed/2026-12-07-bu-cloudrift-deplodock-vllm-sglang.csv"),
+    ),
+    (
         "2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv",
         include_str!("../data/sealed/2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv"),
     ),
