@@ -247,6 +247,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bu-cloudrift-deplodock-vllm-sglang.csv"),
     ),
     (
+        "2026-12-07-bv-chirawatch-h100pcie-vllm-sglang.csv",
+        include_str!("../data/sealed/2026-12-07-bv-chirawatch-h100pcie-vllm-sglang.csv"),
+    ),
+    (
         "2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv",
         include_str!("../data/sealed/2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv"),
     ),
