@@ -15,6 +15,37 @@ fn card(id: &str) -> crate::hardware::Hardware {
         .clone()
 }
 
+/// The plan's explanation line for `metric`.
+fn explained(est: &Estimator, s: &Scenario, metric: &str) -> crate::explain::Line {
+    let e = est.estimate(s).unwrap();
+    e.explain.into_iter().find(|l| l.metric == metric).unwrap()
+}
+
+/// One replica on one GPU: `batch` requests of `prompt` + `output` tokens.
+fn one_gpu<'a>(
+    model: &'a crate::model::ModelSpec,
+    hw: &'a crate::hardware::Hardware,
+    engine: Engine,
+    quant: &str,
+    (batch, prompt, output): (u32, u64, u64),
+) -> Scenario<'a> {
+    Scenario {
+        quant: Quant::parse(quant).unwrap(),
+        tp: 1,
+        batch,
+        prompt_tokens: prompt,
+        gen_tokens: output,
+        context: prompt + output,
+        ..fp8_tp8_stream(model, hw, engine)
+    }
+}
+
+/// `yes` mentions `needle` and `no` does not.
+fn assert_only_first_says(yes: &str, no: &str, needle: &str) {
+    assert!(yes.contains(needle), "{yes}");
+    assert!(!no.contains(needle), "{no}");
+}
+
 /// One FP8 stream at tp 8 (128 + 128 tokens), the setup the kernel-boundary
 /// tests count boundaries on.
 fn fp8_tp8_stream<'a>(
@@ -620,15 +651,8 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
     // (vLLM) is read once; the weights are the same for both.
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("a100-sxm-80gb");
-    let paged = Scenario {
-        quant: Quant::parse("fp16").unwrap(),
-        tp: 1,
-        batch: 64,
-        prompt_tokens: 256,
-        gen_tokens: 512,
-        context: 768,
-        ..fp8_tp8_stream(models.get("llama-2-7b").unwrap(), &hw, Engine::Vllm)
-    };
+    let llama = models.get("llama-2-7b").unwrap();
+    let paged = one_gpu(llama, &hw, Engine::Vllm, "fp16", (64, 256, 512));
     let cat = Scenario {
         engine: Engine::Transformers,
         ..paged.clone()
@@ -661,25 +685,8 @@ fn transformers_decode_moves_its_concatenated_kv_cache_three_times() {
     assert_eq!(gemma.kv_passes(), 1.0);
     // The plan's TPOT line says so for transformers only.
     let est = Estimator::new(EfficiencyTable::priors_only());
-    let tpot_inputs = |sc: &Scenario| {
-        let e = est.estimate(sc).unwrap();
-        e.explain
-            .iter()
-            .find(|l| l.metric == "tpot")
-            .unwrap()
-            .inputs
-            .clone()
-    };
-    assert!(
-        tpot_inputs(&cat).contains("moved 3 times"),
-        "{}",
-        tpot_inputs(&cat)
-    );
-    assert!(
-        !tpot_inputs(&paged).contains("moved"),
-        "{}",
-        tpot_inputs(&paged)
-    );
+    let tpot_inputs = |sc: &Scenario| explained(&est, sc, "tpot").inputs;
+    assert_only_first_says(&tpot_inputs(&cat), &tpot_inputs(&paged), "moved 3 times");
 }
 
 #[test]
@@ -693,15 +700,7 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
     let ada = card("rtx-4090");
     let mut turing = ada.clone();
     turing.compute_capability = Some(7.5);
-    let graphs = Scenario {
-        quant: Quant::parse("q4_k_m").unwrap(),
-        tp: 1,
-        batch: 1,
-        prompt_tokens: 16,
-        gen_tokens: 128,
-        context: 144,
-        ..fp8_tp8_stream(model, &ada, Engine::LlamaCpp)
-    };
+    let graphs = one_gpu(model, &ada, Engine::LlamaCpp, "q4_k_m", (1, 16, 128));
     let saved = model.layers as f64 * PER_LAYER;
     assert!((graphs.cuda_graph_saving_s(1.0) - saved).abs() < 1e-15);
     // The same step on a Turing card launches every kernel: it is longer by
@@ -739,26 +738,8 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
         assert_eq!(sc.cuda_graph_saving_s(1.0), want, "{id}");
     }
     // The plan's TPOT formula names it where it applies.
-    let formula = |sc: &Scenario| {
-        est.estimate(sc)
-            .unwrap()
-            .explain
-            .iter()
-            .find(|l| l.metric == "tpot")
-            .unwrap()
-            .formula
-            .clone()
-    };
-    assert!(
-        formula(&graphs).contains("CUDA graph"),
-        "{}",
-        formula(&graphs)
-    );
-    assert!(
-        !formula(&eager).contains("CUDA graph"),
-        "{}",
-        formula(&eager)
-    );
+    let formula = |sc: &Scenario| explained(&est, sc, "tpot").formula;
+    assert_only_first_says(&formula(&graphs), &formula(&eager), "CUDA graph");
 }
 
 #[test]
@@ -768,15 +749,8 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     // the closed-loop throughput and the baseline stay on the GPU's pass.
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("h100-sxm");
-    let vllm = Scenario {
-        quant: Quant::parse("bf16").unwrap(),
-        tp: 1,
-        batch: 1,
-        prompt_tokens: 512,
-        gen_tokens: 128,
-        context: 640,
-        ..fp8_tp8_stream(models.get("llama-3.1-8b").unwrap(), &hw, Engine::Vllm)
-    };
+    let llama = models.get("llama-3.1-8b").unwrap();
+    let vllm = one_gpu(llama, &hw, Engine::Vllm, "bf16", (1, 512, 128));
     let est = Estimator::new(EfficiencyTable::defaults().unwrap());
     let server = est.server_path_s(&vllm);
     assert_eq!(server * 1e3, Engine::Vllm.profile(&hw).request_overhead_ms);
@@ -785,7 +759,7 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     let pass = est.ttft_s(&vllm, 512.0);
     assert!((e.ttft_ms - (pass + server) * 1e3).abs() < 1e-9);
     assert!((e.prefill_tok_s - 512.0 / pass).abs() < 1e-6);
-    let line = e.explain.iter().find(|l| l.metric == "ttft").unwrap();
+    let line = explained(&est, &vllm, "ttft");
     assert!(line.formula.ends_with("server path"), "{}", line.formula);
     // No published figure for TensorRT-LLM: its TTFT is the pass.
     let trt = Scenario {

@@ -118,22 +118,19 @@ fn mi300x_and_t4_compute_at_the_clock_measured_under_dense_gemm_load() {
     assert_eq!(a100.peak_tflops(ComputeDtype::Fp8), a100.fp16_tflops);
 }
 
+/// A catalogue file of one datacenter device with `extra` among its fields.
+fn one_device(extra: &str) -> String {
+    format!(
+        "[[gpu]]\nid = \"x\"\nname = \"X\"\nclass = \"datacenter\"\nmemory_gb = 80\n\
+         bandwidth_gbps = 2000\nfp16_tflops = 300\n{extra}\ntdp_w = 400\n\
+         interconnect = {{ name = \"PCIe\", gbps = 32 }}\nsource = \"test\"\n"
+    )
+}
+
 #[test]
 fn a_matrix_clock_above_the_boost_clock_is_refused() {
-    let text = r#"
-[[gpu]]
-id = "x"
-name = "X"
-class = "datacenter"
-memory_gb = 80
-bandwidth_gbps = 2000
-fp16_tflops = 300
-matrix_clock_mhz = { boost = 1500, fp16 = 1600, fp8 = 1400 }
-tdp_w = 400
-interconnect = { name = "PCIe", gbps = 32 }
-source = "test"
-"#;
-    let e = parse(text, "t.toml").unwrap_err().to_string();
+    let text = one_device("matrix_clock_mhz = { boost = 1500, fp16 = 1600, fp8 = 1400 }");
+    let e = parse(&text, "t.toml").unwrap_err().to_string();
     assert!(e.contains("matrix_clock_mhz") && e.contains("1600"), "{e}");
 }
 
@@ -155,20 +152,9 @@ fn every_nvidia_device_names_its_compute_capability() {
             assert!(hw.fp4_tflops.is_some(), "{}", hw.id);
         }
     }
-    let text = r#"
-[[gpu]]
-id = "x"
-name = "X"
-class = "datacenter"
-compute_capability = 0
-memory_gb = 80
-bandwidth_gbps = 2000
-fp16_tflops = 300
-tdp_w = 400
-interconnect = { name = "PCIe", gbps = 32 }
-source = "test"
-"#;
-    let e = parse(text, "t.toml").unwrap_err().to_string();
+    let e = parse(&one_device("compute_capability = 0"), "t.toml")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("compute_capability") && e.contains("8.6"), "{e}");
 }
 
