@@ -351,7 +351,6 @@ impl Measurement {
         }
     }
 
-    /// The planner's prediction of `value` with the given estimator.
     /// What of the measured time is the server path
     /// ([`Estimator::server_path_s`]): in a TTFT, none in a rate.
     pub fn server_path_s(&self, est: &Estimator, s: &Scenario) -> f64 {
@@ -362,6 +361,7 @@ impl Measurement {
         }
     }
 
+    /// The planner's prediction of `value` with the given estimator.
     pub fn predict(&self, est: &Estimator, cat: Catalogues) -> Result<f64, PlannerError> {
         let s = self.scenario(cat)?;
         let (pf, df) = est.factors_for(&s);
@@ -372,7 +372,8 @@ impl Measurement {
             Metric::DecodeTokS => 1.0 / est.tpot_s(&s, b, self.decode_ctx()),
             Metric::PrefillTokS => prompt / prefill_time(&prefill_terms(&s, prompt, 1.0), p, d),
             Metric::TtftMs => {
-                (prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) + est.server_path_s(&s)) * 1e3
+                (prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) + self.server_path_s(est, &s))
+                    * 1e3
             }
             Metric::ServingTokS => {
                 batching::output_tok_s(est, &s, b, prompt, self.gen_tokens as f64)
