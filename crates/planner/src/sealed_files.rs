@@ -255,6 +255,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-bw-bowenwan6-h200-sglang-vllm.csv"),
     ),
     (
+        "2026-12-07-by-llamacpp-pr16884-4090.csv",
+        include_str!("../data/sealed/2026-12-07-by-llamacpp-pr16884-4090.csv"),
+    ),
+    (
         "2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv",
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
