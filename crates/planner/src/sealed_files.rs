@@ -263,6 +263,26 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-c-meluxina-a100-vllm-sglang-qwen25.csv"),
     ),
     (
+        "2026-12-07-ca-bereket-l4-vllm-mistral7b-awq.csv",
+        include_str!("../data/sealed/2026-12-07-ca-bereket-l4-vllm-mistral7b-awq.csv"),
+    ),
+    (
+        "2026-12-07-cb-awsome-nim-h100-llama31-70b.csv",
+        include_str!("../data/sealed/2026-12-07-cb-awsome-nim-h100-llama31-70b.csv"),
+    ),
+    (
+        "2026-12-07-cc-yhavinga-3090-vllm-gemma3.csv",
+        include_str!("../data/sealed/2026-12-07-cc-yhavinga-3090-vllm-gemma3.csv"),
+    ),
+    (
+        "2026-12-07-ce-vllm-pr53060-h100pcie-fa3-decode.csv",
+        include_str!("../data/sealed/2026-12-07-ce-vllm-pr53060-h100pcie-fa3-decode.csv"),
+    ),
+    (
+        "2026-12-07-cf-kekzl-imp-5090-llamacpp.csv",
+        include_str!("../data/sealed/2026-12-07-cf-kekzl-imp-5090-llamacpp.csv"),
+    ),
+    (
         "2026-12-07-consumer-blackwell-vllm-aiperf.csv",
         include_str!("../data/sealed/2026-12-07-consumer-blackwell-vllm-aiperf.csv"),
     ),
