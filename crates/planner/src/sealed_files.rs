@@ -275,6 +275,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cc-yhavinga-3090-vllm-gemma3.csv"),
     ),
     (
+        "2026-12-07-cd-azure-ndmi300x-vllm-llama31-fp8.csv",
+        include_str!("../data/sealed/2026-12-07-cd-azure-ndmi300x-vllm-llama31-fp8.csv"),
+    ),
+    (
         "2026-12-07-ce-vllm-pr53060-h100pcie-fa3-decode.csv",
         include_str!("../data/sealed/2026-12-07-ce-vllm-pr53060-h100pcie-fa3-decode.csv"),
     ),
