@@ -287,6 +287,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cf-kekzl-imp-5090-llamacpp.csv"),
     ),
     (
+        "2026-12-07-cg-datacrunch-h200-sglang-deepseek-bs1.csv",
+        include_str!("../data/sealed/2026-12-07-cg-datacrunch-h200-sglang-deepseek-bs1.csv"),
+    ),
+    (
         "2026-12-07-consumer-blackwell-vllm-aiperf.csv",
         include_str!("../data/sealed/2026-12-07-consumer-blackwell-vllm-aiperf.csv"),
     ),
