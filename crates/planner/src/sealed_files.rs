@@ -291,6 +291,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cg-datacrunch-h200-sglang-deepseek-bs1.csv"),
     ),
     (
+        "2026-12-07-ck-ravichrn-a10-llama8b-hf-vllm.csv",
+        include_str!("../data/sealed/2026-12-07-ck-ravichrn-a10-llama8b-hf-vllm.csv"),
+    ),
+    (
+        "2026-12-07-cm-yeswearecoding-3060-llamabench.csv",
+        include_str!("../data/sealed/2026-12-07-cm-yeswearecoding-3060-llamabench.csv"),
+    ),
+    (
         "2026-12-07-consumer-blackwell-vllm-aiperf.csv",
         include_str!("../data/sealed/2026-12-07-consumer-blackwell-vllm-aiperf.csv"),
     ),
