@@ -299,6 +299,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cm-yeswearecoding-3060-llamabench.csv"),
     ),
     (
+        "2026-12-07-co-evalscope-h20-gptoss-a100-qwq.csv",
+        include_str!("../data/sealed/2026-12-07-co-evalscope-h20-gptoss-a100-qwq.csv"),
+    ),
+    (
         "2026-12-07-consumer-blackwell-vllm-aiperf.csv",
         include_str!("../data/sealed/2026-12-07-consumer-blackwell-vllm-aiperf.csv"),
     ),
