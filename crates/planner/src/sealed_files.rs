@@ -307,6 +307,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-consumer-blackwell-vllm-aiperf.csv"),
     ),
     (
+        "2026-12-07-cp-bnb-benchmarking-t4-4090-h100.csv",
+        include_str!("../data/sealed/2026-12-07-cp-bnb-benchmarking-t4-4090-h100.csv"),
+    ),
+    (
         "2026-12-07-cq-sglang-cookbook-b200-qwen3-235b.csv",
         include_str!("../data/sealed/2026-12-07-cq-sglang-cookbook-b200-qwen3-235b.csv"),
     ),
