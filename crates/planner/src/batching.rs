@@ -229,7 +229,7 @@ pub fn micro_batches(s: &Scenario, running: f64) -> f64 {
 /// own TTFT). For a single stream this is `G / (TTFT + G · TPOT)`.
 pub fn output_tok_s(est: &Estimator, s: &Scenario, batch: f64, prompt: f64, output: f64) -> f64 {
     let b = steady_state(est, s, batch, prompt, output);
-    let ttft = est.ttft_s(s, prompt.max(1.0));
+    let ttft = est.prefill_pass_s(s, prompt.max(1.0));
     closed_loop_tok_s(est, s, b.running, b.step_s, ttft, output)
 }
 
@@ -445,7 +445,7 @@ mod tests {
             // One stream is far below the limit: unchanged.
             let b = steady_state(est, s, 1.0, 128.0, 4.0);
             let one = output_tok_s(est, s, 1.0, 128.0, 4.0);
-            let ttft = est.ttft_s(s, 128.0);
+            let ttft = est.prefill_pass_s(s, 128.0);
             assert!((one - 4.0 / (4.0 * b.step_s + ttft)).abs() < 1e-9);
         });
         // No known front-end limit (TensorRT-LLM), and the baseline: none.
@@ -464,7 +464,7 @@ mod tests {
         with("rtx-4090", Engine::LlamaCpp, |s, est| {
             let b = steady_state(est, s, 1.0, 1024.0, 128.0);
             let t = output_tok_s(est, s, 1.0, 1024.0, 128.0);
-            let ttft = est.ttft_s(s, 1024.0);
+            let ttft = est.prefill_pass_s(s, 1024.0);
             assert!((t - 128.0 / (ttft + 128.0 * b.step_s)).abs() < 1e-9);
             assert!(t < b.tok_s);
         });

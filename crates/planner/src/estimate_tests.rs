@@ -147,7 +147,7 @@ fn llama_cpp_before_b6327_writes_its_attention_scores_and_flash_attention_engine
     // So llama.cpp's prefill speed falls with the prompt's length well
     // beyond what the attention FLOPs alone cost.
     let est = Estimator::new(EfficiencyTable::priors_only());
-    let per_token = |sc: &Scenario, n: f64| est.ttft_s(sc, n) / n;
+    let per_token = |sc: &Scenario, n: f64| est.prefill_pass_s(sc, n) / n;
     let slowdown = |sc: &Scenario| per_token(sc, 8192.0) / per_token(sc, 512.0);
     assert!(
         slowdown(&cpp) > slowdown(&vllm) + 0.2,
@@ -318,7 +318,7 @@ fn llama_cpp_overlaps_a_long_prompts_micro_batches_over_layer_split_gpus() {
     assert!((crate::parallel::prompt_overlap(&two, 1024.0) - 0.75).abs() < 1e-12);
     assert_eq!(crate::parallel::prompt_overlap(&one, 4096.0), 1.0);
     let est = Estimator::new(EfficiencyTable::priors_only());
-    assert!(est.ttft_s(&four, 4096.0) < 0.5 * est.ttft_s(&one, 4096.0));
+    assert!(est.prefill_pass_s(&four, 4096.0) < 0.5 * est.prefill_pass_s(&one, 4096.0));
     // An engine that runs a prompt as one pass gets no overlap.
     let vllm = Scenario {
         engine: Engine::Vllm,
@@ -756,7 +756,7 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     assert_eq!(server * 1e3, Engine::Vllm.profile(&hw).request_overhead_ms);
     assert!(server > 0.0);
     let e = est.estimate(&vllm).unwrap();
-    let pass = est.ttft_s(&vllm, 512.0);
+    let pass = est.prefill_pass_s(&vllm, 512.0);
     assert!((e.ttft_ms - (pass + server) * 1e3).abs() < 1e-9);
     assert!((e.prefill_tok_s - 512.0 / pass).abs() < 1e-6);
     let line = explained(&est, &vllm, "ttft");
@@ -768,7 +768,7 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     };
     assert_eq!(est.server_path_s(&trt), 0.0);
     let t = est.estimate(&trt).unwrap();
-    assert!((t.ttft_ms - est.ttft_s(&trt, 512.0) * 1e3).abs() < 1e-9);
+    assert!((t.ttft_ms - est.prefill_pass_s(&trt, 512.0) * 1e3).abs() < 1e-9);
     // The constant-efficiency baseline stays a bare roofline.
     let baseline = Estimator::new(EfficiencyTable::baseline());
     assert_eq!(baseline.server_path_s(&vllm), 0.0);

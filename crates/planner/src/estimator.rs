@@ -38,8 +38,10 @@ impl Estimator {
         )
     }
 
-    /// TTFT of one request of `prompt` tokens, seconds.
-    pub fn ttft_s(&self, s: &Scenario, prompt: f64) -> f64 {
+    /// The GPU pass over one request's `prompt` tokens, seconds: what the
+    /// prompt rate, the batching model and the simulator's prefill steps use.
+    /// A served request's TTFT adds [`Self::server_path_s`] to it.
+    pub fn prefill_pass_s(&self, s: &Scenario, prompt: f64) -> f64 {
         let (p, d) = self.factors_for(s);
         prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
     }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::batching;
 use crate::efficiency::{Engine, Phase};
 use crate::error::PlannerError;
-use crate::estimate::{Estimator, Scenario, prefill_terms, prefill_time};
+use crate::estimate::{Estimator, Scenario};
 use crate::hardware::HardwareCatalogue;
 use crate::model::ModelCatalogue;
 use crate::parallel;
@@ -364,17 +364,12 @@ impl Measurement {
     /// The planner's prediction of `value` with the given estimator.
     pub fn predict(&self, est: &Estimator, cat: Catalogues) -> Result<f64, PlannerError> {
         let s = self.scenario(cat)?;
-        let (pf, df) = est.factors_for(&s);
-        let (p, d) = (pf.factor, df.factor);
         let prompt = self.prompt_tokens as f64;
         let b = f64::from(self.batch);
         Ok(match self.metric {
             Metric::DecodeTokS => 1.0 / est.tpot_s(&s, b, self.decode_ctx()),
-            Metric::PrefillTokS => prompt / prefill_time(&prefill_terms(&s, prompt, 1.0), p, d),
-            Metric::TtftMs => {
-                (prefill_time(&prefill_terms(&s, prompt, 1.0), p, d) + self.server_path_s(est, &s))
-                    * 1e3
-            }
+            Metric::PrefillTokS => prompt / est.prefill_pass_s(&s, prompt),
+            Metric::TtftMs => (est.prefill_pass_s(&s, prompt) + self.server_path_s(est, &s)) * 1e3,
             Metric::ServingTokS => {
                 batching::output_tok_s(est, &s, b, prompt, self.gen_tokens as f64)
                     / f64::from(self.tp)

@@ -231,7 +231,7 @@ struct Point {
 fn evaluate(est: &Estimator, s: &Scenario, w: &Workload, b: u64) -> Point {
     let prompt = w.input_tokens as f64;
     let out = w.output_tokens as f64;
-    let prefill = est.ttft_s(s, prompt);
+    let prefill = est.prefill_pass_s(s, prompt);
     let ctx = prompt + out / 2.0;
     let tpot = est.tpot_s(s, b as f64, ctx);
     let ttft = prefill + tpot + est.server_path_s(s);

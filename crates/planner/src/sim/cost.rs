@@ -3,7 +3,7 @@
 //! The simulator asks a [`StepCost`] for the duration of each step it
 //! schedules. [`EstimatorCost`] answers from the planner's per-step model
 //! ([`Estimator::tpot_s`] for a decode step at a batch and context,
-//! [`Estimator::ttft_s`] for a prefill pass), so improvements to that model
+//! [`Estimator::prefill_pass_s`] for a prefill pass), so improvements to that model
 //! reach the simulator without a second copy of its formulas. A step that
 //! mixes decode and a prefill chunk (chunked prefill) costs the decode step
 //! plus the prefill chunk's *extra* time: the chunk's pass minus a one-token
@@ -95,8 +95,8 @@ impl StepCost for EstimatorCost<'_> {
             self.est
                 .tpot_s(s, f64::from(step.decode_seqs), step.decode_ctx.max(1.0))
         });
-        let prefill =
-            (step.prefill_tokens > 0).then(|| self.est.ttft_s(s, step.prefill_tokens as f64));
+        let prefill = (step.prefill_tokens > 0)
+            .then(|| self.est.prefill_pass_s(s, step.prefill_tokens as f64));
         match (decode, prefill) {
             (Some(d), None) => d,
             (None, Some(p)) => p,

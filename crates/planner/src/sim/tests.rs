@@ -373,7 +373,7 @@ fn estimator_cost_mixes_prefill_into_decode() {
         cost.step_s(&mixed),
     );
     assert!((d - est.tpot_s(&s, 32.0, 1000.0)).abs() < 1e-12);
-    assert!((p - est.ttft_s(&s, 1024.0)).abs() < 1e-12);
+    assert!((p - est.prefill_pass_s(&s, 1024.0)).abs() < 1e-12);
     assert!(m >= d && m >= p && m < d + p, "{d} {p} {m}");
     // KV capacity in tokens agrees with the estimator's bytes.
     let tokens = cost.kv_tokens() as f64;
