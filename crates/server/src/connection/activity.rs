@@ -7,12 +7,14 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -80,11 +82,13 @@ impl AsyncWrite for ActivityIo {
 #[error("the request body did not arrive within {} ms", .0.as_millis())]
 pub struct BodyTimeout(pub Duration);
 
-/// A request body that fails once `deadline` has passed.
+/// A request body that fails once `deadline` has passed, and records
+/// whether it was read to its end.
 struct DeadlineBody {
     inner: Incoming,
     sleep: Pin<Box<Sleep>>,
     limit: Duration,
+    read_to_end: Arc<AtomicBool>,
 }
 
 impl HttpBody for DeadlineBody {
@@ -96,6 +100,9 @@ impl HttpBody for DeadlineBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            if frame.is_none() || self.inner.is_end_stream() {
+                self.read_to_end.store(true, Ordering::Relaxed);
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         match self.sleep.as_mut().poll(cx) {
@@ -158,20 +165,36 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let busy = self.clock.request_started();
         let limit = self.body_timeout;
+        let read_to_end = Arc::new(AtomicBool::new(req.body().is_end_stream()));
         let req: Request = req.map(|inner| {
             Body::new(DeadlineBody {
                 inner,
                 sleep: Box::pin(tokio::time::sleep(limit)),
                 limit,
+                read_to_end: read_to_end.clone(),
             })
         });
         let router = self.router.clone();
         Box::pin(async move {
-            let response = match router.oneshot(req).await {
+            let mut response = match router.oneshot(req).await {
                 Ok(r) => r,
                 Err(never) => match never {},
             };
+            if !read_to_end.load(Ordering::Relaxed) {
+                close_after(&mut response);
+            }
             Ok(response.map(|inner| Body::new(BusyBody { inner, _busy: busy })))
         })
     }
+}
+
+/// Answered before its body was read (a missing key, an unknown route, a
+/// rate limit): the rest of the body may still be on its way, so the
+/// connection cannot carry another request. Saying so in `Connection: close`
+/// keeps a pooling client from sending its next request down a socket the
+/// server is about to close.
+fn close_after(response: &mut Response) {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
 }

@@ -22,6 +22,11 @@
 //! A request being handled (a model generating, a stream open) is never cut
 //! by these: only the time a *client* takes to send is bounded.
 //!
+//! A request answered before its body was read (no key, an unknown route, a
+//! rate limit) leaves the rest of the body on the socket; hyper then closes
+//! the connection, and the answer says `Connection: close` so that a pooling
+//! client does not send its next request down it.
+//!
 //! How: each connection has a [`Clock`] that knows its phase (idle, reading
 //! a head, busy with requests). The socket wrapper ([`ActivityIo`]) moves it
 //! from idle to head on the first byte; the service wrapper moves it to busy

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use glassbox_server::Config;
+use glassbox_server::config::sha256_hex;
 
 use crate::support::{MODERATION, TestServer, Upstream, calls, closed_within, read_reply};
 
@@ -154,4 +155,55 @@ fn connections_over_the_per_client_cap_get_429() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// An answer given before the request's body was read (here: no API key)
+/// says `Connection: close`, so that a pooling client never sends its next
+/// request down a socket the server is about to close; an answer to a
+/// request whose body was read keeps the connection open.
+#[test]
+fn an_answer_given_before_the_body_was_read_closes_the_connection() {
+    let keys = format!(
+        "[[keys]]\nname = \"runner\"\nsha256 = \"{}\"\nscopes = [\"run\"]",
+        sha256_hex("run-key")
+    );
+    let s = TestServer::start(&[("moderation.yaml", MODERATION)], short(&keys));
+    let head = "POST /v1/topologies/moderation/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                Content-Type: application/json\r\n";
+    let body = r#"{"question": "Is this message safe to post?"}"#;
+
+    // Without a key, only the first bytes of the body sent: 401, and close.
+    let mut refused = s.connect();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        refused,
+        "{head}Content-Length: {}\r\n\r\n{}",
+        body.len(),
+        &body[..10]
+    )
+    .unwrap();
+    let r = read_reply(&mut refused).expect("no answer to a request without a key");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (401, "unauthorized"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.header("connection"), Some("close"), "{:?}", r.headers);
+
+    // With a key and the whole body: answered, and the connection stays.
+    let mut kept = s.connect();
+    kept.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        kept,
+        "{head}Authorization: Bearer run-key\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let r = read_reply(&mut kept).expect("no answer to a keyed request");
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.header("connection"), None, "{:?}", r.headers);
 }
