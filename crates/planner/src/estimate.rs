@@ -188,7 +188,7 @@ impl Estimator {
         let pt = prefill_terms(s, prompt, 1.0);
         // The prompt's pass on the GPU; a client also waits for the server path.
         let pass = prefill_time(&pt, p, d);
-        let server = self.server_path_s(s);
+        let server = self.server_path_s(s, prompt);
         let ttft = pass + server;
         explain.push(Line::new(
             "ttft",

@@ -745,16 +745,22 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
 #[test]
 fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     // The plan's TTFT is what a client waits for: the prompt's pass plus the
-    // server path the simulator delays every request by. The prompt rate,
+    // server's path at one client. The prompt rate,
     // the closed-loop throughput and the baseline stay on the GPU's pass.
     let models = ModelCatalogue::builtin().unwrap();
     let hw = card("h100-sxm");
     let llama = models.get("llama-3.1-8b").unwrap();
     let vllm = one_gpu(llama, &hw, Engine::Vllm, "bf16", (1, 512, 128));
     let est = Estimator::new(EfficiencyTable::defaults().unwrap());
-    let server = est.server_path_s(&vllm);
-    assert_eq!(server * 1e3, Engine::Vllm.profile(&hw).request_overhead_ms);
+    let server = est.server_path_s(&vllm, 512.0);
+    let profile = Engine::Vllm.profile(&hw);
+    let want = profile.server_path_ms + 512.0 * profile.server_path_ms_per_prompt_token;
+    assert!((server * 1e3 - want).abs() < 1e-12, "{server}");
     assert!(server > 0.0);
+    // One client's path, below the loaded run's the simulator uses, and
+    // longer for a longer prompt (rendered, tokenised and hashed on the host).
+    assert!(server * 1e3 < profile.request_overhead_ms);
+    assert!(est.server_path_s(&vllm, 8192.0) > server);
     let e = est.estimate(&vllm).unwrap();
     let pass = est.prefill_pass_s(&vllm, 512.0);
     assert!((e.ttft_ms - (pass + server) * 1e3).abs() < 1e-9);
@@ -766,10 +772,10 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
         engine: Engine::TrtLlm,
         ..vllm.clone()
     };
-    assert_eq!(est.server_path_s(&trt), 0.0);
+    assert_eq!(est.server_path_s(&trt, 512.0), 0.0);
     let t = est.estimate(&trt).unwrap();
     assert!((t.ttft_ms - est.prefill_pass_s(&trt, 512.0) * 1e3).abs() < 1e-9);
     // The constant-efficiency baseline stays a bare roofline.
     let baseline = Estimator::new(EfficiencyTable::baseline());
-    assert_eq!(baseline.server_path_s(&vllm), 0.0);
+    assert_eq!(baseline.server_path_s(&vllm, 512.0), 0.0);
 }

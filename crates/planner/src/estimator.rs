@@ -46,20 +46,21 @@ impl Estimator {
         prefill_time(&prefill_terms(s, prompt, 1.0), p.factor, d.factor)
     }
 
-    /// The server path of one served request, seconds: what its TTFT holds
-    /// besides the prefill pass (HTTP, prompt rendering and tokenising, the
-    /// hand-off to the engine loop, detokenising and streaming the first
-    /// token back), the engine's
-    /// [`crate::efficiency::EngineProfile::request_overhead_ms`], the same
-    /// constant the serving simulator delays each request by. It occupies no
-    /// GPU time. Zero for engines without a published figure and for the
-    /// constant-efficiency baseline.
-    pub fn server_path_s(&self, s: &Scenario) -> f64 {
+    /// The server path of one served request with a `prompt`-token prompt,
+    /// seconds, at one client: what its TTFT holds besides the prefill pass
+    /// (HTTP, prompt rendering, tokenising and block hashing, the hand-off to
+    /// the engine loop, detokenising and streaming the first token back),
+    /// [`crate::efficiency::EngineProfile::server_path_ms`] plus its cost per
+    /// prompt token. It occupies no GPU time. Zero for engines without a
+    /// published figure and for the constant-efficiency baseline. (The
+    /// serving simulator delays requests by the loaded run's
+    /// [`crate::efficiency::EngineProfile::request_overhead_ms`] instead.)
+    pub fn server_path_s(&self, s: &Scenario, prompt: f64) -> f64 {
         if self.factors.is_baseline() {
-            0.0
-        } else {
-            s.engine.profile(s.hw).request_overhead_ms / 1e3
+            return 0.0;
         }
+        let p = s.engine.profile(s.hw);
+        (p.server_path_ms + p.server_path_ms_per_prompt_token * prompt.max(0.0)) / 1e3
     }
 
     /// One decode step at `batch` and context `ctx`, seconds: the roofline

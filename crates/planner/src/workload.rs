@@ -234,7 +234,7 @@ fn evaluate(est: &Estimator, s: &Scenario, w: &Workload, b: u64) -> Point {
     let prefill = est.prefill_pass_s(s, prompt);
     let ctx = prompt + out / 2.0;
     let tpot = est.tpot_s(s, b as f64, ctx);
-    let ttft = prefill + tpot + est.server_path_s(s);
+    let ttft = prefill + tpot + est.server_path_s(s, prompt);
     let terms = crate::estimate::decode_terms(s, b as f64, ctx);
     let (pf, df) = est.factors_for(s);
     Point {

@@ -101,9 +101,19 @@ pub struct EngineProfile {
     /// Latency each request spends in the server outside the engine's steps
     /// (HTTP, prompt rendering and tokenising, hand-off to the engine loop,
     /// detokenising and streaming the first token back), milliseconds: in
-    /// every TTFT, occupying no GPU time. Used by the serving simulator
-    /// ([`crate::sim`]); 0 where no published figure separates it.
+    /// every TTFT, occupying no GPU time, as a loaded run measured it. Used
+    /// by the serving simulator ([`crate::sim`]); 0 where no published figure
+    /// separates it.
     pub request_overhead_ms: f64,
+    /// The same path at one client, milliseconds: what a lone request's TTFT
+    /// holds besides the prompt's pass, `server_path_ms +
+    /// server_path_ms_per_prompt_token · prompt` (the prompt is rendered,
+    /// tokenised and hashed on the host before the engine sees it). Used by
+    /// a plan's TTFT ([`crate::Estimator::server_path_s`]); 0 where no
+    /// published figure separates it.
+    pub server_path_ms: f64,
+    /// See [`Self::server_path_ms`]: the host's cost per prompt token, ms.
+    pub server_path_ms_per_prompt_token: f64,
     /// Host time each request holds the engine's HTTP server where that
     /// server is one process (parsing, chat template, tokenising, streaming
     /// the tokens back), milliseconds: a replica takes in at most
@@ -199,6 +209,14 @@ impl Engine {
             chunked_prefill,
             max_batched_tokens,
             request_overhead_ms: self.request_overhead_ms(),
+            server_path_ms: match self {
+                Self::Vllm | Self::VllmV0 => VLLM_SERVER_PATH_MS,
+                _ => 0.0,
+            },
+            server_path_ms_per_prompt_token: match self {
+                Self::Vllm | Self::VllmV0 => VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN,
+                _ => 0.0,
+            },
             frontend_ms_per_request: match self {
                 Self::Vllm | Self::VllmV0 => VLLM_FRONTEND_MS_PER_REQUEST,
                 _ => 0.0,
@@ -243,6 +261,21 @@ pub const KV_CONCAT_PASSES: f64 = 3.0;
 
 /// vLLM's per-request server latency, ms (`Engine::request_overhead_ms`).
 const VLLM_REQUEST_OVERHEAD_MS: f64 = 30.0;
+
+/// vLLM's server path at one client, ms ([`EngineProfile::server_path_ms`]):
+/// pegainfer-project/pegainfer's RTX 5090 ledger (vLLM 0.22.1, Qwen3-4B,
+/// commit 414b6476) re-sends a prompt already in the prefix cache with
+/// `max_tokens = 1`, so the GPU computes one token: 13.3 ms p50 at 256
+/// prompt tokens, less one decode step (the same host's one-client TPOT,
+/// 6.65 ms), is 6.7 ms; less 256 tokens at the rate below, 5.5 ms. Used
+/// for vLLM before 0.6 too, which has no figure of its own.
+pub const VLLM_SERVER_PATH_MS: f64 = 5.5;
+
+/// vLLM's host cost per prompt token at one client, ms
+/// ([`EngineProfile::server_path_ms_per_prompt_token`]): the same sweep
+/// grows from 13.3 ms at 256 tokens to 90.8 ms at 16,384; less the longer
+/// KV read (2.4 GB, 1.3 ms), 4.7 µs a token.
+pub const VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN: f64 = 0.0047;
 
 /// Host time one request holds vLLM's API server, ms
 /// ([`EngineProfile::frontend_ms_per_request`]): pull request
