@@ -315,6 +315,22 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cq-sglang-cookbook-b200-qwen3-235b.csv"),
     ),
     (
+        "2026-12-07-cr-gpu-recipes-a3ultra-h200-trtllm-405b.csv",
+        include_str!("../data/sealed/2026-12-07-cr-gpu-recipes-a3ultra-h200-trtllm-405b.csv"),
+    ),
+    (
+        "2026-12-07-ct-sparecores-cloud-llamabench.csv",
+        include_str!("../data/sealed/2026-12-07-ct-sparecores-cloud-llamabench.csv"),
+    ),
+    (
+        "2026-12-07-cu-riken-gh200-llamabench.csv",
+        include_str!("../data/sealed/2026-12-07-cu-riken-gh200-llamabench.csv"),
+    ),
+    (
+        "2026-12-07-cv-sprint-paris-mi300x-mixtral-fp8.csv",
+        include_str!("../data/sealed/2026-12-07-cv-sprint-paris-mi300x-mixtral-fp8.csv"),
+    ),
+    (
         "2026-12-07-datacenter-serving.csv",
         include_str!("../data/sealed/2026-12-07-datacenter-serving.csv"),
     ),
