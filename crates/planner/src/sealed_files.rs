@@ -331,6 +331,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-cv-sprint-paris-mi300x-mixtral-fp8.csv"),
     ),
     (
+        "2026-12-07-cx-inferenceos-3090-vllm-qwen25-7b.csv",
+        include_str!("../data/sealed/2026-12-07-cx-inferenceos-3090-vllm-qwen25-7b.csv"),
+    ),
+    (
         "2026-12-07-da-phi3-mini-card-a100-hf-llamacpp.csv",
         include_str!("../data/sealed/2026-12-07-da-phi3-mini-card-a100-hf-llamacpp.csv"),
     ),
