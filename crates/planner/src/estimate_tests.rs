@@ -767,6 +767,15 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     assert!((e.prefill_tok_s - 512.0 / pass).abs() < 1e-6);
     let line = explained(&est, &vllm, "ttft");
     assert!(line.formula.ends_with("server path"), "{}", line.formula);
+    // SGLang's path is its own figure, at vLLM's cost per prompt token.
+    let sglang = Scenario {
+        engine: Engine::Sglang,
+        ..vllm.clone()
+    };
+    let sp = Engine::Sglang.profile(&hw);
+    assert!(sp.server_path_ms > 0.0 && sp.server_path_ms != profile.server_path_ms);
+    let want = sp.server_path_ms + 512.0 * sp.server_path_ms_per_prompt_token;
+    assert!((est.server_path_s(&sglang, 512.0) * 1e3 - want).abs() < 1e-12);
     // No published figure for TensorRT-LLM: its TTFT is the pass.
     let trt = Scenario {
         engine: Engine::TrtLlm,

@@ -211,10 +211,13 @@ impl Engine {
             request_overhead_ms: self.request_overhead_ms(),
             server_path_ms: match self {
                 Self::Vllm | Self::VllmV0 => VLLM_SERVER_PATH_MS,
+                Self::Sglang => SGLANG_SERVER_PATH_MS,
                 _ => 0.0,
             },
+            // SGLang renders and tokenises prompts with the same Hugging
+            // Face tokenizers on the host: vLLM's figure stands for it.
             server_path_ms_per_prompt_token: match self {
-                Self::Vllm | Self::VllmV0 => VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN,
+                Self::Vllm | Self::VllmV0 | Self::Sglang => VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN,
                 _ => 0.0,
             },
             frontend_ms_per_request: match self {
@@ -276,6 +279,14 @@ pub const VLLM_SERVER_PATH_MS: f64 = 5.5;
 /// grows from 13.3 ms at 256 tokens to 90.8 ms at 16,384; less the longer
 /// KV read (2.4 GB, 1.3 ms), 4.7 µs a token.
 pub const VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN: f64 = 0.0047;
+
+/// SGLang's server path at one client, ms ([`EngineProfile::server_path_ms`]):
+/// tenstorrent/tt-inference-server#3560 ran SGLang's HTTP server, tokenizer
+/// manager, scheduler and detokenizer around a mock forward pass that
+/// busy-waits 2.632 ms (one client, 128-token random chat prompts): median
+/// TTFT 9.54 ms, 6.9 ms besides the forward pass; less 128 tokens at
+/// [`VLLM_SERVER_PATH_MS_PER_PROMPT_TOKEN`], 6.3 ms.
+pub const SGLANG_SERVER_PATH_MS: f64 = 6.3;
 
 /// Host time one request holds vLLM's API server, ms
 /// ([`EngineProfile::frontend_ms_per_request`]): pull request
