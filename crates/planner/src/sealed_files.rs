@@ -347,6 +347,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-dd-zerohost-t4-vllm-qwen25-7b-awq.csv"),
     ),
     (
+        "2026-12-07-de-varadmore-a10g-sglang-vllm-decode.csv",
+        include_str!("../data/sealed/2026-12-07-de-varadmore-a10g-sglang-vllm-decode.csv"),
+    ),
+    (
         "2026-12-07-dg-gwenland-t4-llamacpp-qwen25-7b.csv",
         include_str!("../data/sealed/2026-12-07-dg-gwenland-t4-llamacpp-qwen25-7b.csv"),
     ),
