@@ -390,7 +390,7 @@ fn point(
             Point {
                 x: t.compute_s,
                 y: t.memory_s / df.factor.efficiency,
-                comm: t.comm_s + r.server_path_s(est, &s, prompt.max(1.0)),
+                comm: t.comm_s + r.server_path_s(est, &s),
                 t: r.measured_time_s(),
             }
         }

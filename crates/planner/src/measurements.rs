@@ -351,11 +351,11 @@ impl Measurement {
         }
     }
 
-    /// What of the measured time is the server path
+    /// What of the measured time is the server path at the row's prompt
     /// ([`Estimator::server_path_s`]): in a TTFT, none in a rate.
-    pub fn server_path_s(&self, est: &Estimator, s: &Scenario, prompt: f64) -> f64 {
+    pub fn server_path_s(&self, est: &Estimator, s: &Scenario) -> f64 {
         if self.metric == Metric::TtftMs {
-            est.server_path_s(s, prompt)
+            est.server_path_s(s, self.prompt_tokens as f64)
         } else {
             0.0
         }
@@ -369,9 +369,7 @@ impl Measurement {
         Ok(match self.metric {
             Metric::DecodeTokS => 1.0 / est.tpot_s(&s, b, self.decode_ctx()),
             Metric::PrefillTokS => prompt / est.prefill_pass_s(&s, prompt),
-            Metric::TtftMs => {
-                (est.prefill_pass_s(&s, prompt) + self.server_path_s(est, &s, prompt)) * 1e3
-            }
+            Metric::TtftMs => (est.prefill_pass_s(&s, prompt) + self.server_path_s(est, &s)) * 1e3,
             Metric::ServingTokS => {
                 batching::output_tok_s(est, &s, b, prompt, self.gen_tokens as f64)
                     / f64::from(self.tp)
