@@ -207,7 +207,9 @@ impl Estimator {
                 num(p.overhead_ms),
                 num(pt.comm_s * 1e3),
                 num(server * 1e3),
-                if server > 0.0 {
+                if self.server_path_ms.is_some() && !self.factors.is_baseline() {
+                    "the server path given with the plan, plus the engine's cost per prompt token"
+                } else if server > 0.0 {
                     "HTTP, tokenising, hand-off to the engine loop and streaming back"
                 } else {
                     "no published figure for this engine"

@@ -784,6 +784,20 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     assert_eq!(est.server_path_s(&trt, 512.0), 0.0);
     let t = est.estimate(&trt).unwrap();
     assert!((t.ttft_ms - est.prefill_pass_s(&trt, 512.0) * 1e3).abs() < 1e-9);
+    // A user's own measured path replaces the published fixed part, for an
+    // engine without a figure too, and the TTFT line says whose it is.
+    let mine = Estimator::new(EfficiencyTable::defaults().unwrap()).with_server_path_ms(Some(40.0));
+    let want = 40.0 + 512.0 * profile.server_path_ms_per_prompt_token;
+    assert!((mine.server_path_s(&vllm, 512.0) * 1e3 - want).abs() < 1e-12);
+    assert!((mine.server_path_s(&trt, 512.0) * 1e3 - 40.0).abs() < 1e-12);
+    let e = mine.estimate(&vllm).unwrap();
+    assert!((e.ttft_ms - (pass * 1e3 + want)).abs() < 1e-9);
+    let line = explained(&mine, &vllm, "ttft");
+    assert!(
+        line.inputs.contains("given with the plan"),
+        "{}",
+        line.inputs
+    );
     // The constant-efficiency baseline stays a bare roofline.
     let baseline = Estimator::new(EfficiencyTable::baseline());
     assert_eq!(baseline.server_path_s(&vllm, 512.0), 0.0);

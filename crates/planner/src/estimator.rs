@@ -10,11 +10,28 @@ use crate::roofline::{Scenario, decode_terms, decode_time, prefill_terms, prefil
 #[derive(Debug, Clone)]
 pub struct Estimator {
     pub factors: EfficiencyTable,
+    /// The server path the user measured on their own host, ms, in place of
+    /// the engine's published fixed part ([`Self::server_path_s`]); `None`:
+    /// the published figure.
+    pub server_path_ms: Option<f64>,
 }
 
 impl Estimator {
     pub fn new(factors: EfficiencyTable) -> Self {
-        Self { factors }
+        Self {
+            factors,
+            server_path_ms: None,
+        }
+    }
+
+    /// The same estimator with the user's own one-client server path, ms
+    /// (`glassbox plan --server-path-ms`): what their clients wait for
+    /// besides the prompt's pass depends on the host and the client, which
+    /// no published figure knows (docs/planner.md, "A one-client server
+    /// path"). The engine's cost per prompt token stays on top of it.
+    pub fn with_server_path_ms(mut self, ms: Option<f64>) -> Self {
+        self.server_path_ms = ms;
+        self
     }
 
     /// (prefill, decode) factors for a scenario.
@@ -50,9 +67,10 @@ impl Estimator {
     /// seconds, at one client: what its TTFT holds besides the prefill pass
     /// (HTTP, prompt rendering, tokenising and block hashing, the hand-off to
     /// the engine loop, detokenising and streaming the first token back),
-    /// [`crate::efficiency::EngineProfile::server_path_ms`] plus its cost per
-    /// prompt token. It occupies no GPU time. Zero for engines without a
-    /// published figure and for the constant-efficiency baseline. (The
+    /// [`crate::efficiency::EngineProfile::server_path_ms`] (or the user's
+    /// [`Self::server_path_ms`]) plus its cost per prompt token. It occupies
+    /// no GPU time. Zero for engines without a published figure unless the
+    /// user gives one, and always for the constant-efficiency baseline. (The
     /// serving simulator delays requests by the loaded run's
     /// [`crate::efficiency::EngineProfile::request_overhead_ms`] instead.)
     pub fn server_path_s(&self, s: &Scenario, prompt: f64) -> f64 {
@@ -60,7 +78,8 @@ impl Estimator {
             return 0.0;
         }
         let p = s.engine.profile(s.hw);
-        (p.server_path_ms + p.server_path_ms_per_prompt_token * prompt.max(0.0)) / 1e3
+        let fixed = self.server_path_ms.unwrap_or(p.server_path_ms);
+        (fixed + p.server_path_ms_per_prompt_token * prompt.max(0.0)) / 1e3
     }
 
     /// One decode step at `batch` and context `ctx`, seconds: the roofline

@@ -1072,3 +1072,50 @@ fn a_gpu_that_falls_short_of_its_datasheet_says_so_in_the_plan() {
         assert!(stdout(&out).contains(line), "{}", stdout(&out));
     }
 }
+
+/// `--server-path-ms` puts the user's own server path in the plan's TTFT in
+/// place of the engine's published one, for an engine without one too; a
+/// value that is no time is refused with the flag named.
+#[test]
+fn plan_takes_the_users_own_server_path() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "vllm",
+            "--prompt-tokens",
+            "1000",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let ttft = |v: &serde_json::Value| v["ttft_ms"].as_f64().unwrap();
+    let published = json_of(&args(&[]));
+    let mine = json_of(&args(&["--server-path-ms", "45.5"]));
+    // vLLM's published fixed part is 5.5 ms: 40 ms more.
+    let more = ttft(&mine) - ttft(&published);
+    assert!((more - 40.0).abs() < 1e-6, "{more}");
+    // The decode rate holds no server path.
+    assert_eq!(mine["decode_tok_s"], published["decode_tok_s"]);
+    // TensorRT-LLM has no published path: the whole figure is added.
+    let trt = |extra: &[&'static str]| {
+        let mut a = args(extra);
+        a[6] = "trt-llm";
+        json_of(&a)
+    };
+    let added = ttft(&trt(&["--server-path-ms", "12"])) - ttft(&trt(&[]));
+    assert!((added - 12.0).abs() < 1e-6, "{added}");
+    let out = glassbox(&args(&["--server-path-ms", "70000"]), None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`--server-path-ms 70000`"),
+        "{}",
+        stderr(&out)
+    );
+}

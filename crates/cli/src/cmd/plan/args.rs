@@ -162,6 +162,13 @@ pub struct PlanArgs {
     /// Efficiency factors from `glassbox plan calibrate` (override the shipped fit).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// Your server's own path at one client, ms: what a lone request's TTFT holds besides
+    /// the prompt's pass on your host and client (HTTP, prompt rendering, hand-off, streaming
+    /// back). Replaces the engine's published figure (vLLM 5.5, SGLang 6.3) in the plan's
+    /// TTFT and SLA check; the engine's cost per prompt token stays on top, and `--rate`
+    /// simulations keep the engine's loaded figure.
+    #[arg(long)]
+    pub server_path_ms: Option<f64>,
     #[arg(long, value_enum, default_value_t)]
     pub format: OutputFormat,
     #[command(flatten)]

@@ -59,7 +59,8 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         .request(model)
         .and_then(|r| r.resolve(&models))
         .map_err(invalid)?;
-    let est = Estimator::new(request::efficiency_table(p.calibration.as_deref()).map_err(invalid)?);
+    let est = Estimator::new(request::efficiency_table(p.calibration.as_deref()).map_err(invalid)?)
+        .with_server_path_ms(server_path_ms(p.server_path_ms)?);
     let plan_for = |gpu: &str| {
         let device = hw.get(gpu).map_err(invalid)?;
         resolved.plan(&est, device).map_err(invalid)
@@ -99,4 +100,14 @@ fn run_plan(p: PlanArgs) -> anyhow::Result<ExitCode> {
         ),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--server-path-ms`, checked: a time in milliseconds a client could wait.
+fn server_path_ms(ms: Option<f64>) -> anyhow::Result<Option<f64>> {
+    match ms {
+        Some(v) if !(v.is_finite() && (0.0..=60_000.0).contains(&v)) => Err(usage(&format!(
+            "`--server-path-ms {v}` is not a time between 0 and 60000 ms (hint: a lone request's TTFT on your host less the prompt's pass, e.g. `--server-path-ms 12`)"
+        ))),
+        other => Ok(other),
+    }
 }
