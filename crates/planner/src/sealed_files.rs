@@ -359,6 +359,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-dh-litellama-a10-hf-qwen25.csv"),
     ),
     (
+        "2026-12-07-dk-modelopt-h200-trtllm-llama31.csv",
+        include_str!("../data/sealed/2026-12-07-dk-modelopt-h200-trtllm-llama31.csv"),
+    ),
+    (
         "2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv",
         include_str!("../data/sealed/2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv"),
     ),
