@@ -4,7 +4,7 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
@@ -26,15 +26,11 @@ where
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(JsonBody(v)),
             Err(rejection) => match body_timeout(&rejection) {
-                Some(t) => {
-                    // The rest of the body may still be on its way: close.
-                    let mut r = ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", t.to_string())
-                        .hint("send the body faster, or raise `connections.body_timeout_ms` in the server config")
-                        .into_response();
-                    r.headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    Err(r)
-                }
+                // The rest of the body may still be on its way; the
+                // connection layer closes after any answer to an unread body.
+                Some(t) => Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", t.to_string())
+                    .hint("send the body faster, or raise `connections.body_timeout_ms` in the server config")
+                    .into_response()),
                 None => Err(rejection_error(rejection).into_response()),
             },
         }
