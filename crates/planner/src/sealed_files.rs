@@ -363,6 +363,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-dk-modelopt-h200-trtllm-llama31.csv"),
     ),
     (
+        "2026-12-07-dm-luckynwa-4080-3080-llamabench.csv",
+        include_str!("../data/sealed/2026-12-07-dm-luckynwa-4080-3080-llamabench.csv"),
+    ),
+    (
         "2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv",
         include_str!("../data/sealed/2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv"),
     ),
