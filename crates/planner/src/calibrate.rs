@@ -202,7 +202,7 @@ pub fn fit(rows: &[Measurement], cat: Catalogues) -> Result<EfficiencyTable, Pla
     for r in &usable {
         let s = r.scenario(cat)?;
         keyed.push((
-            s.hw.class.as_str().to_string(),
+            s.factor_class().as_str().to_string(),
             r.engine.family().as_str().to_string(),
             *r,
         ));
@@ -359,7 +359,7 @@ fn parent_overhead(
     let first = members.first().map(|r| r.scenario(cat)).transpose()?;
     Ok(first.map_or(0.003, |s| {
         EfficiencyTable::priors_only()
-            .lookup(s.hw.class, s.engine, phase)
+            .lookup(s.factor_class(), s.engine, phase)
             .factor
             .overhead_ms
             / 1e3

@@ -223,7 +223,8 @@ fn nemo_export_pays_the_class_step_overhead_and_nccl_all_reduces() {
 #[test]
 fn a_class_pool_lends_no_engine_llama_cpp_kernels() {
     // llama.cpp has a fit of its own on the datacenter class (XiongjieDai's
-    // llama-bench rows on A100, H100 PCIe, L40S, A40); its rows stay out of
+    // llama-bench rows on the A100 and H100 PCIe; the L40S and A40 rows fit
+    // the consumer level, their dies being GeForce ones); its rows stay out of
     // the class's pool, so vLLM, which has no prompt rows, reads the
     // datacenter prior rather than ggml's prompt efficiency.
     let t = EfficiencyTable::defaults().unwrap();
@@ -233,7 +234,7 @@ fn a_class_pool_lends_no_engine_llama_cpp_kernels() {
         .iter()
         .find(|e| e.class == "datacenter" && e.engine == "llama.cpp" && e.phase == Phase::Prefill)
         .unwrap();
-    assert!(own.rows >= 100, "{own:?}");
+    assert!(own.rows >= 60, "{own:?}");
     assert!(t.find("datacenter", "*", Phase::Prefill).is_none());
     let vllm = t.lookup(dc, Engine::Vllm, Phase::Prefill);
     assert_eq!(vllm.factor, prior(dc, Phase::Prefill), "{}", vllm.level);

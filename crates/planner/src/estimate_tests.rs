@@ -802,3 +802,30 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     let baseline = Estimator::new(EfficiencyTable::baseline());
     assert_eq!(baseline.server_path_s(&vllm, 512.0), 0.0);
 }
+
+#[test]
+fn llama_cpp_on_a_datacenter_card_with_a_geforce_die_takes_the_consumer_factors() {
+    // docs/planner.md, "Datacenter cards on GeForce silicon".
+    let models = ModelCatalogue::builtin().unwrap();
+    let m = models.get("llama-3.1-8b").unwrap();
+    let (l40s, a100, r4090) = (card("l40s"), card("a100-sxm-80gb"), card("rtx-4090"));
+    let run = (1, 512, 128);
+    let cpp = one_gpu(m, &l40s, Engine::LlamaCpp, "q4_k_m", run);
+    use crate::hardware::HardwareClass;
+    assert_eq!(cpp.factor_class(), HardwareClass::Consumer);
+    let ollama = one_gpu(m, &l40s, Engine::Ollama, "q4_k_m", run);
+    assert_eq!(ollama.factor_class(), HardwareClass::Consumer);
+    let vllm = one_gpu(m, &l40s, Engine::Vllm, "fp16", run);
+    assert_eq!(vllm.factor_class(), HardwareClass::Datacenter);
+    let hbm = one_gpu(m, &a100, Engine::LlamaCpp, "q4_k_m", run);
+    assert_eq!(hbm.factor_class(), HardwareClass::Datacenter);
+    // The plan reads the factors of that class: the L40S's prompt pass
+    // uses the same efficiency as the RTX 4090's.
+    let est = Estimator::new(EfficiencyTable::defaults().unwrap());
+    let geforce = one_gpu(m, &r4090, Engine::LlamaCpp, "q4_k_m", run);
+    let (p_l40s, _) = est.factors_for(&cpp);
+    let (p_4090, _) = est.factors_for(&geforce);
+    let (p_a100, _) = est.factors_for(&hbm);
+    assert_eq!(p_l40s.factor, p_4090.factor);
+    assert_ne!(p_l40s.factor, p_a100.factor);
+}

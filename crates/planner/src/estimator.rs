@@ -39,7 +39,9 @@ impl Estimator {
     /// read rate that the engine's quantised kernels reach
     /// ([`crate::Engine::quantised_read_share`]; not for the baseline).
     pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
-        let mut decode = self.factors.lookup(s.hw.class, s.engine, Phase::Decode);
+        let mut decode = self
+            .factors
+            .lookup(s.factor_class(), s.engine, Phase::Decode);
         let datacenter = s.hw.class == HardwareClass::Datacenter;
         let share = s.engine.quantised_read_share(&s.quant, datacenter);
         if share < 1.0 && !self.factors.is_baseline() {
@@ -50,7 +52,8 @@ impl Estimator {
             );
         }
         (
-            self.factors.lookup(s.hw.class, s.engine, Phase::Prefill),
+            self.factors
+                .lookup(s.factor_class(), s.engine, Phase::Prefill),
             decode,
         )
     }

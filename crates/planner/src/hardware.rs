@@ -129,10 +129,11 @@ pub struct Hardware {
     /// Dense FP4 tensor rate (Blackwell NVFP4/MXFP4), where the device has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp4_tflops: Option<f64>,
-    /// A consumer-class card whose FP16 tensor rate is the same with FP16 and
-    /// FP32 accumulation (NVIDIA's workstation and passive Ampere cards: RTX
-    /// A6000, A40), where a GeForce card runs FP32 accumulation at half its
-    /// FP16-accumulate rate ([`Hardware::fp16_tflops_for`]).
+    /// A card on GeForce silicon whose FP16 tensor rate is the same with FP16
+    /// and FP32 accumulation (NVIDIA's workstation cards, RTX A6000, and the
+    /// datacenter cards on those dies, T4, A10, A40, L4, L40, L40S), where a
+    /// GeForce card runs FP32 accumulation at half its FP16-accumulate rate
+    /// ([`Hardware::fp16_tflops_for`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp32_accumulate_full_rate: bool,
     /// The clock the device holds under dense matrix work, where its vendor
@@ -170,6 +171,18 @@ impl Hardware {
     /// device whose capability the catalogue does not give.
     pub fn is_nvidia_ampere_or_newer(&self) -> bool {
         self.compute_capability.is_some_and(|cc| cc >= 8.0)
+    }
+
+    /// A datacenter NVIDIA card built on a GeForce die (compute capability
+    /// 7.5, 8.6, 8.9 or 12.x: T4, A10, A10G, A40, L4, L40, L40S), where the
+    /// A100, H100 and B200 (8.0, 9.0, 10.0) are HBM dies with another SM.
+    /// llama.cpp's kernels run on such a card as on its GeForce siblings
+    /// (docs/planner.md, "Datacenter cards on GeForce silicon").
+    pub fn is_geforce_die_datacenter_card(&self) -> bool {
+        self.class == HardwareClass::Datacenter
+            && self
+                .compute_capability
+                .is_some_and(|cc| [7.5, 8.6, 8.9].contains(&cc) || (12.0..13.0).contains(&cc))
     }
 
     /// Peak dense rate (TFLOPS or TOPS) for a compute dtype, falling back to
@@ -225,7 +238,7 @@ impl Hardware {
         let sixteen = matches!(dtype, ComputeDtype::Fp16) || self.eight_bit_rate(dtype).is_none();
         if fp16_accumulate
             && sixteen
-            && self.class == HardwareClass::Consumer
+            && (self.class == HardwareClass::Consumer || self.is_geforce_die_datacenter_card())
             && self.fp32_accumulate_full_rate
         {
             rate / 2.0

@@ -226,10 +226,26 @@ fn fp16_accumulation_is_worth_twice_on_geforce_only() {
     assert_eq!(r3090.fp16_tflops_for(ComputeDtype::Fp16, true), 71.0);
     let ratio = a6000.fp16_tflops_for(ComputeDtype::Fp16, true) / 71.0;
     assert!((1.05..1.15).contains(&ratio), "{ratio}");
-    // Datacenter cards and other dtypes are not touched.
+    // HBM datacenter cards and other dtypes are not touched.
     let a100 = c.get("a100-sxm-80gb").unwrap();
     assert_eq!(a100.fp16_tflops_for(ComputeDtype::Fp16, true), 312.0);
+    assert!(!a100.is_geforce_die_datacenter_card());
     assert_eq!(a6000.fp16_tflops_for(ComputeDtype::Int8, true), 309.7);
+    // Datacenter cards on GeForce dies enter as workstation cards do; the
+    // A10G's listed 70 is already the half-rate figure.
+    let l40s = c.get("l40s").unwrap();
+    assert!(l40s.is_geforce_die_datacenter_card());
+    assert_eq!(l40s.fp16_tflops_for(ComputeDtype::Fp16, true), 181.0);
+    assert_eq!(l40s.fp16_tflops_for(ComputeDtype::Fp16, false), 362.0);
+    let a10g = c.get("a10g").unwrap();
+    assert_eq!(a10g.fp16_tflops_for(ComputeDtype::Fp16, true), 70.0);
+    let a10 = c.get("a10").unwrap();
+    assert_eq!(a10.fp16_tflops_for(ComputeDtype::Fp16, true), 62.5);
+    assert!(
+        !c.get("v100-pcie-16gb")
+            .unwrap()
+            .is_geforce_die_datacenter_card()
+    );
 }
 
 #[test]

@@ -162,6 +162,19 @@ impl Scenario<'_> {
         self.attention_scores_bytes(tokens, ctx) / self.tp() / self.bandwidth()
     }
 
+    /// The hardware class whose efficiency factors the scenario takes: the
+    /// catalogue's, except that llama.cpp (every build, and Ollama) on a
+    /// datacenter card built on a GeForce die
+    /// ([`Hardware::is_geforce_die_datacenter_card`]) takes the consumer
+    /// factors, its kernels running there as on the GeForce siblings.
+    pub fn factor_class(&self) -> HardwareClass {
+        if self.engine.family() == Engine::LlamaCpp && self.hw.is_geforce_die_datacenter_card() {
+            HardwareClass::Consumer
+        } else {
+            self.hw.class
+        }
+    }
+
     pub(crate) fn peak_flops(&self) -> f64 {
         self.rate_tflops(self.weight_compute()) * 1e12
     }
