@@ -806,12 +806,12 @@ fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
 #[test]
 fn llama_cpp_on_a_datacenter_card_with_a_geforce_die_takes_the_consumer_factors() {
     // docs/planner.md, "Datacenter cards on GeForce silicon".
+    use crate::hardware::HardwareClass;
     let models = ModelCatalogue::builtin().unwrap();
     let m = models.get("llama-3.1-8b").unwrap();
     let (l40s, a100, r4090) = (card("l40s"), card("a100-sxm-80gb"), card("rtx-4090"));
     let run = (1, 512, 128);
     let cpp = one_gpu(m, &l40s, Engine::LlamaCpp, "q4_k_m", run);
-    use crate::hardware::HardwareClass;
     assert_eq!(cpp.factor_class(), HardwareClass::Consumer);
     let ollama = one_gpu(m, &l40s, Engine::Ollama, "q4_k_m", run);
     assert_eq!(ollama.factor_class(), HardwareClass::Consumer);
@@ -828,4 +828,11 @@ fn llama_cpp_on_a_datacenter_card_with_a_geforce_die_takes_the_consumer_factors(
     let (p_a100, _) = est.factors_for(&hbm);
     assert_eq!(p_l40s.factor, p_4090.factor);
     assert_ne!(p_l40s.factor, p_a100.factor);
+    // and the plan's factor line says whose factors they are.
+    assert!(
+        p_l40s.level.contains("as the l40s is a GeForce die"),
+        "{}",
+        p_l40s.level
+    );
+    assert!(!p_4090.level.contains("GeForce die"), "{}", p_4090.level);
 }

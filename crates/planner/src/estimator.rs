@@ -39,9 +39,15 @@ impl Estimator {
     /// read rate that the engine's quantised kernels reach
     /// ([`crate::Engine::quantised_read_share`]; not for the baseline).
     pub fn factors_for(&self, s: &Scenario) -> (Resolved, Resolved) {
-        let mut decode = self
-            .factors
-            .lookup(s.factor_class(), s.engine, Phase::Decode);
+        let class = s.factor_class();
+        // Say so where the factors are not the card's own class's.
+        let borrowed = |mut r: Resolved| {
+            if class != s.hw.class {
+                r.level = format!("{}, as the {} is a GeForce die", r.level, s.hw.id);
+            }
+            r
+        };
+        let mut decode = borrowed(self.factors.lookup(class, s.engine, Phase::Decode));
         let datacenter = s.hw.class == HardwareClass::Datacenter;
         let share = s.engine.quantised_read_share(&s.quant, datacenter);
         if share < 1.0 && !self.factors.is_baseline() {
@@ -52,8 +58,7 @@ impl Estimator {
             );
         }
         (
-            self.factors
-                .lookup(s.factor_class(), s.engine, Phase::Prefill),
+            borrowed(self.factors.lookup(class, s.engine, Phase::Prefill)),
             decode,
         )
     }
