@@ -371,6 +371,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../data/sealed/2026-12-07-dp-stefanthoss-a4000-a5000-t4-ollama.csv"),
     ),
     (
+        "2026-12-07-dr-augmxnt-speedbench-pro6000-3090.csv",
+        include_str!("../data/sealed/2026-12-07-dr-augmxnt-speedbench-pro6000-3090.csv"),
+    ),
+    (
         "2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv",
         include_str!("../data/sealed/2026-12-07-e-jordannanos-h100-vllm-llama33-70b.csv"),
     ),
