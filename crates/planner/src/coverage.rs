@@ -313,7 +313,7 @@ mod tests {
         assert!(
             c.uncovered
                 .iter()
-                .any(|u| u.contains("llama.cpp itself") && u.contains("llama.cpp@b6326")),
+                .any(|u| u.contains("llama.cpp itself") && u.contains("llama.cpp@b3215")),
             "{c:?}"
         );
     }

@@ -743,6 +743,65 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
 }
 
 #[test]
+fn llama_cpp_before_b3216_dequantises_quantised_weights_to_f16_before_each_cublas_gemm() {
+    use crate::engine::F16_DEQUANT_BYTES_PER_WEIGHT as F16;
+    let models = ModelCatalogue::builtin().unwrap();
+    let model = models.get("llama-3.1-8b").unwrap();
+    let ampere = card("rtx-3090");
+    let old = one_gpu(
+        model,
+        &ampere,
+        Engine::LlamaCppCublas,
+        "q4_k_m",
+        (1, 512, 1),
+    );
+    // A micro-batch of 512 tokens reads every weight once more and writes it in F16.
+    let per_weight = F16 + old.quant.bytes_per_weight();
+    let one = model.decode_read_params(512.0) * per_weight / old.bandwidth();
+    assert!((old.f16_dequant_s(512.0) - one).abs() < 1e-12);
+    // 513 tokens take two micro-batches; 33 tokens one.
+    assert!((old.f16_dequant_s(513.0) - 2.0 * one).abs() < 1e-12);
+    assert!(old.f16_dequant_s(33.0) > 0.0);
+    // The kernel runs between the GEMMs: a prompt is longer by exactly it
+    // than on the next range (b3216–b6326, MMQ), which is alike otherwise.
+    let est = Estimator::new(EfficiencyTable::defaults().unwrap());
+    let mmq = Scenario {
+        engine: Engine::LlamaCppNoFa,
+        ..old.clone()
+    };
+    let gap = est.prefill_pass_s(&old, 512.0) - est.prefill_pass_s(&mmq, 512.0);
+    assert!((gap - one).abs() < 1e-12, "{gap} vs {one}");
+    // No such kernel: 32 tokens or fewer (MMQ then too), F16 weights, later
+    // builds and Ollama, GPUs without tensor cores, other vendors.
+    assert_eq!(old.f16_dequant_s(32.0), 0.0);
+    let f16 = one_gpu(model, &ampere, Engine::LlamaCppCublas, "fp16", (1, 512, 1));
+    assert_eq!(f16.f16_dequant_s(512.0), 0.0);
+    for engine in [Engine::LlamaCppNoFa, Engine::LlamaCpp, Engine::Ollama] {
+        let later = Scenario {
+            engine,
+            ..old.clone()
+        };
+        assert_eq!(later.f16_dequant_s(512.0), 0.0, "{engine}");
+    }
+    let mut pascal = ampere.clone();
+    pascal.compute_capability = Some(6.1);
+    for hw in [pascal, card("mi300x"), card("apple-m2-max")] {
+        let sc = Scenario {
+            hw: &hw,
+            ..old.clone()
+        };
+        assert_eq!(sc.f16_dequant_s(512.0), 0.0, "{}", hw.id);
+    }
+    // Volta has tensor cores and pays it.
+    let volta = card("v100-sxm2-32gb");
+    let sc = Scenario {
+        hw: &volta,
+        ..old.clone()
+    };
+    assert!(sc.f16_dequant_s(512.0) > 0.0);
+}
+
+#[test]
 fn a_served_ttft_holds_the_server_path_and_the_prompt_rate_does_not() {
     // The plan's TTFT is what a client waits for: the prompt's pass plus the
     // server's path at one client. The prompt rate,

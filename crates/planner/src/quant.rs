@@ -157,6 +157,19 @@ impl Quant {
         }
     }
 
+    /// A GGUF block format (`q4_k_m`, `q8_0`, `iq4_xs`, or a file's
+    /// `gguf:Q4_K_M`): blocks of small integers with their own scales, which
+    /// llama.cpp's kernels dequantise themselves; not F16, BF16 or F32.
+    pub fn is_gguf_block_format(&self) -> bool {
+        let name = self.name.to_ascii_lowercase();
+        let name = name.strip_prefix("gguf:").unwrap_or(&name);
+        let rest = name
+            .strip_prefix("iq")
+            .or_else(|| name.strip_prefix("tq"))
+            .or_else(|| name.strip_prefix('q'));
+        rest.is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    }
+
     /// Bytes per weight.
     pub fn bytes_per_weight(&self) -> f64 {
         self.bits_per_weight / 8.0
@@ -171,6 +184,21 @@ impl Quant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gguf_block_formats_are_told_from_float_and_other_formats() {
+        for name in ["q4_k_m", "Q8_0", "iq4_xs", "q2_k"] {
+            assert!(Quant::parse(name).unwrap().is_gguf_block_format(), "{name}");
+        }
+        assert!(Quant::measured("gguf:Q4_K_M", 4.9).is_gguf_block_format());
+        for name in ["fp16", "bf16", "fp32", "int4", "fp8", "nvfp4", "exl2-4.65"] {
+            assert!(
+                !Quant::parse(name).unwrap().is_gguf_block_format(),
+                "{name}"
+            );
+        }
+        assert!(!Quant::measured("gguf:F16", 16.0).is_gguf_block_format());
+    }
 
     #[test]
     fn gguf_block_formats_include_their_scales() {

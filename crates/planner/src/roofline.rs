@@ -227,6 +227,36 @@ impl Scenario<'_> {
     pub fn fixed_step_s(&self, tokens: f64) -> f64 {
         self.allreduce_s(tokens) + self.kernel_bubbles_s() + self.block_fp8_floors_s(tokens)
             - self.cuda_graph_saving_s(tokens)
+            + self.f16_dequant_s(tokens)
+    }
+
+    /// Time of the kernels that dequantise the weights to F16 before each
+    /// cuBLAS GEMM where the engine does that
+    /// ([`Engine::dequantises_weights_for_cublas`]): a step of more than
+    /// [`LLAMA_CPP_MMQ_MAX_BATCH`] tokens on an NVIDIA GPU with tensor cores
+    /// (compute capability 7.0 or later) with weights in a GGUF block
+    /// format. Each micro-batch of the engine's
+    /// [`EngineProfile::max_batched_tokens`] writes and reads back every
+    /// weight it multiplies in F16 ([`F16_DEQUANT_BYTES_PER_WEIGHT`]), at
+    /// the device's stream bandwidth, after the GEMMs' own work.
+    ///
+    /// [`LLAMA_CPP_MMQ_MAX_BATCH`]: crate::engine::LLAMA_CPP_MMQ_MAX_BATCH
+    /// [`F16_DEQUANT_BYTES_PER_WEIGHT`]: crate::engine::F16_DEQUANT_BYTES_PER_WEIGHT
+    /// [`EngineProfile::max_batched_tokens`]: crate::engine::EngineProfile::max_batched_tokens
+    pub fn f16_dequant_s(&self, tokens: f64) -> f64 {
+        let applies = self.engine.dequantises_weights_for_cublas()
+            && tokens > crate::engine::LLAMA_CPP_MMQ_MAX_BATCH
+            && self.hw.compute_capability.is_some_and(|cc| cc >= 7.0)
+            && self.quant.is_gguf_block_format();
+        if !applies {
+            return 0.0;
+        }
+        let ubatch = f64::from(self.engine.profile(self.hw).max_batched_tokens);
+        let passes = (tokens / ubatch).ceil();
+        let params = self.model.decode_read_params(tokens.min(ubatch));
+        let per_weight =
+            crate::engine::F16_DEQUANT_BYTES_PER_WEIGHT + self.quant.bytes_per_weight();
+        passes * params * per_weight / self.tp() / self.bandwidth()
     }
 
     /// Host time a pass of `tokens` tokens saves where the engine replays it

@@ -930,9 +930,20 @@ fn a_llama_cpp_build_before_b6327_pays_for_its_attention_scores_on_a_long_prompt
             "json",
         ])
     };
-    let (current, old) = (plan("llama.cpp"), plan("llama.cpp@b2800"));
+    let (current, old) = (plan("llama.cpp"), plan("llama.cpp@b5000"));
     // The old build is its own profile, and the plan says which one it took.
     assert_eq!(old["engine"].as_str(), Some("llama.cpp@b6326"), "{old}");
+    // A build before b3216 also dequantises the Q4_K_M weights to F16 before each cuBLAS GEMM.
+    let cublas = plan("llama.cpp@b2800");
+    assert_eq!(
+        cublas["engine"].as_str(),
+        Some("llama.cpp@b3215"),
+        "{cublas}"
+    );
+    assert!(
+        cublas["ttft_ms"].as_f64().unwrap() > old["ttft_ms"].as_f64().unwrap(),
+        "{cublas} vs {old}"
+    );
     assert!(
         current["estimate"]["engine_profile"]
             .as_str()

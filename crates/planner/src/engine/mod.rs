@@ -35,6 +35,21 @@ pub use version::Version;
 /// [`Engine::LlamaCppNoFa`] before it.
 pub const LLAMA_CPP_FLASH_ATTN_AUTO_BUILD: u32 = 6327;
 
+/// The first llama.cpp build whose CUDA backend multiplies quantised
+/// weights by a batch of tokens in its own int8 kernels (MMQ) instead of
+/// dequantising them to F16 for cuBLAS (b3216, ggml-org/llama.cpp#8075,
+/// 2024-06-24): [`Engine::LlamaCppCublas`] before it.
+pub const LLAMA_CPP_MMQ_DEFAULT_BUILD: u32 = 3216;
+
+/// Tokens up to which llama.cpp before b3216 multiplied quantised weights in
+/// its own MMQ kernels on a tensor-core GPU (`MMQ_MAX_BATCH_SIZE`); larger
+/// batches went to cuBLAS ([`Engine::dequantises_weights_for_cublas`]).
+pub const LLAMA_CPP_MMQ_MAX_BATCH: f64 = 32.0;
+
+/// Bytes an F16 weight takes: what llama.cpp's dequantising kernel writes
+/// per weight before a cuBLAS GEMM.
+pub const F16_DEQUANT_BYTES_PER_WEIGHT: f64 = 2.0;
+
 /// Bytes a Q8_0 weight takes: blocks of 32 int8 weights with one F16 scale.
 const Q8_0_BYTES_PER_WEIGHT: f64 = 34.0 / 32.0;
 
@@ -61,6 +76,11 @@ pub enum Engine {
     /// off: the attention scores go through memory.
     #[serde(rename = "llama.cpp@b6326")]
     LlamaCppNoFa,
+    /// llama.cpp before build b3216: flash attention off, and quantised
+    /// weights dequantised to an F16 buffer before each cuBLAS GEMM of a
+    /// batch of tokens on an NVIDIA GPU with tensor cores.
+    #[serde(rename = "llama.cpp@b3215")]
+    LlamaCppCublas,
     #[serde(rename = "mlc")]
     Mlc,
     #[serde(rename = "transformers")]
@@ -104,13 +124,14 @@ pub enum MultiGpu {
 }
 
 impl Engine {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Vllm,
         Self::VllmV0,
         Self::Sglang,
         Self::TrtLlm,
         Self::LlamaCpp,
         Self::LlamaCppNoFa,
+        Self::LlamaCppCublas,
         Self::Mlc,
         Self::Transformers,
         Self::Tgi,
@@ -130,6 +151,7 @@ impl Engine {
             Self::TrtLlm => "trt-llm",
             Self::LlamaCpp => "llama.cpp",
             Self::LlamaCppNoFa => "llama.cpp@b6326",
+            Self::LlamaCppCublas => "llama.cpp@b3215",
             Self::Mlc => "mlc",
             Self::Transformers => "transformers",
             Self::Tgi => "tgi",
@@ -150,7 +172,7 @@ impl Engine {
     /// NeMo's export builds a TensorRT-LLM engine.
     pub fn family(self) -> Self {
         match self {
-            Self::Ollama | Self::LlamaCppNoFa => Self::LlamaCpp,
+            Self::Ollama | Self::LlamaCppNoFa | Self::LlamaCppCublas => Self::LlamaCpp,
             Self::VllmV0 => Self::Vllm,
             Self::Lmdeploy | Self::FasterTransformer | Self::Nemo => Self::TrtLlm,
             other => other,
@@ -179,10 +201,12 @@ impl Engine {
         let key = Self::canonical_key(name);
         if key == "llama.cpp" {
             return Ok(match version_text {
-                Some(v) if version::parse_build(v, s)? < LLAMA_CPP_FLASH_ATTN_AUTO_BUILD => {
-                    Self::LlamaCppNoFa
-                }
-                _ => Self::LlamaCpp,
+                Some(v) => match version::parse_build(v, s)? {
+                    b if b < LLAMA_CPP_MMQ_DEFAULT_BUILD => Self::LlamaCppCublas,
+                    b if b < LLAMA_CPP_FLASH_ATTN_AUTO_BUILD => Self::LlamaCppNoFa,
+                    _ => Self::LlamaCpp,
+                },
+                None => Self::LlamaCpp,
             });
         }
         let version = version_text.map(|v| Version::parse(v, s)).transpose()?;
@@ -205,7 +229,10 @@ impl Engine {
     /// A profile reached only through a version (`vllm@0.5`,
     /// `llama.cpp@b6326`), not a name of its own.
     fn is_version_range(self) -> bool {
-        matches!(self, Self::VllmV0 | Self::LlamaCppNoFa)
+        matches!(
+            self,
+            Self::VllmV0 | Self::LlamaCppNoFa | Self::LlamaCppCublas
+        )
     }
 
     /// The engine's own name for the aliases users type.
@@ -241,7 +268,11 @@ impl Engine {
                 "llama.cpp ≥ b6327 (current): flash attention `auto`, on where the backend has it"
             }
             Self::LlamaCppNoFa => {
-                "llama.cpp before b6327 (or flash attention off): attention scores go through memory"
+                "llama.cpp b3216–b6326 (or flash attention off): attention scores go through memory"
+            }
+            Self::LlamaCppCublas => {
+                "llama.cpp before b3216: attention scores go through memory; quantised weights \
+                 dequantised to F16 for cuBLAS on NVIDIA tensor-core GPUs"
             }
             Self::Mlc => "MLC LLM",
             Self::Transformers => "eager PyTorch (transformers)",
@@ -273,7 +304,10 @@ impl Engine {
     /// engines run fused (flash) attention kernels that keep the scores on
     /// chip. See [`SCORE_BYTES_PER_ELEMENT`].
     pub fn materialises_attention_scores(self) -> bool {
-        matches!(self, Self::LlamaCppNoFa | Self::Ollama)
+        matches!(
+            self,
+            Self::LlamaCppNoFa | Self::LlamaCppCublas | Self::Ollama
+        )
     }
 
     /// Whether the engine grows each layer's KV cache by concatenation at
@@ -287,12 +321,24 @@ impl Engine {
         matches!(self, Self::Transformers)
     }
 
+    /// Whether a batch of tokens meets quantised weights through an F16 copy:
+    /// llama.cpp before b3216 on an NVIDIA GPU with tensor cores sent a
+    /// matmul of more than [`LLAMA_CPP_MMQ_MAX_BATCH`] tokens to cuBLAS,
+    /// after a kernel that dequantised the weight matrix into an F16 buffer
+    /// (`ggml_cuda_op_mul_mat_cublas`, `to_fp16_cuda`).
+    pub fn dequantises_weights_for_cublas(self) -> bool {
+        matches!(self, Self::LlamaCppCublas)
+    }
+
     /// Whether the engine's FP16 matmuls on CUDA accumulate in FP16:
     /// llama.cpp's prompt GEMMs (`CUBLAS_COMPUTE_16F`, ggml-org/llama.cpp
     /// #3412, #3776), and Ollama, which runs llama.cpp. PyTorch-based engines
     /// and TensorRT-LLM accumulate in FP32.
     pub fn accumulates_in_fp16(self) -> bool {
-        matches!(self, Self::LlamaCpp | Self::LlamaCppNoFa | Self::Ollama)
+        matches!(
+            self,
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::LlamaCppCublas | Self::Ollama
+        )
     }
 
     /// Whether the engine stores only the window of a sliding-window layer
@@ -343,7 +389,7 @@ impl Engine {
     /// 11.27 GiB of ggml-org's gpt-oss-20b file: 8.5 bits a weight.
     pub fn experts_only_rest_bytes(self) -> f64 {
         match self {
-            Self::LlamaCpp | Self::LlamaCppNoFa => Q8_0_BYTES_PER_WEIGHT,
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::LlamaCppCublas => Q8_0_BYTES_PER_WEIGHT,
             _ => 2.0,
         }
     }
@@ -405,9 +451,11 @@ impl Engine {
     ///   docs start from).
     pub fn multi_gpu_default(self) -> MultiGpu {
         match self {
-            Self::LlamaCpp | Self::LlamaCppNoFa | Self::ExLlamaV2 | Self::Transformers => {
-                MultiGpu::Layer
-            }
+            Self::LlamaCpp
+            | Self::LlamaCppNoFa
+            | Self::LlamaCppCublas
+            | Self::ExLlamaV2
+            | Self::Transformers => MultiGpu::Layer,
             Self::Ollama => MultiGpu::OneThenLayer,
             _ => MultiGpu::Tensor,
         }
@@ -473,115 +521,4 @@ impl fmt::Display for Engine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_version_before_0_6_picks_the_old_vllm_profile_and_later_ones_the_current() {
-        assert_eq!(Engine::parse("vllm@0.5").ok(), Some(Engine::VllmV0));
-        assert_eq!(Engine::parse("vLLM@v0.5.3").ok(), Some(Engine::VllmV0));
-        assert_eq!(Engine::parse("vllm@0.2.0").ok(), Some(Engine::VllmV0));
-        assert_eq!(Engine::parse("vllm@0.6.0").ok(), Some(Engine::Vllm));
-        assert_eq!(Engine::parse("vllm@0.11").ok(), Some(Engine::Vllm));
-        assert_eq!(Engine::parse("vllm").ok(), Some(Engine::Vllm));
-        // An engine without version ranges takes any version.
-        assert_eq!(Engine::parse("sglang@0.3.2").ok(), Some(Engine::Sglang));
-    }
-
-    #[test]
-    fn a_llama_cpp_build_before_b6327_writes_attention_scores_to_memory_and_later_ones_do_not() {
-        assert_eq!(Engine::parse("llama.cpp").ok(), Some(Engine::LlamaCpp));
-        assert_eq!(
-            Engine::parse("llama.cpp@b6327").ok(),
-            Some(Engine::LlamaCpp)
-        );
-        assert_eq!(
-            Engine::parse("llama-server@b7000").ok(),
-            Some(Engine::LlamaCpp)
-        );
-        assert_eq!(
-            Engine::parse("llama.cpp@b6326").ok(),
-            Some(Engine::LlamaCppNoFa)
-        );
-        assert_eq!(
-            Engine::parse("llama.cpp@1786").ok(),
-            Some(Engine::LlamaCppNoFa)
-        );
-        // The canonical name of the old range parses back to it.
-        let old = Engine::LlamaCppNoFa;
-        assert_eq!(Engine::parse(old.as_str()).ok(), Some(old));
-        assert!(old.materialises_attention_scores());
-        assert!(!Engine::LlamaCpp.materialises_attention_scores());
-        assert_eq!(old.family(), Engine::LlamaCpp);
-        let e = Engine::parse("llama.cpp@0.5").unwrap_err().to_string();
-        assert!(e.contains("build number"), "{e}");
-        // Not a name of its own: only a version reaches it.
-        assert!(Engine::parse("llamacppnofa").is_err());
-    }
-
-    #[test]
-    fn a_malformed_version_is_refused_with_a_hint() {
-        for bad in ["vllm@", "vllm@abc", "vllm@0.5.x", "vllm@1.2.3.4"] {
-            let e = Engine::parse(bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(e.contains(bad) && e.contains("vllm@0.5"), "{bad}: {e}");
-        }
-        let e = Engine::parse("olama")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(e.contains("ollama"), "{e}");
-    }
-
-    #[test]
-    fn every_engine_name_parses_back_to_itself() {
-        for e in Engine::ALL {
-            assert_eq!(Engine::parse(e.as_str()).ok(), Some(e), "{e}");
-        }
-        for (alias, e) in [
-            ("ExLlama2", Engine::ExLlamaV2),
-            ("turbomind", Engine::Lmdeploy),
-            ("faster-transformer", Engine::FasterTransformer),
-            ("llama-server", Engine::LlamaCpp),
-        ] {
-            assert_eq!(Engine::parse(alias).ok(), Some(e), "{alias}");
-        }
-    }
-
-    #[test]
-    fn engines_built_on_another_share_its_family_and_its_multi_gpu_habit() {
-        assert_eq!(Engine::Ollama.family(), Engine::LlamaCpp);
-        assert_eq!(Engine::VllmV0.family(), Engine::Vllm);
-        assert_eq!(Engine::Lmdeploy.family(), Engine::TrtLlm);
-        assert_eq!(Engine::GptFast.family(), Engine::GptFast);
-        assert!(Engine::Ollama.materialises_attention_scores());
-        assert_eq!(Engine::LlamaCpp.multi_gpu_default(), MultiGpu::Layer);
-        assert_eq!(Engine::Vllm.multi_gpu_default(), MultiGpu::Tensor);
-        assert_eq!(Engine::Ollama.multi_gpu_default(), MultiGpu::OneThenLayer);
-        assert!(!Engine::LlamaCpp.pipelines_micro_batches());
-        assert!(Engine::Vllm.pipelines_micro_batches());
-    }
-
-    #[test]
-    fn gpt_fast_reads_quantised_weights_at_its_readmes_share_of_bf16() {
-        let q = |name| crate::quant::Quant::parse(name).unwrap();
-        let int8 = Engine::GptFast.quantised_read_share(&q("int8"), true);
-        let int4 = Engine::GptFast.quantised_read_share(&q("int4"), true);
-        assert!((int8 - 0.765).abs() < 0.01 && (int4 - 0.618).abs() < 0.01);
-        for other in ["bf16", "fp8", "nvfp4"] {
-            assert_eq!(Engine::GptFast.quantised_read_share(&q(other), true), 1.0);
-        }
-        assert_eq!(Engine::GptFast.quantised_read_share(&q("int8"), false), 1.0);
-        assert_eq!(Engine::Vllm.quantised_read_share(&q("int4"), true), 1.0);
-        // Its int8 is weight-only: BF16 matmuls; vLLM's int8 is W8A8.
-        use crate::quant::ComputeDtype;
-        assert_eq!(
-            Engine::GptFast.weight_compute(&q("int8")),
-            ComputeDtype::Fp16
-        );
-        assert_eq!(Engine::Vllm.weight_compute(&q("int8")), ComputeDtype::Int8);
-        assert_eq!(Engine::GptFast.weight_compute(&q("fp8")), ComputeDtype::Fp8);
-    }
-}
+mod tests;

@@ -50,7 +50,7 @@ pub const GRAPH_REPLAY_HOST_MS: f64 = 0.5;
 /// review (ggml-org/llama.cpp#6766, Q4_0: RTX 3090 116.31 → 128.27 tok/s,
 /// 0.80 ms; RTX 4090 138.31 → 146.81, 0.42 ms). The median, 0.80 ms over 32
 /// layers: 25 µs a layer. The shipped llama.cpp fits come from builds before
-/// the graphs (XiongjieDai's 2023–24 runs, `llama.cpp@b6326`), so their step
+/// the graphs (XiongjieDai's 2023–24 runs, `llama.cpp@b3215`), so their step
 /// overhead still holds these launches.
 pub const LLAMA_CPP_CUDA_GRAPH_SAVING_PER_LAYER_S: f64 = 0.80e-3 / 32.0;
 
@@ -174,7 +174,7 @@ impl Engine {
             Self::Sglang => (None, 0.01, 0.12, true),
             Self::TrtLlm => (Some(2048), 0.004, 0.10, true),
             Self::Tgi => (Some(128), 0.02, 0.10, true),
-            Self::LlamaCpp | Self::LlamaCppNoFa => (None, 0.03, 0.0, true),
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::LlamaCppCublas => (None, 0.03, 0.0, true),
             Self::Ollama => (Some(OLLAMA_NUM_PARALLEL), 0.03, 0.0, true),
             Self::Mlc => (None, 0.02, 0.10, true),
             Self::Transformers => (None, 0.10, 0.0, false),
@@ -193,7 +193,7 @@ impl Engine {
             Self::Sglang if memory_gb >= 160.0 => 16384,
             Self::Sglang | Self::TrtLlm | Self::Lmdeploy => 8192,
             Self::Tgi => 4096,
-            Self::LlamaCpp | Self::LlamaCppNoFa | Self::Ollama => 512,
+            Self::LlamaCpp | Self::LlamaCppNoFa | Self::LlamaCppCublas | Self::Ollama => 512,
             Self::Mlc | Self::ExLlamaV2 => 2048,
             // Whole prompts in one pass of their own.
             Self::Transformers
@@ -345,6 +345,7 @@ impl Engine {
             Self::Lmdeploy | Self::FasterTransformer => StepLaunch::HostLoop,
             Self::LlamaCpp
             | Self::LlamaCppNoFa
+            | Self::LlamaCppCublas
             | Self::Ollama
             | Self::Mlc
             | Self::Transformers
@@ -362,7 +363,8 @@ impl Engine {
     /// split buffer type), and below compute capability 8.0 (Volta and Turing,
     /// `disable_due_to_gpu_arch`); HIP builds leave graphs off unless built
     /// with `GGML_HIP_GRAPHS`. Only `llama.cpp` from b6327 on: the
-    /// `llama.cpp@b6326` range spans builds before and after the graphs, and
+    /// `llama.cpp@b6326` range spans builds before and after the graphs (the
+    /// `llama.cpp@b3215` one ends a month after them), and
     /// Ollama builds ggml with its own options. See
     /// [`crate::Scenario::cuda_graph_saving_s`].
     pub fn replays_one_token_steps_as_cuda_graphs(self) -> bool {

@@ -77,7 +77,7 @@ pub struct PlanArgs {
     /// KV-cache dtype: fp16 or fp8.
     #[arg(long, default_value = defaults::KV_DTYPE)]
     pub kv_dtype: String,
-    /// Engine, optionally `@version`: vllm, sglang, trt-llm, tgi, llama.cpp, ollama, mlc, lmdeploy, exllamav2, gpt-fast, fastertransformer, nemo (NeMo's 2023–24 TensorRT-LLM export), transformers; `vllm@0.5` = vLLM before 0.6, `llama.cpp@b6326` = a build before b6327 (no flash attention) (default: llama.cpp for GGUF, else vllm).
+    /// Engine, optionally `@version`: vllm, sglang, trt-llm, tgi, llama.cpp, ollama, mlc, lmdeploy, exllamav2, gpt-fast, fastertransformer, nemo (NeMo's 2023–24 TensorRT-LLM export), transformers; `vllm@0.5` = vLLM before 0.6, `llama.cpp@b6326` = a build before b6327 (no flash attention), `llama.cpp@b3215` = one before b3216 (also quantised weights dequantised to F16 for cuBLAS) (default: llama.cpp for GGUF, else vllm).
     #[arg(long)]
     pub engine: Option<String>,
     /// Concurrent sequences for the single-scenario estimate.
