@@ -462,6 +462,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-07-y-r1-benchmark-h200.csv",
         include_str!("../data/sealed/2026-12-07-y-r1-benchmark-h200.csv"),
     ),
+    (
+        "2026-12-08-a-llamacpp-cuda-scoreboard-15013.csv",
+        include_str!("../data/sealed/2026-12-08-a-llamacpp-cuda-scoreboard-15013.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
