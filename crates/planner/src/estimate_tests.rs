@@ -713,15 +713,20 @@ fn llama_cpp_replays_a_one_token_step_as_a_cuda_graph_from_ampere_on() {
     let est = Estimator::new(EfficiencyTable::defaults().unwrap());
     let step = |sc: &Scenario| est.tpot_s(sc, 1.0, 64.0);
     assert!((step(&eager) - step(&graphs) - saved).abs() < 1e-12);
-    // Two tokens a step, rows split over GPUs, builds before b6327, Ollama,
-    // and other vendors: no graph.
+    // Two tokens a step, rows split over GPUs, builds before b3216, Ollama,
+    // and other vendors: no graph. Builds b3216–b6326 replay it too.
+    let mid = Scenario {
+        engine: Engine::LlamaCppNoFa,
+        ..graphs.clone()
+    };
+    assert!((mid.cuda_graph_saving_s(1.0) - saved).abs() < 1e-15);
     assert_eq!(graphs.cuda_graph_saving_s(2.0), 0.0);
     let row_split = Scenario {
         tp: 2,
         ..graphs.clone()
     };
     assert_eq!(row_split.cuda_graph_saving_s(1.0), 0.0);
-    for engine in [Engine::LlamaCppNoFa, Engine::Ollama, Engine::Vllm] {
+    for engine in [Engine::LlamaCppCublas, Engine::Ollama, Engine::Vllm] {
         let other = Scenario {
             engine,
             ..graphs.clone()

@@ -362,13 +362,13 @@ impl Engine {
     /// 1"), for weights split by rows over GPUs (`--split-mode row`, the
     /// split buffer type), and below compute capability 8.0 (Volta and Turing,
     /// `disable_due_to_gpu_arch`); HIP builds leave graphs off unless built
-    /// with `GGML_HIP_GRAPHS`. Only `llama.cpp` from b6327 on: the
-    /// `llama.cpp@b6326` range spans builds before and after the graphs (the
-    /// `llama.cpp@b3215` one ends a month after them), and
-    /// Ollama builds ggml with its own options. See
+    /// with `GGML_HIP_GRAPHS`. llama.cpp from b3216 on (`llama.cpp` and
+    /// `llama.cpp@b6326`, seven weeks or more after the graphs were merged);
+    /// not `llama.cpp@b3215`, which spans builds before and after them, nor
+    /// Ollama, which builds ggml with its own options. See
     /// [`crate::Scenario::cuda_graph_saving_s`].
     pub fn replays_one_token_steps_as_cuda_graphs(self) -> bool {
-        self == Self::LlamaCpp
+        matches!(self, Self::LlamaCpp | Self::LlamaCppNoFa)
     }
 
     /// Kernel boundaries per decoder layer in a forward pass, for the engines
