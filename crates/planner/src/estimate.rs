@@ -183,6 +183,12 @@ impl Estimator {
         } else {
             ""
         };
+        // Named where a build before b3216 dequantises the weights to F16 first.
+        let dequant = if s.f16_dequant_s(prompt) > 0.0 {
+            " + F16 dequantising kernel"
+        } else {
+            ""
+        };
         // The bandwidth the memory-bound terms were computed at.
         let gbps = s.bandwidth() / 1e9;
         let pt = prefill_terms(s, prompt, 1.0);
@@ -194,7 +200,7 @@ impl Estimator {
             "ttft",
             ttft * 1e3,
             "ms",
-            format!("max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries{floors} + server path"),
+            format!("max(FLOPs/(peak·η_p), weight bytes/(BW·η_d)) + scores written by unfused attention/(BW·η_d) + c_p + allreduce + kernel boundaries{floors}{dequant} + server path"),
             format!(
                 "max({} / ({} T·{}), {} GB / ({} GB/s·{})) + {} GB scores + {} ms + {} ms + {} ms ({})",
                 num(pt.flops),
@@ -252,6 +258,8 @@ impl Estimator {
         // Named where the engine replays a one-token step as a CUDA graph.
         let graphs = if s.cuda_graph_saving_s(running) > 0.0 {
             " − launches the step's CUDA graph saves"
+        } else if s.f16_dequant_s(running) > 0.0 {
+            " + F16 dequantising kernel"
         } else {
             ""
         };

@@ -804,6 +804,9 @@ fn llama_cpp_before_b3216_dequantises_quantised_weights_to_f16_before_each_cubla
         ..old.clone()
     };
     assert!(sc.f16_dequant_s(512.0) > 0.0);
+    // The plan's TTFT formula names it where it applies.
+    let formula = |sc: &Scenario| explained(&est, sc, "ttft").formula;
+    assert_only_first_says(&formula(&old), &formula(&mmq), "F16 dequantising kernel");
 }
 
 #[test]
