@@ -466,6 +466,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-08-a-llamacpp-cuda-scoreboard-15013.csv",
         include_str!("../data/sealed/2026-12-08-a-llamacpp-cuda-scoreboard-15013.csv"),
     ),
+    (
+        "2026-12-08-e-vuuihc-h20-sglang-qwen3-8b.csv",
+        include_str!("../data/sealed/2026-12-08-e-vuuihc-h20-sglang-qwen3-8b.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
