@@ -32,7 +32,7 @@ pub use version::Version;
 
 /// The first llama.cpp build whose `--flash-attn` defaults to `auto`
 /// (b6327, 2025-08-31): [`Engine::LlamaCpp`] from it on,
-/// [`Engine::LlamaCppNoFa`] before it.
+/// [`Engine::LlamaCppNoFa`] before it (back to b3216).
 pub const LLAMA_CPP_FLASH_ATTN_AUTO_BUILD: u32 = 6327;
 
 /// The first llama.cpp build whose CUDA backend multiplies quantised
@@ -72,8 +72,9 @@ pub enum Engine {
     /// attention `auto`, on where the backend has it.
     #[serde(rename = "llama.cpp")]
     LlamaCpp,
-    /// llama.cpp before build b6327, or any build run with flash attention
-    /// off: the attention scores go through memory.
+    /// llama.cpp builds b3216–b6326, or a later build run with flash
+    /// attention off: the attention scores go through memory; quantised
+    /// weights meet a batch of tokens in MMQ.
     #[serde(rename = "llama.cpp@b6326")]
     LlamaCppNoFa,
     /// llama.cpp before build b3216: flash attention off, and quantised
