@@ -470,6 +470,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-08-e-vuuihc-h20-sglang-qwen3-8b.csv",
         include_str!("../data/sealed/2026-12-08-e-vuuihc-h20-sglang-qwen3-8b.csv"),
     ),
+    (
+        "2026-12-08-j-redhat-r1-llama70b-card.csv",
+        include_str!("../data/sealed/2026-12-08-j-redhat-r1-llama70b-card.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
