@@ -474,6 +474,10 @@ const FILES: &[(&str, &str)] = &[
         "2026-12-08-j-redhat-r1-llama70b-card.csv",
         include_str!("../data/sealed/2026-12-08-j-redhat-r1-llama70b-card.csv"),
     ),
+    (
+        "2026-12-08-k-redhat-r1-qwen7b-card.csv",
+        include_str!("../data/sealed/2026-12-08-k-redhat-r1-qwen7b-card.csv"),
+    ),
 ];
 
 /// Every row of the shipped sealed files, parsed once (a plan reads those
