@@ -236,9 +236,10 @@ impl Scenario<'_> {
     /// [`LLAMA_CPP_MMQ_MAX_BATCH`] tokens on an NVIDIA GPU with tensor cores
     /// (compute capability 7.0 or later) with weights in a GGUF block
     /// format. Each micro-batch of the engine's
-    /// [`EngineProfile::max_batched_tokens`] writes and reads back every
-    /// weight it multiplies in F16 ([`F16_DEQUANT_BYTES_PER_WEIGHT`]), at
-    /// the device's stream bandwidth, after the GEMMs' own work.
+    /// [`EngineProfile::max_batched_tokens`] reads every weight it multiplies
+    /// once more in its quantised form and writes it in F16
+    /// ([`F16_DEQUANT_BYTES_PER_WEIGHT`]), at the device's stream bandwidth,
+    /// after the GEMMs' own work.
     ///
     /// [`LLAMA_CPP_MMQ_MAX_BATCH`]: crate::engine::LLAMA_CPP_MMQ_MAX_BATCH
     /// [`F16_DEQUANT_BYTES_PER_WEIGHT`]: crate::engine::F16_DEQUANT_BYTES_PER_WEIGHT
